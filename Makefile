@@ -1,0 +1,27 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+# Each creates the virtual environment in .venv when it is missing or stale.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test bench lint clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip==25.3
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/tandem plan --cluster examples/cluster.yaml examples/llama-70b.yaml examples/llama-8b.yaml
+
+test: $(STAMP)
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+bench: $(STAMP)
+	$(BIN)/python bench/placement.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info

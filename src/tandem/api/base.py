@@ -1,0 +1,73 @@
+"""Shared pydantic bases: camelCase on the wire, snake_case in Python.
+
+Two strictness levels: tandem's own resources reject unknown fields (a typo must not be
+silently ignored), while Kubernetes objects (`Node`, `Pod`, pod templates) ignore fields
+tandem does not use, because `kubectl get -o yaml` prints many of them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from tandem.api.quantity import parse_quantity
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+class StrictModel(BaseModel):
+    """tandem's own resources: unknown fields are errors."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        strict=False,
+    )
+
+
+class KubeModel(BaseModel):
+    """Kubernetes objects as kubectl prints them: unknown fields are ignored."""
+
+    model_config = ConfigDict(
+        extra="ignore",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+    )
+
+
+def _dns1123_label(value: str) -> str:
+    if len(value) > 63:
+        raise ValueError(f"must be at most 63 characters, got {len(value)}")
+    if not _DNS1123_LABEL.match(value):
+        raise ValueError(
+            f"{value!r} is not a DNS-1123 label (lower-case letters, digits and '-', "
+            "starting and ending with a letter or digit)"
+        )
+    return value
+
+
+def _dns1123_subdomain(value: str) -> str:
+    if len(value) > 253:
+        raise ValueError(f"must be at most 253 characters, got {len(value)}")
+    if not _DNS1123_SUBDOMAIN.match(value):
+        raise ValueError(f"{value!r} is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')")
+    return value
+
+
+def _quantity(value: object) -> int:
+    return parse_quantity(value)
+
+
+DNSLabel = Annotated[str, Field(strict=True), AfterValidator(_dns1123_label)]
+DNSSubdomain = Annotated[str, Field(strict=True), AfterValidator(_dns1123_subdomain)]
+# A quantity is accepted as a string or a number and stored in milli-units.
+Quantity = Annotated[object, AfterValidator(_quantity)]
+NonNegativeInt = Annotated[int, Field(ge=0, strict=True)]
+PositiveInt = Annotated[int, Field(ge=1, strict=True)]

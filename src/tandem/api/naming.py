@@ -1,0 +1,16 @@
+"""Names and labels tandem gives to the pods it generates."""
+
+from __future__ import annotations
+
+LABEL_PREFIX = "tandem.dev/"
+GROUP_LABEL = LABEL_PREFIX + "group"
+UNIT_LABEL = LABEL_PREFIX + "unit"
+ROLE_LABEL = LABEL_PREFIX + "role"
+REPLICA_LABEL = LABEL_PREFIX + "replica"
+POD_INDEX_LABEL = LABEL_PREFIX + "pod-index"
+MAX_POD_NAME = 63
+
+
+def pod_name(group: str, unit: int, role: str, replica: int, pod: int) -> str:
+    """`<group>-<unit>-<role>-<replica>-<pod>`, e.g. llama-70b-0-prefill-0-0."""
+    return f"{group}-{unit}-{role}-{replica}-{pod}"

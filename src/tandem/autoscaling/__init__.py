@@ -1,0 +1,1 @@
+"""autoscaling layer (see DESIGN.md §3)."""

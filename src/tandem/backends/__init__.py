@@ -1,0 +1,1 @@
+"""backends layer (see DESIGN.md §3)."""

@@ -1,0 +1,1 @@
+"""The `tandem` command line: reads files, calls the pure core, prints results."""

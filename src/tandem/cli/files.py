@@ -1,0 +1,29 @@
+"""Reading the files a user names; the only place the CLI touches the filesystem for input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tandem.api.loading import Inputs, load_texts
+from tandem.errors import InputError, Problem
+
+
+def read_sources(paths: list[Path]) -> list[tuple[str, str]]:
+    sources: list[tuple[str, str]] = []
+    problems: list[Problem] = []
+    for path in paths:
+        try:
+            sources.append((str(path), path.read_text(encoding="utf-8")))
+        except UnicodeDecodeError:
+            problems.append(Problem("", "is not UTF-8 text (expected YAML or JSON)", str(path)))
+        except IsADirectoryError:
+            problems.append(Problem("", "is a directory, not a file", str(path)))
+        except OSError as exc:
+            problems.append(Problem("", f"cannot read: {exc.strerror or exc}", str(path)))
+    if problems:
+        raise InputError(problems)
+    return sources
+
+
+def load_files(paths: list[Path]) -> Inputs:
+    return load_texts(read_sources(paths))

@@ -1,0 +1,133 @@
+"""`tandem` commands. Exit status: 0 on valid input (even when nothing fits), 2 on invalid input."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Callable, TypeVar
+
+import typer
+import yaml
+from rich.console import Console
+
+from tandem.cli.files import load_files
+from tandem.cli.output import print_table, render_json, render_yaml
+from tandem.errors import InputError
+from tandem.placement.from_inputs import plan_inputs
+from tandem.topology.generate import generate_cluster, parse_shape
+
+app = typer.Typer(
+    name="tandem",
+    help="Place, roll out and scale prefill/decode-disaggregated inference as one thing.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+cluster_app = typer.Typer(help="Work with cluster files.", no_args_is_help=True)
+app.add_typer(cluster_app, name="cluster")
+
+T = TypeVar("T")
+INVALID_INPUT = 2
+
+
+class Output(str, Enum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+def _guard(action: Callable[[], T]) -> T:
+    """Run `action`; a user mistake becomes one line on stderr and exit status 2."""
+    try:
+        return action()
+    except InputError as exc:
+        err = Console(stderr=True, highlight=False, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {exc}", markup=True)
+        raise typer.Exit(INVALID_INPUT) from None
+
+
+@app.command()
+def plan(
+    files: Annotated[list[Path], typer.Argument(help="InferenceGroup files (and any other input files).", show_default=False)],
+    cluster: Annotated[
+        list[Path], typer.Option("--cluster", "-c", help="Nodes, bound Pods and ClusterTopology (repeatable).")
+    ] = [],  # noqa: B006 - typer reads the default
+    output: Annotated[Output, typer.Option("--output", "-o", help="table, json or yaml.")] = Output.table,
+) -> None:
+    """Decide where every pod of the given InferenceGroups goes, or say why it cannot."""
+
+    def run() -> None:
+        outcome = plan_inputs(load_files(list(cluster) + list(files)))
+        err = Console(stderr=True, highlight=False)
+        for warning in outcome.warnings:
+            err.print(f"[yellow]warning:[/] {warning}")
+        if output is Output.json:
+            sys.stdout.write(render_json(outcome) + "\n")
+        elif output is Output.yaml:
+            sys.stdout.write(render_yaml(outcome))
+        else:
+            console = Console(highlight=False)
+            if not console.is_terminal:
+                console.width = 140
+            print_table(outcome, console)
+
+    _guard(run)
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Files to check: Nodes, Pods, ClusterTopology, InferenceGroup.", show_default=False)],
+) -> None:
+    """Check files; print every problem with its field path (exit 2) or a summary (exit 0)."""
+    try:
+        inputs = load_files(files)
+    except InputError as exc:
+        err = Console(stderr=True, highlight=False, soft_wrap=True)
+        for problem in exc.problems:
+            err.print(f"[bold red]error:[/] {problem}")
+        raise typer.Exit(INVALID_INPUT) from None
+    console = Console(highlight=False)
+    for group in inputs.groups:
+        if group.spec.topology_name not in inputs.topologies:
+            console.print(
+                f"note: {group.metadata.namespace}/{group.metadata.name}: ClusterTopology "
+                f"{group.spec.topology_name!r} not among these files; its level names were not checked"
+            )
+    console.print(
+        f"ok: {len(inputs.nodes)} node(s), {len(inputs.pods)} pod(s), "
+        f"{len(inputs.topologies)} topology(ies), {len(inputs.groups)} group(s)"
+    )
+
+
+@cluster_app.command("generate")
+def cluster_generate(
+    shape: Annotated[str, typer.Option(help="Levels, broadest first, the last being hosts: block=4,rack=4,host=8.")],
+    gpus: Annotated[int, typer.Option(min=0, help="GPUs per node.")] = 8,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    topology_name: Annotated[str, typer.Option(help="metadata.name of the ClusterTopology.")] = "default",
+) -> None:
+    """Write Nodes (a v1 List) and a matching ClusterTopology as YAML."""
+
+    def run() -> None:
+        from tandem.errors import Problem
+
+        try:
+            levels = parse_shape(shape)
+        except ValueError as exc:
+            raise InputError(Problem("--shape", str(exc))) from None
+        topology, nodes = generate_cluster(levels, gpus, topology_name=topology_name)
+        text = yaml.safe_dump_all(
+            [topology, {"apiVersion": "v1", "kind": "List", "items": nodes}], sort_keys=False
+        )
+        if output is None:
+            sys.stdout.write(text)
+        else:
+            output.write_text(text, encoding="utf-8")
+            Console(stderr=True).print(f"wrote {len(nodes)} nodes and ClusterTopology {topology_name!r} to {output}")
+
+    _guard(run)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()

@@ -1,0 +1,1 @@
+"""coordination layer (see DESIGN.md §3)."""

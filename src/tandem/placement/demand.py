@@ -1,0 +1,127 @@
+"""What is to be placed: units of InferenceGroups reduced to shapes, counts and constraints.
+
+The engine never sees pydantic models; it sees these small frozen records, which makes it
+easy to drive from the CLI, the controller, the simulator and tests alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from tandem.api.kube import PodTemplateSpec, Toleration
+from tandem.api.naming import pod_name
+from tandem.api.resources import InferenceGroup
+
+
+@dataclass(frozen=True)
+class PodShape:
+    """What one pod asks of a node."""
+
+    requests: Mapping[str, int]  # milli-units
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+    @classmethod
+    def from_template(cls, template: PodTemplateSpec) -> "PodShape":
+        spec = template.spec
+        return cls(dict(spec.requests()), dict(spec.node_selector), tuple(spec.tolerations))
+
+    def key(self) -> tuple:
+        """Hashable identity, for caching eligibility per distinct shape."""
+        return (
+            tuple(sorted(self.node_selector.items())),
+            tuple(t.model_dump_json() for t in self.tolerations),
+        )
+
+
+@dataclass(frozen=True)
+class RoleDemand:
+    name: str
+    desired: int  # replicas wanted in the unit
+    minimum: int  # complete replicas for the unit to be functional
+    pods_per_replica: int
+    leader: PodShape  # pod 0 of each replica
+    worker: PodShape  # pods 1..N-1
+    pack_required: str | None = None
+    pack_preferred: str | None = None
+
+
+@dataclass(frozen=True)
+class AffinityRule:
+    from_role: str
+    to_role: str
+    level: str
+    required: bool
+
+
+@dataclass(frozen=True)
+class UnitDemand:
+    """One copy of a group: all roles, placed as a gang within one domain."""
+
+    namespace: str
+    group: str
+    unit: int
+    priority: int
+    topology: str
+    roles: tuple[RoleDemand, ...]
+    pack_required: str | None = None
+    pack_preferred: str | None = None
+    affinity: tuple[AffinityRule, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.namespace, self.group, self.unit)
+
+    @property
+    def label(self) -> str:
+        return f"{self.namespace}/{self.group}[{self.unit}]"
+
+    def pod_name(self, role: str, replica: int, pod: int) -> str:
+        return pod_name(self.group, self.unit, role, replica, pod)
+
+
+def units_from_group(group: InferenceGroup) -> list[UnitDemand]:
+    spec = group.spec
+    roles = tuple(
+        RoleDemand(
+            name=role.name,
+            desired=role.replicas,
+            minimum=role.minimum,
+            pods_per_replica=role.pods_per_replica,
+            leader=PodShape.from_template(role.template),
+            worker=PodShape.from_template(role.pod_template(1)),
+            pack_required=role.topology.pack.required,
+            pack_preferred=role.topology.pack.preferred,
+        )
+        for role in spec.roles
+    )
+    affinity = tuple(AffinityRule(a.from_, a.to, a.level, a.mode == "Required") for a in spec.affinity)
+    return [
+        UnitDemand(
+            namespace=group.metadata.namespace,
+            group=group.metadata.name,
+            unit=unit,
+            priority=spec.priority,
+            topology=spec.topology_name,
+            roles=roles,
+            pack_required=spec.topology.pack.required,
+            pack_preferred=spec.topology.pack.preferred,
+            affinity=affinity,
+        )
+        for unit in range(spec.replicas)
+    ]
+
+
+def units_from_groups(groups: Sequence[InferenceGroup]) -> list[UnitDemand]:
+    """Every unit of every group, in placement order: priority, then age, then unit index.
+
+    Age is `metadata.creationTimestamp` (RFC 3339 sorts as text). Groups read from files
+    usually have none; they come first, in input order, since input order is then the
+    only age there is.
+    """
+    ordered = sorted(
+        enumerate(groups),
+        key=lambda item: (-item[1].spec.priority, item[1].metadata.creation_timestamp or "", item[0]),
+    )
+    return [unit for _, group in ordered for unit in units_from_group(group)]

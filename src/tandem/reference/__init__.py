@@ -1,0 +1,1 @@
+"""reference layer (see DESIGN.md §3)."""

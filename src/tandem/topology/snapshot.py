@@ -1,0 +1,154 @@
+"""Nodes and their capacity as numpy arrays: allocatable, used by bound pods, free.
+
+Built once from Node and Pod objects; the placement engine works on a copy of `free`, so
+one snapshot serves many decisions (like a scheduler's cache). Amounts are integers: CPU
+in millicores, every other resource in whole units (bytes, devices), rounded up, so sums
+over tens of thousands of nodes stay exact in int64. Each pod also uses one unit of the
+`pods` resource, as kube-scheduler counts it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from tandem.api.kube import Node, Pod, Taint, Toleration
+from tandem.api.quantity import MILLI
+
+PODS = "pods"
+# kubelet's default when a node file does not state allocatable pods.
+DEFAULT_MAX_PODS = 110
+# Resources kept in milli-units; all others are whole units.
+MILLI_RESOURCES = frozenset({"cpu"})
+
+
+def to_units(resource: str, milli: int) -> int:
+    """From parsed milli-units to the snapshot's unit for `resource` (rounding up)."""
+    return milli if resource in MILLI_RESOURCES else -(-milli // MILLI)
+
+
+def format_amount(resource: str, amount: int) -> str:
+    """An amount in the snapshot's unit, as a person would write it."""
+    if resource in MILLI_RESOURCES:
+        return str(amount // MILLI) if amount % MILLI == 0 else f"{amount}m"
+    for suffix, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20)):
+        if amount >= size and amount % size == 0:
+            return f"{amount // size}{suffix}"
+    return str(amount)
+_REPELS = ("NoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True, eq=False)
+class ClusterSnapshot:
+    node_names: tuple[str, ...]
+    labels: tuple[Mapping[str, str], ...]
+    resources: tuple[str, ...]
+    allocatable: np.ndarray  # [nodes, resources] int64 milli-units
+    used: np.ndarray  # [nodes, resources] int64 milli-units
+    schedulable: np.ndarray  # [nodes] bool: not cordoned and Ready
+    problems: tuple[str | None, ...]  # why a node is not schedulable, per node
+    taints: tuple[tuple[Taint, ...], ...]  # NoSchedule/NoExecute taints only
+    tainted_nodes: tuple[int, ...]  # indices of nodes with such taints
+    node_index: Mapping[str, int] = field(repr=False, default_factory=dict)
+    resource_index: Mapping[str, int] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def build(cls, nodes: Sequence[Node], pods: Sequence[Pod] = ()) -> tuple["ClusterSnapshot", list[str]]:
+        """Snapshot of `nodes` with the capacity `pods` bound to them hold; plus warnings."""
+        ordered = sorted(nodes, key=lambda node: node.metadata.name)
+        names = tuple(node.metadata.name for node in ordered)
+        resource_names = {PODS}
+        for node in ordered:
+            resource_names.update(node.status.allocatable)
+        pod_requests = [(pod, pod.spec.requests()) for pod in pods if pod.holds_capacity()]
+        for _, requests in pod_requests:
+            resource_names.update(requests)
+        resources = tuple(sorted(resource_names))
+        r_index = {name: i for i, name in enumerate(resources)}
+        n_index = {name: i for i, name in enumerate(names)}
+        allocatable = np.zeros((len(names), len(resources)), dtype=np.int64)
+        for i, node in enumerate(ordered):
+            allocatable[i, r_index[PODS]] = DEFAULT_MAX_PODS
+            for name, amount in node.status.allocatable.items():
+                allocatable[i, r_index[name]] = to_units(name, amount)
+        used = np.zeros_like(allocatable)
+        warnings: list[str] = []
+        for pod, requests in pod_requests:
+            i = n_index.get(pod.spec.node_name or "")
+            if i is None:
+                warnings.append(
+                    f"pod {pod.metadata.namespace}/{pod.metadata.name} is bound to node {pod.spec.node_name!r}, "
+                    "which is not among the nodes given; ignored"
+                )
+                continue
+            used[i] += _vector(requests, r_index, len(resources)) + _pod_slot(r_index, len(resources))
+        problems = tuple(_node_problem(node) for node in ordered)
+        taints = tuple(tuple(t for t in node.spec.taints if t.effect in _REPELS) for node in ordered)
+        snapshot = cls(
+            node_names=names,
+            labels=tuple(dict(node.metadata.labels) for node in ordered),
+            resources=resources,
+            allocatable=allocatable,
+            used=used,
+            schedulable=np.array([p is None for p in problems], dtype=bool),
+            problems=problems,
+            taints=taints,
+            tainted_nodes=tuple(i for i, node_taints in enumerate(taints) if node_taints),
+            node_index=n_index,
+            resource_index=r_index,
+        )
+        return snapshot, warnings
+
+    @property
+    def free(self) -> np.ndarray:
+        """Capacity left on each node (a new array; overcommitted nodes show 0)."""
+        return np.maximum(self.allocatable - self.used, 0)
+
+    def vector(self, requests: Mapping[str, int]) -> np.ndarray:
+        """A pod's requests as a resource vector, including its one `pods` slot.
+
+        Resources that no node offers are dropped here; see `missing_resources`.
+        """
+        return _vector(requests, self.resource_index, len(self.resources)) + _pod_slot(self.resource_index, len(self.resources))
+
+    def missing_resources(self, requests: Mapping[str, int]) -> list[str]:
+        """Requested resources (amount > 0) that no node in the snapshot offers."""
+        return sorted(name for name, amount in requests.items() if amount > 0 and name not in self.resource_index)
+
+    def eligible(self, node_selector: Mapping[str, str], tolerations: Sequence[Toleration]) -> np.ndarray:
+        """Nodes a pod with this selector and these tolerations may use (schedulability included)."""
+        mask = self.schedulable.copy()
+        if node_selector:
+            for i, labels in enumerate(self.labels):
+                if mask[i] and any(labels.get(key) != value for key, value in node_selector.items()):
+                    mask[i] = False
+        for i in self.tainted_nodes:
+            if mask[i] and not all(any(t.tolerates(taint) for t in tolerations) for taint in self.taints[i]):
+                mask[i] = False
+        return mask
+
+
+def _vector(requests: Mapping[str, int], r_index: Mapping[str, int], size: int) -> np.ndarray:
+    """Requests in milli-units (as parsed) to a vector in the snapshot's units."""
+    vec = np.zeros(size, dtype=np.int64)
+    for name, amount in requests.items():
+        i = r_index.get(name)
+        if i is not None and name != PODS:
+            vec[i] += to_units(name, amount)
+    return vec
+
+
+def _pod_slot(r_index: Mapping[str, int], size: int) -> np.ndarray:
+    vec = np.zeros(size, dtype=np.int64)
+    vec[r_index[PODS]] = 1
+    return vec
+
+
+def _node_problem(node: Node) -> str | None:
+    if node.spec.unschedulable:
+        return "cordoned (spec.unschedulable)"
+    if not node.ready():
+        return "not Ready"
+    return None

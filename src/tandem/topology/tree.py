@@ -1,0 +1,167 @@
+"""The domain tree of a ClusterTopology over a snapshot's nodes.
+
+Depth 0 is the root (the whole cluster); depth k is the topology's k-th level, broadest
+first. A domain is identified by the label values on the path from the root, so a rack
+named `r1` in two blocks is two domains. Domains are numbered in sorted order, which makes
+every choice that breaks ties by domain number deterministic.
+
+For each depth the view keeps: the domain of every node (`dom`), the nodes of each domain
+as a contiguous slice of one sorted index (`members`), and each domain's ancestor at every
+broader depth (`ancestor`). Roll-ups are `np.add.at` over those arrays.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from tandem.api.resources import ClusterTopology
+from tandem.topology.snapshot import ClusterSnapshot
+
+ROOT = 0
+
+
+@dataclass(frozen=True, eq=False)
+class TopologyView:
+    topology: ClusterTopology
+    snapshot: ClusterSnapshot
+    level_names: tuple[str, ...]  # index = depth; depth 0 is "cluster"
+    usable: np.ndarray  # [nodes] bool: schedulable and labelled for every level
+    exclusions: tuple[tuple[str, str], ...]  # (node, reason) for nodes not usable here
+    dom: tuple[np.ndarray, ...]  # [depth][node] -> domain id, -1 for unusable nodes
+    names: tuple[tuple[str, ...], ...]  # [depth][domain] -> display name
+    ancestor: tuple[tuple[np.ndarray, ...], ...]  # [depth][broader depth][domain] -> domain
+    _order: tuple[np.ndarray, ...]  # [depth] usable nodes sorted by domain
+    _starts: tuple[np.ndarray, ...]  # [depth][domain] -> start in _order; one extra at the end
+
+    @classmethod
+    def build(cls, topology: ClusterTopology, snapshot: ClusterSnapshot) -> "TopologyView":
+        levels = topology.spec.levels
+        paths: list[tuple[str, ...] | None] = []
+        exclusions: list[tuple[str, str]] = []
+        for i, name in enumerate(snapshot.node_names):
+            labels = snapshot.labels[i]
+            missing = [lv for lv in levels if lv.node_label not in labels]
+            if missing:
+                paths.append(None)
+                exclusions.append((name, f"missing label {missing[0].node_label} (level {missing[0].name})"))
+                continue
+            paths.append(tuple(labels[lv.node_label] for lv in levels))
+            if snapshot.problems[i]:
+                exclusions.append((name, snapshot.problems[i] or ""))
+        labelled = np.array([p is not None for p in paths], dtype=bool)
+        usable = labelled & snapshot.schedulable
+
+        doms: list[np.ndarray] = [np.where(usable, ROOT, -1).astype(np.int64)]
+        names: list[tuple[str, ...]] = [("cluster",)]
+        keys_per_depth: list[list[tuple[str, ...]]] = [[()]]
+        for depth in range(1, len(levels) + 1):
+            keys = sorted({p[:depth] for i, p in enumerate(paths) if p is not None and usable[i]})
+            index = {key: d for d, key in enumerate(keys)}
+            doms.append(np.array([index[p[:depth]] if p is not None and usable[i] else -1 for i, p in enumerate(paths)], dtype=np.int64))
+            names.append(_display_names(keys))
+            keys_per_depth.append(keys)
+        ancestors: list[tuple[np.ndarray, ...]] = []
+        for depth, keys in enumerate(keys_per_depth):
+            per_broader = []
+            for broader in range(depth + 1):
+                lookup = {key: d for d, key in enumerate(keys_per_depth[broader])}
+                per_broader.append(np.array([lookup[key[:broader]] for key in keys], dtype=np.int64))
+            ancestors.append(tuple(per_broader))
+        orders, starts = [], []
+        usable_idx = np.nonzero(usable)[0]
+        for depth, dom in enumerate(doms):
+            order = usable_idx[np.argsort(dom[usable_idx], kind="stable")]
+            counts = np.bincount(dom[usable_idx], minlength=len(names[depth]))
+            orders.append(order)
+            starts.append(np.concatenate(([0], np.cumsum(counts))).astype(np.int64))
+        return cls(
+            topology=topology,
+            snapshot=snapshot,
+            level_names=("cluster", *(lv.name for lv in levels)),
+            usable=usable,
+            exclusions=tuple(exclusions),
+            dom=tuple(doms),
+            names=tuple(names),
+            ancestor=tuple(ancestors),
+            _order=tuple(orders),
+            _starts=tuple(starts),
+        )
+
+    # ------------------------------------------------------------------ structure
+
+    @property
+    def depth_count(self) -> int:
+        """Number of depths including the root."""
+        return len(self.level_names)
+
+    def depth(self, level: str | None) -> int:
+        """Depth of a level name; None (no constraint) is the root."""
+        return 0 if level is None else self.level_names.index(level)
+
+    def domain_count(self, depth: int) -> int:
+        return len(self.names[depth])
+
+    def members(self, depth: int, domain: int) -> np.ndarray:
+        """Usable nodes of a domain, in node order."""
+        starts = self._starts[depth]
+        return self._order[depth][starts[domain] : starts[domain + 1]]
+
+    def domain_name(self, depth: int, domain: int) -> str:
+        return self.names[depth][domain]
+
+    def node_domain(self, node: int, depth: int) -> int:
+        return int(self.dom[depth][node])
+
+    # ------------------------------------------------------------------ capacity
+
+    def rollup(self, per_node: np.ndarray, depth: int) -> np.ndarray:
+        """Sum a per-node array (1-D, or 2-D with a column per resource) into the domains at `depth`.
+
+        Unusable nodes belong to no domain and are left out.
+        """
+        nodes = self._order[depth]
+        groups = self.dom[depth][nodes]
+        size = self.domain_count(depth)
+        if per_node.ndim == 1:
+            return np.bincount(groups, weights=per_node[nodes], minlength=size).astype(per_node.dtype)
+        values = per_node[nodes]
+        columns = [np.bincount(groups, weights=values[:, c], minlength=size) for c in range(values.shape[1])]
+        return np.stack(columns, axis=1).astype(per_node.dtype) if columns else np.zeros((size, 0), per_node.dtype)
+
+    def free_by_domain(self, free: np.ndarray, depth: int) -> np.ndarray:
+        """[domains, resources]: free capacity of usable nodes per domain at `depth`."""
+        return self.rollup(free, depth)
+
+    # ------------------------------------------------------------------ distance
+
+    def lowest_common_depth(self, a: int, b: int) -> int:
+        """Depth of the narrowest domain holding both nodes (0: only the cluster)."""
+        common = 0
+        for depth in range(1, self.depth_count):
+            if self.dom[depth][a] < 0 or self.dom[depth][a] != self.dom[depth][b]:
+                break
+            common = depth
+        return common
+
+    def lowest_common_level(self, a: str, b: str) -> str:
+        """Name of the narrowest level whose domain holds both nodes ("cluster" if none)."""
+        index = self.snapshot.node_index
+        return self.level_names[self.lowest_common_depth(index[a], index[b])]
+
+    def bandwidth_gbps(self, a: str, b: str) -> float | None:
+        """Link bandwidth between two nodes: that of their lowest common level, if stated."""
+        index = self.snapshot.node_index
+        depth = self.lowest_common_depth(index[a], index[b])
+        if depth == 0:
+            return None
+        return self.topology.spec.levels[depth - 1].link_bandwidth_gbps
+
+
+def _display_names(keys: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """A domain's own label value, or its path where the value repeats across parents."""
+    counts = Counter(key[-1] for key in keys)
+    repeated = {value for value, count in counts.items() if count > 1}
+    return tuple("/".join(key) if key[-1] in repeated else key[-1] for key in keys)
