@@ -146,6 +146,13 @@ class _Unit:
             worker = snapshot.vector(demand.worker.requests)
             leader_ok, worker_ok = eligible(demand.leader), eligible(demand.worker)
             pods = demand.pods_per_replica
+            missing = sorted(
+                set(snapshot.missing_resources(demand.leader.requests))
+                | set(snapshot.missing_resources(demand.worker.requests) if pods > 1 else ())
+            )
+            if missing:
+                # The vectors leave out resources no node offers; no node may take such a pod.
+                leader_ok = worker_ok = np.zeros_like(leader_ok)
             roles.append(
                 _Role(
                     index=index,
@@ -154,10 +161,7 @@ class _Unit:
                     worker=worker,
                     leader_ok=leader_ok,
                     worker_ok=worker_ok,
-                    missing=sorted(
-                        set(snapshot.missing_resources(demand.leader.requests))
-                        | set(snapshot.missing_resources(demand.worker.requests) if pods > 1 else ())
-                    ),
+                    missing=missing,
                     required_depth=None if demand.pack_required is None else view.depth(demand.pack_required),
                     preferred_depth=None if demand.pack_preferred is None else view.depth(demand.pack_preferred),
                     replica_total=leader + (pods - 1) * worker,

@@ -39,6 +39,8 @@ def describe_gang_failure(unit: "_Unit", free: np.ndarray, needs: Mapping[int, i
 
     view = unit.view
     roles = {r: unit.roles[r] for r in needs}
+    if not view.snapshot.node_names:
+        return "the cluster has no nodes"
     for role in roles.values():
         if role.missing:
             return f"no node offers {', '.join(role.missing)} (requested by {role.demand.name})"
@@ -127,6 +129,4 @@ def _exclusion_summary(unit: "_Unit", role: "_Role") -> str:
                 value = f"={taint.value}" if taint.value else ""
                 reasons[f"untolerated taint {taint.key}{value}:{taint.effect}"] += 1
                 break
-    if not reasons:
-        return "the cluster has no nodes"
     return ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))

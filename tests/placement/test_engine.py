@@ -1,0 +1,223 @@
+"""Hand-picked placement cases: each promise of DESIGN.md §1 on a case small enough to reason about."""
+
+from __future__ import annotations
+
+from support.builders import bound_pod, cluster, group, role, world
+from tandem.placement import place
+from tandem.placement.verify import verify_plan
+
+PD_AFFINITY = [{"from": "prefill", "to": "decode", "level": "rack", "mode": "Preferred"}]
+
+
+def _plan(objects):
+    snapshot, views, units = world(objects)
+    plan = place(snapshot, views, units)
+    assert verify_plan(plan, snapshot, views, units) == []
+    return plan, views["default"]
+
+
+def _nodes(placement, role_name):
+    return [pod.node for replica in placement.replicas(role_name) for pod in replica.pods]
+
+
+def _fill(nodes, gpus=8):
+    return [bound_pod(f"busy-{node}", node, gpus) for node in nodes]
+
+
+def design_example(**overrides):
+    """The InferenceGroup of DESIGN.md §1."""
+    return group(
+        "llama-70b",
+        [
+            role("prefill", 4, 1, gpus=8, pods=1, required="host"),
+            role("decode", 2, 1, gpus=8, pods=2, required="rack"),
+        ],
+        required="block",
+        preferred="rack",
+        affinity=PD_AFFINITY,
+        **overrides,
+    )
+
+
+def test_design_example_is_placed_whole_in_one_rack():
+    plan, view = _plan(cluster("block=2,rack=2,host=8") + [design_example()])
+    unit = plan.units[0]
+    assert unit.state == "Placed"
+    nodes = _nodes(unit, "prefill") + _nodes(unit, "decode")
+    assert len(set(nodes)) == 8, "8 pods of 8 GPUs need 8 distinct hosts"
+    assert {view.lowest_common_level(nodes[0], n) for n in nodes} <= {"rack", "host"}
+    assert unit.domain == "rack/rack-0"
+
+
+def test_pod_names_follow_the_contract():
+    plan, _ = _plan(cluster("block=1,rack=2,host=8") + [design_example()])
+    unit = plan.units[0]
+    assert [p.name for p in unit.replicas("decode")[1].pods] == ["llama-70b-0-decode-1-0", "llama-70b-0-decode-1-1"]
+
+
+def test_unit_gang_holds_nothing_when_a_role_minimum_cannot_fit():
+    # decode needs 2 hosts in one rack; every rack has only one free host
+    busy = _fill(["n-001", "n-002", "n-003", "n-005", "n-006", "n-007"])
+    plan, _ = _plan(cluster("block=1,rack=2,host=4") + busy + [design_example()])
+    unit = plan.units[0]
+    assert unit.state == "Unschedulable"
+    assert unit.pods() == []
+    assert unit.message == "no block has room for 1 decode replica (2 pods × 8 nvidia.com/gpu within one rack); best is block-0 with 0"
+
+
+def test_reason_names_level_and_best_domain_shortfall():
+    # prefill needs 3 free hosts in one block; block-0 has 1, block-1 has 2
+    g = group("big", [role("prefill", 3, 3, gpus=8, required="host")], required="block")
+    busy = _fill(["n-000", "n-001", "n-002", "n-004", "n-005"])
+    plan, _ = _plan(cluster("block=2,rack=1,host=4") + busy + [g])
+    assert plan.units[0].message == "no block has room for 3 prefill replicas (1 pod × 8 nvidia.com/gpu); best is block-1 with 2"
+
+
+def test_roles_that_fit_alone_but_not_together_are_reported_as_such():
+    g = group("pair", [role("prefill", 2, 2, gpus=8), role("decode", 2, 2, gpus=8)], required="block")
+    plan, _ = _plan(cluster("block=2,rack=1,host=3") + [g])
+    assert plan.units[0].state == "Unschedulable"
+    assert plan.units[0].message.startswith("no block fits the minimum gang (2 prefill + 2 decode replicas) together")
+    assert "needs 32 nvidia.com/gpu, has 24 free" in plan.units[0].message
+
+
+def test_minimums_of_every_unit_come_before_any_extra():
+    # 6 free hosts: a unit's minimum is 1P + 1D(2 pods) = 3 hosts, its full size 8.
+    # Both units' minimums must be placed before either grows.
+    busy = _fill(["n-006", "n-007"])
+    two_units = design_example(replicas=2)
+    plan, _ = _plan(cluster("block=1,rack=1,host=8") + busy + [two_units])
+    assert [u.state for u in plan.units] == ["MinimumPlaced", "MinimumPlaced"]
+    assert all(len(u.replicas("prefill")) == 1 and len(u.replicas("decode")) == 1 for u in plan.units)
+
+
+def test_higher_priority_first_then_age():
+    small = lambda name, priority: group(name, [role("prefill", 1, 1, gpus=8)], priority=priority)  # noqa: E731
+    plan, _ = _plan(cluster("block=1,rack=1,host=1") + [small("old", 0), small("young", 0), small("vip", 5)])
+    assert {u.unit.group: u.state for u in plan.units} == {"vip": "Placed", "old": "Unschedulable", "young": "Unschedulable"}
+    plan, _ = _plan(cluster("block=1,rack=1,host=1") + [small("old", 0), small("young", 0)])
+    assert {u.unit.group: u.state for u in plan.units} == {"old": "Placed", "young": "Unschedulable"}
+
+
+def test_extras_follow_the_desired_ratio_and_stop_together():
+    # 4P:2D of one-host replicas; 4 hosts: minimum 1P+1D, then extras in ratio 2:1 -> 3P:1D would skew,
+    # the engine grows to 2P+1D, then the next fitting extra by ratio is decode, then prefill: 2P:1D + ...
+    g = group("r", [role("prefill", 4, 1, gpus=8), role("decode", 2, 1, gpus=8)], required="block")
+    plan, _ = _plan(cluster("block=1,rack=1,host=4") + [g])
+    unit = plan.units[0]
+    assert (len(unit.replicas("prefill")), len(unit.replicas("decode"))) in {(3, 1), (2, 2)}
+    # the ratio cap: with prefill unable to grow, decode stops at prefill's fraction
+    g2 = group("cap", [role("prefill", 4, 1, gpus=8), role("decode", 4, 1, gpus=2)], required="block")
+    plan, _ = _plan(cluster("block=1,rack=1,host=2") + [g2])
+    unit = plan.units[0]
+    prefill, decode = len(unit.replicas("prefill")), len(unit.replicas("decode"))
+    assert prefill == 1
+    assert decode == 1, "decode held at prefill's 1/4 so the unit keeps its ratio"
+    assert "held at the same fraction to keep the ratio" in unit.message
+
+
+def test_required_affinity_keeps_prefill_in_a_decode_rack():
+    g = group(
+        "aff",
+        [role("prefill", 2, 2, gpus=8), role("decode", 1, 1, gpus=8)],
+        required="block",
+        affinity=[{"from": "prefill", "to": "decode", "level": "rack", "mode": "Required"}],
+    )
+    # rack-0 has 2 free hosts, rack-1 has 4: only rack-1 holds decode and both prefills
+    busy = _fill(["n-002", "n-003"])
+    plan, view = _plan(cluster("block=1,rack=2,host=4") + busy + [g])
+    unit = plan.units[0]
+    decode = _nodes(unit, "decode")[0]
+    assert all(view.lowest_common_level(p, decode) in ("rack", "host") for p in _nodes(unit, "prefill"))
+
+
+def test_required_affinity_that_cannot_hold_is_unschedulable_with_reason():
+    g = group(
+        "aff",
+        [role("prefill", 1, 1, gpus=8), role("decode", 1, 1, gpus=8)],
+        required="block",
+        affinity=[{"from": "prefill", "to": "decode", "level": "rack", "mode": "Required"}],
+    )
+    busy = _fill(["n-001", "n-003"])  # each rack has one free host
+    plan, _ = _plan(cluster("block=1,rack=2,host=2") + busy + [g])
+    assert plan.units[0].state == "Unschedulable"
+    assert plan.units[0].message.startswith("Required affinity prefill→decode at rack cannot be met")
+
+
+def test_preferred_affinity_is_met_when_there_is_room():
+    g = group(
+        "aff",
+        [role("prefill", 2, 1, gpus=8), role("decode", 2, 1, gpus=8)],
+        required="block",
+        affinity=PD_AFFINITY,
+    )
+    plan, view = _plan(cluster("block=1,rack=4,host=2") + [g])
+    unit = plan.units[0]
+    rack = lambda node: view.snapshot.labels[view.snapshot.node_index[node]]["network.tandem.dev/rack"]  # noqa: E731
+    decode_racks = {rack(d) for d in _nodes(unit, "decode")}
+    assert all(rack(p) in decode_racks for p in _nodes(unit, "prefill"))
+
+
+def test_tight_fit_keeps_empty_domains_whole():
+    # rack-0 is half used; a unit that fits in what is left goes there, leaving rack-1 empty
+    g = group("small", [role("prefill", 2, 2, gpus=8)], required="rack")
+    busy = _fill(["n-000", "n-001"])
+    plan, _ = _plan(cluster("block=1,rack=2,host=4") + busy + [g])
+    assert sorted(_nodes(plan.units[0], "prefill")) == ["n-002", "n-003"]
+
+
+def test_preferred_pack_falls_back_to_the_required_level():
+    g = group("wide", [role("prefill", 3, 3, gpus=8)], required="block", preferred="rack")
+    plan, view = _plan(cluster("block=1,rack=2,host=2") + [g])
+    unit = plan.units[0]
+    assert unit.state == "Placed" and unit.domain == "block/block-0"
+
+
+def test_taints_selectors_and_missing_resources():
+    objects = cluster("block=1,rack=1,host=2")
+    objects[1]["spec"]["taints"] = [{"key": "gpu", "value": "broken", "effect": "NoSchedule"}]
+    objects[2]["spec"]["taints"] = [{"key": "gpu", "value": "broken", "effect": "NoExecute"}]
+    g = group("t", [role("prefill", 1, 1, gpus=8)])
+    plan, _ = _plan(objects + [g])
+    assert plan.units[0].message == (
+        "no usable node for prefill: 1 untolerated taint gpu=broken:NoExecute, 1 untolerated taint gpu=broken:NoSchedule"
+    )
+    tolerant = group(
+        "t2", [role("prefill", 1, 1, gpus=8, tolerations=[{"key": "gpu", "operator": "Exists"}])]
+    )
+    plan, _ = _plan(objects + [tolerant])
+    assert plan.units[0].state == "Placed"
+    selective = group("s", [role("prefill", 1, 1, gpus=8, nodeSelector={"pool": "none"})])
+    plan, _ = _plan(cluster("block=1,rack=1,host=2") + [selective])
+    assert plan.units[0].message == "no usable node for prefill: 2 nodeSelector does not match"
+    exotic = group("x", [role("prefill", 1, 1, gpus=0, nodeSelector={})])
+    exotic["spec"]["roles"][0]["template"]["spec"]["containers"][0]["resources"]["requests"] = {"example.com/fpga": "1"}
+    plan, _ = _plan(cluster("block=1,rack=1,host=2") + [exotic])
+    assert plan.units[0].message == "no node offers example.com/fpga (requested by prefill)"
+
+
+def test_multi_pod_replica_with_worker_template_stays_in_its_rack():
+    decode = role("decode", 2, 2, gpus=8, pods=3, required="rack")
+    decode["workerTemplate"] = {"spec": {"containers": [{"name": "w", "resources": {"requests": {"nvidia.com/gpu": "4"}}}]}}
+    plan, view = _plan(cluster("block=1,rack=2,host=3") + [group("mp", [decode], required="block")])
+    unit = plan.units[0]
+    assert unit.state == "Placed"
+    for replica in unit.replicas("decode"):
+        nodes = [p.node for p in replica.pods]
+        assert {view.lowest_common_level(nodes[0], n) for n in nodes} <= {"rack", "host"}
+
+
+def test_unit_with_zero_minimums_is_functional_and_grows():
+    g = group("opt", [role("prefill", 2, 0, gpus=8), role("decode", 1, 0, gpus=8)], required="rack")
+    plan, _ = _plan(cluster("block=1,rack=2,host=3") + [g])
+    assert plan.units[0].state == "Placed"
+    # a rack of 2 hosts cannot hold all 3 replicas: functional (minimums are zero), not complete
+    plan, _ = _plan(cluster("block=1,rack=2,host=2") + [g])
+    assert plan.units[0].state == "MinimumPlaced"
+
+
+def test_nothing_fits_on_an_empty_cluster():
+    topology = cluster("block=1,rack=1,host=1")[0]
+    plan, _ = _plan([topology, design_example()])
+    assert plan.units[0].state == "Unschedulable"
+    assert plan.units[0].message == "the cluster has no nodes"
