@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/tandem plan --cluster examples/cluster.yaml examples/llama-70b.yaml examples/llama-8b.yaml
+	$(BIN)/tandem plan --cluster examples/cluster.yaml examples/llama-70b.yaml examples/llama-405b.yaml examples/llama-8b.yaml
 
 test: $(STAMP)
 	$(BIN)/lint-imports

@@ -71,6 +71,14 @@ def test_reason_names_level_and_best_domain_shortfall():
     busy = _fill(["n-000", "n-001", "n-002", "n-004", "n-005"])
     plan, _ = _plan(cluster("block=2,rack=1,host=4") + busy + [g])
     assert plan.units[0].message == "no block has room for 3 prefill replicas (1 pod × 8 nvidia.com/gpu); best is block-1 with 2"
+    assert plan.units[0].code == "Unschedulable", "fits once capacity frees up"
+
+
+def test_a_unit_bigger_than_any_domain_is_unresolvable():
+    g = group("huge", [role("prefill", 5, 5, gpus=8)], required="block")
+    plan, _ = _plan(cluster("block=2,rack=1,host=4") + [g])
+    assert plan.units[0].code == "UnschedulableAndUnresolvable"
+    assert plan.units[0].message == "no block has room for 5 prefill replicas (1 pod × 8 nvidia.com/gpu); best is block-0 with 4"
 
 
 def test_roles_that_fit_alone_but_not_together_are_reported_as_such():

@@ -34,7 +34,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from tandem.placement.demand import RoleDemand, UnitDemand
-from tandem.placement.explain import describe_gang_failure, describe_replica, short_role_list
+from tandem.placement.explain import describe_gang_failure, describe_replica, short_role_list, unresolvable
 from tandem.placement.plan import Plan, PodAssignment, ReplicaAssignment, UnitPlacement
 from tandem.topology import ClusterSnapshot, TopologyView
 
@@ -72,6 +72,7 @@ def place(
             reservations.append(_Reservation.of(unit))
         else:
             unit.failure = describe_gang_failure(unit, free, needs)
+            unit.unresolvable = unresolvable(unit, needs)
 
     if extras:
         _place_extras(prepared, free)
@@ -124,6 +125,7 @@ class _Unit:
     dominant: int  # resource index the unit needs most of, relative to the cluster
     functional: bool = False
     failure: str | None = None
+    unresolvable: bool = False
     domain: tuple[int, int] | None = None  # (depth, id) at the required level
     preferred_domain: tuple[int, int] | None = None  # (depth, id) if packed at a narrower level
     capped: str | None = None  # why extras stopped short of the desired counts
@@ -212,7 +214,8 @@ class _Unit:
         if where is not None:
             domain = f"{view.level_names[where[0]]}/{view.domain_name(*where)}"
         if not self.functional:
-            return UnitPlacement(self.demand, "Unschedulable", self.failure or "", roles, None)
+            code = "UnschedulableAndUnresolvable" if self.unresolvable else "Unschedulable"
+            return UnitPlacement(self.demand, "Unschedulable", self.failure or "", roles, None, code)
         if all(len(role.placed) >= role.demand.desired for role in self.roles):
             return UnitPlacement(self.demand, "Placed", "", roles, domain)
         counts = ", ".join(f"{role.demand.name} {len(role.placed)}/{role.demand.desired}" for role in self.roles)
@@ -341,8 +344,11 @@ def _place_gang(
         for r, count in wanted.items():
             if count > 0:
                 roomy &= capacity[r][candidates] >= count
+        # Tier 0: the whole unit fits beside reservations; 1: its minimum does; 2: it must
+        # take reserved room, where the least intrusion is best.
+        tier = np.where(roomy, 0, np.where(np.all(room >= demand, axis=1), 1, 2))
         leftover = room[:, unit.dominant] - np.where(roomy, full[unit.dominant], demand[unit.dominant])
-        ranked = candidates[np.lexsort((candidates, leftover, ~roomy))]
+        ranked = candidates[np.lexsort((candidates, np.where(tier < 2, leftover, -leftover), tier))]
         for domain in ranked[:MAX_DOMAIN_ATTEMPTS]:
             space = _Space.of(view.members(depth, int(domain)), free)
             placed = _assign_gang(unit, space, needs, depth)
@@ -570,18 +576,21 @@ def _greedy_pods(
 
 def _place_extras(units: list[_Unit], free: np.ndarray) -> None:
     """Add replicas beyond the minimums, the (unit, role) furthest behind its target first."""
-    heap: list[tuple[int, float, int, int]] = []
+    heap: list[tuple[int, float, int, int, int]] = []
 
     def push(unit: _Unit, role: _Role) -> None:
-        if len(role.placed) < role.demand.desired:
-            heapq.heappush(heap, (-unit.demand.priority, len(role.placed) / role.demand.desired, unit.order, role.index))
+        # Furthest behind first; on a tie the role with fewer desired replicas (the bigger
+        # step) goes first, so a role that cannot grow stops the others at its fraction.
+        desired = role.demand.desired
+        if len(role.placed) < desired:
+            heapq.heappush(heap, (-unit.demand.priority, len(role.placed) / desired, desired, unit.order, role.index))
 
     for unit in units:
         if unit.functional:
             for role in unit.roles:
                 push(unit, role)
     while heap:
-        _, _, order, r = heapq.heappop(heap)
+        *_, order, r = heapq.heappop(heap)
         unit = units[order]
         role = unit.roles[r]
         cap = _ratio_cap(unit, role)

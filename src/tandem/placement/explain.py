@@ -34,6 +34,25 @@ def short_role_list(roles: Iterable["_Role"]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+def unresolvable(unit: "_Unit", needs: Mapping[int, int]) -> bool:
+    """True when the gang would not fit even if every usable node were empty.
+
+    Such a unit waits for the cluster or the group to change, not for capacity to free up
+    (the scheduler framework's UnschedulableAndUnresolvable).
+    """
+    from tandem.placement.engine import domain_capacity  # local: engine imports this module
+
+    empty = unit.view.snapshot.allocatable
+    depth = unit.required_depth
+    fits = np.ones(unit.view.domain_count(depth), dtype=bool)
+    demand = np.zeros(empty.shape[1], np.int64)
+    for r, need in needs.items():
+        fits &= domain_capacity(unit, unit.roles[r], empty, depth) >= need
+        demand += need * unit.roles[r].replica_total
+    fits &= np.all(unit.view.free_by_domain(empty, depth) >= demand, axis=1)
+    return not fits.any()
+
+
 def describe_gang_failure(unit: "_Unit", free: np.ndarray, needs: Mapping[int, int]) -> str:
     from tandem.placement.engine import domain_capacity  # local: engine imports this module
 

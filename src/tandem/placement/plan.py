@@ -29,6 +29,9 @@ class UnitPlacement:
     message: str
     roles: tuple[tuple[str, tuple[ReplicaAssignment, ...]], ...]
     domain: str | None = None  # the domain the unit was packed into, as "level/name"
+    # For Unschedulable units, as in the scheduler framework: "Unschedulable" may fit once
+    # capacity frees up; "UnschedulableAndUnresolvable" would not fit an empty cluster.
+    code: str | None = None
 
     def replicas(self, role: str) -> tuple[ReplicaAssignment, ...]:
         for name, replicas in self.roles:
@@ -66,6 +69,7 @@ def plan_to_dict(plan: Plan) -> dict:
                 "state": u.state,
                 "message": u.message,
                 "domain": u.domain,
+                "code": u.code,
                 "roles": [
                     {
                         "name": name,

@@ -53,6 +53,8 @@ class ClusterSnapshot:
     tainted_nodes: tuple[int, ...]  # indices of nodes with such taints
     node_index: Mapping[str, int] = field(repr=False, default_factory=dict)
     resource_index: Mapping[str, int] = field(repr=False, default_factory=dict)
+    # label key -> (value -> id, [nodes] value id or -1): selectors become array compares
+    label_index: Mapping[str, tuple[Mapping[str, int], np.ndarray]] = field(repr=False, default_factory=dict)
 
     @classmethod
     def build(cls, nodes: Sequence[Node], pods: Sequence[Pod] = ()) -> tuple["ClusterSnapshot", list[str]]:
@@ -98,6 +100,7 @@ class ClusterSnapshot:
             tainted_nodes=tuple(i for i, node_taints in enumerate(taints) if node_taints),
             node_index=n_index,
             resource_index=r_index,
+            label_index=_label_index(ordered),
         )
         return snapshot, warnings
 
@@ -120,10 +123,11 @@ class ClusterSnapshot:
     def eligible(self, node_selector: Mapping[str, str], tolerations: Sequence[Toleration]) -> np.ndarray:
         """Nodes a pod with this selector and these tolerations may use (schedulability included)."""
         mask = self.schedulable.copy()
-        if node_selector:
-            for i, labels in enumerate(self.labels):
-                if mask[i] and any(labels.get(key) != value for key, value in node_selector.items()):
-                    mask[i] = False
+        for key, value in node_selector.items():
+            values, ids = self.label_index.get(key, ({}, None))
+            if value not in values or ids is None:
+                return np.zeros_like(mask)
+            mask &= ids == values[value]
         for i in self.tainted_nodes:
             if mask[i] and not all(any(t.tolerates(taint) for t in tolerations) for taint in self.taints[i]):
                 mask[i] = False
@@ -144,6 +148,17 @@ def _pod_slot(r_index: Mapping[str, int], size: int) -> np.ndarray:
     vec = np.zeros(size, dtype=np.int64)
     vec[r_index[PODS]] = 1
     return vec
+
+
+def _label_index(nodes: Sequence[Node]) -> dict[str, tuple[dict[str, int], np.ndarray]]:
+    index: dict[str, tuple[dict[str, int], np.ndarray]] = {}
+    for i, node in enumerate(nodes):
+        for key, value in node.metadata.labels.items():
+            if key not in index:
+                index[key] = ({}, np.full(len(nodes), -1, dtype=np.int64))
+            values, ids = index[key]
+            ids[i] = values.setdefault(value, len(values))
+    return index
 
 
 def _node_problem(node: Node) -> str | None:
