@@ -7,7 +7,17 @@ ever reach the user as a traceback.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def key_path(key: str) -> str:
+    """A mapping key as a field-path step: `.name`, or `["nvidia.com/gpu"]` (quoted, escaped)
+    for any key that is not plain, so a path stays one unambiguous line."""
+    return f".{key}" if _PLAIN_KEY.match(key) else f"[{json.dumps(key)}]"
 
 
 class TandemError(Exception):

@@ -229,3 +229,24 @@ def test_nothing_fits_on_an_empty_cluster():
     plan, _ = _plan([topology, design_example()])
     assert plan.units[0].state == "Unschedulable"
     assert plan.units[0].message == "the cluster has no nodes"
+
+
+def test_a_role_that_cannot_grow_stops_the_others_at_the_exact_ratio():
+    # 8P:4D with decode replicas of 4 hosts per rack; room for only 2 decode replicas.
+    g = group(
+        "big",
+        [role("prefill", 8, 2, gpus=8, required="host"), role("decode", 4, 2, gpus=8, pods=4, required="rack")],
+        required="block",
+    )
+    plan, _ = _plan(cluster("block=1,rack=3,host=5") + [g])
+    unit = plan.units[0]
+    assert (len(unit.replicas("prefill")), len(unit.replicas("decode"))) == (4, 2)
+
+
+def test_a_later_unit_starts_where_an_earlier_one_will_not_grow():
+    # Unit 0's minimum (1 host) leaves room in block-0 that its extras (3 more hosts) will take.
+    # Unit 1 must start in block-1, not squeeze into block-0's reserved room.
+    g = group("grow", [role("prefill", 4, 1, gpus=8)], replicas=2, required="block")
+    plan, _ = _plan(cluster("block=2,rack=1,host=4") + [g])
+    assert [u.state for u in plan.units] == ["Placed", "Placed"]
+    assert {u.domain for u in plan.units} == {"block/block-0", "block/block-1"}

@@ -69,5 +69,9 @@ DNSLabel = Annotated[str, Field(strict=True), AfterValidator(_dns1123_label)]
 DNSSubdomain = Annotated[str, Field(strict=True), AfterValidator(_dns1123_subdomain)]
 # A quantity is accepted as a string or a number and stored in milli-units.
 Quantity = Annotated[object, AfterValidator(_quantity)]
-NonNegativeInt = Annotated[int, Field(ge=0, strict=True)]
-PositiveInt = Annotated[int, Field(ge=1, strict=True)]
+# Counts, timeouts and priorities are int32 in Kubernetes (replicas, PriorityClass.value);
+# the bound also keeps a typo such as 10**20 replicas from stalling the planner.
+MAX_INT32 = 2**31 - 1
+NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_INT32, strict=True)]
+PositiveInt = Annotated[int, Field(ge=1, le=MAX_INT32, strict=True)]
+Int32 = Annotated[int, Field(ge=-MAX_INT32 - 1, le=MAX_INT32, strict=True)]

@@ -6,6 +6,7 @@ and single objects. Pure: takes text, never opens files (the CLI reads them).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from tandem.api.kube import Node, Pod
 from tandem.api.resources import API_VERSION, ClusterTopology, InferenceGroup
 from tandem.api.validation import check_group, check_topology
-from tandem.errors import InputError, Problem
+from tandem.errors import InputError, Problem, key_path
 
 KINDS: dict[tuple[str, str], type[BaseModel]] = {
     ("v1", "Node"): Node,
@@ -29,6 +30,50 @@ _MESSAGES = {
     "extra_forbidden": "unknown field",
     "missing": "required field is missing",
 }
+# Pydantic's container errors, said in the words of YAML/JSON rather than Python's.
+_EXPECTED = {
+    "model_type": "a mapping (an object)",
+    "model_attributes_type": "a mapping (an object)",
+    "dict_type": "a mapping (an object)",
+    "list_type": "a list",
+}
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys: with last-one-wins, a repeated key is a silent typo."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: let SafeLoader report it
+                continue
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first at line {first.start_mark.line + 1})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(f"duplicate key {key!r}")
+        out[key] = value
+    return out
 
 
 @dataclass
@@ -72,36 +117,63 @@ def load_texts(sources: list[tuple[str, str]]) -> Inputs:
     return inputs
 
 
-def _documents(source: str, text: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """(where, path prefix, mapping) for each object, with `List`s expanded."""
+def _load(source: str, text: str) -> list[Any]:
+    """Every document of `text`, None for an empty one. JSON is read as JSON (PyYAML is
+    YAML 1.1 and misreads some JSON, e.g. tab indentation); anything else as YAML."""
+    text = text.removeprefix("\ufeff")
+    if not text.strip():
+        return []  # whitespace only (PyYAML would trip over a tab on an empty line)
+    json_error: str | None = None
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            return [json.loads(text, object_pairs_hook=_json_object)]
+        except _DuplicateKey as exc:
+            raise InputError(Problem("", f"not valid JSON: {exc}", source)) from None
+        except json.JSONDecodeError as exc:
+            # Perhaps YAML in flow style; if YAML cannot read it either, the JSON error is the clearer one.
+            json_error = f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+        except RecursionError:
+            raise InputError(Problem("", "not valid JSON: nested too deeply", source)) from None
     try:
-        loaded = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+        return list(yaml.load_all(text, Loader=_Loader))  # noqa: S506 - _Loader is a SafeLoader
     except yaml.YAMLError as exc:
+        if json_error:
+            raise InputError(Problem("", json_error, source)) from None
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InputError(Problem("", f"not valid YAML or JSON: {reason}{at}", source)) from None
+    except RecursionError:
+        raise InputError(Problem("", "not valid YAML or JSON: nested too deeply", source)) from None
+
+
+def _documents(source: str, text: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """(where, path prefix, mapping) for each object, with `List`s expanded."""
+    # Numbered as the user counts them: an empty document between two `---` still counts.
+    loaded = [(number, doc) for number, doc in enumerate(_load(source, text), start=1) if doc is not None]
     if not loaded:
-        raise InputError(Problem("", "no documents: the file is empty", source))
+        raise InputError(Problem("", "no documents: the file is empty (or holds only whitespace and comments)", source))
     out: list[tuple[str, str, dict[str, Any]]] = []
     problems: list[Problem] = []
-    for number, doc in enumerate(loaded, start=1):
+    for number, doc in loaded:
         where = source if len(loaded) == 1 else f"{source} (document {number})"
         if not isinstance(doc, dict):
             problems.append(Problem("", f"must be a mapping (an object), got {_type_name(doc)}", where))
             continue
-        if doc.get("kind") == "List" or (isinstance(doc.get("kind"), str) and doc["kind"].endswith("List") and "items" in doc):
+        kind = doc.get("kind")
+        if kind == "List" or (isinstance(kind, str) and kind.endswith("List") and "items" in doc):
             items = doc.get("items")
             if not isinstance(items, list):
-                problems.append(Problem("items", "must be a list", where))
+                problems.append(Problem("items", f"must be a list, got {_type_name(items)}", where))
                 continue
             for index, item in enumerate(items):
                 if not isinstance(item, dict):
-                    problems.append(Problem(f"items[{index}]", f"must be a mapping, got {_type_name(item)}", where))
+                    problems.append(Problem(f"items[{index}]", f"must be a mapping (an object), got {_type_name(item)}", where))
                     continue
-                # kubectl omits apiVersion/kind on items of typed lists (NodeList, PodList).
-                if doc["kind"] in ("NodeList", "PodList"):
-                    item = {"apiVersion": "v1", "kind": doc["kind"][:-4], **item}
+                # The API server omits apiVersion/kind on items of typed lists (NodeList, PodList):
+                # they are the list's, without the suffix (core "v1" when the list states none).
+                if kind != "List":
+                    item = {"apiVersion": doc.get("apiVersion") or "v1", "kind": kind[: -len("List")], **item}
                 out.append((where, f"items[{index}]", item))
         else:
             out.append((where, "", doc))
@@ -126,7 +198,8 @@ def _parse(where: str, path: str, raw: dict[str, Any], problems: list[Problem]) 
         return model.model_validate(raw)
     except ValidationError as exc:
         for error in exc.errors(include_url=False):
-            problems.append(Problem(_join(path, _loc_path(raw, error["loc"])), _message(error), where))
+            missing = error.get("type") == "missing"
+            problems.append(Problem(_join(path, _loc_path(raw, error["loc"], missing)), _message(error), where))
         return None
 
 
@@ -148,7 +221,9 @@ def _add(
         assert isinstance(obj, InferenceGroup)
         key = ("InferenceGroup", f"{obj.metadata.namespace}/{obj.metadata.name}")
     if key in origins:
-        problems.append(Problem(_join(path, "metadata.name"), f"duplicate {key[0]} {key[1]!r} (also in {origins[key]})", where))
+        first_where, _, first_path = origins[key].partition("\x00")
+        first = f"{first_where}: {first_path}" if first_path else first_where
+        problems.append(Problem(_join(path, "metadata.name"), f"duplicate {key[0]} {key[1]!r} (also in {first})", where))
         return
     origins[key] = f"{where}\x00{path}"
     if isinstance(obj, Node):
@@ -170,20 +245,23 @@ def _origin(origins: dict[tuple[str, str], str], obj: InferenceGroup | ClusterTo
     return where, path
 
 
-def _loc_path(raw: Any, loc: tuple[int | str, ...]) -> str:
-    """Render a pydantic location as a field path, dropping union/validator tags."""
+def _loc_path(raw: Any, loc: tuple[int | str, ...], missing: bool = False) -> str:
+    """Render a pydantic location as a field path, dropping union/validator tags.
+
+    A step is kept only when it exists in the input (or is the missing field itself), so
+    tags such as `int` or `function-after[...]` never show up as if they were fields.
+    """
     parts: list[str] = []
     node: Any = raw
-    for item in loc:
+    last = len(loc) - 1
+    for position, item in enumerate(loc):
         if isinstance(node, list) and isinstance(item, int) and 0 <= item < len(node):
             parts.append(f"[{item}]")
             node = node[item]
-        elif isinstance(item, str) and (isinstance(node, dict) or node is None):
-            if "." in item or "/" in item:
-                parts.append(f'["{item}"]')
-            else:
-                parts.append(f".{item}" if parts else item)
-            node = node.get(item) if isinstance(node, dict) else None
+        elif isinstance(node, dict) and isinstance(item, str) and (item in node or (missing and position == last)):
+            step = key_path(item)  # .name, or ["nvidia.com/gpu"] for keys that are not plain
+            parts.append(step[1:] if not parts and step.startswith(".") else step)
+            node = node.get(item)
         # anything else is a pydantic tag (a union member, a validator name): skip it
     return "".join(parts)
 
@@ -192,6 +270,15 @@ def _message(error: dict[str, Any]) -> str:
     kind = error.get("type", "")
     if kind in _MESSAGES:
         return _MESSAGES[kind]
+    if kind in _EXPECTED:
+        return f"must be {_EXPECTED[kind]}, got {_type_name(error.get('input'))}"
+    ctx = error.get("ctx") or {}
+    if kind == "too_short":
+        return f"must have at least {_items(ctx.get('min_length'))}, got {ctx.get('actual_length')}"
+    if kind == "too_long":
+        return f"must have at most {_items(ctx.get('max_length'))}, got {ctx.get('actual_length')}"
+    if kind == "finite_number":
+        return f"must be a finite number, got {error.get('input')!r}"
     message = str(error.get("msg", "invalid value"))
     for prefix in ("Value error, ", "Assertion failed, "):
         if message.startswith(prefix):
@@ -201,10 +288,23 @@ def _message(error: dict[str, Any]) -> str:
     elif message.startswith("Input should be"):
         message = "must be" + message[len("Input should be"):]
     if "input" in error and kind not in ("missing",) and not isinstance(error["input"], (dict, list)):
-        shown = repr(error["input"])
-        if shown not in message and len(shown) <= 60:
+        shown = _shown(error["input"])
+        if isinstance(error["input"], str):
+            said = shown in message  # a quoted string is unmistakable
+        else:
+            said = f"got {shown}" in message or f"not {shown}" in message  # "0" alone could be anything
+        if not said and len(shown) <= 60:
             message += f", got {shown}"
     return message.replace("\n", " ")
+
+
+def _shown(value: object) -> str:
+    """A scalar as the user wrote it in YAML: null and true/false, not None and True."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
 
 
 def _join(prefix: str, path: str) -> str:
@@ -215,5 +315,12 @@ def _join(prefix: str, path: str) -> str:
     return f"{prefix}{path}" if path.startswith("[") else f"{prefix}.{path}"
 
 
+def _items(count: object) -> str:
+    return f"{count} item" + ("" if count == 1 else "s")
+
+
 def _type_name(value: object) -> str:
-    return {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}.get(type(value), type(value).__name__)
+    names = {list: "a list", dict: "a mapping", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+    if value is None:
+        return "null"
+    return names.get(type(value), type(value).__name__)

@@ -7,8 +7,9 @@ Integers keep capacity arithmetic exact and deterministic: "500m" CPU is 500, on
 
 from __future__ import annotations
 
+import math
 import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal, DecimalException, InvalidOperation
 
 MILLI = 1000
 
@@ -25,6 +26,8 @@ _DECIMAL = {
     "P": Decimal("1e15"),
     "E": Decimal("1e18"),
 }
+# Kubernetes quantities stay far inside this; it keeps Decimal arithmetic finite.
+_MAX_EXPONENT = 100
 _PATTERN = re.compile(
     r"^(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$"
@@ -41,6 +44,8 @@ def parse_quantity(value: object) -> int:
     if isinstance(value, int):
         number = Decimal(value)
     elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"must be a finite quantity such as 8, 500m or 16Gi, not {value!r}")
         number = Decimal(repr(value))
     elif isinstance(value, str):
         match = _PATTERN.match(value.strip())
@@ -56,14 +61,21 @@ def parse_quantity(value: object) -> int:
         elif suffix in _DECIMAL:
             number *= _DECIMAL[suffix]
         else:
-            number = number.scaleb(int(suffix[1:]))
+            exponent = int(suffix[1:])
+            if abs(exponent) > _MAX_EXPONENT:
+                raise ValueError(f"has an exponent out of range (at most e{_MAX_EXPONENT} either way), got {value!r}")
+            number = number.scaleb(exponent)
     else:
-        raise ValueError(f"must be a quantity such as 8, 500m or 16Gi, not {type(value).__name__}")
+        shown = {list: "a list", dict: "a mapping", type(None): "null"}.get(type(value), type(value).__name__)
+        raise ValueError(f"must be a quantity such as 8, 500m or 16Gi, not {shown}")
     if number < 0:
         raise ValueError(f"must not be negative, got {value!r}")
-    milli = (number * MILLI).to_integral_value(rounding=ROUND_CEILING)
+    try:
+        milli = (number * MILLI).to_integral_value(rounding=ROUND_CEILING)
+    except DecimalException as exc:  # pragma: no cover - the bounds above prevent it
+        raise ValueError(f"is out of range, got {value!r}") from exc
     if milli > 2**62:
-        raise ValueError(f"is too large: {value!r}")
+        raise ValueError(f"is too large, got {value!r}")
     return int(milli)
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
-from tandem.api.base import DNSLabel, NonNegativeInt, PositiveInt, StrictModel
+from tandem.api.base import DNSLabel, Int32, NonNegativeInt, PositiveInt, StrictModel
 from tandem.api.kube import PodTemplateSpec
 
 API_VERSION = "tandem.dev/v1alpha1"
@@ -23,9 +23,14 @@ _LABEL_KEY = re.compile(
 )
 
 
-def _int_or_percent(value: int | str) -> int | str:
-    if isinstance(value, bool):
+def _int_or_percent_type(value: object) -> object:
+    """Reject other types here, with one message, before the int|str union reports two."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise ValueError("must be an integer or a percentage such as \"25%\"")
+    return value
+
+
+def _int_or_percent(value: int | str) -> int | str:
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"must not be negative, got {value}")
@@ -42,7 +47,7 @@ def _label_key(value: str) -> str:
     return value
 
 
-IntOrPercent = Annotated[int | str, AfterValidator(_int_or_percent)]
+IntOrPercent = Annotated[int | str, BeforeValidator(_int_or_percent_type), AfterValidator(_int_or_percent)]
 LabelKey = Annotated[str, Field(strict=True), AfterValidator(_label_key)]
 
 
@@ -65,7 +70,7 @@ class NamespacedMeta(StrictModel):
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     creation_timestamp: str | None = None
-    generation: NonNegativeInt | None = None
+    generation: Annotated[int, Field(ge=0, strict=True)] | None = None  # int64 in Kubernetes
 
 
 # ----------------------------------------------------------------------------- ClusterTopology
@@ -74,7 +79,7 @@ class NamespacedMeta(StrictModel):
 class TopologyLevel(StrictModel):
     name: DNSLabel
     node_label: LabelKey
-    link_bandwidth_gbps: Annotated[float, Field(gt=0)] | None = None
+    link_bandwidth_gbps: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
 
 
 class ClusterTopologySpec(StrictModel):
@@ -176,7 +181,7 @@ class SchedulerSpec(StrictModel):
 class InferenceGroupSpec(StrictModel):
     topology_name: DNSLabel = "default"
     replicas: NonNegativeInt = 1
-    priority: Annotated[int, Field(strict=True)] = 0
+    priority: Int32 = 0
     topology: PlacementScope = Field(default_factory=PlacementScope)
     roles: list[Role] = Field(min_length=1, max_length=32)
     affinity: list[Affinity] = Field(default_factory=list)

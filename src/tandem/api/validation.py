@@ -10,12 +10,24 @@ from collections import Counter
 
 from tandem.api.naming import MAX_POD_NAME, pod_name
 from tandem.api.resources import ClusterTopology, InferenceGroup, Pack
-from tandem.errors import Problem
+from tandem.errors import Problem, key_path
+
+
+# The name of the root domain (every node) in plans, messages and topology views.
+RESERVED_LEVEL = "cluster"
 
 
 def check_topology(topology: ClusterTopology) -> list[Problem]:
     problems: list[Problem] = []
     levels = topology.spec.levels
+    for index, level in enumerate(levels):
+        if level.name == RESERVED_LEVEL:
+            problems.append(
+                Problem(
+                    f"spec.levels[{index}].name",
+                    f"{RESERVED_LEVEL!r} is reserved for the whole cluster (the root above every level); choose another name",
+                )
+            )
     for field, values in (("name", [lv.name for lv in levels]), ("nodeLabel", [lv.node_label for lv in levels])):
         seen: dict[str, int] = {}
         for index, value in enumerate(values):
@@ -89,7 +101,7 @@ def _check_coordination(group: InferenceGroup) -> list[Problem]:
     for role_name in steps:
         if role_name not in names:
             problems.append(
-                Problem(f"spec.coordination.rollout.steps.{role_name}", f"names no role of this group (roles: {', '.join(names)})")
+                Problem(f"spec.coordination.rollout.steps{key_path(role_name)}", f"names no role of this group (roles: {', '.join(names)})")
             )
     update = group.spec.coordination.rolling_update
     if _is_zero(update.max_surge) and _is_zero(update.max_unavailable):

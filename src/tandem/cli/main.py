@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from enum import Enum
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Annotated, Callable, TypeVar
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 
 from tandem.cli.files import load_files
 from tandem.cli.output import print_table, render_json, render_yaml
@@ -43,7 +45,8 @@ def _guard(action: Callable[[], T]) -> T:
         return action()
     except InputError as exc:
         err = Console(stderr=True, highlight=False, soft_wrap=True)
-        err.print(f"[bold red]error:[/] {exc}", markup=True)
+        # escape(): the message quotes user input, which must not be read as rich markup.
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True)
         raise typer.Exit(INVALID_INPUT) from None
 
 
@@ -59,9 +62,9 @@ def plan(
 
     def run() -> None:
         outcome = plan_inputs(load_files(list(cluster) + list(files)))
-        err = Console(stderr=True, highlight=False)
+        err = Console(stderr=True, highlight=False, soft_wrap=True)
         for warning in outcome.warnings:
-            err.print(f"[yellow]warning:[/] {warning}")
+            err.print(f"[yellow]warning:[/] {escape(warning)}")
         if output is Output.json:
             sys.stdout.write(render_json(outcome) + "\n")
         elif output is Output.yaml:
@@ -85,9 +88,9 @@ def validate(
     except InputError as exc:
         err = Console(stderr=True, highlight=False, soft_wrap=True)
         for problem in exc.problems:
-            err.print(f"[bold red]error:[/] {problem}")
+            err.print(f"[bold red]error:[/] {escape(str(problem))}")
         raise typer.Exit(INVALID_INPUT) from None
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     for group in inputs.groups:
         if group.spec.topology_name not in inputs.topologies:
             console.print(
@@ -117,17 +120,44 @@ def cluster_generate(
         except ValueError as exc:
             raise InputError(Problem("--shape", str(exc))) from None
         topology, nodes = generate_cluster(levels, gpus, topology_name=topology_name)
+        # Never write a file that `tandem validate` would reject: level and topology names
+        # must be DNS-1123 labels. Problems are named after the option that caused them.
+        _check_generated(topology)
         text = yaml.safe_dump_all(
             [topology, {"apiVersion": "v1", "kind": "List", "items": nodes}], sort_keys=False
         )
         if output is None:
             sys.stdout.write(text)
         else:
-            output.write_text(text, encoding="utf-8")
-            Console(stderr=True).print(f"wrote {len(nodes)} nodes and ClusterTopology {topology_name!r} to {output}")
+            try:
+                output.write_text(text, encoding="utf-8")
+            except OSError as exc:
+                raise InputError(Problem("--output", f"cannot write {str(output)!r}: {exc.strerror or exc}")) from None
+            Console(stderr=True, highlight=False, soft_wrap=True).print(
+                f"wrote {len(nodes)} nodes and ClusterTopology {topology_name!r} to {escape(str(output))}"
+            )
 
     _guard(run)
 
 
+def _check_generated(topology: dict) -> None:
+    """Raise InputError naming --shape or --topology-name if the ClusterTopology is invalid."""
+    from tandem.api.loading import load_texts
+    from tandem.errors import Problem
+
+    try:
+        load_texts([("", json.dumps(topology))])
+    except InputError as exc:
+        problems = []
+        for problem in exc.problems:
+            option = "--topology-name" if problem.path.startswith("metadata") else "--shape"
+            problems.append(Problem(option, problem.message))
+        raise InputError(problems) from None
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -320,7 +320,35 @@ def _place_gang(
 ) -> bool:
     """Place `needs` (role index -> replicas) as one gang; commit to `free` on success.
 
-    Candidate domains are ranked: first those where the whole unit (every role at its
+    When a Required affinity cannot hold with the minimum number of `to` replicas (each
+    `from` replica needs one nearby), the gang is retried with more `to` replicas, up to
+    their desired count: the affinity is a hard rule and the minimum only a lower bound.
+    """
+    if _place_gang_once(unit, free, needs, reservations):
+        return True
+    for grown in _grown_needs(unit, needs):
+        if _place_gang_once(unit, free, grown, reservations):
+            return True
+    return False
+
+
+def _grown_needs(unit: _Unit, needs: Mapping[int, int]) -> list[dict[int, int]]:
+    """Gangs with 1, 2, ... more `to` replicas for the Required rules whose `from` side is needed."""
+    targets = {rule.target for rule in unit.rules if rule.required and needs.get(rule.source, 0) > 0}
+    room = {r: unit.roles[r].demand.desired - needs.get(r, 0) for r in targets}
+    out = []
+    for extra in range(1, max(room.values(), default=0) + 1):
+        grown = dict(needs)
+        for r in targets:
+            grown[r] = needs.get(r, 0) + min(extra, room[r])
+        out.append(grown)
+    return out
+
+
+def _place_gang_once(
+    unit: _Unit, free: np.ndarray, needs: Mapping[int, int], reservations: Sequence[_Reservation]
+) -> bool:
+    """Candidate domains are ranked: first those where the whole unit (every role at its
     desired count) would still fit beside what earlier units reserved, so a unit starts
     where it can grow; then the tightest fit; then domain number.
     """
@@ -377,13 +405,32 @@ def _gang_order(unit: _Unit, needs: Mapping[int, int]) -> list[int]:
 
 
 def _assign_gang(unit: _Unit, space: _Space, needs: Mapping[int, int], depth: int) -> dict[int, list[list[int]]] | None:
-    """Place the gang inside `space` (updating its free copy), or None if it does not fit."""
+    """Place the gang inside `space` (updating its free copy), or None if it does not fit.
+
+    Best fit first. If that fails and the unit has affinity rules, once more with the `to`
+    side spread (each pod where the most room is left), which keeps room for `from` pods
+    next to it.
+    """
+    attempts = (False, True) if unit.rules else (False,)
+    for spread in attempts:
+        trial = _Space(space.nodes, space.free.copy())
+        placed = _try_gang(unit, trial, needs, depth, spread)
+        if placed is not None:
+            space.free[:] = trial.free
+            return placed
+    return None
+
+
+def _try_gang(
+    unit: _Unit, space: _Space, needs: Mapping[int, int], depth: int, spread: bool
+) -> dict[int, list[list[int]]] | None:
     placed: dict[int, list[list[int]]] = {r: [] for r in needs}
     waiting = dict(needs)
+    targets = {rule.target for rule in unit.rules}
     for r in _gang_order(unit, needs):
         role = unit.roles[r]
         for _ in range(needs[r]):
-            replica = _place_replica(unit, role, space, depth, placed, waiting, None)
+            replica = _place_replica(unit, role, space, depth, placed, waiting, None, spread and r in targets)
             if replica is None:
                 return None
             placed[r].append(replica)
@@ -420,15 +467,18 @@ def _affinity_masks(
     fresh: Mapping[int, list[list[int]]],
     waiting: Mapping[int, int],
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(required, preferred) masks over the space for this replica's leader.
+    """(required mask, preference score) over the space, for this replica's leader.
 
-    As a `from` role: positions whose affinity domain already holds a `to` replica.
-    As a `to` role: positions whose affinity domain holds a `from` replica, or, while
-    the `from` side of the gang is still to come, has room for it as well.
+    As a `from` role: a position scores 1 per rule whose `to` side already sits in its
+    affinity domain (and Required rules allow only such positions).
+    As a `to` role: 1 per rule whose `from` side already sits there, plus, while `from`
+    replicas of the gang are still to come, how many of their leaders the domain could
+    still take beside one pod of this replica — so decode goes where prefill fits too.
     """
     view = unit.view
     required: np.ndarray | None = None
-    preferred: np.ndarray | None = None
+    score: np.ndarray | None = None
+    dominant = unit.dominant
     for rule in unit.rules:
         doms = view.dom[rule.depth][space.nodes]
         if rule.source == role.index:
@@ -441,21 +491,22 @@ def _affinity_masks(
                 near = np.zeros(doms.size, dtype=bool)
             if rule.required:
                 required = near if required is None else required & near
-            preferred = near if preferred is None else preferred & near
+            gain = near.astype(np.int64)
         elif rule.target == role.index:
             sources = [n for rep in _all_replicas(unit, rule.source, fresh) for n in rep]
-            if sources:
-                near = np.isin(doms, view.dom[rule.depth][np.array(sources)])
-            elif waiting.get(rule.source, 0) > 0:
-                source = unit.roles[rule.source]
-                wanted = role.replica_total[unit.dominant] + waiting[rule.source] * source.replica_total[unit.dominant]
+            gain = np.isin(doms, view.dom[rule.depth][np.array(sources)]).astype(np.int64) if sources else np.zeros(doms.size, np.int64)
+            still = waiting.get(rule.source, 0)
+            if still > 0:
+                leader = int(unit.roles[rule.source].leader[dominant])
+                own = int(min(role.leader[dominant], role.worker[dominant]))
                 compact, inverse = np.unique(doms, return_inverse=True)
-                room = np.bincount(inverse, weights=space.free[:, unit.dominant], minlength=compact.size)
-                near = room[inverse] >= wanted
-            else:
-                continue
-            preferred = near if preferred is None else preferred & near
-    return required, preferred
+                room = np.bincount(inverse, weights=space.free[:, dominant], minlength=compact.size).astype(np.int64)[inverse]
+                fit = (room - own) // leader if leader > 0 else np.full(doms.size, still)
+                gain = gain + np.clip(fit, 0, still)
+        else:
+            continue
+        score = gain if score is None else score + gain
+    return required, score
 
 
 def _place_replica(
@@ -466,10 +517,11 @@ def _place_replica(
     fresh: Mapping[int, list[list[int]]],
     waiting: Mapping[int, int],
     unit_preferred: np.ndarray | None,
+    spread: bool = False,
 ) -> list[int] | None:
     """Place one complete replica of `role` in `space` (committing to its free copy).
 
-    Candidate replica domains (at the replica's pack depth) are ranked: near counterparts,
+    Candidate replica domains (at the replica's pack depth) are ranked: affinity score,
     inside the unit's preferred domain, tightest fit, then domain number. Returns the node
     of each pod, or None when no candidate takes the whole replica.
     """
@@ -487,17 +539,19 @@ def _place_replica(
     candidates = np.nonzero(capacity >= 1)[0]
     if candidates.size == 0:
         return None
-    not_near = np.zeros(size, dtype=bool)
+    affinity = np.zeros(size, dtype=np.int64)
     if preferred is not None:
-        not_near = np.bincount(groups, weights=np.where(preferred, k_leader, 0), minlength=size) < 1
+        np.maximum.at(affinity, groups, np.where(k_leader >= 1, preferred, 0))
     outside = np.zeros(size, dtype=bool)
     if unit_preferred is not None:
         outside = np.bincount(groups, weights=unit_preferred, minlength=size) < 1
     leftover = np.bincount(groups, weights=space.free[:, unit.dominant], minlength=size) - role.replica_total[unit.dominant]
-    order = np.lexsort((compact[candidates], leftover[candidates], outside[candidates], not_near[candidates]))
+    if spread:
+        leftover = -leftover
+    order = np.lexsort((compact[candidates], leftover[candidates], outside[candidates], -affinity[candidates]))
     for group in candidates[order][:MAX_REPLICA_ATTEMPTS]:
         positions = np.nonzero(groups == group)[0]
-        chosen = _assign_pods(unit, role, space, positions, required, preferred, unit_preferred)
+        chosen = _assign_pods(unit, role, space, positions, required, preferred, unit_preferred, spread)
         if chosen is not None:
             return [int(nodes[p]) for p in chosen]
     return None
@@ -511,6 +565,7 @@ def _assign_pods(
     required: np.ndarray | None,
     preferred: np.ndarray | None,
     unit_preferred: np.ndarray | None,
+    spread: bool = False,
 ) -> list[int] | None:
     """Best-fit the pods of one replica onto `positions`; commit to the space on success.
 
@@ -533,7 +588,7 @@ def _assign_pods(
                 attempts.append(positions[groups == group])
     attempts.append(positions)
     for subset in attempts:
-        chosen = _greedy_pods(unit, role, space, subset, required, preferred, unit_preferred)
+        chosen = _greedy_pods(unit, role, space, subset, required, preferred, unit_preferred, spread)
         if chosen is not None:
             return chosen
     return None
@@ -547,21 +602,24 @@ def _greedy_pods(
     required: np.ndarray | None,
     preferred: np.ndarray | None,
     unit_preferred: np.ndarray | None,
+    spread: bool = False,
 ) -> list[int] | None:
-    """Pods one by one, each to the node it fits best (least left over); leader near counterparts."""
+    """Pods one by one, each to the node it fits best (least left over; most with `spread`);
+    the leader near counterparts."""
     saved = space.free[subset].copy()
     chosen: list[int] = []
     for pod in range(role.pods):
         vec, ok = (role.leader, role.leader_ok) if pod == 0 else (role.worker, role.worker_ok)
         fits = _fit(space.free[subset], vec, ok[space.nodes[subset]]) >= 1
-        keys: list[np.ndarray] = [subset, space.free[subset, unit.dominant] - vec[unit.dominant]]
+        leftover = space.free[subset, unit.dominant] - vec[unit.dominant]
+        keys: list[np.ndarray] = [subset, -leftover if spread else leftover]
         if pod == 0:
             if required is not None:
                 fits &= required[subset]
             if unit_preferred is not None:
                 keys.append(~unit_preferred[subset])
             if preferred is not None:
-                keys.append(~preferred[subset])
+                keys.append(-preferred[subset])
         if not fits.any():
             space.free[subset] = saved
             return None

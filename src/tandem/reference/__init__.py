@@ -1,1 +1,29 @@
-"""reference layer (see DESIGN.md §3)."""
+"""Reference points for the placement engine (see DESIGN.md §3, §4).
+
+- `baselines`: what today's schedulers do with the same input (`independent`: the
+  Workload API's independent PodGroups; `sequential`: Kueue TAS, pod set after pod set).
+- `exact`: the optimum by mixed-integer programming (HiGHS, extra `tandem[exact]`),
+  for small instances only.
+- `instances`: seeded small problems built as manifests, and `score`, which checks and
+  measures any plan the same way.
+
+Used by `bench/quality.py` and the tests; nothing in the product depends on it.
+"""
+
+from tandem.reference.baselines import independent, sequential
+from tandem.reference.exact import ExactResult, ExactSolverUnavailable, exact, solve
+from tandem.reference.instances import Instance, Score, contention_scenarios, random_instance, score
+
+__all__ = [
+    "ExactResult",
+    "ExactSolverUnavailable",
+    "Instance",
+    "Score",
+    "contention_scenarios",
+    "exact",
+    "independent",
+    "random_instance",
+    "score",
+    "sequential",
+    "solve",
+]

@@ -1,0 +1,311 @@
+"""The `tandem` commands end to end: cluster generate, validate, plan and its JSON contract."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tandem.api.loading import load_texts
+
+STATES = {"Placed", "MinimumPlaced", "Unschedulable"}
+
+
+# ----------------------------------------------------------------------------- cluster generate
+
+
+def test_cluster_generate_writes_a_valid_cluster(run_cli, tmp_path: Path) -> None:
+    out = tmp_path / "cluster.yaml"
+    result = run_cli("cluster", "generate", "--shape", "block=2,rack=2,host=4", "--gpus", "8", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.strip() == f"wrote 16 nodes and ClusterTopology 'default' to {out}"
+
+    validated = run_cli("validate", out)
+    assert validated.exit_code == 0, validated.stderr
+    assert validated.stdout.strip() == "ok: 16 node(s), 0 pod(s), 1 topology(ies), 0 group(s)"
+
+    inputs = load_texts([(str(out), out.read_text(encoding="utf-8"))])
+    topology = inputs.topologies["default"]
+    assert [(lv.name, lv.node_label) for lv in topology.spec.levels] == [
+        ("block", "network.tandem.dev/block"),
+        ("rack", "network.tandem.dev/rack"),
+        ("host", "kubernetes.io/hostname"),
+    ]
+    nodes = inputs.nodes
+    assert len(nodes) == 16 and len({n.metadata.name for n in nodes}) == 16
+    for node in nodes:
+        labels = node.metadata.labels
+        assert labels["kubernetes.io/hostname"] == node.metadata.name
+        assert re.fullmatch(r"block-[01]", labels["network.tandem.dev/block"])
+        assert re.fullmatch(r"rack-[0-3]", labels["network.tandem.dev/rack"])
+        assert node.status.allocatable["nvidia.com/gpu"] == 8_000
+        assert node.ready() and not node.spec.unschedulable
+    # 2 blocks of 2 racks of 4 hosts; rack names are global, so each rack sits in one block
+    assert Counter(n.metadata.labels["network.tandem.dev/block"] for n in nodes) == {"block-0": 8, "block-1": 8}
+    assert Counter(n.metadata.labels["network.tandem.dev/rack"] for n in nodes) == {f"rack-{i}": 4 for i in range(4)}
+    rack_block = {(n.metadata.labels["network.tandem.dev/rack"], n.metadata.labels["network.tandem.dev/block"]) for n in nodes}
+    assert len(rack_block) == 4
+
+
+def test_cluster_generate_to_stdout_is_deterministic(run_cli) -> None:
+    first = run_cli("cluster", "generate", "--shape", "rack=2,host=3", "--gpus", "0", "--topology-name", "lab")
+    second = run_cli("cluster", "generate", "--shape", "rack=2,host=3", "--gpus", "0", "--topology-name", "lab")
+    assert first.exit_code == 0 and first.stdout == second.stdout
+    inputs = load_texts([("stdout", first.stdout)])
+    assert list(inputs.topologies) == ["lab"] and len(inputs.nodes) == 6
+    assert all("nvidia.com/gpu" not in n.status.allocatable for n in inputs.nodes)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--shape", "block=2,rack"], "error: --shape: 'rack' is not LEVEL=COUNT with COUNT >= 1"),
+        (["--shape", "block=0,host=2"], "error: --shape: 'block=0' is not LEVEL=COUNT"),
+        (["--shape", "host=x"], "error: --shape: 'host=x' is not LEVEL=COUNT"),
+        (["--shape", ""], "error: --shape: '' is not LEVEL=COUNT"),
+        (["--shape", "rack=2,rack=2"], "error: --shape: level names must be unique, got rack, rack"),
+        (["--shape", "Rack=2,host=2"], "error: --shape: 'Rack' is not a DNS-1123 label"),
+        (["--shape", "host=2", "--topology-name", "My_Topology"], "error: --topology-name: 'My_Topology' is not a DNS-1123 label"),
+    ],
+)
+def test_cluster_generate_rejects_a_bad_shape(run_cli, tmp_path: Path, args: list[str], message: str) -> None:
+    out = tmp_path / "c.yaml"
+    result = run_cli("cluster", "generate", *args, "-o", out)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), lines
+    assert not out.exists()
+
+
+def test_cluster_generate_cannot_write(run_cli, tmp_path: Path) -> None:
+    result = run_cli("cluster", "generate", "--shape", "host=2", "-o", tmp_path)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"error: --output: cannot write '{tmp_path}': Is a directory"]
+
+
+# ----------------------------------------------------------------------------- plan -o json
+
+
+@pytest.fixture(scope="module")
+def example_plan(examples: Path) -> tuple[dict, list[Path]]:
+    from typer.testing import CliRunner
+
+    from tandem.cli.main import app
+
+    files = [examples / "llama-70b.yaml", examples / "llama-8b.yaml"]
+    result = CliRunner().invoke(app, ["plan", "--cluster", str(examples / "cluster.yaml"), *map(str, files), "-o", "json"])
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout), files
+
+
+def test_plan_json_stable_part(example_plan: tuple[dict, list[Path]], examples: Path) -> None:
+    """The keys DESIGN.md §2 promises, with the values they promise."""
+    document, files = example_plan
+    groups_in = [yaml.safe_load(f.read_text(encoding="utf-8")) for f in files]
+    nodes = {n.metadata.name: n for n in load_texts([("c", (examples / "cluster.yaml").read_text(encoding="utf-8"))]).nodes}
+    assert isinstance(document["groups"], list)
+    expected_units = [(g["metadata"]["namespace"], g["metadata"]["name"], u) for g in groups_in for u in range(g["spec"]["replicas"])]
+    assert sorted((g["namespace"], g["name"], g["unit"]) for g in document["groups"]) == sorted(expected_units)
+    for group in document["groups"]:
+        assert {"namespace", "name", "unit", "state", "message", "roles"} <= set(group)
+        assert group["state"] in STATES
+        assert isinstance(group["message"], str)
+        spec = next(g["spec"] for g in groups_in if g["metadata"]["name"] == group["name"])
+        assert [role["name"] for role in group["roles"]] == [r["name"] for r in spec["roles"]]
+        for role in group["roles"]:
+            assert {"name", "replicas"} <= set(role)
+            role_spec = next(r for r in spec["roles"] if r["name"] == role["name"])
+            assert len(role["replicas"]) <= role_spec["replicas"]
+            for replica in role["replicas"]:
+                assert set(replica) == {"index", "pods"}
+                assert len(replica["pods"]) == role_spec.get("podsPerReplica", 1)
+                for pod_index, pod in enumerate(replica["pods"]):
+                    assert set(pod) == {"name", "node"}
+                    assert pod["name"] == f"{group['name']}-{group['unit']}-{role['name']}-{replica['index']}-{pod_index}"
+                    assert pod["node"] in nodes
+            assert len({r["index"] for r in role["replicas"]}) == len(role["replicas"])
+        if group["state"] == "Placed":
+            assert all(len(r["replicas"]) == rs["replicas"] for r, rs in zip(group["roles"], spec["roles"]))
+
+
+def test_plan_json_additive_keys(example_plan: tuple[dict, list[Path]]) -> None:
+    """Keys beyond DESIGN.md §2 that the code emits: domain, desiredReplicas, minReplicas, unusableNodes."""
+    document, _ = example_plan
+    assert document["unusableNodes"] == []
+    for group in document["groups"]:
+        assert group["domain"] is None or re.fullmatch(r"(block|rack|host|cluster)/\S+", group["domain"])
+        for role in group["roles"]:
+            assert isinstance(role["desiredReplicas"], int) and isinstance(role["minReplicas"], int)
+            assert role["minReplicas"] <= role["desiredReplicas"]
+
+
+def test_plan_pods_never_overfill_a_node(example_plan: tuple[dict, list[Path]]) -> None:
+    document, files = example_plan
+    inputs = load_texts([(str(f), f.read_text(encoding="utf-8")) for f in files])
+    gpus_per_pod = {
+        (group.metadata.name, role.name): role.template.spec.requests().get("nvidia.com/gpu", 0) // 1000
+        for group in inputs.groups
+        for role in group.spec.roles
+    }
+    gpus: Counter[str] = Counter()
+    for group in document["groups"]:
+        for role in group["roles"]:
+            for replica in role["replicas"]:
+                for pod in replica["pods"]:
+                    gpus[pod["node"]] += gpus_per_pod[group["name"], role["name"]]
+    assert gpus and max(gpus.values()) <= 8  # every node of examples/cluster.yaml has 8 GPUs
+
+
+def test_plan_yaml_matches_json(run_cli, examples: Path) -> None:
+    args = ["plan", "-c", examples / "cluster.yaml", examples / "llama-70b.yaml", examples / "llama-8b.yaml"]
+    as_json = run_cli(*args, "-o", "json")
+    as_yaml = run_cli(*args, "-o", "yaml")
+    assert as_json.exit_code == as_yaml.exit_code == 0
+    assert yaml.safe_load(as_yaml.stdout) == json.loads(as_json.stdout)
+
+
+def test_plan_output_is_byte_identical_across_runs(examples: Path) -> None:
+    """Two processes with different hash seeds print the same bytes, in every format."""
+    exe = Path(sys.executable).with_name("tandem")
+    args = [str(exe), "plan", "-c", str(examples / "cluster.yaml"), str(examples / "llama-70b.yaml"), str(examples / "llama-8b.yaml")]
+    for output in ("json", "yaml"):
+        runs = []
+        for seed in ("1", "2"):
+            env = {**os.environ, "PYTHONHASHSEED": seed}
+            proc = subprocess.run([*args, "-o", output], capture_output=True, timeout=60, env=env)
+            assert proc.returncode == 0, proc.stderr
+            runs.append(proc.stdout)
+        assert runs[0] == runs[1], output
+
+
+def test_plan_table_is_stable(run_cli, examples: Path) -> None:
+    args = ["plan", "-c", examples / "cluster.yaml", examples / "llama-70b.yaml"]
+    first, second = run_cli(*args), run_cli(*args)
+    assert first.exit_code == 0 and first.stdout == second.stdout
+    assert "serving/llama-70b[0]" in first.stdout and "tandem placement" in first.stdout
+
+
+# ----------------------------------------------------------------------------- nothing fits
+
+
+TOO_BIG = """\
+apiVersion: tandem.dev/v1alpha1
+kind: InferenceGroup
+metadata: {name: huge, namespace: serving}
+spec:
+  topology: {pack: {required: rack}}
+  roles:
+    - name: prefill
+      replicas: 12
+      minReplicas: 12
+      template: {spec: {containers: [{name: engine, resources: {requests: {nvidia.com/gpu: "8"}}}]}}
+    - name: decode
+      replicas: 2
+      template: {spec: {containers: [{name: engine, resources: {requests: {nvidia.com/gpu: "8"}}}]}}
+"""
+
+
+def test_plan_exits_0_when_nothing_fits(run_cli, examples: Path, tmp_path: Path) -> None:
+    group = tmp_path / "huge.yaml"
+    group.write_text(TOO_BIG, encoding="utf-8")
+    result = run_cli("plan", "-c", examples / "cluster.yaml", group, "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+    [unit] = json.loads(result.stdout)["groups"]
+    assert unit["state"] == "Unschedulable"
+    assert unit["domain"] is None
+    assert all(role["replicas"] == [] for role in unit["roles"])
+    # the reason names the level it could not fit in and the best domain there
+    assert "rack" in unit["message"] and re.search(r"\brack-\d+\b", unit["message"]), unit["message"]
+    assert "prefill" in unit["message"]
+
+    table = run_cli("plan", "-c", examples / "cluster.yaml", group)
+    assert table.exit_code == 0
+    assert "Unschedulable" in table.stdout and unit["message"] in table.stdout.replace("\n", " ")
+
+
+def test_plan_reports_unusable_nodes_and_warnings(run_cli, tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        """\
+apiVersion: tandem.dev/v1alpha1
+kind: ClusterTopology
+metadata: {name: default}
+spec: {levels: [{name: rack, nodeLabel: rack}, {name: host, nodeLabel: kubernetes.io/hostname}]}
+---
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Node, metadata: {name: a, labels: {rack: r1, kubernetes.io/hostname: a}}, status: {allocatable: {cpu: "8"}}}
+- {apiVersion: v1, kind: Node, metadata: {name: b, labels: {kubernetes.io/hostname: b}}, status: {allocatable: {cpu: "8"}}}
+- {apiVersion: v1, kind: Node, metadata: {name: c, labels: {rack: r1, kubernetes.io/hostname: c}}, spec: {unschedulable: true}, status: {allocatable: {cpu: "8"}}}
+- {apiVersion: v1, kind: Pod, metadata: {name: stray, namespace: ops}, spec: {nodeName: gone, containers: [{name: x}]}}
+""",
+        encoding="utf-8",
+    )
+    group = tmp_path / "g.yaml"
+    group.write_text(
+        "apiVersion: tandem.dev/v1alpha1\nkind: InferenceGroup\nmetadata: {name: small}\n"
+        "spec: {roles: [{name: worker, template: {spec: {containers: [{name: w, resources: {requests: {cpu: '2'}}}]}}}]}\n",
+        encoding="utf-8",
+    )
+    result = run_cli("plan", "-c", cluster, group, "-o", "json")
+    assert result.exit_code == 0
+    assert result.stderr.splitlines() == [
+        "warning: pod ops/stray is bound to node 'gone', which is not among the nodes given; ignored"
+    ]
+    document = json.loads(result.stdout)
+    assert document["unusableNodes"] == [
+        {"topology": "default", "node": "b", "reason": "missing label rack (level rack)"},
+        {"topology": "default", "node": "c", "reason": "cordoned (spec.unschedulable)"},
+    ]
+    [unit] = document["groups"]
+    assert unit["namespace"] == "default" and unit["state"] == "Placed"
+    assert unit["roles"][0]["replicas"] == [{"index": 0, "pods": [{"name": "small-0-worker-0-0", "node": "a"}]}]
+
+
+# ----------------------------------------------------------------------------- other exits
+
+
+def test_the_same_file_twice_is_a_duplicate(run_cli, examples: Path) -> None:
+    cluster = examples / "cluster.yaml"
+    result = run_cli("plan", "-c", cluster, cluster, examples / "llama-70b.yaml")
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: {cluster} (document 1): metadata.name: duplicate ClusterTopology 'default'"), line
+
+
+def test_plan_without_groups(run_cli, tmp_path: Path, examples: Path) -> None:
+    nodes = tmp_path / "n.yaml"
+    nodes.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: x}\nstatus: {allocatable: {cpu: 1}}\n", encoding="utf-8")
+    result = run_cli("plan", nodes)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == ["error: no InferenceGroup in the input files: nothing to plan"]
+
+
+def test_validate_summary(run_cli, examples: Path) -> None:
+    result = run_cli("validate", *sorted(examples.glob("*.yaml")))
+    assert result.exit_code == 0, result.stderr
+    assert re.fullmatch(r"ok: 64 node\(s\), 0 pod\(s\), 1 topology\(ies\), \d+ group\(s\)", result.stdout.strip())
+
+
+@pytest.mark.parametrize("command", [[], ["plan"], ["validate"], ["cluster"], ["cluster", "generate"]])
+def test_help(run_cli, command: list[str]) -> None:
+    result = run_cli(*command, "--help")
+    assert result.exit_code == 0
+    assert "Usage: tandem" in result.stdout
+
+
+def test_unknown_output_format_is_a_usage_error(run_cli, examples: Path) -> None:
+    result = run_cli("plan", "-c", examples / "cluster.yaml", examples / "llama-70b.yaml", "-o", "xml")
+    assert result.exit_code == 2
+    assert "Traceback" not in result.stdout + result.stderr

@@ -1,0 +1,51 @@
+"""A quick run of the quality bench harness (bench/quality.py) on a few instances."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("highspy")
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "quality.py"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("tandem_bench_quality", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_quality_rows_and_summary(tmp_path):
+    rows = _bench().run_quality(seed=0, count=5, time_limit=10, polish_time_limit=0.5, progress=False, dump_dir=tmp_path)
+    json.dumps(rows)  # plain JSON for bench/placement.py
+    *instances, summary = rows
+    assert len(instances) == 5 and summary["bench"] == "quality-summary" and summary["instances"] == 5
+    for row in instances:
+        assert set(row["policies"]) == {"engine", "exact-none", "exact-strict", "independent", "sequential"}
+        assert row["policies"]["engine"]["idleGpus"] == 0
+        for measured in row["policies"].values():
+            assert measured["errors"] == []
+        for order in ("none", "strict"):
+            assert row["policies"][f"exact-{order}"]["proven"]
+        assert row["policies"]["exact-none"]["functional"] >= row["policies"]["engine"]["functional"]
+    assert set(summary["engineVsExact"]) == {"none", "strict"}
+    for key in ("mean", "min", "below90", "proven"):
+        assert key in summary["engineVsExact"]["none"]
+    assert set(summary["meanAffinity"]) == set(instances[0]["policies"])
+    for path in summary["reproducers"]:
+        assert Path(path).is_file()
+
+
+def test_contention_hand_made_scenarios(tmp_path):
+    rows = _bench().run_contention(seed=0, random_count=0, time_limit=10, progress=False, dump_dir=tmp_path)
+    json.dumps(rows)
+    *scenarios, summary = rows
+    assert len(scenarios) == 4 and summary["bench"] == "contention-summary"
+    assert summary["engineIdleGpusZero"] and summary["idleGpus"]["sequential"] == 0
+    assert summary["idleGpus"]["independent"] > 0  # the failure mode the scenarios exist to show
+    assert summary["engineAtLeastBaselinesValid"]
