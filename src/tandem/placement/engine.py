@@ -40,6 +40,9 @@ from tandem.topology import ClusterSnapshot, TopologyView
 
 # How many count-feasible domains are tried with a real assignment before giving up a level.
 MAX_DOMAIN_ATTEMPTS = 12
+# Among equally ranked domains (same tier), how many real assignments are compared: the one
+# opening the fewest wholly free nodes wins, so fragments are used before whole nodes.
+GANG_TRIALS = 3
 # How many replica domains are tried for one replica before it is declared unplaceable.
 MAX_REPLICA_ATTEMPTS = 8
 
@@ -350,7 +353,9 @@ def _place_gang_once(
 ) -> bool:
     """Candidate domains are ranked: first those where the whole unit (every role at its
     desired count) would still fit beside what earlier units reserved, so a unit starts
-    where it can grow; then the tightest fit; then domain number.
+    where it can grow; then the tightest fit; then domain number. Up to GANG_TRIALS
+    candidates of the best tier get a real assignment, and the one that opens the fewest
+    wholly free nodes is kept.
     """
     view = unit.view
     zero = np.zeros(free.shape[1], np.int64)
@@ -377,19 +382,39 @@ def _place_gang_once(
         tier = np.where(roomy, 0, np.where(np.all(room >= demand, axis=1), 1, 2))
         leftover = room[:, unit.dominant] - np.where(roomy, full[unit.dominant], demand[unit.dominant])
         ranked = candidates[np.lexsort((candidates, np.where(tier < 2, leftover, -leftover), tier))]
-        for domain in ranked[:MAX_DOMAIN_ATTEMPTS]:
+        ranked_tier = tier[np.searchsorted(candidates, ranked)]
+        best: tuple[int, int, _Space, dict[int, list[list[int]]]] | None = None
+        trials = 0
+        for position, domain in enumerate(ranked[:MAX_DOMAIN_ATTEMPTS]):
+            if best is not None and (trials >= GANG_TRIALS or ranked_tier[position] != ranked_tier[best[1]]):
+                break
             space = _Space.of(view.members(depth, int(domain)), free)
             placed = _assign_gang(unit, space, needs, depth)
             if placed is None:
                 continue
-            free[space.nodes] = space.free
-            for r, replicas in placed.items():
-                unit.roles[r].placed.extend(replicas)
-            unit.domain = (unit.required_depth, view.node_domain(int(space.nodes[0]), unit.required_depth))
-            if depth != unit.required_depth:
-                unit.preferred_domain = (depth, int(domain))
-            return True
+            trials += 1
+            opened = _empty_nodes_opened(view, free, space)
+            if best is None or opened < best[0]:
+                best = (opened, position, space, placed)
+        if best is None:
+            continue
+        _, position, space, placed = best
+        free[space.nodes] = space.free
+        for r, replicas in placed.items():
+            unit.roles[r].placed.extend(replicas)
+        unit.domain = (unit.required_depth, view.node_domain(int(space.nodes[0]), unit.required_depth))
+        if depth != unit.required_depth:
+            unit.preferred_domain = (depth, int(ranked[position]))
+        return True
     return False
+
+
+def _empty_nodes_opened(view: TopologyView, free: np.ndarray, space: _Space) -> int:
+    """How many wholly free nodes a trial assignment starts using (whole nodes are precious)."""
+    before = free[space.nodes]
+    empty = np.all(before == view.snapshot.allocatable[space.nodes], axis=1)
+    touched = np.any(space.free != before, axis=1)
+    return int(np.count_nonzero(empty & touched))
 
 
 def _gang_order(unit: _Unit, needs: Mapping[int, int]) -> list[int]:
@@ -608,6 +633,8 @@ def _greedy_pods(
     the leader near counterparts."""
     saved = space.free[subset].copy()
     chosen: list[int] = []
+    # Spreading a `to` replica: its later pods go to affinity domains it does not cover yet.
+    spread_depths = [rule.depth for rule in unit.rules if rule.target == role.index] if spread else []
     for pod in range(role.pods):
         vec, ok = (role.leader, role.leader_ok) if pod == 0 else (role.worker, role.worker_ok)
         fits = _fit(space.free[subset], vec, ok[space.nodes[subset]]) >= 1
@@ -620,6 +647,10 @@ def _greedy_pods(
                 keys.append(~unit_preferred[subset])
             if preferred is not None:
                 keys.append(-preferred[subset])
+        if pod > 0 and spread_depths:
+            for depth in spread_depths:
+                doms = unit.view.dom[depth]
+                keys.append(np.isin(doms[space.nodes[subset]], doms[space.nodes[np.array(chosen)]]))
         if not fits.any():
             space.free[subset] = saved
             return None
