@@ -250,3 +250,30 @@ def test_a_later_unit_starts_where_an_earlier_one_will_not_grow():
     plan, _ = _plan(cluster("block=2,rack=1,host=4") + [g])
     assert [u.state for u in plan.units] == ["Placed", "Placed"]
     assert {u.domain for u in plan.units} == {"block/block-0", "block/block-1"}
+
+
+def test_an_earlier_unit_moves_when_a_later_one_fits_nowhere_else():
+    # Unit a wants to grow to 16 GPUs, so it starts in the empty rack-0; unit b needs two
+    # whole hosts in one rack, which only rack-0 had. a's minimum also fits in rack-1's
+    # half-used hosts, so a moves there and both are functional.
+    a = group("a", [role("p", 2, 1, gpus=4, pods=2, required="rack")], required="rack")
+    b = group("b", [role("p", 1, 1, gpus=8, pods=2, required="rack")], required="rack")
+    busy = [bound_pod("half-2", "n-002", 4), bound_pod("half-3", "n-003", 4)]
+    plan, _ = _plan(cluster("block=1,rack=2,host=2") + busy + [a, b])
+    states = {u.unit.group: (u.state, u.domain) for u in plan.units}
+    assert states == {"a": ("MinimumPlaced", "rack/rack-1"), "b": ("Placed", "rack/rack-0")}
+
+
+def test_age_is_the_creation_timestamp_even_unquoted():
+    import yaml
+
+    from tandem.api.loading import load_texts
+    from tandem.placement import units_from_groups
+
+    young = group("young", [role("prefill", 1, 1, gpus=8)])
+    old = group("old", [role("prefill", 1, 1, gpus=8)])
+    young["metadata"]["creationTimestamp"] = "2026-11-02T00:00:00Z"
+    text = yaml.safe_dump(old).replace("name: old", "name: old\n  creationTimestamp: 2026-11-01T00:00:00Z")
+    inputs = load_texts([("young", yaml.safe_dump(young)), ("old", text)])
+    assert inputs.groups[1].metadata.creation_timestamp == "2026-11-01T00:00:00Z"
+    assert [u.group for u in units_from_groups(inputs.groups)] == ["old", "young"]

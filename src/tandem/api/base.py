@@ -8,9 +8,10 @@ tandem does not use, because `kubectl get -o yaml` prints many of them.
 from __future__ import annotations
 
 import re
+from datetime import date, datetime, timezone
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from tandem.api.quantity import parse_quantity
@@ -75,3 +76,17 @@ MAX_INT32 = 2**31 - 1
 NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_INT32, strict=True)]
 PositiveInt = Annotated[int, Field(ge=1, le=MAX_INT32, strict=True)]
 Int32 = Annotated[int, Field(ge=-MAX_INT32 - 1, le=MAX_INT32, strict=True)]
+
+
+def _timestamp(value: object) -> object:
+    """RFC 3339 text; a YAML timestamp a hand-written file left unquoted is turned back into it."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(value, date):
+        return f"{value.isoformat()}T00:00:00Z"
+    return value
+
+
+Timestamp = Annotated[str, BeforeValidator(_timestamp)]

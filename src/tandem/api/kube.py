@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from tandem.api.base import KubeModel, Quantity
+from tandem.api.base import KubeModel, Quantity, Timestamp
 
 ResourceList = dict[str, Quantity]
 
@@ -16,7 +16,7 @@ class ObjectMeta(KubeModel):
     namespace: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
-    creation_timestamp: str | None = None
+    creation_timestamp: Timestamp | None = None
 
 
 class Taint(KubeModel):

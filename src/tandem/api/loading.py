@@ -85,6 +85,11 @@ class Inputs:
     topologies: dict[str, ClusterTopology] = field(default_factory=dict)
     groups: list[InferenceGroup] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # ("InferenceGroup", "ns/name") -> (file and document, path prefix), for error messages
+    sources: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+
+    def source_of(self, group: InferenceGroup) -> tuple[str, str]:
+        return self.sources.get(("InferenceGroup", f"{group.metadata.namespace}/{group.metadata.name}"), ("", ""))
 
 
 def load_texts(sources: list[tuple[str, str]]) -> Inputs:
@@ -114,6 +119,7 @@ def load_texts(sources: list[tuple[str, str]]) -> Inputs:
         problems += [Problem(_join(path, p.path), p.message, where) for p in check_topology(topology)]
     if problems:
         raise InputError(problems)
+    inputs.sources = {key: tuple(value.split("\x00", 1)) for key, value in origins.items()}  # type: ignore[misc]
     return inputs
 
 

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from tandem.api.base import DNSLabel, Int32, NonNegativeInt, PositiveInt, StrictModel
+from tandem.api.base import DNSLabel, Int32, NonNegativeInt, PositiveInt, StrictModel, Timestamp
 from tandem.api.kube import PodTemplateSpec
 
 API_VERSION = "tandem.dev/v1alpha1"
@@ -69,7 +69,7 @@ class NamespacedMeta(StrictModel):
     namespace: DNSLabel = "default"
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
-    creation_timestamp: str | None = None
+    creation_timestamp: Timestamp | None = None
     generation: Annotated[int, Field(ge=0, strict=True)] | None = None  # int64 in Kubernetes
 
 

@@ -29,7 +29,7 @@ def render_json(outcome: PlanOutcome) -> str:
 
 
 def render_yaml(outcome: PlanOutcome) -> str:
-    return yaml.safe_dump(plan_document(outcome), sort_keys=False)
+    return yaml.safe_dump(plan_document(outcome), sort_keys=False, allow_unicode=True)
 
 
 def print_table(outcome: PlanOutcome, console: Console) -> None:

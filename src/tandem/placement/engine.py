@@ -43,6 +43,8 @@ MAX_DOMAIN_ATTEMPTS = 12
 # Among equally ranked domains (same tier), how many real assignments are compared: the one
 # opening the fewest wholly free nodes wins, so fragments are used before whole nodes.
 GANG_TRIALS = 3
+# How many relocations of an earlier unit (see `_make_room`) one plan may try in all.
+REPAIR_ATTEMPTS = 64
 # How many replica domains are tried for one replica before it is declared unplaceable.
 MAX_REPLICA_ATTEMPTS = 8
 
@@ -64,15 +66,20 @@ def place(
     totals = snapshot.allocatable.sum(axis=0)
     prepared = [_Unit.prepare(order, unit, views[unit.topology], snapshot, totals) for order, unit in enumerate(units)]
 
-    reservations: list[_Reservation] = []
+    reservations: dict[int, _Reservation] = {}
+    placed: list[_Unit] = []
+    budget = [REPAIR_ATTEMPTS]
     for unit in prepared:
-        needs = {r: role.demand.minimum for r, role in enumerate(unit.roles) if role.demand.minimum > 0}
+        needs = unit.minimum_needs()
         if not needs:
             unit.functional = True
             continue
-        if _place_gang(unit, free, needs, reservations):
+        if _place_gang(unit, free, needs, list(reservations.values())) or _make_room(
+            unit, needs, placed, free, reservations, budget
+        ):
             unit.functional = True
-            reservations.append(_Reservation.of(unit))
+            reservations[unit.order] = _Reservation.of(unit)
+            placed.append(unit)
         else:
             unit.failure = describe_gang_failure(unit, free, needs)
             unit.unresolvable = unresolvable(unit, needs)
@@ -80,6 +87,76 @@ def place(
     if extras:
         _place_extras(prepared, free)
     return Plan(tuple(unit.result() for unit in prepared))
+
+
+# ----------------------------------------------------------------------------- repair
+
+
+def _make_room(
+    unit: "_Unit",
+    needs: Mapping[int, int],
+    placed: list["_Unit"],
+    free: np.ndarray,
+    reservations: dict[int, "_Reservation"],
+    budget: list[int],
+) -> bool:
+    """Place `unit` by moving earlier units' minimums elsewhere, if that works for all.
+
+    Greedy order can strand a unit behind earlier ones that took the only domain it fits,
+    while they would have fitted elsewhere too. All units here are still pending, so they
+    may move: release every earlier unit in one domain of `unit`'s pack level, place
+    `unit`, re-place the released ones in their order. Accepted only when every one
+    succeeds, so no unit ever loses its minimum and the priority/age promise holds. The
+    smallest sets are tried first; `budget` caps the gang placements per plan.
+    """
+    if unresolvable(unit, needs):
+        return False
+    for movers in _eviction_sets(unit, placed):
+        cost = 1 + len(movers)
+        if budget[0] < cost:
+            return False
+        budget[0] -= cost
+        trial = free.copy()
+        saved = [other.release(trial) for other in movers]
+        moved = {other.order for other in movers}
+        kept = [r for order, r in reservations.items() if order not in moved]
+        if _place_gang(unit, trial, needs, kept):
+            kept.append(_Reservation.of(unit))
+            for other in movers:
+                if not _place_gang(other, trial, other.minimum_needs(), kept):
+                    break
+                kept.append(_Reservation.of(other))
+            else:
+                free[:] = trial
+                for other in movers:
+                    reservations[other.order] = _Reservation.of(other)
+                return True
+            for other in movers:
+                other.release(None)
+            unit.release(None)
+        for other, state in zip(movers, saved):
+            other.restore(state)
+    return False
+
+
+def _eviction_sets(unit: "_Unit", placed: list["_Unit"], largest: int = 4) -> list[list["_Unit"]]:
+    """Sets of earlier units to move: those sharing one domain of `unit`'s pack level.
+
+    Without a pack level (the whole cluster is one domain) each earlier unit alone.
+    Ordered by size, then domain number; sets larger than `largest` are not tried.
+    """
+    view = unit.view
+    depth = unit.required_depth
+    same_view = [other for other in placed if other.view is view]
+    if depth == 0:
+        return [[other] for other in reversed(same_view)]
+    by_domain: dict[int, list[_Unit]] = {}
+    for other in same_view:
+        nodes = [n for role in other.roles for replica in role.placed for n in replica]
+        for domain in sorted({int(view.dom[depth][n]) for n in nodes}):
+            by_domain.setdefault(domain, []).append(other)
+    sets = [(len(units), domain, units) for domain, units in by_domain.items() if len(units) <= largest]
+    return [units for _, _, units in sorted(sets, key=lambda item: (item[0], item[1]))]
 
 
 # ----------------------------------------------------------------------------- per-unit state
@@ -187,6 +264,27 @@ class _Unit:
         required_depth = view.depth(unit.pack_required)
         preferred_depth = None if unit.pack_preferred is None else view.depth(unit.pack_preferred)
         return cls(order, unit, view, roles, rules, required_depth, preferred_depth, dominant)
+
+    def minimum_needs(self) -> dict[int, int]:
+        """Role index -> complete replicas the unit needs to be functional."""
+        return {r: role.demand.minimum for r, role in enumerate(self.roles) if role.demand.minimum > 0}
+
+    def release(self, free: np.ndarray | None) -> tuple:
+        """Forget this unit's placement, giving its capacity back to `free`; returns what `restore` needs."""
+        saved = ([list(role.placed) for role in self.roles], self.domain, self.preferred_domain)
+        for role in self.roles:
+            for replica in role.placed:
+                if free is not None:
+                    for pod, node in enumerate(replica):
+                        free[node] += role.leader if pod == 0 else role.worker
+            role.placed = []
+        self.domain = self.preferred_domain = None
+        return saved
+
+    def restore(self, saved: tuple) -> None:
+        placements, self.domain, self.preferred_domain = saved
+        for role, replicas in zip(self.roles, placements):
+            role.placed = replicas
 
     # ------------------------------------------------------------------ results
 

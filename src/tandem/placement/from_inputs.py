@@ -23,11 +23,12 @@ def plan_inputs(inputs: Inputs) -> PlanOutcome:
     """Place every unit of every group in `inputs` on the nodes and pods in `inputs`."""
     if not inputs.groups:
         raise InputError(Problem("", "no InferenceGroup in the input files: nothing to plan"))
-    missing = [
-        Problem("spec.topologyName", f"ClusterTopology {g.spec.topology_name!r} is not in the input files", f"InferenceGroup {g.metadata.namespace}/{g.metadata.name}")
-        for g in inputs.groups
-        if g.spec.topology_name not in inputs.topologies
-    ]
+    missing = []
+    for g in inputs.groups:
+        if g.spec.topology_name not in inputs.topologies:
+            where, prefix = inputs.source_of(g)
+            path = f"{prefix}.spec.topologyName" if prefix else "spec.topologyName"
+            missing.append(Problem(path, f"ClusterTopology {g.spec.topology_name!r} is not in the input files", where))
     if missing:
         raise InputError(missing)
     snapshot, warnings = ClusterSnapshot.build(inputs.nodes, inputs.pods)
