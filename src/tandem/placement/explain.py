@@ -10,17 +10,17 @@ gang that fits by the numbers but not on the nodes (affinity or fragmentation).
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import Iterable, Mapping
 
 import numpy as np
 
 from tandem.topology.snapshot import PODS, format_amount
 
-if TYPE_CHECKING:  # the engine imports this module; avoid the cycle at run time
-    from tandem.placement.engine import _Role, _Unit
+from tandem.placement.capacity import domain_capacity
+from tandem.placement.state import RoleState, UnitState
 
 
-def describe_replica(unit: "_Unit", role: "_Role") -> str:
+def describe_replica(unit: UnitState, role: RoleState) -> str:
     """`1 pod × 8 nvidia.com/gpu` or `2 pods × 8 nvidia.com/gpu within one rack`."""
     pods = role.pods
     text = f"{pods} pod{'s' if pods > 1 else ''} × {_main_request(unit, role.leader)}"
@@ -29,19 +29,17 @@ def describe_replica(unit: "_Unit", role: "_Role") -> str:
     return text
 
 
-def short_role_list(roles: Iterable["_Role"]) -> str:
+def short_role_list(roles: Iterable[RoleState]) -> str:
     names = [role.demand.name for role in roles]
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def unresolvable(unit: "_Unit", needs: Mapping[int, int]) -> bool:
+def unresolvable(unit: UnitState, needs: Mapping[int, int]) -> bool:
     """True when the gang would not fit even if every usable node were empty.
 
     Such a unit waits for the cluster or the group to change, not for capacity to free up
     (the scheduler framework's UnschedulableAndUnresolvable).
     """
-    from tandem.placement.engine import domain_capacity  # local: engine imports this module
-
     empty = unit.view.snapshot.allocatable
     depth = unit.required_depth
     fits = np.ones(unit.view.domain_count(depth), dtype=bool)
@@ -53,9 +51,7 @@ def unresolvable(unit: "_Unit", needs: Mapping[int, int]) -> bool:
     return not fits.any()
 
 
-def describe_gang_failure(unit: "_Unit", free: np.ndarray, needs: Mapping[int, int]) -> str:
-    from tandem.placement.engine import domain_capacity  # local: engine imports this module
-
+def describe_gang_failure(unit: UnitState, free: np.ndarray, needs: Mapping[int, int]) -> str:
     view = unit.view
     roles = {r: unit.roles[r] for r in needs}
     if not view.snapshot.node_names:
@@ -115,7 +111,7 @@ def describe_gang_failure(unit: "_Unit", free: np.ndarray, needs: Mapping[int, i
     )
 
 
-def _main_request(unit: "_Unit", vec: np.ndarray) -> str:
+def _main_request(unit: UnitState, vec: np.ndarray) -> str:
     """The resource a pod asks most of relative to the cluster, e.g. `8 nvidia.com/gpu`."""
     snapshot = unit.view.snapshot
     resources = snapshot.resources
@@ -132,7 +128,7 @@ def _main_request(unit: "_Unit", vec: np.ndarray) -> str:
     return f"{format_amount(resources[best], int(vec[best]))} {resources[best]}"
 
 
-def _exclusion_summary(unit: "_Unit", role: "_Role") -> str:
+def _exclusion_summary(unit: UnitState, role: RoleState) -> str:
     """Counts of why nodes are out for this role: labels, cordons, readiness, taints, selectors."""
     view = unit.view
     snapshot = view.snapshot

@@ -1,0 +1,72 @@
+"""Extras: replicas beyond the minimums, added in the ratio of the desired counts."""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from tandem.placement.explain import describe_replica, short_role_list
+from tandem.placement.gang import place_gang
+from tandem.placement.replica import place_replica
+from tandem.placement.state import RoleState, Space, UnitState
+
+
+def place_extras(units: list[UnitState], free: np.ndarray) -> None:
+    """Add replicas beyond the minimums, the (unit, role) furthest behind its target first."""
+    heap: list[tuple[int, float, int, int, int]] = []
+
+    def push(unit: UnitState, role: RoleState) -> None:
+        # Furthest behind first; on a tie the role with fewer desired replicas (the bigger
+        # step) goes first, so a role that cannot grow stops the others at its fraction.
+        desired = role.demand.desired
+        if len(role.placed) < desired:
+            heapq.heappush(heap, (-unit.demand.priority, len(role.placed) / desired, desired, unit.order, role.index))
+
+    for unit in units:
+        if unit.functional:
+            for role in unit.roles:
+                push(unit, role)
+    while heap:
+        *_, order, r = heapq.heappop(heap)
+        unit = units[order]
+        role = unit.roles[r]
+        cap = _ratio_cap(unit, role)
+        if len(role.placed) + 1 > cap:
+            continue
+        if _place_extra(unit, role, free):
+            push(unit, role)
+        else:
+            role.blocked = f"no room for another {role.demand.name} replica ({describe_replica(unit, role)})"
+            if unit.capped is None:
+                unit.capped = role.blocked
+                others = [o for o in unit.roles if o is not role and len(o.placed) < o.demand.desired]
+                if others:
+                    unit.capped += f"; {short_role_list(others)} held at the same fraction to keep the ratio"
+
+
+def _ratio_cap(unit: UnitState, role: RoleState) -> int:
+    """Most replicas `role` may have: once a role is full, the others stop at its fraction."""
+    fractions = [len(o.placed) / o.demand.desired for o in unit.roles if o.blocked is not None]
+    if not fractions:
+        return role.demand.desired
+    return max(len(role.placed), math.ceil(min(fractions) * role.demand.desired - 1e-9))
+
+
+def _place_extra(unit: UnitState, role: RoleState, free: np.ndarray) -> bool:
+    if unit.domain is None:
+        # Every minimum is zero: the first replica picks the unit's domain like a gang of one.
+        return place_gang(unit, free, {role.index: 1})
+    view = unit.view
+    space = Space.of(view.members(*unit.domain), free)
+    unit_preferred = None
+    if unit.preferred_domain is not None:
+        depth, domain = unit.preferred_domain
+        unit_preferred = view.dom[depth][space.nodes] == domain
+    replica = place_replica(unit, role, space, unit.domain[0], {}, {}, unit_preferred)
+    if replica is None:
+        return False
+    free[space.nodes] = space.free
+    role.placed.append(replica)
+    return True

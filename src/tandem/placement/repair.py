@@ -1,0 +1,81 @@
+"""Repair: move earlier units' minimums when a later unit is stranded behind them."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from tandem.placement.explain import unresolvable
+from tandem.placement.gang import Reservation, place_gang
+from tandem.placement.state import UnitState
+
+# How many gang placements repairs may spend in one plan, in all.
+REPAIR_ATTEMPTS = 64
+
+
+def make_room(
+    unit: "UnitState",
+    needs: Mapping[int, int],
+    placed: list["UnitState"],
+    free: np.ndarray,
+    reservations: dict[int, "Reservation"],
+    budget: list[int],
+) -> bool:
+    """Place `unit` by moving earlier units' minimums elsewhere, if that works for all.
+
+    Greedy order can strand a unit behind earlier ones that took the only domain it fits,
+    while they would have fitted elsewhere too. All units here are still pending, so they
+    may move: release every earlier unit in one domain of `unit`'s pack level, place
+    `unit`, re-place the released ones in their order. Accepted only when every one
+    succeeds, so no unit ever loses its minimum and the priority/age promise holds. The
+    smallest sets are tried first; `budget` caps the gang placements per plan.
+    """
+    if unresolvable(unit, needs):
+        return False
+    for movers in _eviction_sets(unit, placed):
+        cost = 1 + len(movers)
+        if budget[0] < cost:
+            return False
+        budget[0] -= cost
+        trial = free.copy()
+        saved = [other.release(trial) for other in movers]
+        moved = {other.order for other in movers}
+        kept = [r for order, r in reservations.items() if order not in moved]
+        if place_gang(unit, trial, needs, kept):
+            kept.append(Reservation.of(unit))
+            for other in movers:
+                if not place_gang(other, trial, other.minimum_needs(), kept):
+                    break
+                kept.append(Reservation.of(other))
+            else:
+                free[:] = trial
+                for other in movers:
+                    reservations[other.order] = Reservation.of(other)
+                return True
+            for other in movers:
+                other.release(None)
+            unit.release(None)
+        for other, state in zip(movers, saved):
+            other.restore(state)
+    return False
+
+
+def _eviction_sets(unit: "UnitState", placed: list["UnitState"], largest: int = 4) -> list[list["UnitState"]]:
+    """Sets of earlier units to move: those sharing one domain of `unit`'s pack level.
+
+    Without a pack level (the whole cluster is one domain) each earlier unit alone.
+    Ordered by size, then domain number; sets larger than `largest` are not tried.
+    """
+    view = unit.view
+    depth = unit.required_depth
+    same_view = [other for other in placed if other.view is view]
+    if depth == 0:
+        return [[other] for other in reversed(same_view)]
+    by_domain: dict[int, list[UnitState]] = {}
+    for other in same_view:
+        nodes = [n for role in other.roles for replica in role.placed for n in replica]
+        for domain in sorted({int(view.dom[depth][n]) for n in nodes}):
+            by_domain.setdefault(domain, []).append(other)
+    sets = [(len(units), domain, units) for domain, units in by_domain.items() if len(units) <= largest]
+    return [units for _, _, units in sorted(sets, key=lambda item: (item[0], item[1]))]

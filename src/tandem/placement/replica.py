@@ -1,0 +1,188 @@
+"""Placing one complete replica: its replica domain, then a node for each of its pods."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from tandem.placement.capacity import fit, replica_capacity, replica_depth
+from tandem.placement.state import RoleState, Space, UnitState, all_replicas
+
+# How many replica domains are tried for one replica before it is declared unplaceable.
+MAX_REPLICA_ATTEMPTS = 8
+
+
+def _affinity_masks(
+    unit: UnitState,
+    role: RoleState,
+    space: Space,
+    fresh: Mapping[int, list[list[int]]],
+    waiting: Mapping[int, int],
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(required mask, preference score) over the space, for this replica's leader.
+
+    As a `from` role: a position scores 1 per rule whose `to` side already sits in its
+    affinity domain (and Required rules allow only such positions).
+    As a `to` role: 1 per rule whose `from` side already sits there, plus, while `from`
+    replicas of the gang are still to come, how many of their leaders the domain could
+    still take beside one pod of this replica — so decode goes where prefill fits too.
+    """
+    view = unit.view
+    required: np.ndarray | None = None
+    score: np.ndarray | None = None
+    dominant = unit.dominant
+    for rule in unit.rules:
+        doms = view.dom[rule.depth][space.nodes]
+        if rule.source == role.index:
+            targets = [n for rep in all_replicas(unit, rule.target, fresh) for n in rep]
+            if targets:
+                near = np.isin(doms, view.dom[rule.depth][np.array(targets)])
+            elif waiting.get(rule.target, 0) > 0 or not rule.required:
+                continue  # the counterpart comes later in this gang; checked at the end
+            else:
+                near = np.zeros(doms.size, dtype=bool)
+            if rule.required:
+                required = near if required is None else required & near
+            gain = near.astype(np.int64)
+        elif rule.target == role.index:
+            sources = [n for rep in all_replicas(unit, rule.source, fresh) for n in rep]
+            gain = np.isin(doms, view.dom[rule.depth][np.array(sources)]).astype(np.int64) if sources else np.zeros(doms.size, np.int64)
+            still = waiting.get(rule.source, 0)
+            if still > 0:
+                leader = int(unit.roles[rule.source].leader[dominant])
+                own = int(min(role.leader[dominant], role.worker[dominant]))
+                compact, inverse = np.unique(doms, return_inverse=True)
+                room = np.bincount(inverse, weights=space.free[:, dominant], minlength=compact.size).astype(np.int64)[inverse]
+                fit = (room - own) // leader if leader > 0 else np.full(doms.size, still)
+                gain = gain + np.clip(fit, 0, still)
+        else:
+            continue
+        score = gain if score is None else score + gain
+    return required, score
+
+
+def place_replica(
+    unit: UnitState,
+    role: RoleState,
+    space: Space,
+    depth: int,
+    fresh: Mapping[int, list[list[int]]],
+    waiting: Mapping[int, int],
+    unit_preferred: np.ndarray | None,
+    spread: bool = False,
+) -> list[int] | None:
+    """Place one complete replica of `role` in `space` (committing to its free copy).
+
+    Candidate replica domains (at the replica's pack depth) are ranked: affinity score,
+    inside the unit's preferred domain, tightest fit, then domain number. Returns the node
+    of each pod, or None when no candidate takes the whole replica.
+    """
+    view = unit.view
+    nodes = space.nodes
+    k_leader = fit(space.free, role.leader, role.leader_ok[nodes])
+    k_worker = fit(space.free, role.worker, role.worker_ok[nodes])
+    required, preferred = _affinity_masks(unit, role, space, fresh, waiting)
+    compact, groups = np.unique(view.dom[replica_depth(role, depth)][nodes], return_inverse=True)
+    size = compact.size
+    capacity = replica_capacity(role, k_leader, k_worker, groups, size)
+    if required is not None:
+        near_leaders = np.bincount(groups, weights=np.where(required, k_leader, 0), minlength=size)
+        capacity = np.where(near_leaders >= 1, capacity, 0)
+    candidates = np.nonzero(capacity >= 1)[0]
+    if candidates.size == 0:
+        return None
+    affinity = np.zeros(size, dtype=np.int64)
+    if preferred is not None:
+        np.maximum.at(affinity, groups, np.where(k_leader >= 1, preferred, 0))
+    outside = np.zeros(size, dtype=bool)
+    if unit_preferred is not None:
+        outside = np.bincount(groups, weights=unit_preferred, minlength=size) < 1
+    leftover = np.bincount(groups, weights=space.free[:, unit.dominant], minlength=size) - role.replica_total[unit.dominant]
+    if spread:
+        leftover = -leftover
+    order = np.lexsort((compact[candidates], leftover[candidates], outside[candidates], -affinity[candidates]))
+    for group in candidates[order][:MAX_REPLICA_ATTEMPTS]:
+        positions = np.nonzero(groups == group)[0]
+        chosen = _assign_pods(unit, role, space, positions, required, preferred, unit_preferred, spread)
+        if chosen is not None:
+            return [int(nodes[p]) for p in chosen]
+    return None
+
+
+def _assign_pods(
+    unit: UnitState,
+    role: RoleState,
+    space: Space,
+    positions: np.ndarray,
+    required: np.ndarray | None,
+    preferred: np.ndarray | None,
+    unit_preferred: np.ndarray | None,
+    spread: bool = False,
+) -> list[int] | None:
+    """Best-fit the pods of one replica onto `positions`; commit to the space on success.
+
+    With a preferred replica pack narrower than the required one, first try to keep the
+    whole replica inside one domain of the preferred level (tightest first).
+    """
+    attempts: list[np.ndarray] = []
+    depth = role.preferred_depth
+    if depth is not None and role.pods > 1:
+        view = unit.view
+        compact, groups = np.unique(view.dom[depth][space.nodes[positions]], return_inverse=True)
+        if compact.size > 1:
+            rows = space.free[positions]
+            k_leader = fit(rows, role.leader, role.leader_ok[space.nodes[positions]])
+            k_worker = fit(rows, role.worker, role.worker_ok[space.nodes[positions]])
+            capacity = replica_capacity(role, k_leader, k_worker, groups, compact.size)
+            leftover = np.bincount(groups, weights=rows[:, unit.dominant], minlength=compact.size)
+            fitting = np.nonzero(capacity >= 1)[0]
+            for group in fitting[np.lexsort((compact[fitting], leftover[fitting]))][:MAX_REPLICA_ATTEMPTS]:
+                attempts.append(positions[groups == group])
+    attempts.append(positions)
+    for subset in attempts:
+        chosen = _greedy_pods(unit, role, space, subset, required, preferred, unit_preferred, spread)
+        if chosen is not None:
+            return chosen
+    return None
+
+
+def _greedy_pods(
+    unit: UnitState,
+    role: RoleState,
+    space: Space,
+    subset: np.ndarray,
+    required: np.ndarray | None,
+    preferred: np.ndarray | None,
+    unit_preferred: np.ndarray | None,
+    spread: bool = False,
+) -> list[int] | None:
+    """Pods one by one, each to the node it fits best (least left over; most with `spread`);
+    the leader near counterparts."""
+    saved = space.free[subset].copy()
+    chosen: list[int] = []
+    # Spreading a `to` replica: its later pods go to affinity domains it does not cover yet.
+    spread_depths = [rule.depth for rule in unit.rules if rule.target == role.index] if spread else []
+    for pod in range(role.pods):
+        vec, ok = (role.leader, role.leader_ok) if pod == 0 else (role.worker, role.worker_ok)
+        fits = fit(space.free[subset], vec, ok[space.nodes[subset]]) >= 1
+        leftover = space.free[subset, unit.dominant] - vec[unit.dominant]
+        keys: list[np.ndarray] = [subset, -leftover if spread else leftover]
+        if pod == 0:
+            if required is not None:
+                fits &= required[subset]
+            if unit_preferred is not None:
+                keys.append(~unit_preferred[subset])
+            if preferred is not None:
+                keys.append(-preferred[subset])
+        if pod > 0 and spread_depths:
+            for depth in spread_depths:
+                doms = unit.view.dom[depth]
+                keys.append(np.isin(doms[space.nodes[subset]], doms[space.nodes[np.array(chosen)]]))
+        if not fits.any():
+            space.free[subset] = saved
+            return None
+        best = subset[fits][np.lexsort(tuple(key[fits] for key in keys))[0]]
+        space.free[best] -= vec
+        chosen.append(int(best))
+    return chosen
