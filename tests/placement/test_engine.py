@@ -277,3 +277,20 @@ def test_age_is_the_creation_timestamp_even_unquoted():
     inputs = load_texts([("young", yaml.safe_dump(young)), ("old", text)])
     assert inputs.groups[1].metadata.creation_timestamp == "2026-11-01T00:00:00Z"
     assert [u.group for u in units_from_groups(inputs.groups)] == ["old", "young"]
+
+
+def test_a_preferred_replica_pack_yields_to_required_affinity():
+    # decode prefers one host for its 2 pods; prefill (4 GPUs) must share a host with decode.
+    # The tightest host fits decode but leaves no room beside it; decode must go where
+    # prefill fits too.
+    g = group(
+        "pd",
+        [role("prefill", 1, 1, gpus=4), role("decode", 1, 1, gpus=2, pods=2, required="rack", preferred="host")],
+        required="rack",
+        affinity=[{"from": "prefill", "to": "decode", "level": "host", "mode": "Required"}],
+    )
+    busy = [bound_pod("half", "n-001", 4)]
+    plan, _ = _plan(cluster("block=1,rack=1,host=2") + busy + [g])
+    unit = plan.units[0]
+    assert unit.state == "Placed"
+    assert _nodes(unit, "prefill")[0] in _nodes(unit, "decode")

@@ -123,11 +123,13 @@ def _assign_pods(
     """Best-fit the pods of one replica onto `positions`; commit to the space on success.
 
     With a preferred replica pack narrower than the required one, first try to keep the
-    whole replica inside one domain of the preferred level (tightest first).
+    whole replica inside one domain of the preferred level: best affinity score first, then
+    tightest. A `to` replica being spread skips this: spreading it is the point.
     """
     attempts: list[np.ndarray] = []
     depth = role.preferred_depth
-    if depth is not None and role.pods > 1:
+    spreading = spread and any(rule.target == role.index for rule in unit.rules)
+    if depth is not None and role.pods > 1 and not spreading:
         view = unit.view
         compact, groups = np.unique(view.dom[depth][space.nodes[positions]], return_inverse=True)
         if compact.size > 1:
@@ -136,8 +138,16 @@ def _assign_pods(
             k_worker = fit(rows, role.worker, role.worker_ok[space.nodes[positions]])
             capacity = replica_capacity(role, k_leader, k_worker, groups, compact.size)
             leftover = np.bincount(groups, weights=rows[:, unit.dominant], minlength=compact.size)
+            affinity = np.zeros(compact.size, dtype=np.int64)
+            if preferred is not None:
+                np.maximum.at(affinity, groups, np.where(k_leader >= 1, preferred[positions], 0))
+            if required is not None:
+                near = np.zeros(compact.size, dtype=bool)
+                np.logical_or.at(near, groups, required[positions] & (k_leader >= 1))
+                capacity = np.where(near, capacity, 0)
             fitting = np.nonzero(capacity >= 1)[0]
-            for group in fitting[np.lexsort((compact[fitting], leftover[fitting]))][:MAX_REPLICA_ATTEMPTS]:
+            order = np.lexsort((compact[fitting], leftover[fitting], -affinity[fitting]))
+            for group in fitting[order][:MAX_REPLICA_ATTEMPTS]:
                 attempts.append(positions[groups == group])
     attempts.append(positions)
     for subset in attempts:
