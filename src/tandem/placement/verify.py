@@ -8,13 +8,39 @@ capacity, eligibility, replica gang, unit gang, required pack or required affini
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, Mapping, Sequence
 
 import numpy as np
 
 from tandem.placement.demand import UnitDemand
 from tandem.placement.plan import Plan
 from tandem.topology import ClusterSnapshot, TopologyView
+
+
+Kind = Literal[
+    "coverage",  # the plan does not answer the units asked for
+    "naming",  # pod names or replica indices off the contract
+    "capacity",  # a node over capacity in a resource the plan added to
+    "eligibility",  # unusable node, selector, taint or missing resource
+    "replica-gang",  # a replica with the wrong number of pods
+    "unit-gang",  # a functional state below a role minimum, or more replicas than desired
+    "partial-unit",  # an Unschedulable unit holding pods
+    "state",  # the state does not match the counts, or lacks a reason
+    "replica-pack",  # a replica across several domains of its required pack
+    "unit-pack",  # a unit across several domains of its required pack
+    "affinity",  # a from-replica without its Required counterpart
+]
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: Kind
+    unit: tuple[str, str, int] | None  # (namespace, group, unit), None for node-level ones
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def verify_plan(
@@ -27,14 +53,33 @@ def verify_plan(
 ) -> list[str]:
     """Every broken promise, as a sentence; empty when the plan keeps them all.
 
-    `allow_partial_units` skips the unit-gang rule, for baselines that are known to break it.
+    `allow_partial_units` skips the unit-gang rule for Unschedulable units, for baselines
+    that are known to break it.
     """
-    problems: list[str] = []
+    return [
+        v.message
+        for v in check_plan(plan, snapshot, views, units)
+        if not (allow_partial_units and v.kind == "partial-unit")
+    ]
+
+
+def check_plan(
+    plan: Plan,
+    snapshot: ClusterSnapshot,
+    views: Mapping[str, TopologyView],
+    units: Sequence[UnitDemand],
+) -> list[Violation]:
+    """Every broken promise, typed by kind and unit."""
+    problems: list[Violation] = []
+
+    def report(kind: Kind, key: tuple[str, str, int] | None, message: str) -> None:
+        problems.append(Violation(kind, key, message))
+
     by_key = {unit.key: unit for unit in units}
     used = snapshot.used.copy()
     seen_names: set[str] = set()
     if len(plan.units) != len(units) or {u.unit.key for u in plan.units} != set(by_key):
-        problems.append("the plan does not answer exactly the units asked for")
+        report("coverage", None, "the plan does not answer exactly the units asked for")
 
     for placement in plan.units:
         unit = by_key.get(placement.unit.key)
@@ -42,102 +87,101 @@ def verify_plan(
             continue
         view = views[unit.topology]
         label = unit.label
+        key = unit.key
         role_specs = {role.name: role for role in unit.roles}
         if [name for name, _ in placement.roles] != [role.name for role in unit.roles]:
-            problems.append(f"{label}: roles in the plan differ from the demand")
+            report("coverage", key, f"{label}: roles in the plan differ from the demand")
             continue
         unit_nodes: list[int] = []
         counts: dict[str, int] = {}
-        leaders_doms: dict[tuple[str, int], set[int]] = defaultdict(set)
+        # (rule number, "from"|"to") -> replica index -> domains at the rule's level of its pods
+        rule_domains: dict[tuple[int, str], dict[int, set[int]]] = defaultdict(dict)
         for role_name, replicas in placement.roles:
             role = role_specs[role_name]
             counts[role_name] = len(replicas)
             if len(replicas) > role.desired:
-                problems.append(f"{label}: {role_name} has {len(replicas)} replicas, more than desired {role.desired}")
+                report("unit-gang", key, f"{label}: {role_name} has {len(replicas)} replicas, more than desired {role.desired}")
             if [r.index for r in replicas] != list(range(len(replicas))):
-                problems.append(f"{label}: {role_name} replica indices are not 0..{len(replicas) - 1}")
+                report("naming", key, f"{label}: {role_name} replica indices are not 0..{len(replicas) - 1}")
             for replica in replicas:
                 if len(replica.pods) != role.pods_per_replica:
-                    problems.append(
+                    report(
+                        "replica-gang",
+                        key,
                         f"{label}: {role_name} replica {replica.index} has {len(replica.pods)} pods, "
-                        f"not {role.pods_per_replica} (replica gang)"
+                        f"not {role.pods_per_replica} (replica gang)",
                     )
                 replica_nodes = []
                 for pod_index, pod in enumerate(replica.pods):
                     expected = unit.pod_name(role_name, replica.index, pod_index)
                     if pod.name != expected:
-                        problems.append(f"{label}: pod {pod.name!r} should be named {expected!r}")
+                        report("naming", key, f"{label}: pod {pod.name!r} should be named {expected!r}")
                     if pod.name in seen_names:
-                        problems.append(f"{label}: pod {pod.name!r} assigned twice")
+                        report("naming", key, f"{label}: pod {pod.name!r} assigned twice")
                     seen_names.add(pod.name)
                     node = snapshot.node_index.get(pod.node)
                     if node is None:
-                        problems.append(f"{label}: pod {pod.name} on unknown node {pod.node!r}")
+                        report("eligibility", key, f"{label}: pod {pod.name} on unknown node {pod.node!r}")
                         continue
                     shape = role.leader if pod_index == 0 else role.worker
                     if not view.usable[node]:
-                        problems.append(f"{label}: pod {pod.name} on unusable node {pod.node}")
+                        report("eligibility", key, f"{label}: pod {pod.name} on unusable node {pod.node}")
                     if not _selector_ok(snapshot, node, shape.node_selector):
-                        problems.append(f"{label}: pod {pod.name} on {pod.node}, which its nodeSelector excludes")
+                        report("eligibility", key, f"{label}: pod {pod.name} on {pod.node}, which its nodeSelector excludes")
                     if not _tolerated(snapshot, node, shape.tolerations):
-                        problems.append(f"{label}: pod {pod.name} on {pod.node} without tolerating its taints")
+                        report("eligibility", key, f"{label}: pod {pod.name} on {pod.node} without tolerating its taints")
                     missing = snapshot.missing_resources(shape.requests)
                     if missing:
-                        problems.append(f"{label}: pod {pod.name} on {pod.node}, which has no {', '.join(missing)}")
+                        report("eligibility", key, f"{label}: pod {pod.name} on {pod.node}, which has no {', '.join(missing)}")
                     used[node] += snapshot.vector(shape.requests)
                     replica_nodes.append(node)
                 unit_nodes += replica_nodes
                 if role.pack_required is not None and replica_nodes:
                     depth = view.depth(role.pack_required)
                     if len({int(view.dom[depth][n]) for n in replica_nodes}) > 1:
-                        problems.append(
-                            f"{label}: {role_name} replica {replica.index} spans several {role.pack_required} domains"
+                        report(
+                            "replica-pack", key, f"{label}: {role_name} replica {replica.index} spans several {role.pack_required} domains"
                         )
-                for rule in unit.affinity:
-                    for role_side in ("from", "to"):
-                        if (rule.from_role if role_side == "from" else rule.to_role) == role_name:
+                for number, rule in enumerate(unit.affinity):
+                    for side, side_role in (("from", rule.from_role), ("to", rule.to_role)):
+                        if side_role == role_name:
                             depth = view.depth(rule.level)
-                            leaders_doms[(f"{role_side}:{rule.from_role}>{rule.to_role}", replica.index)] |= {
-                                int(view.dom[depth][n]) for n in replica_nodes
-                            }
+                            rule_domains[(number, side)][replica.index] = {int(view.dom[depth][n]) for n in replica_nodes}
 
         functional = all(counts[role.name] >= role.minimum for role in unit.roles)
         complete = all(counts[role.name] >= role.desired for role in unit.roles)
         expected_state = "Placed" if functional and complete else "MinimumPlaced" if functional else "Unschedulable"
         if placement.state == "Unschedulable":
-            if unit_nodes and not allow_partial_units:
-                problems.append(f"{label}: Unschedulable but holds {len(unit_nodes)} pods (unit gang)")
+            if unit_nodes:
+                report("partial-unit", key, f"{label}: Unschedulable but holds {len(unit_nodes)} pods (unit gang)")
             if not placement.message:
-                problems.append(f"{label}: Unschedulable without a reason")
+                report("state", key, f"{label}: Unschedulable without a reason")
         elif placement.state != expected_state:
-            problems.append(f"{label}: state {placement.state} but the counts say {expected_state}")
+            report("state", key, f"{label}: state {placement.state} but the counts say {expected_state}")
         if placement.state != "Unschedulable" and not functional:
-            problems.append(f"{label}: {placement.state} below a role minimum (unit gang)")
+            report("unit-gang", key, f"{label}: {placement.state} below a role minimum (unit gang)")
         if unit.pack_required is not None and unit_nodes:
             depth = view.depth(unit.pack_required)
             if len({int(view.dom[depth][n]) for n in unit_nodes}) > 1:
-                problems.append(f"{label}: pods span several {unit.pack_required} domains (required pack)")
-        for rule in unit.affinity:
+                report("unit-pack", key, f"{label}: pods span several {unit.pack_required} domains (required pack)")
+        for number, rule in enumerate(unit.affinity):
             if not rule.required:
                 continue
-            key_from = f"from:{rule.from_role}>{rule.to_role}"
-            key_to = f"to:{rule.from_role}>{rule.to_role}"
-            targets: set[int] = set()
-            for (key, _), doms in leaders_doms.items():
-                if key == key_to:
-                    targets |= doms
-            for (key, index), doms in leaders_doms.items():
-                if key == key_from and not doms & targets:
-                    problems.append(
+            targets = set().union(*rule_domains[(number, "to")].values())
+            for index, doms in sorted(rule_domains[(number, "from")].items()):
+                if not doms & targets:
+                    report(
+                        "affinity",
+                        key,
                         f"{label}: {rule.from_role} replica {index} shares no {rule.level} with any {rule.to_role} replica "
-                        "(Required affinity)"
+                        "(Required affinity)",
                     )
 
     # Over capacity in a resource the plan added to (bound pods may already overcommit a node).
     broken = (used > snapshot.allocatable) & (used > snapshot.used)
     for node in np.nonzero(broken.any(axis=1))[0][:5]:
         columns = [snapshot.resources[c] for c in np.nonzero(broken[node])[0]]
-        problems.append(f"node {snapshot.node_names[node]} over capacity in {', '.join(columns)}")
+        report("capacity", None, f"node {snapshot.node_names[node]} over capacity in {', '.join(columns)}")
     return problems
 
 

@@ -24,6 +24,7 @@ import yaml
 
 from tandem.api.loading import load_texts
 from tandem.placement import Plan, UnitDemand, units_from_groups
+from tandem.placement.verify import check_plan
 from tandem.topology import ClusterSnapshot, TopologyView
 from tandem.topology.generate import generate_cluster
 
@@ -367,68 +368,32 @@ class Score:
 
 
 def score(instance: Instance, plan: Plan) -> Score:
-    """Check `plan` against the instance and measure it (see `Score`)."""
+    """Check `plan` against the instance (`tandem.placement.verify`) and measure it (see `Score`)."""
     snapshot = instance.snapshot
-    free = snapshot.free.copy()
+    violations = check_plan(plan, snapshot, instance.views, instance.units)
+    errors = [v.message for v in violations if v.kind in _ERROR_KINDS]
+    broken = {v.unit for v in violations if v.kind in _CONSTRAINT_KINDS}
     gpu = snapshot.resource_index.get(GPU)
-    errors: list[str] = []
     functional = valid = split = required_violations = satisfied = total = idle = replicas = 0
     for placement in plan.units:
         unit = placement.unit
-        view = instance.views[unit.topology]
-        ok = True
-        unit_nodes: list[int] = []
-        role_nodes: dict[str, list[list[int]]] = {}
-        for demand in unit.roles:
-            reps = placement.replicas(demand.name) if any(n == demand.name for n, _ in placement.roles) else ()
-            leader, worker = snapshot.vector(demand.leader.requests), snapshot.vector(demand.worker.requests)
-            leader_ok = snapshot.eligible(demand.leader.node_selector, demand.leader.tolerations) & view.usable
-            worker_ok = snapshot.eligible(demand.worker.node_selector, demand.worker.tolerations) & view.usable
-            nodes_per_replica = []
-            for rep in reps:
-                nodes = [snapshot.node_index[p.node] for p in rep.pods]
-                if len(nodes) != demand.pods_per_replica:
-                    errors.append(f"{unit.label} {demand.name}[{rep.index}]: {len(nodes)} pods, expected {demand.pods_per_replica}")
-                for i, n in enumerate(nodes):
-                    vec, elig = (leader, leader_ok) if i == 0 else (worker, worker_ok)
-                    if not elig[n]:
-                        errors.append(f"{unit.label} {demand.name}[{rep.index}] pod {i}: node {snapshot.node_names[n]} not eligible")
-                    free[n] -= vec
-                    if gpu is not None and placement.state == "Unschedulable":
-                        idle += int(vec[gpu])
-                if demand.pack_required is not None:
-                    depth = view.depth(demand.pack_required)
-                    if len({int(view.dom[depth][n]) for n in nodes}) > 1:
-                        ok = False
-                nodes_per_replica.append(nodes)
-                unit_nodes += nodes
-            role_nodes[demand.name] = nodes_per_replica
         if placement.state == "Unschedulable":
+            if gpu is not None:
+                idle += sum(int(snapshot.vector(_shape(unit, role, i).requests)[gpu]) for role, pod, i in _pods(placement))
             continue
         functional += 1
-        for demand in unit.roles:
-            if len(role_nodes[demand.name]) < demand.minimum:
-                errors.append(f"{unit.label} is {placement.state} with {len(role_nodes[demand.name])} {demand.name} < minimum {demand.minimum}")
-            replicas += len(role_nodes[demand.name])
-        depth = view.depth(unit.pack_required)
-        if len({int(view.dom[depth][n]) for n in unit_nodes}) > 1:
-            split += 1
-            ok = False
+        valid += unit.key not in broken
+        split += any(v.kind == "unit-pack" and v.unit == unit.key for v in violations)
+        required_violations += sum(1 for v in violations if v.kind == "affinity" and v.unit == unit.key)
+        replicas += sum(len(reps) for _, reps in placement.roles)
+        view = instance.views[unit.topology]
         for rule in unit.affinity:
             depth = view.depth(rule.level)
-            near = {int(view.dom[depth][n]) for rep in role_nodes.get(rule.to_role, []) for n in rep}
-            for rep in role_nodes.get(rule.from_role, []):
+            doms = view.dom[depth]
+            near = {int(doms[snapshot.node_index[p.node]]) for rep in placement.replicas(rule.to_role) for p in rep.pods}
+            for rep in placement.replicas(rule.from_role):
                 total += 1
-                if any(int(view.dom[depth][n]) in near for n in rep):
-                    satisfied += 1
-                elif rule.required:
-                    required_violations += 1
-                    ok = False
-        valid += ok
-    over = np.nonzero((free < 0).any(axis=1))[0]
-    for n in over:
-        resources = [snapshot.resources[k] for k in np.nonzero(free[n] < 0)[0]]
-        errors.append(f"node {snapshot.node_names[n]} over capacity in {', '.join(resources)}")
+                satisfied += any(int(doms[snapshot.node_index[p.node]]) in near for p in rep.pods)
     return Score(
         units=len(plan.units),
         functional=functional,
@@ -441,3 +406,21 @@ def score(instance: Instance, plan: Plan) -> Score:
         replicas=replicas,
         errors=tuple(errors),
     )
+
+
+# Broken promises no policy may break, and hard constraints a baseline may break (invalid unit).
+_ERROR_KINDS = frozenset({"coverage", "naming", "capacity", "eligibility", "replica-gang", "unit-gang", "state"})
+_CONSTRAINT_KINDS = frozenset({"unit-pack", "replica-pack", "affinity"})
+
+
+def _pods(placement):
+    """(role, pod, pod index within its replica) for every placed pod."""
+    for name, replicas in placement.roles:
+        for replica in replicas:
+            for index, pod in enumerate(replica.pods):
+                yield name, pod, index
+
+
+def _shape(unit: UnitDemand, role: str, index: int):
+    demand = next(r for r in unit.roles if r.name == role)
+    return demand.leader if index == 0 else demand.worker
