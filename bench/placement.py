@@ -2,6 +2,7 @@
 
     python bench/placement.py                      # every suite
     python bench/placement.py --suite latency      # p50/p99 of one decision
+    python bench/placement.py --suite batch        # one plan for hundreds of units
     python bench/placement.py --suite quality      # engine vs exact vs baselines
     python bench/placement.py --suite contention   # more demand than capacity
 
@@ -144,6 +145,38 @@ def latency(sizes: list[int], fills: list[float], repeat: int, seed: int) -> lis
     return results
 
 
+def batch(nodes: int, fill: float, counts: list[int], seed: int) -> list[dict]:
+    """One plan for many pending units at once (the controller's case), some not fitting."""
+    results = []
+    snapshot, views, units, _ = build_world(nodes, fill, seed, "packed")
+    (unit,) = units
+    with Progress(transient=True, console=_stderr()) as progress:
+        task = progress.add_task("batch", total=len(counts))
+        for count in counts:
+            many = [dataclasses.replace(unit, group=f"bench-{i}") for i in range(count)]
+            start = time.perf_counter()
+            plan = place(snapshot, views, many)
+            seconds = time.perf_counter() - start
+            assert verify_plan(plan, snapshot, views, many) == []
+            states = [u.state for u in plan.units]
+            results.append(
+                {
+                    "suite": "batch",
+                    "nodes": len(snapshot.node_names),
+                    "prefilled": fill,
+                    "units": count,
+                    "unitGpus": 64,
+                    "freeGpus": int(snapshot.free[:, snapshot.resource_index["nvidia.com/gpu"]].sum()),
+                    "seconds": round(seconds, 3),
+                    "placed": states.count("Placed"),
+                    "minimumPlaced": states.count("MinimumPlaced"),
+                    "unschedulable": states.count("Unschedulable"),
+                }
+            )
+            progress.advance(task)
+    return results
+
+
 def _stderr():
     from rich.console import Console
 
@@ -152,7 +185,8 @@ def _stderr():
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", choices=["latency", "quality", "contention", "all"], default="all")
+    parser.add_argument("--suite", choices=["latency", "batch", "quality", "contention", "all"], default="all")
+    parser.add_argument("--batch", default="100,400,1000", help="units per plan for the batch suite (5,000 nodes, 50%% used)")
     parser.add_argument("--sizes", default="1000,5000,20000", help="node counts for the latency suite")
     parser.add_argument("--fills", default="0,0.5,0.9", help="pre-filled GPU fractions for the latency suite")
     parser.add_argument("--repeat", type=int, default=200, help="decisions timed per latency case")
@@ -164,6 +198,8 @@ def main() -> None:
         sizes = [int(s) for s in args.sizes.split(",")]
         fills = [float(f) for f in args.fills.split(",")]
         results += latency(sizes, fills, args.repeat, args.seed)
+    if args.suite in ("batch", "all"):
+        results += batch(5000, 0.5, [int(c) for c in args.batch.split(",")], args.seed)
     if args.suite in ("quality", "all"):
         from quality import run_quality
 

@@ -31,7 +31,7 @@ def make_room(
     succeeds, so no unit ever loses its minimum and the priority/age promise holds. The
     smallest sets are tried first; `budget` caps the gang placements per plan.
     """
-    if unresolvable(unit, needs):
+    if budget[0] < 2 or unresolvable(unit, needs):
         return False
     for movers in _eviction_sets(unit, placed):
         cost = 1 + len(movers)
@@ -61,21 +61,32 @@ def make_room(
     return False
 
 
-def _eviction_sets(unit: "UnitState", placed: list["UnitState"], largest: int = 4) -> list[list["UnitState"]]:
-    """Sets of earlier units to move: those sharing one domain of `unit`'s pack level.
+def _eviction_sets(unit: UnitState, placed: list[UnitState], largest: int = 4) -> list[list[UnitState]]:
+    """Sets of earlier units to move: those sharing one domain of `unit`'s pack level or of
+    any narrower level (a rack, a host), since a narrower constraint such as a rack-level
+    affinity is often what strands a unit.
 
-    Without a pack level (the whole cluster is one domain) each earlier unit alone.
-    Ordered by size, then domain number; sets larger than `largest` are not tried.
+    Without a pack level each earlier unit alone is a set as well. Distinct sets, ordered
+    by size, then depth (narrowest first), then domain number; larger than `largest` are
+    not tried.
     """
     view = unit.view
-    depth = unit.required_depth
     same_view = [other for other in placed if other.view is view]
-    if depth == 0:
-        return [[other] for other in reversed(same_view)]
-    by_domain: dict[int, list[UnitState]] = {}
-    for other in same_view:
-        nodes = [n for role in other.roles for replica in role.placed for n in replica]
-        for domain in sorted({int(view.dom[depth][n]) for n in nodes}):
-            by_domain.setdefault(domain, []).append(other)
-    sets = [(len(units), domain, units) for domain, units in by_domain.items() if len(units) <= largest]
-    return [units for _, _, units in sorted(sets, key=lambda item: (item[0], item[1]))]
+    found: dict[tuple[int, ...], tuple[int, int, int]] = {}
+    members: dict[tuple[int, ...], list[UnitState]] = {}
+    if unit.required_depth == 0:
+        for other in reversed(same_view):
+            found[(other.order,)] = (1, 0, -other.order)
+            members[(other.order,)] = [other]
+    for depth in range(max(unit.required_depth, 1), view.depth_count):
+        by_domain: dict[int, list[UnitState]] = {}
+        for other in same_view:
+            nodes = [n for role in other.roles for replica in role.placed for n in replica]
+            for domain in sorted({int(view.dom[depth][n]) for n in nodes}):
+                by_domain.setdefault(domain, []).append(other)
+        for domain, units in by_domain.items():
+            key = tuple(other.order for other in units)
+            if len(units) <= largest and key not in found:
+                found[key] = (len(units), -depth, domain)
+                members[key] = units
+    return [members[key] for key in sorted(found, key=lambda k: found[k])]
