@@ -10,8 +10,10 @@ from tandem.placement.explain import unresolvable
 from tandem.placement.gang import Reservation, place_gang
 from tandem.placement.state import UnitState
 
-# How many gang placements repairs may spend in one plan, in all.
-REPAIR_ATTEMPTS = 64
+# How many gang placements repairs may spend in one plan, in all, and for one stranded
+# unit: the second keeps one hopeless unit from spending what a later one needs.
+REPAIR_ATTEMPTS = 256
+REPAIR_PER_UNIT = 24
 
 
 def make_room(
@@ -29,15 +31,18 @@ def make_room(
     may move: release every earlier unit in one domain of `unit`'s pack level, place
     `unit`, re-place the released ones in their order. Accepted only when every one
     succeeds, so no unit ever loses its minimum and the priority/age promise holds. The
-    smallest sets are tried first; `budget` caps the gang placements per plan.
+    smallest sets are tried first; `budget` caps the gang placements per plan, and
+    REPAIR_PER_UNIT those spent on one unit.
     """
     if budget[0] < 2 or unresolvable(unit, needs):
         return False
+    spent = 0
     for movers in _eviction_sets(unit, placed):
         cost = 1 + len(movers)
-        if budget[0] < cost:
+        if budget[0] < cost or spent + cost > REPAIR_PER_UNIT:
             return False
         budget[0] -= cost
+        spent += cost
         trial = free.copy()
         saved = [other.release(trial) for other in movers]
         moved = {other.order for other in movers}
