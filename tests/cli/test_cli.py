@@ -309,3 +309,21 @@ def test_unknown_output_format_is_a_usage_error(run_cli, examples: Path) -> None
     result = run_cli("plan", "-c", examples / "cluster.yaml", examples / "llama-70b.yaml", "-o", "xml")
     assert result.exit_code == 2
     assert "Traceback" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "argv, phrase",
+    [
+        (["plan"], "Missing argument"),
+        (["plan", "--bogus", "x"], "No such option: --bogus"),
+        (["plan", "-o", "xml", "x.yaml"], "'xml' is not one of"),
+        (["cluster", "generate", "--shape", "block=2", "--gpus", "-1"], "--gpus"),
+        (["nosuchcommand"], "No such command"),
+    ],
+)
+def test_usage_mistakes_are_one_line_and_exit_2(capsys, argv, phrase):
+    from tandem.cli.main import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and phrase in err[0]

@@ -13,6 +13,9 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
+# typer 0.29 (pinned) carries its own copy of click; its usage errors live here.
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
+
 from tandem.cli.files import load_files
 from tandem.cli.output import print_table, render_json, render_yaml
 from tandem.errors import InputError
@@ -155,9 +158,26 @@ def _check_generated(topology: dict) -> None:
         raise InputError(problems) from None
 
 
-def main() -> None:  # pragma: no cover - console entry point
-    app()
+def main(argv: list[str] | None = None) -> int:
+    """The console entry point: like `app()`, but a usage mistake is one `error:` line, exit 2."""
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    try:
+        result = app(args=argv, standalone_mode=False)
+    except NoArgsIsHelpError as exc:
+        if exc.ctx is not None:
+            typer.echo(exc.ctx.get_help())
+        return INVALID_INPUT
+    except UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        err.print(f"[bold red]error:[/] {escape(exc.format_message())}{escape(hint)}")
+        return INVALID_INPUT
+    except typer.Abort:
+        return 130
+    return result if isinstance(result, int) else 0
 
+
+def entry() -> None:  # pragma: no cover - installed as the `tandem` command
+    sys.exit(main())
 
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    sys.exit(main())
