@@ -85,7 +85,9 @@ def _grown_needs(unit: UnitState, needs: Mapping[int, int]) -> list[dict[int, in
 def _place_gang_once(
     unit: UnitState, free: np.ndarray, needs: Mapping[int, int], reservations: Sequence[Reservation]
 ) -> bool:
-    """Candidate domains are ranked: first those where the whole unit (every role at its
+    """One attempt with fixed `needs`, from the preferred level up to the required one.
+
+    Candidate domains are ranked: first those where the whole unit (every role at its
     desired count) would still fit beside what earlier units reserved, so a unit starts
     where it can grow; then the tightest fit; then domain number. Up to GANG_TRIALS
     candidates of the best tier get a real assignment, and the one that opens the fewest
@@ -183,6 +185,7 @@ def _assign_gang(unit: UnitState, space: Space, needs: Mapping[int, int], depth:
 def _try_gang(
     unit: UnitState, space: Space, needs: Mapping[int, int], depth: int, spread: bool
 ) -> dict[int, list[list[int]]] | None:
+    """Every replica of the gang, role by role in `_gang_order`; None at the first that does not fit."""
     placed: dict[int, list[list[int]]] = {r: [] for r in needs}
     waiting = dict(needs)
     targets = {rule.target for rule in unit.rules}

@@ -37,6 +37,8 @@ class RoleState:
 
 @dataclass
 class Rule:
+    """An affinity rule with roles as indices and the level as a depth."""
+
     source: int  # role index of `from`
     target: int  # role index of `to`
     depth: int
@@ -45,6 +47,8 @@ class Rule:
 
 @dataclass
 class UnitState:
+    """One unit while it is being placed: its roles, rules, chosen domain and outcome."""
+
     order: int
     demand: UnitDemand
     view: TopologyView
@@ -138,9 +142,6 @@ class UnitState:
 
     # ------------------------------------------------------------------ results
 
-    def placed_count(self, role: RoleState) -> int:
-        return len(role.placed)
-
     def result(self) -> UnitPlacement:
         view = self.view
         names = view.snapshot.node_names
@@ -190,4 +191,5 @@ class Space:
 
 
 def all_replicas(unit: UnitState, r: int, fresh: Mapping[int, list[list[int]]]) -> list[list[int]]:
+    """Replicas of role `r` already committed plus those placed so far in the current gang."""
     return unit.roles[r].placed + list(fresh.get(r, []))
