@@ -18,7 +18,8 @@ from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from tandem.cli.files import load_files
 from tandem.cli.output import print_table, render_json, render_yaml
-from tandem.errors import InputError
+from tandem.api.loading import load_texts
+from tandem.errors import InputError, Problem
 from tandem.placement.from_inputs import plan_inputs
 from tandem.topology.generate import generate_cluster, parse_shape
 
@@ -116,8 +117,6 @@ def cluster_generate(
     """Write Nodes (a v1 List) and a matching ClusterTopology as YAML."""
 
     def run() -> None:
-        from tandem.errors import Problem
-
         try:
             levels = parse_shape(shape)
         except ValueError as exc:
@@ -145,9 +144,6 @@ def cluster_generate(
 
 def _check_generated(topology: dict) -> None:
     """Raise InputError naming --shape or --topology-name if the ClusterTopology is invalid."""
-    from tandem.api.loading import load_texts
-    from tandem.errors import Problem
-
     try:
         load_texts([("", json.dumps(topology))])
     except InputError as exc:
