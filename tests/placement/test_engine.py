@@ -108,12 +108,13 @@ def test_higher_priority_first_then_age():
 
 
 def test_extras_follow_the_desired_ratio_and_stop_together():
-    # 4P:2D of one-host replicas; 4 hosts: minimum 1P+1D, then extras in ratio 2:1 -> 3P:1D would skew,
-    # the engine grows to 2P+1D, then the next fitting extra by ratio is decode, then prefill: 2P:1D + ...
+    # 4P:2D of one-host replicas on 4 hosts: growing one replica at a time reaches 2P:2D,
+    # then prefill cannot grow; decode is trimmed back to prefill's fraction, so the unit
+    # keeps its 2:1 ratio and the fourth host stays free for others.
     g = group("r", [role("prefill", 4, 1, gpus=8), role("decode", 2, 1, gpus=8)], required="block")
     plan, _ = _plan(cluster("block=1,rack=1,host=4") + [g])
     unit = plan.units[0]
-    assert (len(unit.replicas("prefill")), len(unit.replicas("decode"))) in {(3, 1), (2, 2)}
+    assert (len(unit.replicas("prefill")), len(unit.replicas("decode"))) == (2, 1)
     # the ratio cap: with prefill unable to grow, decode stops at prefill's fraction
     g2 = group("cap", [role("prefill", 4, 1, gpus=8), role("decode", 4, 1, gpus=2)], required="block")
     plan, _ = _plan(cluster("block=1,rack=1,host=2") + [g2])

@@ -48,3 +48,28 @@ def test_output_is_identical_across_runs_and_input_order(objects):
     shuffled += [o for o in objects if o["kind"] not in ("Node", "ClusterTopology")]
     snapshot2, views2, units2 = world(shuffled)
     assert json.dumps(plan_to_dict(place(snapshot2, views2, units2))) == first
+
+
+@SETTINGS
+@given(worlds())
+def test_extras_keep_each_unit_in_the_ratio_of_its_desired_counts(objects):
+    """No role's extras run ahead of the slowest role's fraction (rounded up).
+
+    What the minimum phase placed is the floor (taken from a plan without extras). Units
+    with a Required affinity are left out: there a trim stops rather than strand a replica.
+    """
+    import math
+
+    snapshot, views, units = world(objects)
+    with_extras = place(snapshot, views, units)
+    floors = place(snapshot, views, units, extras=False)
+    for full, bare in zip(with_extras.units, floors.units):
+        if full.state == "Unschedulable" or any(rule.required for rule in full.unit.affinity):
+            continue
+        roles = [role for role in full.unit.roles if role.desired > 0]
+        if not roles:
+            continue
+        slowest = min(len(full.replicas(role.name)) / role.desired for role in roles)
+        for role in roles:
+            cap = max(len(bare.replicas(role.name)), math.ceil(slowest * role.desired - 1e-9))
+            assert len(full.replicas(role.name)) <= cap, (full.unit.label, role.name)

@@ -13,7 +13,8 @@
    next to it. A unit stranded behind earlier ones may move them (`repair.py`).
 2. **Extras** (`extras.py`). Replicas beyond the minimums, one at a time for the (unit,
    role) furthest behind its desired count, near their counterparts; when a role can take
-   no more, the unit's other roles stop at its fraction, so the ratio holds.
+   no more, the unit's other roles stop at its fraction (extras one step ahead are taken
+   back), so the ratio holds.
 
 Why a unit did not fit is worded in `explain.py`. Ties break on domain and node number,
 which follow sorted names: the result is deterministic.

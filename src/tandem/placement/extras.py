@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from tandem.placement.explain import describe_replica, short_role_list
-from tandem.placement.gang import place_gang
+from tandem.placement.gang import place_gang, required_affinity_holds
 from tandem.placement.replica import place_replica
 from tandem.placement.state import RoleState, Space, UnitState
 
@@ -24,6 +24,9 @@ def place_extras(units: list[UnitState], free: np.ndarray) -> None:
         if len(role.placed) < desired:
             heapq.heappush(heap, (-unit.demand.priority, len(role.placed) / desired, desired, unit.order, role.index))
 
+    # What the minimum gangs placed (minimums, and `to` replicas a Required affinity needed)
+    # is never taken back; only extras are.
+    floors = {(unit.order, role.index): len(role.placed) for unit in units for role in unit.roles}
     for unit in units:
         if unit.functional:
             for role in unit.roles:
@@ -39,11 +42,35 @@ def place_extras(units: list[UnitState], free: np.ndarray) -> None:
             push(unit, role)
         else:
             role.blocked = f"no room for another {role.demand.name} replica ({describe_replica(unit, role)})"
+            _trim_to_ratio(unit, role, free, floors)
             if unit.capped is None:
                 unit.capped = role.blocked
                 others = [o for o in unit.roles if o is not role and len(o.placed) < o.demand.desired]
                 if others:
                     unit.capped += f"; {short_role_list(others)} held at the same fraction to keep the ratio"
+
+
+def _trim_to_ratio(unit: UnitState, blocked: RoleState, free: np.ndarray, floors: dict[tuple[int, int], int]) -> None:
+    """Take back extras that ran ahead of a role that can grow no more.
+
+    Extras grow one replica at a time, so when a role blocks, another may be one step
+    past its fraction (8:4 blocked at 4 prefill can leave 3 decode). Those replicas are
+    released, down to the blocked role's fraction rounded up, never below what the
+    minimum gang placed, and never where a Required affinity would lose its counterpart.
+    """
+    fraction = len(blocked.placed) / blocked.demand.desired
+    everything = {role.index: role.placed for role in unit.roles}
+    for other in unit.roles:
+        if other is blocked or other.demand.desired == 0:
+            continue
+        keep = max(floors[(unit.order, other.index)], math.ceil(fraction * other.demand.desired - 1e-9))
+        while len(other.placed) > keep:
+            replica = other.placed.pop()
+            if not required_affinity_holds(unit, everything):
+                other.placed.append(replica)
+                break
+            for pod, node in enumerate(replica):
+                free[node] += other.leader if pod == 0 else other.worker
 
 
 def _ratio_cap(unit: UnitState, role: RoleState) -> int:

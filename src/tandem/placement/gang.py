@@ -197,12 +197,12 @@ def _try_gang(
                 return None
             placed[r].append(replica)
             waiting[r] -= 1
-    if not _required_affinity_holds(unit, placed):
+    if not required_affinity_holds(unit, placed):
         return None
     return placed
 
 
-def _required_affinity_holds(unit: UnitState, fresh: Mapping[int, list[list[int]]]) -> bool:
+def required_affinity_holds(unit: UnitState, fresh: Mapping[int, list[list[int]]]) -> bool:
     """Every fresh `from` replica shares a Required rule's domain with some `to` replica."""
     view = unit.view
     for rule in unit.rules:
