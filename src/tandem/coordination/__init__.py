@@ -1,1 +1,1 @@
-"""coordination layer (see DESIGN.md §3)."""
+"""Rollout, scaling and rolling-update planners: observed state -> next step (pure)."""

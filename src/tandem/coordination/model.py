@@ -1,0 +1,143 @@
+"""What the coordination planners read and return.
+
+A planner is a function `(spec, observed, now) -> Decision`. `observed` is what the
+cluster reports for one unit: its replicas (role, index, revision, phase, when created)
+and the coordination status the controller last wrote to the group (`CoordinationStatus`).
+The planner keeps no memory of its own: anything it needs to remember across steps
+goes into the status it returns, which the controller persists with the group, so a
+restarted controller resumes exactly where the last one stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal, Mapping
+
+from tandem.api.resources import InferenceGroup
+
+Phase = Literal["Gated", "Pending", "Scheduled", "Ready", "Failed"]
+Progression = Literal["OrderScheduled", "OrderReady"]
+State = Literal["Progressing", "Complete", "Stalled"]
+Mode = Literal["Idle", "Rollout", "Scaling", "Update"]
+
+# Phases that count as having reached a step, per progression.
+REACHED: dict[str, frozenset[str]] = {
+    "OrderScheduled": frozenset({"Scheduled", "Ready"}),
+    "OrderReady": frozenset({"Ready"}),
+}
+# A stalled step is retried after BACKOFF_BASE * 2**(stalls-1) seconds, at most BACKOFF_CAP.
+BACKOFF_BASE = 30.0
+BACKOFF_CAP = 600.0
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    name: str
+    replicas: int
+    minimum: int
+
+
+@dataclass(frozen=True)
+class UnitSpec:
+    """The coordination-relevant part of an InferenceGroup, for one unit."""
+
+    roles: tuple[RoleSpec, ...]
+    revision: str
+    rollout_steps: Mapping[str, int] | None = None
+    rollout_progression: Progression = "OrderScheduled"
+    step_timeout: float = 600.0
+    scaling_max_skew: int | str = 1
+    scaling_progression: Progression = "OrderScheduled"
+    max_surge: int | str = 1
+    max_unavailable: int | str = 0
+    update_max_skew: int | str = 1
+
+    @classmethod
+    def from_group(cls, group: InferenceGroup, revision: str) -> "UnitSpec":
+        c = group.spec.coordination
+        return cls(
+            roles=tuple(RoleSpec(r.name, r.replicas, r.minimum) for r in group.spec.roles),
+            revision=revision,
+            rollout_steps=dict(c.rollout.steps) if c.rollout.steps else None,
+            rollout_progression=c.rollout.progression,
+            step_timeout=float(c.rollout.step_timeout_seconds),
+            scaling_max_skew=c.scaling.max_skew,
+            scaling_progression=c.scaling.progression,
+            max_surge=c.rolling_update.max_surge,
+            max_unavailable=c.rolling_update.max_unavailable,
+            update_max_skew=c.rolling_update.max_skew,
+        )
+
+    def role(self, name: str) -> RoleSpec:
+        return next(r for r in self.roles if r.name == name)
+
+    def targets(self) -> dict[str, int]:
+        return {r.name: r.replicas for r in self.roles}
+
+
+@dataclass(frozen=True)
+class Replica:
+    role: str
+    index: int
+    revision: str
+    phase: Phase
+    created: float = 0.0
+
+
+@dataclass(frozen=True)
+class CoordinationStatus:
+    """What the planners need to remember between steps; persisted by the controller."""
+
+    mode: Mode = "Idle"
+    start: Mapping[str, int] = field(default_factory=dict)  # counts per role when the change began
+    goal: Mapping[str, int] = field(default_factory=dict)  # the targets that change was heading to
+    step: Mapping[str, int] = field(default_factory=dict)  # counts the current step asked for
+    step_started: float | None = None
+    stalls: int = 0
+    retry_after: float | None = None
+
+    def with_step(self, step: Mapping[str, int], now: float) -> "CoordinationStatus":
+        return replace(self, step=dict(step), step_started=now)
+
+
+@dataclass(frozen=True)
+class Observed:
+    replicas: tuple[Replica, ...]
+    status: CoordinationStatus = CoordinationStatus()
+
+    def live(self, role: str, revision: str | None = None) -> list[Replica]:
+        """Replicas of `role` that exist and have not failed (of `revision`, if given)."""
+        return [
+            r
+            for r in self.replicas
+            if r.role == role and r.phase != "Failed" and (revision is None or r.revision == revision)
+        ]
+
+    def count(self, role: str, revision: str | None = None, phases: frozenset[str] | None = None) -> int:
+        return sum(1 for r in self.live(role, revision) if phases is None or r.phase in phases)
+
+
+@dataclass(frozen=True)
+class Create:
+    role: str
+    revision: str
+    count: int
+
+
+@dataclass(frozen=True)
+class Delete:
+    role: str
+    index: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The next step: replicas to create and delete, and the unit's coordination state."""
+
+    state: State
+    reason: str
+    targets: Mapping[tuple[str, str], int]  # (role, revision) -> replicas wanted now
+    create: tuple[Create, ...] = ()
+    delete: tuple[Delete, ...] = ()
+    status: CoordinationStatus = CoordinationStatus()

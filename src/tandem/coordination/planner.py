@@ -1,0 +1,176 @@
+"""One unit's next coordination step: observed replicas and status in, actions out.
+
+`plan(spec, observed, now)` first syncs what the world reports (failed replicas are
+deleted and count for nothing), then decides:
+
+- **Rollout** while the unit is not functional (some role below its minimum), and until
+  the change it started is complete: the first step is every role's minimum, then
+  `rollout.steps` per step (`steps.rollout_step`), gated by `rollout.progression`.
+- **Scaling** when the spec's counts differ from what runs: steps within
+  `scaling.maxSkew` (`steps.scaling_step`), gated by `scaling.progression`; growth is
+  applied before shrinkage inside a step.
+- **Complete** when every role runs its target and has reached it.
+
+A step that does not complete within `rollout.stepTimeoutSeconds` makes the unit
+`Stalled`: the replicas of the step that did not get there are released (the unit keeps
+what completed), and the step is retried after an exponential backoff. Rolling updates
+(a new revision) are planned by `update.plan_update`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Mapping
+
+from tandem.coordination.model import (
+    BACKOFF_BASE,
+    BACKOFF_CAP,
+    REACHED,
+    CoordinationStatus,
+    Create,
+    Decision,
+    Delete,
+    Observed,
+    Replica,
+    UnitSpec,
+)
+from tandem.coordination.steps import rollout_step, scaling_step
+
+# Which replicas go first when a role shrinks: the least advanced, then the highest index.
+_DELETE_ORDER = {"Gated": 0, "Pending": 1, "Scheduled": 2, "Ready": 3}
+
+
+def plan(spec: UnitSpec, observed: Observed, now: float) -> Decision:
+    """The next step for one unit (see the module docstring)."""
+    failed = tuple(Delete(r.role, r.index, "failed") for r in observed.replicas if r.phase == "Failed")
+    if any(r.revision != spec.revision for r in observed.replicas if r.phase != "Failed"):
+        from tandem.coordination.update import plan_update  # update builds on this module
+
+        decision = plan_update(spec, observed, now)
+        return replace(decision, delete=failed + decision.delete)
+    decision = _plan_counts(spec, observed, now)
+    return replace(decision, delete=failed + decision.delete)
+
+
+def _plan_counts(spec: UnitSpec, observed: Observed, now: float) -> Decision:
+    targets = spec.targets()
+    revision = spec.revision
+    current = {role: observed.count(role, revision) for role in targets}
+    status = observed.status
+    below_minimum = any(current[r.name] < r.minimum for r in spec.roles)
+
+    if status.mode == "Rollout" and dict(status.goal) == targets or below_minimum:
+        mode, progression = "Rollout", spec.rollout_progression
+    elif current != targets or (status.mode == "Scaling" and dict(status.goal) == targets and status.step != targets):
+        mode, progression = "Scaling", spec.scaling_progression
+    else:
+        mode, progression = "Idle", spec.scaling_progression
+    if mode != status.mode or dict(status.goal) != targets:
+        # A new change, or the targets moved mid-way: re-plan from what runs now.
+        status = CoordinationStatus(mode=mode, start=dict(current), goal=dict(targets), stalls=status.stalls)
+
+    reached = {role: observed.count(role, revision, REACHED[progression]) for role in targets}
+    if mode == "Idle":
+        if all(reached[role] >= targets[role] for role in targets):
+            return _decision("Complete", "", spec, observed, current, reached, targets, CoordinationStatus())
+        reason = "waiting for replicas to be " + _word(progression)
+        return _decision("Progressing", reason, spec, observed, current, reached, targets, status)
+
+    if status.retry_after is not None and now < status.retry_after:
+        return Decision("Stalled", f"retrying the step at t={status.retry_after:g}", _keys(spec, current), (), (), status)
+
+    step = dict(status.step)
+    if not step or _step_reached(step, current, reached, status.start):
+        if step and step == targets:
+            return _decision("Complete", "", spec, observed, current, reached, targets, CoordinationStatus())
+        step = (
+            rollout_step(current, {r.name: r.minimum for r in spec.roles}, targets, spec.rollout_steps)
+            if mode == "Rollout"
+            else scaling_step(current, status.start, targets, spec.scaling_max_skew)
+        )
+        status = replace(status.with_step(step, now), retry_after=None)
+    elif status.step_started is not None and now - status.step_started > spec.step_timeout:
+        return _stall(spec, observed, status, current, reached, progression, now)
+
+    return _decision("Progressing", f"{mode.lower()} step {_fmt(step)}", spec, observed, current, reached, step, status)
+
+
+def _step_reached(step: Mapping[str, int], current: Mapping[str, int], reached: Mapping[str, int], start: Mapping[str, int]) -> bool:
+    """Growing roles have `step` replicas reached; shrinking roles run no more than `step`."""
+    for role, want in step.items():
+        if want >= start.get(role, 0):
+            if reached.get(role, 0) < want:
+                return False
+        elif current.get(role, 0) > want:
+            return False
+    return True
+
+
+def _stall(
+    spec: UnitSpec,
+    observed: Observed,
+    status: CoordinationStatus,
+    current: Mapping[str, int],
+    reached: Mapping[str, int],
+    progression: str,
+    now: float,
+) -> Decision:
+    """Release what the timed-out step could not complete; retry after a backoff."""
+    stalls = status.stalls + 1
+    delay = min(BACKOFF_BASE * 2 ** (stalls - 1), BACKOFF_CAP)
+    releases = []
+    kept = {}
+    for role in current:
+        late = [r for r in observed.live(role, spec.revision) if r.phase not in REACHED[progression]]
+        releases += [Delete(r.role, r.index, "step timed out") for r in late]
+        kept[role] = reached[role]
+    new_status = replace(status, step={}, step_started=None, stalls=stalls, retry_after=now + delay)
+    missing = ", ".join(f"{role} {reached[role]}/{status.step.get(role, 0)}" for role in current if reached[role] < status.step.get(role, 0))
+    reason = f"step {_fmt(status.step)} not {_word(progression)} within {spec.step_timeout:g}s ({missing}); retry in {delay:g}s"
+    return Decision("Stalled", reason, _keys(spec, kept), (), tuple(releases), new_status)
+
+
+def _decision(
+    state,
+    reason: str,
+    spec: UnitSpec,
+    observed: Observed,
+    current: Mapping[str, int],
+    reached: Mapping[str, int],
+    step: Mapping[str, int],
+    status: CoordinationStatus,
+) -> Decision:
+    """Creates for roles below `step`; deletes for roles above it, but only once every
+    role that grows in this step has reached its count (scale up before scale down)."""
+    creates = tuple(Create(role, spec.revision, step[role] - current[role]) for role in step if step[role] > current[role])
+    growth_done = all(reached[role] >= step[role] for role in step if step[role] >= current[role])
+    deletes: list[Delete] = []
+    if growth_done:
+        for role in step:
+            deletes += shrink(observed, role, spec.revision, step[role], "scaled down")
+    return Decision(state, reason, _keys(spec, step), creates, tuple(deletes), status)
+
+
+def shrink(observed: Observed, role: str, revision: str, keep: int, why: str) -> list[Delete]:
+    """Replicas to delete so `role`/`revision` keeps `keep`: least advanced, highest index first."""
+    live = observed.live(role, revision)
+    surplus = len(live) - keep
+    if surplus <= 0:
+        return []
+    order = sorted(live, key=lambda r: (_DELETE_ORDER.get(r.phase, 0), -r.index))
+    return [Delete(r.role, r.index, why) for r in order[:surplus]]
+
+
+def _keys(spec: UnitSpec, counts: Mapping[str, int]) -> dict[tuple[str, str], int]:
+    return {(role, spec.revision): count for role, count in counts.items()}
+
+
+def _fmt(counts: Mapping[str, int]) -> str:
+    return "{" + ", ".join(f"{role}: {count}" for role, count in counts.items()) + "}"
+
+
+def _word(progression: str) -> str:
+    return "Ready" if progression == "OrderReady" else "Scheduled"
+
+
+__all__ = ["plan", "shrink", "Replica"]
