@@ -91,6 +91,7 @@ class CoordinationStatus:
     mode: Mode = "Idle"
     start: Mapping[str, int] = field(default_factory=dict)  # counts per role when the change began
     goal: Mapping[str, int] = field(default_factory=dict)  # the targets that change was heading to
+    revision: str = ""  # the revision an update is heading to
     step: Mapping[str, int] = field(default_factory=dict)  # counts the current step asked for
     step_started: float | None = None
     stalls: int = 0

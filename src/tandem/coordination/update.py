@@ -1,0 +1,139 @@
+"""Rolling update across roles: N-dimensional lockstep, as in LWS DisaggregatedSet (KEP-766).
+
+Every role moves on one shared grid of T = the largest role's count. After up-step i the
+new revision has `new(i) = ceil(i * target / T)` replicas of a role; after down-step j the
+old revision keeps `old(j) = initial - floor(j * initial / T)`. A common index keeps the
+roles in lockstep (within one replica's rounding), and `floor(j * initial / T)` reaches
+`initial` only at j = T, so all roles drain together.
+
+Each step changes one side only, scale-up first:
+
+- **up** by `s` grid steps (s = the smallest role's `maxSurge` expressed on the grid),
+  when every role's old + new stays within max(initial, target) + maxSurge;
+- else **down** by `u` grid steps (from `maxUnavailable`; at least one), when every role
+  keeps old + new Ready at or above both target - maxUnavailable and its minReplicas
+  (so a unit that was functional stays functional); once the new side is complete, the
+  rest of the old side goes at once.
+
+Nothing is remembered but the old revision's counts when the update began (the LWS
+`initial-replicas` annotation), which the controller persists in the status; the grid
+positions are read back from the observed counts, so a restart, a second template change
+or new counts mid-way re-plan from what runs. A step is taken only when every live
+replica is Ready (the LWS stability check).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tandem.coordination.model import CoordinationStatus, Create, Decision, Delete, Observed, UnitSpec
+from tandem.coordination.ratio import interpolate_new, interpolate_old, scaled
+
+
+def plan_update(spec: UnitSpec, observed: Observed, now: float) -> Decision:
+    targets = spec.targets()
+    revision = spec.revision
+    roles = list(targets)
+    old_now = {r: len([x for x in observed.live(r) if x.revision != revision]) for r in roles}
+    new_now = {r: observed.count(r, revision) for r in roles}
+    new_ready = {r: observed.count(r, revision, frozenset({"Ready"})) for r in roles}
+    old_ready = {r: sum(1 for x in observed.live(r) if x.revision != revision and x.phase == "Ready") for r in roles}
+
+    status = observed.status
+    if status.mode != "Update" or dict(status.goal) != targets or status.revision != revision:
+        # A new update, or a new template/counts mid-way: the old side starts from what it
+        # was meant to reach (kept from an interrupted update) or from what runs now.
+        start = {r: max(old_now[r], status.start.get(r, 0)) if status.mode == "Update" else old_now[r] for r in roles}
+        status = CoordinationStatus(mode="Update", start=start, goal=dict(targets), revision=revision)
+    initial = {r: status.start.get(r, old_now[r]) for r in roles}
+
+    grid = max([max(initial[r], targets[r]) for r in roles] + [0])
+    if grid == 0 or (all(old_now[r] == 0 for r in roles) and all(new_ready[r] >= targets[r] for r in roles)):
+        return _done(spec, observed, targets)
+
+    surge = {r: scaled(spec.max_surge, max(initial[r], targets[r]), round_up=True) for r in roles}
+    unavailable = {r: scaled(spec.max_unavailable, max(initial[r], targets[r]), round_up=False) for r in roles}
+    up_step = max(1, min((surge[r] * grid // targets[r] for r in roles if targets[r] > 0), default=1))
+    down_step = max(1, min((unavailable[r] * grid // initial[r] for r in roles if initial[r] > 0), default=1))
+
+    i = min(_new_index(new_now[r], targets[r], grid) for r in roles)
+    j = min(_old_index(old_now[r], initial[r], grid) for r in roles)
+    keys = {(r, revision): new_now[r] for r in roles}
+
+    if any(x.phase != "Ready" for x in observed.replicas if x.phase != "Failed"):
+        return Decision("Progressing", "waiting for every replica to be Ready", keys, (), (), status)
+
+    # Catch up first: a role behind the common index (after a failure, say) is refilled.
+    behind = {r: interpolate_new(i, grid, targets[r]) - new_now[r] for r in roles}
+    if any(n > 0 for n in behind.values()):
+        creates = tuple(Create(r, revision, n) for r, n in behind.items() if n > 0)
+        return Decision("Progressing", f"update: refill new side to step {i}/{grid}", keys, creates, (), status)
+
+    if i < grid:
+        nxt = min(grid, i + up_step)
+        new_next = {r: interpolate_new(nxt, grid, targets[r]) for r in roles}
+        if all(old_now[r] + new_next[r] <= max(initial[r], targets[r]) + surge[r] for r in roles):
+            creates = tuple(Create(r, revision, new_next[r] - new_now[r]) for r in roles if new_next[r] > new_now[r])
+            wanted = {(r, revision): new_next[r] for r in roles}
+            return Decision("Progressing", f"update: new side to step {nxt}/{grid} {_fmt(new_next)}", wanted, creates, (), status)
+
+    if j < grid:
+        nxt = grid if i >= grid else min(grid, j + down_step)
+        old_next = {r: min(old_now[r], interpolate_old(nxt, grid, initial[r])) for r in roles}
+        floors = {
+            r: max(targets[r] - unavailable[r], spec.role(r).minimum if old_ready[r] + new_ready[r] >= spec.role(r).minimum else 0, 0)
+            for r in roles
+        }
+        # Every removed old replica counts as lost capacity (it may have been Ready).
+        if all(min(old_ready[r], old_next[r]) + new_ready[r] >= min(floors[r], old_ready[r] + new_ready[r]) for r in roles):
+            deletes = _drain(observed, revision, old_now, old_next)
+            return Decision("Progressing", f"update: old side to step {nxt}/{grid} {_fmt(old_next)}", keys, (), deletes, status)
+
+    return Decision(
+        "Stalled",
+        "update blocked: neither side can move within maxSurge / maxUnavailable and the role minimums",
+        keys,
+        (),
+        (),
+        replace(status, stalls=status.stalls + 1),
+    )
+
+
+def _new_index(count: int, target: int, grid: int) -> int:
+    """The furthest grid step whose new-side count this role has reached."""
+    if target == 0:
+        return grid
+    step = 0
+    while step < grid and interpolate_new(step + 1, grid, target) <= count:
+        step += 1
+    return step
+
+
+def _old_index(count: int, initial: int, grid: int) -> int:
+    """The furthest grid step whose old-side count this role has drained to."""
+    if initial == 0:
+        return grid
+    step = 0
+    while step < grid and interpolate_old(step + 1, grid, initial) >= count:
+        step += 1
+    return step
+
+
+def _drain(observed: Observed, revision: str, old_now: dict[str, int], old_next: dict[str, int]) -> tuple[Delete, ...]:
+    """Old replicas to delete: least advanced first, then the highest index."""
+    order = {"Gated": 0, "Pending": 1, "Scheduled": 2, "Ready": 3}
+    out: list[Delete] = []
+    for role, keep in old_next.items():
+        old = [x for x in observed.live(role) if x.revision != revision]
+        old.sort(key=lambda x: (order.get(x.phase, 0), -x.index))
+        out += [Delete(x.role, x.index, "replaced by the new revision") for x in old[: len(old) - keep]]
+    return tuple(out)
+
+
+def _done(spec: UnitSpec, observed: Observed, targets: dict[str, int]) -> Decision:
+    keys = {(r, spec.revision): observed.count(r, spec.revision) for r in targets}
+    return Decision("Complete", "", keys, (), (), CoordinationStatus())
+
+
+def _fmt(counts: dict[str, int]) -> str:
+    return "{" + ", ".join(f"{r}: {n}" for r, n in counts.items()) + "}"
