@@ -13,7 +13,12 @@ Each step changes one side only, scale-up first:
 - else **down** by `u` grid steps (from `maxUnavailable`; at least one), when every role
   keeps old + new Ready at or above both target - maxUnavailable and its minReplicas
   (so a unit that was functional stays functional); once the new side is complete, the
-  rest of the old side goes at once.
+  rest of the old side goes at once;
+- else, when lockstep is blocked (one role at its surge ceiling while counts change with
+  the template), each role **grows on its own** within its ceiling and within
+  `rollingUpdate.maxSkew` of the slowest role's progress;
+- with none of these possible (maxSurge 0 and a role at its minimum), a **bootstrap surge**:
+  one replica over the ceiling for such a role, as KEP-766 allows for a missing role.
 
 Nothing is remembered but the old revision's counts when the update began (the LWS
 `initial-replicas` annotation), which the controller persists in the status; the grid
@@ -27,7 +32,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tandem.coordination.model import CoordinationStatus, Create, Decision, Delete, Observed, UnitSpec
-from tandem.coordination.ratio import interpolate_new, interpolate_old, scaled
+from tandem.coordination.ratio import interpolate_new, interpolate_old, position, progress, scaled, skew_fraction
 
 
 def plan_update(spec: UnitSpec, observed: Observed, now: float) -> Decision:
@@ -72,22 +77,55 @@ def plan_update(spec: UnitSpec, observed: Observed, now: float) -> Decision:
     if i < grid:
         nxt = min(grid, i + up_step)
         new_next = {r: interpolate_new(nxt, grid, targets[r]) for r in roles}
-        if all(old_now[r] + new_next[r] <= max(initial[r], targets[r]) + surge[r] for r in roles):
+        # Only roles that grow are held to the surge ceiling (one already past it, after a
+        # bootstrap surge, is not grown further but does not block the others).
+        if all(new_next[r] <= new_now[r] or old_now[r] + new_next[r] <= max(initial[r], targets[r]) + surge[r] for r in roles):
             creates = tuple(Create(r, revision, new_next[r] - new_now[r]) for r in roles if new_next[r] > new_now[r])
             wanted = {(r, revision): new_next[r] for r in roles}
             return Decision("Progressing", f"update: new side to step {nxt}/{grid} {_fmt(new_next)}", wanted, creates, (), status)
 
     if j < grid:
-        nxt = grid if i >= grid else min(grid, j + down_step)
-        old_next = {r: min(old_now[r], interpolate_old(nxt, grid, initial[r])) for r in roles}
         floors = {
             r: max(targets[r] - unavailable[r], spec.role(r).minimum if old_ready[r] + new_ready[r] >= spec.role(r).minimum else 0, 0)
             for r in roles
         }
-        # Every removed old replica counts as lost capacity (it may have been Ready).
-        if all(min(old_ready[r], old_next[r]) + new_ready[r] >= min(floors[r], old_ready[r] + new_ready[r]) for r in roles):
-            deletes = _drain(observed, revision, old_now, old_next)
-            return Decision("Progressing", f"update: old side to step {nxt}/{grid} {_fmt(old_next)}", keys, (), deletes, status)
+        furthest = grid if i >= grid else min(grid, j + down_step)
+        # The furthest drain within this step that keeps every role at its floor; every
+        # removed old replica counts as lost capacity (it may have been Ready).
+        for nxt in range(furthest, j, -1):
+            old_next = {r: min(old_now[r], interpolate_old(nxt, grid, initial[r])) for r in roles}
+            if old_next == old_now:
+                continue
+            if all(min(old_ready[r], old_next[r]) + new_ready[r] >= min(floors[r], old_ready[r] + new_ready[r]) for r in roles):
+                deletes = _drain(observed, revision, old_now, old_next)
+                return Decision("Progressing", f"update: old side to step {nxt}/{grid} {_fmt(old_next)}", keys, (), deletes, status)
+
+    # Lockstep is blocked (typically one role at its surge ceiling while counts change with
+    # the template): let each role grow on its own, within its ceiling and within
+    # rollingUpdate.maxSkew of the slowest role's progress.
+    ceiling = {r: max(initial[r], targets[r]) + surge[r] for r in roles}
+    moving = [r for r in roles if targets[r] > 0]
+    if moving:
+        slowest = min(progress(new_now[r], 0, targets[r]) for r in moving)
+        grow = {}
+        for r in moving:
+            window = position(0, targets[r], slowest + skew_fraction(spec.update_max_skew, 0, targets[r]))
+            allowed = min(targets[r], ceiling[r] - old_now[r], window)
+            if allowed > new_now[r]:
+                grow[r] = allowed
+        if grow:
+            creates = tuple(Create(r, revision, n - new_now[r]) for r, n in grow.items())
+            wanted = {(r, revision): grow.get(r, new_now[r]) for r in roles}
+            return Decision("Progressing", f"update: new side within maxSkew {_fmt(grow)}", wanted, creates, (), status)
+
+    # Bootstrap surge (KEP-766, generalised): with no ordinary move left, a role allowed no
+    # surge goes one replica over its ceiling, once (never further), so the new revision
+    # can take over without the role dropping below its minimum or its availability.
+    bump = [r for r in roles if surge[r] == 0 and new_now[r] < targets[r] and old_now[r] + new_now[r] <= ceiling[r]]
+    if bump:
+        creates = tuple(Create(r, revision, 1) for r in bump)
+        wanted = {(r, revision): new_now[r] + (1 if r in bump else 0) for r in roles}
+        return Decision("Progressing", f"update: bootstrap surge, one new replica of {', '.join(bump)}", wanted, creates, (), status)
 
     return Decision(
         "Stalled",

@@ -1,0 +1,123 @@
+"""Property tests: random specs and observed states, with failures, timeouts and crashes."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from support.coordination_world import counts, run
+from tandem.coordination.model import RoleSpec, UnitSpec
+from tandem.coordination.ratio import progress, scaled, skew_fraction
+from tandem.coordination.walkthrough import replicas_of
+
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+NAMES = ["prefill", "decode", "router"]
+SKEWS = st.sampled_from([1, 2, "10%", "25%", "50%", "100%"])
+
+
+@st.composite
+def scaling_cases(draw):
+    n = draw(st.integers(1, 3))
+    start = [draw(st.integers(0, 8)) for _ in range(n)]
+    target = [draw(st.integers(0, 8)) for _ in range(n)]
+    minimum = [draw(st.integers(0, min(s, t))) for s, t in zip(start, target)]
+    roles = tuple(RoleSpec(NAMES[i], target[i], minimum[i]) for i in range(n))
+    spec = UnitSpec(roles=roles, revision="r1", scaling_max_skew=draw(SKEWS), scaling_progression=draw(st.sampled_from(["OrderScheduled", "OrderReady"])))
+    return spec, {NAMES[i]: start[i] for i in range(n)}
+
+
+@SETTINGS
+@given(scaling_cases())
+def test_scaling_stays_within_max_skew_and_reaches_the_target(case):
+    spec, start = case
+    trace = run(spec, replicas_of({(role, "r1"): count for role, count in start.items()}))
+    assert trace.last.state == "Complete", trace.last.reason
+    spans = sum(abs(r.replicas - start[r.name]) for r in spec.roles)
+    assert len(trace.steps) <= spans + 3, "bounded number of steps"
+    targets = spec.targets()
+    moving = [r for r in targets if start[r] != targets[r]]
+    for world, _ in trace.steps:
+        now = {r: counts(world, r) for r in targets}
+        for role in spec.roles:
+            low, high = sorted((start[role.name], role.replicas))
+            assert low <= now[role.name] <= high, "monotone, never past the target"
+            assert now[role.name] >= role.minimum, "never below minReplicas"
+        if moving:
+            p = {r: progress(now[r], start[r], targets[r]) for r in moving}
+            slowest = min(p.values())
+            for r in moving:
+                tolerance = skew_fraction(spec.scaling_max_skew, start[r], targets[r]) + Fraction(1, abs(targets[r] - start[r]))
+                assert p[r] - slowest <= tolerance, (r, now)
+
+
+@st.composite
+def update_cases(draw):
+    n = draw(st.integers(1, 3))
+    initial = [draw(st.integers(1, 6)) for _ in range(n)]
+    target = [draw(st.integers(1, 6)) for _ in range(n)]
+    minimum = [draw(st.integers(0, min(i, t))) for i, t in zip(initial, target)]
+    surge = draw(st.sampled_from([0, 1, 2, "25%"]))
+    unavailable = draw(st.sampled_from([1, 2, "50%"] if surge in (0, "25%") else [0, 1, "50%"]))
+    roles = tuple(RoleSpec(NAMES[i], target[i], minimum[i]) for i in range(n))
+    spec = UnitSpec(roles=roles, revision="new", max_surge=surge, max_unavailable=unavailable)
+    return spec, {NAMES[i]: initial[i] for i in range(n)}
+
+
+@SETTINGS
+@given(update_cases(), st.integers(0, 10_000), st.booleans())
+def test_rolling_update_keeps_surge_and_functional_units(case, seed, with_failures):
+    spec, initial = case
+    old = replicas_of({(role, "old"): count for role, count in initial.items()})
+    trace = run(spec, old, seed=seed, fail_rate=0.25 if with_failures else 0.0, fail_until=20)
+    assert trace.last.state == "Complete", trace.last.reason
+    for world, _ in trace.steps:
+        for role in spec.roles:
+            size = max(initial[role.name], role.replicas)
+            surge = scaled(spec.max_surge, size, round_up=True)
+            bootstrap = 1 if surge == 0 else 0  # KEP-766's one-replica bootstrap surge
+            assert counts(world, role.name) <= size + surge + bootstrap, "surge bound"
+            assert counts(world, role.name, ready=True) >= role.minimum, "functional units never below the start"
+        growing = [r for r in spec.roles if r.replicas > 0]
+        p = {r.name: progress(counts(world, r.name, "new"), 0, r.replicas) for r in growing}
+        for r in growing:
+            allowed = skew_fraction(spec.update_max_skew, 0, r.replicas) + Fraction(1, r.replicas)
+            # one replica of rounding, plus a bootstrap replica where the surge is zero
+            assert p[r.name] - min(p.values()) <= allowed + Fraction(1, r.replicas), ("lockstep", r.name)
+    if not with_failures:
+        spans = max(max(initial.values()), max(r.replicas for r in spec.roles))
+        assert len(trace.steps) <= 4 * spans + 4, "bounded number of steps"
+
+
+@SETTINGS
+@given(scaling_cases(), st.integers(0, 10_000))
+def test_a_controller_crash_changes_nothing_but_the_path(case, seed):
+    spec, start = case
+    crashes = frozenset(range(seed % 5, 60, 3))
+    trace = run(spec, replicas_of({(role, "r1"): count for role, count in start.items()}), crash_steps=crashes)
+    assert trace.last.state == "Complete"
+    for world, _ in trace.steps:
+        for role in spec.roles:
+            low, high = sorted((start[role.name], role.replicas))
+            assert low <= counts(world, role.name) <= high
+            assert counts(world, role.name) >= role.minimum
+
+
+@SETTINGS
+@given(st.integers(1, 4), st.integers(1, 4), st.sampled_from(["prefill", "decode"]))
+def test_a_timed_out_step_releases_what_it_holds(prefill, decode, stuck):
+    spec = UnitSpec(
+        roles=(RoleSpec("prefill", prefill, 1), RoleSpec("decode", decode, 1)),
+        revision="r1",
+        step_timeout=5.0,
+    )
+    trace = run(spec, [], stuck_roles=frozenset({stuck}), max_steps=12)
+    stalled = [(world, d) for world, d in trace.steps if d.state == "Stalled" and d.delete]
+    assert stalled, "the stuck step must stall"
+    world, decision = stalled[0]
+    pending = {(r.role, r.index) for r in world if r.phase == "Pending"}
+    assert pending and pending == {(d.role, d.index) for d in decision.delete}, "every incomplete replica released"
+    assert "not Scheduled within 5s" in decision.reason
+    ready = [r for r in world if r.phase == "Ready"]
+    assert all((r.role, r.index) not in pending for r in ready), "what completed is kept"
