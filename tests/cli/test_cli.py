@@ -327,3 +327,17 @@ def test_usage_mistakes_are_one_line_and_exit_2(capsys, argv, phrase):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and phrase in err[0]
+
+
+def test_explain_prints_rollout_scaling_and_update_tables(run_cli, examples):
+    result = run_cli("explain", examples / "llama-70b.yaml", "--scale-from", "prefill=1,decode=1")
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    assert "rollout from nothing" in out and "scaling from {prefill: 1, decode: 1}" in out and "rolling update" in out
+    assert "complete" in out
+
+
+def test_explain_rejects_a_bad_scale_from(run_cli, examples):
+    result = run_cli("explain", examples / "llama-70b.yaml", "--scale-from", "prefill=1")
+    assert result.exit_code == 2
+    assert result.stderr.strip().startswith("error: --scale-from: must name every role")

@@ -121,3 +121,29 @@ def test_a_timed_out_step_releases_what_it_holds(prefill, decode, stuck):
     assert "not Scheduled within 5s" in decision.reason
     ready = [r for r in world if r.phase == "Ready"]
     assert all((r.role, r.index) not in pending for r in ready), "what completed is kept"
+
+
+@st.composite
+def rollout_cases(draw):
+    n = draw(st.integers(1, 3))
+    target = [draw(st.integers(1, 8)) for _ in range(n)]
+    minimum = [draw(st.integers(1, t)) for t in target]
+    steps = {NAMES[i]: draw(st.integers(1, 4)) for i in range(n) if draw(st.booleans())}
+    roles = tuple(RoleSpec(NAMES[i], target[i], minimum[i]) for i in range(n))
+    return UnitSpec(roles=roles, revision="r1", rollout_steps=steps or None)
+
+
+@SETTINGS
+@given(rollout_cases(), st.integers(0, 10_000), st.booleans())
+def test_rollout_gives_minimums_first_then_grows_to_the_target(spec, seed, with_failures):
+    trace = run(spec, [], seed=seed, fail_rate=0.3 if with_failures else 0.0, fail_until=6)
+    assert trace.last.state == "Complete", trace.last.reason
+    first = trace.steps[0][1]
+    assert {c.role: c.count for c in first.create} == {r.name: r.minimum for r in spec.roles}, "a functional unit first"
+    if not with_failures:
+        previous = {r.name: 0 for r in spec.roles}
+        for world, _ in trace.steps:
+            now = {r.name: counts(world, r.name) for r in spec.roles}
+            assert all(now[r] >= previous[r] for r in now), "never shrinks"
+            previous = now
+        assert len(trace.steps) <= max(r.replicas for r in spec.roles) + 3, "bounded number of steps"

@@ -16,6 +16,7 @@ from rich.markup import escape
 # typer 0.29 (pinned) carries its own copy of click; its usage errors live here.
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
+from tandem.cli.explain import explain_group
 from tandem.cli.files import load_files
 from tandem.cli.output import print_table, render_json, render_yaml
 from tandem.api.loading import load_texts
@@ -105,6 +106,39 @@ def validate(
         f"ok: {len(inputs.nodes)} node(s), {len(inputs.pods)} pod(s), "
         f"{len(inputs.topologies)} topology(ies), {len(inputs.groups)} group(s)"
     )
+
+
+@app.command()
+def explain(
+    files: Annotated[list[Path], typer.Argument(help="InferenceGroup files.", show_default=False)],
+    scale_from: Annotated[
+        str | None, typer.Option("--scale-from", help="Counts the scaling table starts from, e.g. prefill=1,decode=1 (default: the minimums).")
+    ] = None,
+) -> None:
+    """Print the step tables a group goes through: rollout, scaling and rolling update."""
+
+    def run() -> None:
+        inputs = load_files(files)
+        if not inputs.groups:
+            raise InputError(Problem("", "no InferenceGroup in the input files: nothing to explain"))
+        start = None
+        if scale_from:
+            start = {}
+            for part in scale_from.split(","):
+                role, sep, count = part.strip().partition("=")
+                if not sep or not count.strip().isdigit():
+                    raise InputError(Problem("--scale-from", f"{part.strip()!r} is not ROLE=COUNT"))
+                start[role.strip()] = int(count)
+        console = Console(highlight=False)
+        if not console.is_terminal:
+            console.width = 140
+        for group in inputs.groups:
+            names = {r.name for r in group.spec.roles}
+            if start is not None and set(start) != names:
+                raise InputError(Problem("--scale-from", f"must name every role of {group.metadata.name} once: {', '.join(sorted(names))}"))
+            explain_group(group, start, console)
+
+    _guard(run)
 
 
 @cluster_app.command("generate")
