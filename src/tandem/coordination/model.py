@@ -142,3 +142,13 @@ class Decision:
     create: tuple[Create, ...] = ()
     delete: tuple[Delete, ...] = ()
     status: CoordinationStatus = CoordinationStatus()
+
+
+# Which replicas go first when a side shrinks: the least advanced, then the highest index.
+_DELETE_ORDER = {"Gated": 0, "Pending": 1, "Scheduled": 2, "Ready": 3}
+
+
+def surplus(replicas: list[Replica], keep: int, why: str) -> list[Delete]:
+    """Deletes that leave `keep` of `replicas`: least advanced first, then the highest index."""
+    order = sorted(replicas, key=lambda r: (_DELETE_ORDER.get(r.phase, 0), -r.index))
+    return [Delete(r.role, r.index, why) for r in order[: max(len(replicas) - keep, 0)]]

@@ -31,21 +31,17 @@ from tandem.coordination.model import (
     Decision,
     Delete,
     Observed,
-    Replica,
     UnitSpec,
+    surplus,
 )
 from tandem.coordination.steps import rollout_step, scaling_step
-
-# Which replicas go first when a role shrinks: the least advanced, then the highest index.
-_DELETE_ORDER = {"Gated": 0, "Pending": 1, "Scheduled": 2, "Ready": 3}
+from tandem.coordination.update import plan_update
 
 
 def plan(spec: UnitSpec, observed: Observed, now: float) -> Decision:
     """The next step for one unit (see the module docstring)."""
     failed = tuple(Delete(r.role, r.index, "failed") for r in observed.replicas if r.phase == "Failed")
     if any(r.revision != spec.revision for r in observed.replicas if r.phase != "Failed"):
-        from tandem.coordination.update import plan_update  # update builds on this module
-
         decision = plan_update(spec, observed, now)
         return replace(decision, delete=failed + decision.delete)
     decision = _plan_counts(spec, observed, now)
@@ -59,7 +55,7 @@ def _plan_counts(spec: UnitSpec, observed: Observed, now: float) -> Decision:
     status = observed.status
     below_minimum = any(current[r.name] < r.minimum for r in spec.roles)
 
-    if status.mode == "Rollout" and dict(status.goal) == targets or below_minimum:
+    if below_minimum or (status.mode == "Rollout" and dict(status.goal) == targets):
         mode, progression = "Rollout", spec.rollout_progression
     elif current != targets or (status.mode == "Scaling" and dict(status.goal) == targets and status.step != targets):
         mode, progression = "Scaling", spec.scaling_progression
@@ -147,18 +143,8 @@ def _decision(
     deletes: list[Delete] = []
     if growth_done:
         for role in step:
-            deletes += shrink(observed, role, spec.revision, step[role], "scaled down")
+            deletes += surplus(observed.live(role, spec.revision), step[role], "scaled down")
     return Decision(state, reason, _keys(spec, step), creates, tuple(deletes), status)
-
-
-def shrink(observed: Observed, role: str, revision: str, keep: int, why: str) -> list[Delete]:
-    """Replicas to delete so `role`/`revision` keeps `keep`: least advanced, highest index first."""
-    live = observed.live(role, revision)
-    surplus = len(live) - keep
-    if surplus <= 0:
-        return []
-    order = sorted(live, key=lambda r: (_DELETE_ORDER.get(r.phase, 0), -r.index))
-    return [Delete(r.role, r.index, why) for r in order[:surplus]]
 
 
 def _keys(spec: UnitSpec, counts: Mapping[str, int]) -> dict[tuple[str, str], int]:
@@ -171,6 +157,3 @@ def _fmt(counts: Mapping[str, int]) -> str:
 
 def _word(progression: str) -> str:
     return "Ready" if progression == "OrderReady" else "Scheduled"
-
-
-__all__ = ["plan", "shrink", "Replica"]

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tandem.coordination.model import CoordinationStatus, Create, Decision, Delete, Observed, UnitSpec
+from tandem.coordination.model import CoordinationStatus, Create, Decision, Delete, Observed, UnitSpec, surplus
 from tandem.coordination.ratio import interpolate_new, interpolate_old, position, progress, scaled, skew_fraction
 
 
@@ -158,13 +158,11 @@ def _old_index(count: int, initial: int, grid: int) -> int:
 
 
 def _drain(observed: Observed, revision: str, old_now: dict[str, int], old_next: dict[str, int]) -> tuple[Delete, ...]:
-    """Old replicas to delete: least advanced first, then the highest index."""
-    order = {"Gated": 0, "Pending": 1, "Scheduled": 2, "Ready": 3}
+    """Old replicas to delete, per role down to `old_next`: least advanced first."""
     out: list[Delete] = []
     for role, keep in old_next.items():
         old = [x for x in observed.live(role) if x.revision != revision]
-        old.sort(key=lambda x: (order.get(x.phase, 0), -x.index))
-        out += [Delete(x.role, x.index, "replaced by the new revision") for x in old[: len(old) - keep]]
+        out += surplus(old, keep, "replaced by the new revision")
     return tuple(out)
 
 
