@@ -103,3 +103,12 @@ def test_failed_replicas_are_replaced():
     decision = plan(spec, Observed(tuple(world)), 0.0)
     assert [(d.role, d.index, d.why) for d in decision.delete] == [("prefill", 1, "failed")]
     assert [(c.role, c.count) for c in decision.create] == [("prefill", 1)]
+
+
+def test_gated_replicas_are_admitted_only_up_to_the_step():
+    """Replicas created ahead (say, before a crash) stay gated until their step admits them."""
+    spec = UnitSpec(roles=(RoleSpec("prefill", 4, 1), RoleSpec("decode", 2, 1)), revision="r1", rollout_steps={"prefill": 1, "decode": 1})
+    world = [Replica("prefill", i, "r1", "Gated") for i in range(4)] + [Replica("decode", i, "r1", "Gated") for i in range(2)]
+    decision = plan(spec, Observed(tuple(world)), 0.0)
+    assert sorted((u.role, u.index) for u in decision.ungate) == [("decode", 0), ("prefill", 0)]
+    assert decision.create == ()

@@ -15,6 +15,8 @@ from typing import Literal, Mapping
 
 from tandem.api.resources import InferenceGroup
 
+# Gated: created but held back by coordination; Pending: admitted, not yet bound;
+# Scheduled: bound to a node; Ready: serving; Failed: gone, to be replaced.
 Phase = Literal["Gated", "Pending", "Scheduled", "Ready", "Failed"]
 Progression = Literal["OrderScheduled", "OrderReady"]
 State = Literal["Progressing", "Complete", "Stalled"]
@@ -133,6 +135,14 @@ class Delete:
 
 
 @dataclass(frozen=True)
+class Ungate:
+    """An existing replica held back (phase Gated) that the current step now admits."""
+
+    role: str
+    index: int
+
+
+@dataclass(frozen=True)
 class Decision:
     """The next step: replicas to create and delete, and the unit's coordination state."""
 
@@ -142,6 +152,7 @@ class Decision:
     create: tuple[Create, ...] = ()
     delete: tuple[Delete, ...] = ()
     status: CoordinationStatus = CoordinationStatus()
+    ungate: tuple[Ungate, ...] = ()
 
 
 # Which replicas go first when a side shrinks: the least advanced, then the highest index.

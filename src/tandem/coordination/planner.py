@@ -32,6 +32,7 @@ from tandem.coordination.model import (
     Delete,
     Observed,
     UnitSpec,
+    Ungate,
     surplus,
 )
 from tandem.coordination.steps import rollout_step, scaling_step
@@ -43,15 +44,29 @@ def plan(spec: UnitSpec, observed: Observed, now: float) -> Decision:
     failed = tuple(Delete(r.role, r.index, "failed") for r in observed.replicas if r.phase == "Failed")
     if any(r.revision != spec.revision for r in observed.replicas if r.phase != "Failed"):
         decision = plan_update(spec, observed, now)
-        return replace(decision, delete=failed + decision.delete)
-    decision = _plan_counts(spec, observed, now)
-    return replace(decision, delete=failed + decision.delete)
+    else:
+        decision = _plan_counts(spec, observed, now)
+    return replace(decision, delete=failed + decision.delete, ungate=_ungates(observed, decision))
+
+
+def _ungates(observed: Observed, decision: Decision) -> tuple[Ungate, ...]:
+    """Gated replicas the step's counts admit (lowest index first); the rest stay gated."""
+    gone = {(d.role, d.index) for d in decision.delete}
+    out: list[Ungate] = []
+    for (role, revision), allowed in decision.targets.items():
+        live = [r for r in observed.live(role, revision) if (r.role, r.index) not in gone]
+        admitted = sum(1 for r in live if r.phase != "Gated")
+        gated = sorted((r for r in live if r.phase == "Gated"), key=lambda r: r.index)
+        out += [Ungate(r.role, r.index) for r in gated[: max(allowed - admitted, 0)]]
+    return tuple(out)
 
 
 def _plan_counts(spec: UnitSpec, observed: Observed, now: float) -> Decision:
     targets = spec.targets()
     revision = spec.revision
-    current = {role: observed.count(role, revision) for role in targets}
+    # Gated replicas are held back, not progress: `current` counts admitted ones only, and
+    # the gated ones are a pool a step admits from before it creates anything.
+    current = {role: observed.count(role, revision) - _gated(observed, role, revision) for role in targets}
     status = observed.status
     below_minimum = any(current[r.name] < r.minimum for r in spec.roles)
 
@@ -136,15 +151,29 @@ def _decision(
     step: Mapping[str, int],
     status: CoordinationStatus,
 ) -> Decision:
-    """Creates for roles below `step`; deletes for roles above it, but only once every
-    role that grows in this step has reached its count (scale up before scale down)."""
-    creates = tuple(Create(role, spec.revision, step[role] - current[role]) for role in step if step[role] > current[role])
+    """Creates for roles below `step` (after admitting gated replicas); deletes for roles
+    above it, but only once every role that grows in this step has reached its count
+    (scale up before scale down); gated replicas beyond the final target go too."""
+    targets = spec.targets()
+    creates = []
+    for role in step:
+        missing = step[role] - current[role] - _gated(observed, role, spec.revision)
+        if missing > 0:
+            creates.append(Create(role, spec.revision, missing))
     growth_done = all(reached[role] >= step[role] for role in step if step[role] >= current[role])
     deletes: list[Delete] = []
-    if growth_done:
-        for role in step:
-            deletes += surplus(observed.live(role, spec.revision), step[role], "scaled down")
-    return Decision(state, reason, _keys(spec, step), creates, tuple(deletes), status)
+    for role in step:
+        live = observed.live(role, spec.revision)
+        admitted = [r for r in live if r.phase != "Gated"]
+        gated = [r for r in live if r.phase == "Gated"]
+        if growth_done:
+            deletes += surplus(admitted, step[role], "scaled down")
+        deletes += surplus(gated, max(targets[role] - max(current[role], step[role]), 0) + max(step[role] - current[role], 0), "beyond the target")
+    return Decision(state, reason, _keys(spec, step), tuple(creates), tuple(deletes), status)
+
+
+def _gated(observed: Observed, role: str, revision: str) -> int:
+    return sum(1 for r in observed.live(role, revision) if r.phase == "Gated")
 
 
 def _keys(spec: UnitSpec, counts: Mapping[str, int]) -> dict[tuple[str, str], int]:
