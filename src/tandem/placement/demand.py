@@ -56,6 +56,15 @@ class AffinityRule:
 
 
 @dataclass(frozen=True)
+class PlacedReplica:
+    """A replica that already runs (its pods are bound): kept where it is, counted, built on."""
+
+    role: str
+    index: int
+    nodes: tuple[str, ...]  # the node of each pod, the leader first
+
+
+@dataclass(frozen=True)
 class UnitDemand:
     """One copy of a group: all roles, placed as a gang within one domain."""
 
@@ -68,6 +77,8 @@ class UnitDemand:
     pack_required: str | None = None
     pack_preferred: str | None = None
     affinity: tuple[AffinityRule, ...] = ()
+    # Replicas already running; their pods must be in the snapshot as bound pods.
+    existing: tuple[PlacedReplica, ...] = ()
 
     @property
     def key(self) -> tuple[str, str, int]:

@@ -105,6 +105,9 @@ def _place_gang_once(
         feasible = np.all(free_here >= demand, axis=1)
         for r, count in needs.items():
             feasible &= capacity[r] >= count
+        if unit.domain is not None:
+            # Replicas already run: the unit stays in their domain.
+            feasible &= view.ancestor[depth][unit.required_depth] == unit.domain[1]
         candidates = np.nonzero(feasible)[0]
         if candidates.size == 0:
             continue

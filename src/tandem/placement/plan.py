@@ -20,6 +20,7 @@ class PodAssignment:
 class ReplicaAssignment:
     index: int
     pods: tuple[PodAssignment, ...]
+    existing: bool = False  # already running before this plan (kept as it was)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ def plan_to_dict(plan: Plan) -> dict:
                         "minReplicas": next(r.minimum for r in u.unit.roles if r.name == name),
                         "replicas": [
                             {"index": rep.index, "pods": [{"name": p.name, "node": p.node} for p in rep.pods]}
+                            | ({"existing": True} if rep.existing else {})
                             for rep in replicas
                         ],
                     }

@@ -76,7 +76,8 @@ def _eviction_sets(unit: UnitState, placed: list[UnitState], largest: int = 4) -
     not tried.
     """
     view = unit.view
-    same_view = [other for other in placed if other.view is view]
+    # Units with running replicas cannot move; only what this plan placed may.
+    same_view = [other for other in placed if other.view is view and not any(role.existing for role in other.roles)]
     found: dict[tuple[int, ...], tuple[int, int, int]] = {}
     members: dict[tuple[int, ...], list[UnitState]] = {}
     if unit.required_depth == 0:

@@ -27,8 +27,25 @@ class RoleState:
     preferred_depth: int | None
     replica_total: np.ndarray  # all pods of one replica
     same_shape: bool
-    placed: list[list[int]] = field(default_factory=list)  # node per pod, per replica
+    placed: list[list[int]] = field(default_factory=list)  # node per pod, per replica; existing first
+    existing_ids: list[int] = field(default_factory=list)  # replica indices of the first len() entries
     blocked: str | None = None  # why no further extra fits
+
+    @property
+    def existing(self) -> int:
+        """How many of `placed` were running before this plan (never moved, never trimmed)."""
+        return len(self.existing_ids)
+
+    def replica_ids(self) -> list[int]:
+        """Index of each placed replica: existing ones keep theirs, new ones take the next free."""
+        taken = set(self.existing_ids)
+        ids = list(self.existing_ids)
+        candidate = 0
+        while len(ids) < len(self.placed):
+            if candidate not in taken:
+                ids.append(candidate)
+            candidate += 1
+        return ids
 
     @property
     def pods(self) -> int:
@@ -105,6 +122,12 @@ class UnitState:
                 )
             )
         by_name = {role.demand.name: role.index for role in roles}
+        for replica in sorted(unit.existing, key=lambda rep: (rep.role, rep.index)):
+            nodes = [snapshot.node_index.get(name) for name in replica.nodes]
+            if replica.role in by_name and nodes and None not in nodes:
+                role = roles[by_name[replica.role]]
+                role.placed.append([int(n) for n in nodes if n is not None])
+                role.existing_ids.append(replica.index)
         rules = [Rule(by_name[a.from_role], by_name[a.to_role], view.depth(a.level), a.required) for a in unit.affinity]
         gang = sum((max(role.demand.minimum, 1) * role.replica_total for role in roles), np.zeros_like(totals))
         share = np.where(totals > 0, gang / np.maximum(totals, 1), 0.0)
@@ -117,22 +140,38 @@ class UnitState:
             dominant = int(np.argmax(share))
         required_depth = view.depth(unit.pack_required)
         preferred_depth = None if unit.pack_preferred is None else view.depth(unit.pack_preferred)
-        return cls(order, unit, view, roles, rules, required_depth, preferred_depth, dominant)
+        state = cls(order, unit, view, roles, rules, required_depth, preferred_depth, dominant)
+        state.settle_existing()
+        return state
+
+    def settle_existing(self) -> None:
+        """A unit that already runs replicas lives where they are: fix its domains."""
+        nodes = [n for role in self.roles for replica in role.placed[: role.existing] for n in replica]
+        if not nodes:
+            return
+        self.domain = (self.required_depth, self.view.node_domain(nodes[0], self.required_depth))
+        if self.preferred_depth is not None:
+            preferred = {self.view.node_domain(n, self.preferred_depth) for n in nodes}
+            if len(preferred) == 1:
+                self.preferred_domain = (self.preferred_depth, preferred.pop())
 
     def minimum_needs(self) -> dict[int, int]:
         """Role index -> complete replicas the unit needs to be functional."""
-        return {r: role.demand.minimum for r, role in enumerate(self.roles) if role.demand.minimum > 0}
+        needs = {r: role.demand.minimum - role.existing for r, role in enumerate(self.roles)}
+        return {r: n for r, n in needs.items() if n > 0}
 
     def release(self, free: np.ndarray | None) -> tuple:
-        """Forget this unit's placement, giving its capacity back to `free`; returns what `restore` needs."""
+        """Forget what this plan placed for the unit (existing replicas stay), giving its
+        capacity back to `free`; returns what `restore` needs."""
         saved = ([list(role.placed) for role in self.roles], self.domain, self.preferred_domain)
         for role in self.roles:
-            for replica in role.placed:
+            for replica in role.placed[role.existing :]:
                 if free is not None:
                     for pod, node in enumerate(replica):
                         free[node] += role.leader if pod == 0 else role.worker
-            role.placed = []
+            role.placed = role.placed[: role.existing]
         self.domain = self.preferred_domain = None
+        self.settle_existing()
         return saved
 
     def restore(self, saved: tuple) -> None:
@@ -149,14 +188,20 @@ class UnitState:
             (
                 role.demand.name,
                 tuple(
-                    ReplicaAssignment(
-                        index=r,
-                        pods=tuple(
-                            PodAssignment(self.demand.pod_name(role.demand.name, r, p), names[node])
-                            for p, node in enumerate(nodes)
+                    sorted(
+                        (
+                            ReplicaAssignment(
+                                index=r,
+                                pods=tuple(
+                                    PodAssignment(self.demand.pod_name(role.demand.name, r, p), names[node])
+                                    for p, node in enumerate(nodes)
+                                ),
+                                existing=position < role.existing,
+                            )
+                            for position, (r, nodes) in enumerate(zip(role.replica_ids(), role.placed))
                         ),
+                        key=lambda replica: replica.index,
                     )
-                    for r, nodes in enumerate(role.placed)
                 ),
             )
             for role in self.roles

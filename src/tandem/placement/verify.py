@@ -101,8 +101,11 @@ def check_plan(
             counts[role_name] = len(replicas)
             if len(replicas) > role.desired:
                 report("unit-gang", key, f"{label}: {role_name} has {len(replicas)} replicas, more than desired {role.desired}")
-            if [r.index for r in replicas] != list(range(len(replicas))):
-                report("naming", key, f"{label}: {role_name} replica indices are not 0..{len(replicas) - 1}")
+            indices = [r.index for r in replicas]
+            fresh = sorted(r.index for r in replicas if not r.existing)
+            free = [i for i in range(len(replicas) + len(fresh)) if i not in {r.index for r in replicas if r.existing}]
+            if len(set(indices)) != len(indices) or fresh != free[: len(fresh)]:
+                report("naming", key, f"{label}: {role_name} replica indices are not unique or new ones skip free indices")
             for replica in replicas:
                 if len(replica.pods) != role.pods_per_replica:
                     report(
@@ -111,7 +114,7 @@ def check_plan(
                         f"{label}: {role_name} replica {replica.index} has {len(replica.pods)} pods, "
                         f"not {role.pods_per_replica} (replica gang)",
                     )
-                replica_nodes = []
+                replica_nodes: list[int] = []
                 for pod_index, pod in enumerate(replica.pods):
                     expected = unit.pod_name(role_name, replica.index, pod_index)
                     if pod.name != expected:
@@ -124,6 +127,11 @@ def check_plan(
                         report("eligibility", key, f"{label}: pod {pod.name} on unknown node {pod.node!r}")
                         continue
                     shape = role.leader if pod_index == 0 else role.worker
+                    if replica.existing:
+                        # Already running: its capacity is in the snapshot, and where it runs
+                        # was decided before; only the constraints it takes part in count.
+                        replica_nodes.append(node)
+                        continue
                     if not view.usable[node]:
                         report("eligibility", key, f"{label}: pod {pod.name} on unusable node {pod.node}")
                     if not _selector_ok(snapshot, node, shape.node_selector):
@@ -152,8 +160,9 @@ def check_plan(
         complete = all(counts[role.name] >= role.desired for role in unit.roles)
         expected_state = "Placed" if functional and complete else "MinimumPlaced" if functional else "Unschedulable"
         if placement.state == "Unschedulable":
-            if unit_nodes:
-                report("partial-unit", key, f"{label}: Unschedulable but holds {len(unit_nodes)} pods (unit gang)")
+            fresh = sum(len(r.pods) for _, replicas in placement.roles for r in replicas if not r.existing)
+            if fresh:
+                report("partial-unit", key, f"{label}: Unschedulable but this plan gives it {fresh} pods (unit gang)")
             if not placement.message:
                 report("state", key, f"{label}: Unschedulable without a reason")
         elif placement.state != expected_state:

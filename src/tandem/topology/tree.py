@@ -30,7 +30,7 @@ class TopologyView:
     level_names: tuple[str, ...]  # index = depth; depth 0 is "cluster"
     usable: np.ndarray  # [nodes] bool: schedulable and labelled for every level
     exclusions: tuple[tuple[str, str], ...]  # (node, reason) for nodes not usable here
-    dom: tuple[np.ndarray, ...]  # [depth][node] -> domain id, -1 for unusable nodes
+    dom: tuple[np.ndarray, ...]  # [depth][node] -> domain id, -1 for nodes missing a level label
     names: tuple[tuple[str, ...], ...]  # [depth][domain] -> display name
     ancestor: tuple[tuple[np.ndarray, ...], ...]  # [depth][broader depth][domain] -> domain
     _order: tuple[np.ndarray, ...]  # [depth] usable nodes sorted by domain
@@ -54,13 +54,15 @@ class TopologyView:
         labelled = np.array([p is not None for p in paths], dtype=bool)
         usable = labelled & snapshot.schedulable
 
-        doms: list[np.ndarray] = [np.where(usable, ROOT, -1).astype(np.int64)]
+        doms: list[np.ndarray] = [np.where(labelled, ROOT, -1).astype(np.int64)]
         names: list[tuple[str, ...]] = [("cluster",)]
         keys_per_depth: list[list[tuple[str, ...]]] = [[()]]
         for depth in range(1, len(levels) + 1):
-            keys = sorted({p[:depth] for i, p in enumerate(paths) if p is not None and usable[i]})
+            # Every labelled node has a domain (an existing pod on a cordoned node still
+            # says where its unit lives); only usable nodes are members that hold capacity.
+            keys = sorted({p[:depth] for p in paths if p is not None})
             index = {key: d for d, key in enumerate(keys)}
-            doms.append(np.array([index[p[:depth]] if p is not None and usable[i] else -1 for i, p in enumerate(paths)], dtype=np.int64))
+            doms.append(np.array([index[p[:depth]] if p is not None else -1 for p in paths], dtype=np.int64))
             names.append(_display_names(keys))
             keys_per_depth.append(keys)
         ancestors: list[tuple[np.ndarray, ...]] = []
