@@ -99,7 +99,7 @@ def load_texts(sources: list[tuple[str, str]]) -> Inputs:
     """
     inputs = Inputs()
     problems: list[Problem] = []
-    origins: dict[tuple[str, str], str] = {}
+    origins: dict[tuple[str, str], tuple[str, str]] = {}
     for source, text in sources:
         try:
             documents = _documents(source, text)
@@ -119,7 +119,7 @@ def load_texts(sources: list[tuple[str, str]]) -> Inputs:
         problems += [Problem(_join(path, p.path), p.message, where) for p in check_topology(topology)]
     if problems:
         raise InputError(problems)
-    inputs.sources = {key: tuple(value.split("\x00", 1)) for key, value in origins.items()}  # type: ignore[misc]
+    inputs.sources = dict(origins)
     return inputs
 
 
@@ -214,7 +214,7 @@ def _add(
     obj: BaseModel,
     where: str,
     path: str,
-    origins: dict[tuple[str, str], str],
+    origins: dict[tuple[str, str], tuple[str, str]],
     problems: list[Problem],
 ) -> None:
     if isinstance(obj, Node):
@@ -227,11 +227,11 @@ def _add(
         assert isinstance(obj, InferenceGroup)
         key = ("InferenceGroup", f"{obj.metadata.namespace}/{obj.metadata.name}")
     if key in origins:
-        first_where, _, first_path = origins[key].partition("\x00")
+        first_where, first_path = origins[key]
         first = f"{first_where}: {first_path}" if first_path else first_where
         problems.append(Problem(_join(path, "metadata.name"), f"duplicate {key[0]} {key[1]!r} (also in {first})", where))
         return
-    origins[key] = f"{where}\x00{path}"
+    origins[key] = (where, path)
     if isinstance(obj, Node):
         inputs.nodes.append(obj)
     elif isinstance(obj, Pod):
@@ -242,12 +242,12 @@ def _add(
         inputs.groups.append(obj)
 
 
-def _origin(origins: dict[tuple[str, str], str], obj: InferenceGroup | ClusterTopology) -> tuple[str, str]:
+def _origin(origins: dict[tuple[str, str], tuple[str, str]], obj: InferenceGroup | ClusterTopology) -> tuple[str, str]:
     if isinstance(obj, InferenceGroup):
         key = ("InferenceGroup", f"{obj.metadata.namespace}/{obj.metadata.name}")
     else:
         key = ("ClusterTopology", obj.metadata.name)
-    where, _, path = origins[key].partition("\x00")
+    where, path = origins[key]
     return where, path
 
 
