@@ -110,7 +110,7 @@ def test_finalizers_hold_deletion_until_removed(store):
     store.clock["now"] = 5.0
     store.delete("InferenceGroup", "serving", "g")
     held = store.get("InferenceGroup", "serving", "g")
-    assert held["metadata"]["deletionTimestamp"] == 5.0
+    assert held["metadata"]["deletionTimestamp"] == "1970-01-01T00:00:05Z"
     held["metadata"]["finalizers"] = ["tandem.dev/cleanup", "other"]
     with pytest.raises(Invalid):
         store.update(held)

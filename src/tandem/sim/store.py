@@ -14,13 +14,15 @@
   entries while the pod is still gated (KEP-3838); `bind` sets `spec.nodeName` and is
   refused while the pod is gated or already bound.
 
-Time comes from an injected clock (the simulator's), never from the wall.
+Time comes from an injected clock (the simulator's, in seconds), never from the wall, and
+is written as RFC 3339 text like a real server writes it.
 """
 
 from __future__ import annotations
 
 import copy
 from collections import deque
+from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
 from tandem.controller.cluster import AlreadyExists, Conflict, Event, Gone, Invalid, ListResult, NotFound, Object
@@ -89,7 +91,7 @@ class MemoryStore:
             raise Invalid("a pod with scheduling gates cannot be created bound to a node")
         self._uids += 1
         meta["uid"] = f"uid-{self._uids:08d}"
-        meta["creationTimestamp"] = self._clock()
+        meta["creationTimestamp"] = self._now()
         meta["generation"] = 1
         meta.pop("deletionTimestamp", None)
         return self._write(key, obj, "ADDED")
@@ -129,7 +131,7 @@ class MemoryStore:
             raise Conflict(self._stale(kind, namespace, name))
         if current["metadata"].get("finalizers"):
             if not current["metadata"].get("deletionTimestamp"):
-                current["metadata"]["deletionTimestamp"] = self._clock()
+                current["metadata"]["deletionTimestamp"] = self._now()
                 self._write(self._key(kind, namespace, name), current, "MODIFIED")
             return
         self._remove(self._key(kind, namespace, name))
@@ -198,6 +200,10 @@ class MemoryStore:
                 kind, namespace, name = dependent
                 self.delete(kind, namespace or None, name)
 
+    def _now(self) -> str:
+        """The injected clock (seconds) as the RFC 3339 text a real API server writes."""
+        return rfc3339(self._clock())
+
     def _key(self, kind: str, namespace: str | None, name: str) -> tuple[str, str, str]:
         return (kind, "" if kind in CLUSTER_SCOPED else (namespace or "default"), name)
 
@@ -207,6 +213,17 @@ class MemoryStore:
 
     def _stale(self, kind: str, namespace: str | None, name: str) -> str:
         return f"{kind} {self._where(namespace, name)} was modified since it was read; re-read and retry"
+
+
+def rfc3339(seconds: float) -> str:
+    """Seconds since the epoch as RFC 3339 with sub-second precision kept."""
+    text = datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    return text.rstrip("0").rstrip(".") + "Z"
+
+
+def seconds(text: str) -> float:
+    """RFC 3339 text back to seconds since the epoch."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def _merge(target: Any, patch: Any) -> Any:

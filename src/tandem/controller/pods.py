@@ -1,0 +1,136 @@
+"""The pods tandem makes for a replica, and what a unit's pods say about its replicas.
+
+Labels name group, unit, role, replica, pod index and revision; tandem's own scheduling
+gate keeps kube-scheduler away until the engine has chosen a node. The annotation
+`tandem.dev/admitted` marks a replica the coordination planner let through (a gated pod
+without it is held back by coordination, not waiting for placement).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL, pod_name
+from tandem.api.resources import InferenceGroup
+from tandem.coordination.model import Replica
+
+GATE = "tandem.dev/placement"
+REVISION_LABEL = "tandem.dev/revision"
+ADMITTED = "tandem.dev/admitted"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def revision_of(group: InferenceGroup) -> str:
+    """A short hash of everything that defines the pods: templates and pods per replica."""
+    roles = [
+        {
+            "name": r.name,
+            "podsPerReplica": r.pods_per_replica,
+            "template": r.template.model_dump(by_alias=True, exclude_none=True),
+            "workerTemplate": r.worker_template.model_dump(by_alias=True, exclude_none=True) if r.worker_template else None,
+        }
+        for r in group.spec.roles
+    ]
+    return hashlib.sha256(json.dumps(roles, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def replica_pods(group: dict[str, Any], typed: InferenceGroup, unit: int, role: str, replica: int, revision: str, admitted: bool) -> list[dict[str, Any]]:
+    """The pods of one replica, gated, owned by the group."""
+    spec_role = typed.role(role)
+    meta = group["metadata"]
+    raw_role = next(r for r in group["spec"]["roles"] if r["name"] == role)
+    pods = []
+    for index in range(spec_role.pods_per_replica):
+        template = raw_role.get("workerTemplate") if index > 0 and raw_role.get("workerTemplate") else raw_role["template"]
+        template = copy.deepcopy(template)
+        labels = dict(template.get("metadata", {}).get("labels", {}))
+        labels.update(
+            {
+                GROUP_LABEL: meta["name"],
+                UNIT_LABEL: str(unit),
+                ROLE_LABEL: role,
+                REPLICA_LABEL: str(replica),
+                POD_INDEX_LABEL: str(index),
+                REVISION_LABEL: revision,
+            }
+        )
+        annotations = dict(template.get("metadata", {}).get("annotations", {}))
+        if admitted:
+            annotations[ADMITTED] = "true"
+        spec = template["spec"]
+        spec["schedulingGates"] = [*spec.get("schedulingGates", []), {"name": GATE}]
+        pods.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": pod_name(meta["name"], unit, role, replica, index),
+                    "namespace": meta.get("namespace", "default"),
+                    "labels": labels,
+                    "annotations": annotations,
+                    "ownerReferences": [
+                        {"apiVersion": group["apiVersion"], "kind": "InferenceGroup", "name": meta["name"], "uid": meta["uid"], "controller": True}
+                    ],
+                },
+                "spec": spec,
+            }
+        )
+    return pods
+
+
+def replicas_of_unit(pods: list[dict[str, Any]], pods_per_replica: dict[str, int]) -> tuple[list[Replica], dict[tuple[str, int], list[dict[str, Any]]]]:
+    """The unit's replicas as the coordination planner sees them, and the pods of each.
+
+    A replica missing a pod, or with a failed pod, is Failed (it will be replaced whole).
+    Otherwise its phase is that of its least advanced pod: Gated (held by coordination),
+    Pending (admitted, not yet bound), Scheduled, Ready.
+    """
+    by_replica: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for pod in pods:
+        labels = pod["metadata"].get("labels", {})
+        by_replica[(labels[ROLE_LABEL], int(labels[REPLICA_LABEL]))].append(pod)
+    replicas = []
+    for (role, index), members in sorted(by_replica.items()):
+        revision = members[0]["metadata"]["labels"].get(REVISION_LABEL, "")
+        phases = [_pod_phase(p) for p in members]
+        if len(members) < pods_per_replica.get(role, 1) or "Failed" in phases:
+            phase = "Failed"
+        else:
+            phase = min(phases, key=["Gated", "Pending", "Scheduled", "Ready"].index)
+        created = min(_seconds(p["metadata"].get("creationTimestamp")) for p in members)
+        replicas.append(Replica(role, index, revision, phase, created))  # type: ignore[arg-type]
+    return replicas, dict(by_replica)
+
+
+def _seconds(timestamp: str | None) -> float:
+    """RFC 3339 text to seconds since the epoch (0 when absent)."""
+    if not timestamp:
+        return 0.0
+    return datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp()
+
+
+def _pod_phase(pod: dict[str, Any]) -> str:
+    if pod.get("metadata", {}).get("deletionTimestamp") or pod.get("status", {}).get("phase") in ("Failed", "Succeeded"):
+        return "Failed"
+    for condition in pod.get("status", {}).get("conditions", []):
+        if condition.get("type") == "Ready" and condition.get("status") == "True":
+            return "Ready"
+    if pod.get("spec", {}).get("nodeName"):
+        return "Scheduled"
+    if pod.get("metadata", {}).get("annotations", {}).get(ADMITTED) == "true":
+        return "Pending"
+    return "Gated"
+
+
+def assigned_node(pod: dict[str, Any]) -> str | None:
+    """The node a pod is bound to, or that tandem chose for it (hostname selector, gate gone)."""
+    spec = pod.get("spec", {})
+    if spec.get("nodeName"):
+        return spec["nodeName"]
+    gated = any(g.get("name") == GATE for g in spec.get("schedulingGates", []))
+    return None if gated else spec.get("nodeSelector", {}).get(HOSTNAME)

@@ -1,0 +1,111 @@
+"""The reconcile pass against the in-memory API server, with a toy kubelet."""
+
+from __future__ import annotations
+
+import copy
+
+from support.builders import cluster, group, role
+from tandem.controller.pods import GATE, HOSTNAME
+from tandem.controller.reconcile import reconcile
+from tandem.sim.store import MemoryStore
+
+
+def kubelet(store: MemoryStore) -> int:
+    """Bind every ungated pod to the node tandem chose; make every bound pod Ready."""
+    changes = 0
+    for pod in store.list("Pod").items:
+        spec = pod["spec"]
+        gated = any(g.get("name") == GATE for g in spec.get("schedulingGates", []))
+        if not gated and not spec.get("nodeName") and spec.get("nodeSelector", {}).get(HOSTNAME):
+            store.bind(pod["metadata"]["namespace"], pod["metadata"]["name"], spec["nodeSelector"][HOSTNAME])
+            changes += 1
+    for pod in store.list("Pod").items:
+        if pod["spec"].get("nodeName") and not pod.get("status", {}).get("conditions"):
+            pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+            store.update_status(pod)
+            changes += 1
+    return changes
+
+
+def world(*groups, shape="block=2,rack=2,host=8"):
+    store = MemoryStore()
+    for obj in cluster(shape):
+        store.create(obj)
+    for g in groups:
+        store.create(g)
+    return store
+
+
+def run(store, passes=30):
+    reports = []
+    for step in range(passes):
+        reports.append(reconcile(store, float(step)))
+        if kubelet(store) == 0 and reports[-1].writes == 0:
+            break
+    return reports
+
+
+def design_group(**kw):
+    g = group(
+        "llama",
+        [role("prefill", 4, 1, gpus=8, required="host"), role("decode", 2, 1, gpus=8, pods=2, required="rack")],
+        required="block",
+        preferred="rack",
+        affinity=[{"from": "prefill", "to": "decode", "level": "rack", "mode": "Preferred"}],
+        **kw,
+    )
+    g["spec"]["coordination"] = {"rollout": {"steps": {"prefill": 2, "decode": 1}}}
+    return g
+
+
+def test_a_group_rolls_out_in_steps_is_placed_and_becomes_available():
+    store = world(design_group())
+    reports = run(store)
+    pods = store.list("Pod", "serving").items
+    assert len(pods) == 8 and all(p["spec"].get("nodeName") for p in pods)
+    assert len({p["spec"]["nodeName"] for p in pods}) == 8, "8 pods of 8 GPUs on 8 hosts"
+    racks = {store.get("Node", None, p["spec"]["nodeName"])["metadata"]["labels"]["network.tandem.dev/rack"] for p in pods}
+    assert len(racks) == 1, "the whole unit in one rack (its preferred pack)"
+    g = store.get("InferenceGroup", "serving", "llama")
+    status = g["status"]
+    assert {r["name"]: (r["replicas"], r["readyReplicas"]) for r in status["roles"]} == {"prefill": (4, 4), "decode": (2, 2)}
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Available"] == "True"
+    assert status["units"]["0"]["state"] == "Complete"
+    assert status["observedGeneration"] == g["metadata"]["generation"]
+    # the first steps were the minimums, then +2 prefill / +1 decode
+    assert [r.created for r in reports if r.created][:2] == [3, 4]
+
+
+def test_a_pass_on_a_settled_cluster_writes_nothing():
+    store = world(design_group())
+    run(store)
+    version = store.resource_version
+    report = reconcile(store, 100.0)
+    assert report.writes == 0 and store.resource_version == version
+
+
+def test_a_failed_replica_is_replaced_and_placed_again():
+    store = world(design_group())
+    run(store)
+    victim = store.get("Pod", "serving", "llama-0-prefill-1-0")
+    victim["status"] = {"phase": "Failed"}
+    store.update_status(victim)
+    run(store)
+    pods = {p["metadata"]["name"]: p for p in store.list("Pod", "serving").items}
+    assert "llama-0-prefill-1-0" in pods and pods["llama-0-prefill-1-0"].get("status", {}).get("phase") == "Running"
+    assert len(pods) == 8
+
+
+def test_scaling_the_spec_down_removes_replicas_and_units():
+    store = world(design_group(replicas=2))
+    run(store, passes=40)
+    assert len(store.list("Pod", "serving").items) == 16
+    g = store.get("InferenceGroup", "serving", "llama")
+    g = copy.deepcopy(g)
+    g["spec"]["replicas"] = 1
+    g["spec"]["roles"][0]["replicas"] = 2
+    store.update(g)
+    run(store)
+    names = sorted(p["metadata"]["name"] for p in store.list("Pod", "serving").items)
+    assert all(name.startswith("llama-0-") for name in names)
+    assert sum(1 for n in names if "-prefill-" in n) == 2
