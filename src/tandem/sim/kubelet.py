@@ -1,0 +1,111 @@
+"""What the cluster does to pods once tandem lets them go: bind, start, fail.
+
+A pod whose tandem gate is gone and that carries a hostname selector is bound after a
+bind latency (kube-scheduler's work); a bound pod becomes Ready after an image pull plus
+a model load drawn per role from a seeded log-normal. A failed node fails its pods and
+drops out of Ready until it recovers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from tandem.controller.cluster import ApiError
+from tandem.controller.pods import GATE, HOSTNAME
+from tandem.api.naming import ROLE_LABEL
+from tandem.sim.events import EventLoop
+from tandem.sim.store import MemoryStore
+
+
+@dataclass(frozen=True)
+class Startup:
+    """Seconds from bound to Ready: image pull, then model load (log-normal around a median)."""
+
+    image_pull_s: float = 20.0
+    model_load_median_s: float = 60.0
+    model_load_sigma: float = 0.3
+
+
+@dataclass
+class Kubelet:
+    store: MemoryStore
+    loop: EventLoop
+    rng: np.random.Generator
+    bind_latency_s: float = 1.0
+    startup: Mapping[str, Startup] = field(default_factory=dict)  # per role; "*" for the rest
+    _scheduled: set[tuple[str, str, str]] = field(default_factory=set)
+
+    def react(self) -> None:
+        """Schedule binds and readiness for pods that newly need them."""
+        for pod in self.store.list("Pod").items:
+            meta, spec = pod["metadata"], pod.get("spec", {})
+            key = (meta["namespace"], meta["name"], meta["uid"])
+            if meta.get("deletionTimestamp") or pod.get("status", {}).get("phase") == "Failed":
+                continue
+            gated = any(g.get("name") == GATE for g in spec.get("schedulingGates", []))
+            node = spec.get("nodeSelector", {}).get(HOSTNAME)
+            if not gated and node and not spec.get("nodeName") and ("bind",) + key not in self._scheduled:
+                self._scheduled.add(("bind",) + key)  # type: ignore[arg-type]
+                self.loop.schedule(self.loop.now + self.bind_latency_s, "bind", namespace=meta["namespace"], name=meta["name"], uid=meta["uid"], node=node)
+            if spec.get("nodeName") and not _ready(pod) and ("ready",) + key not in self._scheduled:
+                self._scheduled.add(("ready",) + key)  # type: ignore[arg-type]
+                role = meta.get("labels", {}).get(ROLE_LABEL, "*")
+                start = self.startup.get(role) or self.startup.get("*") or Startup()
+                delay = start.image_pull_s + float(self.rng.lognormal(np.log(start.model_load_median_s), start.model_load_sigma))
+                self.loop.schedule(self.loop.now + delay, "ready", namespace=meta["namespace"], name=meta["name"], uid=meta["uid"])
+
+    def handle(self, kind: str, data: dict) -> str | None:
+        """Apply one kubelet event; returns a log line, or None if it no longer applies."""
+        try:
+            pod = self.store.get("Pod", data["namespace"], data["name"])
+        except ApiError:
+            return None
+        if pod["metadata"]["uid"] != data["uid"] or pod.get("status", {}).get("phase") == "Failed":
+            return None
+        try:
+            if kind == "bind":
+                node = self.store.get("Node", None, data["node"])
+                if not _node_ready(node):
+                    return None
+                self.store.bind(data["namespace"], data["name"], data["node"])
+                return f"bound {data['name']} to {data['node']}"
+            if kind == "ready" and pod.get("spec", {}).get("nodeName"):
+                pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+                self.store.update_status(pod)
+                return f"{data['name']} Ready"
+        except ApiError:
+            return None
+        return None
+
+    def fail_nodes(self, names: list[str]) -> list[str]:
+        """Nodes go NotReady; their pods fail."""
+        lines = []
+        for name in names:
+            node = self.store.get("Node", None, name)
+            node["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+            self.store.update_status(node)
+        down = set(names)
+        for pod in self.store.list("Pod").items:
+            if pod.get("spec", {}).get("nodeName") in down and pod.get("status", {}).get("phase") != "Failed":
+                pod["status"] = {"phase": "Failed", "reason": "NodeLost"}
+                self.store.update_status(pod)
+                lines.append(f"{pod['metadata']['name']} failed: node {pod['spec']['nodeName']} lost")
+        return lines
+
+    def recover_nodes(self, names: list[str]) -> None:
+        for name in names:
+            node = self.store.get("Node", None, name)
+            node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+            self.store.update_status(node)
+
+
+def _ready(pod: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+def _node_ready(node: dict) -> bool:
+    conditions = node.get("status", {}).get("conditions", [])
+    return all(c.get("status") == "True" for c in conditions if c.get("type") == "Ready")
