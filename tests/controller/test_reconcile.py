@@ -109,3 +109,41 @@ def test_scaling_the_spec_down_removes_replicas_and_units():
     names = sorted(p["metadata"]["name"] for p in store.list("Pod", "serving").items)
     assert all(name.startswith("llama-0-") for name in names)
     assert sum(1 for n in names if "-prefill-" in n) == 2
+
+
+def test_a_pod_placed_but_never_bound_is_released_after_the_gang_timeout():
+    g = design_group()
+    g["spec"]["scheduler"] = {"gangTimeoutSeconds": 60}
+    store = world(g)
+    reconcile(store, 0.0)  # creates the minimum gang and places it; nothing binds it
+    assigned = [p for p in store.list("Pod", "serving").items if p["spec"].get("nodeSelector")]
+    assert assigned and all(not p["spec"].get("nodeName") for p in assigned)
+    report = reconcile(store, 30.0)
+    assert report.deleted == 0, "still within the timeout"
+    report = reconcile(store, 61.0)
+    assert report.deleted == len(assigned)
+    assert any("not bound within gangTimeoutSeconds" in e for e in report.events)
+    run(store, passes=30)  # re-created, placed, bound
+    assert all(p["spec"].get("nodeName") for p in store.list("Pod", "serving").items)
+
+
+def test_a_unit_below_its_minimum_is_released_whole_after_the_gang_timeout():
+    g = design_group()
+    g["spec"]["scheduler"] = {"gangTimeoutSeconds": 120}
+    store = world(g)
+    run(store)
+    for n in store.list("Node").items:  # nothing new can be placed anywhere
+        store.patch("Node", None, n["metadata"]["name"], {"spec": {"unschedulable": True}})
+    for pod in store.list("Pod", "serving", "tandem.dev/role=decode").items:
+        pod["status"] = {"phase": "Failed"}
+        store.update_status(pod)
+    reconcile(store, 1000.0)
+    unit = store.get("InferenceGroup", "serving", "llama")["status"]["units"]["0"]
+    assert unit["partialSince"] == 1000.0
+    held = [p for p in store.list("Pod", "serving").items if p["spec"].get("nodeName")]
+    assert held, "prefill still holds its GPUs while the timeout runs"
+    reconcile(store, 1100.0)
+    assert [p for p in store.list("Pod", "serving").items if p["spec"].get("nodeName")], "within the timeout"
+    report = reconcile(store, 1121.0)
+    assert any("released to be placed again as a unit" in e for e in report.events)
+    assert not [p for p in store.list("Pod", "serving").items if p["spec"].get("nodeName")], "nothing held"

@@ -22,6 +22,7 @@ from tandem.coordination.model import Replica
 GATE = "tandem.dev/placement"
 REVISION_LABEL = "tandem.dev/revision"
 ADMITTED = "tandem.dev/admitted"
+ASSIGNED_AT = "tandem.dev/assigned-at"  # when tandem chose the pod's node (seconds, for the gang timeout)
 HOSTNAME = "kubernetes.io/hostname"
 
 

@@ -1,7 +1,9 @@
 """One level-triggered pass over every InferenceGroup: read what the cluster reports, then act.
 
 1. **Sync**: list groups, topologies, nodes and pods; each unit's pods become replicas
-   with a phase (`pods.replicas_of_unit`).
+   with a phase (`pods.replicas_of_unit`). Pods placed but not bound within
+   `scheduler.gangTimeoutSeconds` are released first (their replicas then count as
+   failed and are replaced).
 2. **Coordinate**: per unit, the coordination planner decides the next step from those
    replicas and the status persisted with the group; its creates, ungates and deletes
    are executed (pods are created gated, owned by the group).
@@ -30,7 +32,7 @@ from tandem.api.kube import Node, Pod
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.controller.cluster import ApiError, Cluster, Conflict, NotFound
-from tandem.controller.pods import ADMITTED, GATE, HOSTNAME, assigned_node, replica_pods, replicas_of_unit, revision_of
+from tandem.controller.pods import ADMITTED, ASSIGNED_AT, GATE, HOSTNAME, assigned_node, replica_pods, replicas_of_unit, revision_of
 from tandem.coordination.model import CoordinationStatus, Decision, Observed, UnitSpec
 from tandem.coordination.planner import plan as coordinate
 from tandem.placement import place
@@ -57,12 +59,14 @@ class PassReport:
 def reconcile(cluster: Cluster, now: float) -> PassReport:
     report = PassReport()
     groups = _groups(cluster, report)
+    for raw, typed in groups:
+        _release_stuck(cluster, raw, typed, now, report)
     decisions: dict[tuple[str, str], dict[int, Decision]] = {}
     for raw, typed in groups:
         decisions[_key(raw)] = _coordinate_group(cluster, raw, typed, now, report)
-    _place(cluster, groups, report)
+    _place(cluster, groups, now, report)
     for raw, typed in groups:
-        _write_status(cluster, raw, typed, decisions[_key(raw)], report)
+        _write_status(cluster, raw, typed, decisions[_key(raw)], now, report)
     return report
 
 
@@ -89,6 +93,40 @@ def _unit_pods(cluster: Cluster, raw: dict[str, Any]) -> dict[int, list[dict[str
             continue
         by_unit.setdefault(int(pod["metadata"]["labels"][UNIT_LABEL]), []).append(pod)
     return by_unit
+
+
+# ----------------------------------------------------------------------------- gang timeout
+
+
+def _release_stuck(cluster: Cluster, raw: dict[str, Any], typed: InferenceGroup, now: float, report: PassReport) -> None:
+    """Two releases after `scheduler.gangTimeoutSeconds`, so nothing holds capacity half-done:
+
+    - a pod placed but not bound in time (its node died, say): released, and its replica
+      is then replaced;
+    - a unit partially placed (some pods bound, a role below its minimum bound) for
+      longer than the timeout, per `partialSince` in its status: all its pods are
+      released, and it is rolled out again as a whole.
+    """
+    timeout = typed.spec.scheduler.gang_timeout_seconds
+    namespace = raw["metadata"].get("namespace", "default")
+    units = (raw.get("status") or {}).get("units", {})
+    pods = cluster.list("Pod", namespace, {GROUP_LABEL: raw["metadata"]["name"]}).items
+    expired = {
+        unit for unit, saved in units.items() if saved.get("partialSince") is not None and now - float(saved["partialSince"]) > timeout
+    }
+    for pod in pods:
+        meta, spec = pod["metadata"], pod.get("spec", {})
+        if meta.get("deletionTimestamp"):
+            continue
+        if meta["labels"].get(UNIT_LABEL) in expired:
+            report.deleted += _delete_pod(cluster, namespace, meta["name"])
+            continue
+        assigned = meta.get("annotations", {}).get(ASSIGNED_AT)
+        if assigned is not None and not spec.get("nodeName") and now - float(assigned) > timeout:
+            report.deleted += _delete_pod(cluster, namespace, meta["name"])
+            report.events.append(f"{meta['name']}: not bound within gangTimeoutSeconds ({timeout}s); released")
+    for unit in sorted(expired):
+        report.events.append(f"{_name(raw)}[{unit}]: partially placed for more than {timeout}s; released to be placed again as a unit")
 
 
 # ----------------------------------------------------------------------------- coordinate
@@ -156,7 +194,7 @@ def _delete_pod(cluster: Cluster, namespace: str, name: str) -> int:
 # ----------------------------------------------------------------------------- place
 
 
-def _place(cluster: Cluster, groups: list[tuple[dict[str, Any], InferenceGroup]], report: PassReport) -> None:
+def _place(cluster: Cluster, groups: list[tuple[dict[str, Any], InferenceGroup]], now: float, report: PassReport) -> None:
     pods = cluster.list("Pod").items
     waiting = [p for p in pods if _waits_for_placement(p)]
     if not waiting:
@@ -198,7 +236,10 @@ def _place(cluster: Cluster, groups: list[tuple[dict[str, Any], InferenceGroup]]
                             "Pod",
                             unit.unit.namespace,
                             assignment.name,
-                            {"spec": {"nodeSelector": {HOSTNAME: assignment.node}, "schedulingGates": gates or None}},
+                            {
+                                "metadata": {"annotations": {ASSIGNED_AT: f"{now:g}"}},
+                                "spec": {"nodeSelector": {HOSTNAME: assignment.node}, "schedulingGates": gates or None},
+                            },
                             resource_version=pod["metadata"]["resourceVersion"],
                         )
                         report.placed += 1
@@ -246,7 +287,7 @@ def _unit_demands(raw: dict[str, Any], typed: InferenceGroup, pods: list[dict[st
 
 
 def _write_status(
-    cluster: Cluster, raw: dict[str, Any], typed: InferenceGroup, decisions: dict[int, Decision], report: PassReport
+    cluster: Cluster, raw: dict[str, Any], typed: InferenceGroup, decisions: dict[int, Decision], now: float, report: PassReport
 ) -> None:
     namespace = raw["metadata"].get("namespace", "default")
     try:
@@ -288,12 +329,30 @@ def _write_status(
         _condition("Stalled", bool(stalled), "StepTimedOut" if stalled else "None", "; ".join(stalled)),
         _condition("Degraded", not available and any(r["readyReplicas"] for r in roles), "BelowMinimum" if not available else "None", ""),
     ]
+    saved_units = (current.get("status") or {}).get("units", {})
+    partial_since = {}
+    for unit in range(typed.spec.replicas):
+        unit_pods = [p for p in pods if p["metadata"]["labels"].get(UNIT_LABEL) == str(unit)]
+        holding = any(p["spec"].get("nodeName") for p in unit_pods)
+        placed_enough = True
+        for role in typed.spec.roles:
+            role_pods = [p for p in unit_pods if p["metadata"]["labels"].get(ROLE_LABEL) == role.name]
+            replicas, _ = replicas_of_unit(role_pods, {role.name: role.pods_per_replica})
+            placed_enough &= sum(1 for r in replicas if r.phase in ("Scheduled", "Ready")) >= role.minimum
+        if holding and not placed_enough:
+            since = saved_units.get(str(unit), {}).get("partialSince")
+            partial_since[unit] = now if since is None else since
+        else:
+            partial_since[unit] = None
     status = {
         "observedGeneration": current["metadata"].get("generation", 1),
         "revision": revision,
         "conditions": conditions,
         "roles": roles,
-        "units": {str(u): {"state": d.state, "reason": d.reason, "coordination": _dump_status(d.status)} for u, d in sorted(decisions.items())},
+        "units": {
+            str(u): {"state": d.state, "reason": d.reason, "partialSince": partial_since.get(u), "coordination": _dump_status(d.status)}
+            for u, d in sorted(decisions.items())
+        },
     }
     if current.get("status") == status:
         return
