@@ -60,6 +60,7 @@ class Sample:
     partial_gpus: dict[str, int]  # group -> GPUs held by units that are not functional
     allocated_gpus: int
     over_capacity: list[str]  # nodes over allocatable (must stay empty)
+    partially_placed: list[str]  # "group[unit]" holding bound pods with a role below its minimum bound
 
 
 @dataclass
@@ -138,18 +139,22 @@ def _sample(store: MemoryStore, at: float) -> Sample:
     pods = [p for p in store.list("Pod").items if p.get("status", {}).get("phase") != "Failed"]
     functional: dict[str, int] = {}
     partial: dict[str, int] = {}
+    partially_placed: list[str] = []
     for group in groups:
         key = f"{group['metadata'].get('namespace', 'default')}/{group['metadata']['name']}"
         mine = [p for p in pods if p["metadata"]["labels"].get(GROUP_LABEL) == group["metadata"]["name"]]
         functional[key] = partial[key] = 0
         for unit in range(group["spec"].get("replicas", 1)):
             members = [p for p in mine if p["metadata"]["labels"].get(UNIT_LABEL) == str(unit)]
-            ok = True
+            ok = placed = True
             for role in group["spec"]["roles"]:
                 minimum = role.get("minReplicas", min(1, role.get("replicas", 1)))
                 per_replica = role.get("podsPerReplica", 1)
-                ready = [p for p in members if p["metadata"]["labels"].get(ROLE_LABEL) == role["name"] and _ready(p)]
-                ok &= len(ready) // per_replica >= minimum
+                mine_role = [p for p in members if p["metadata"]["labels"].get(ROLE_LABEL) == role["name"]]
+                ok &= sum(1 for p in mine_role if _ready(p)) // per_replica >= minimum
+                placed &= sum(1 for p in mine_role if p["spec"].get("nodeName")) // per_replica >= minimum
+            if not placed and any(p["spec"].get("nodeName") for p in members):
+                partially_placed.append(f"{key}[{unit}]")
             if ok:
                 functional[key] += 1
             else:
@@ -164,7 +169,7 @@ def _sample(store: MemoryStore, at: float) -> Sample:
         for n in store.list("Node").items
         if used.get(n["metadata"]["name"], 0) > parse_quantity(n["status"]["allocatable"].get(GPU, 0)) // 1000
     ]
-    return Sample(at, functional, partial, sum(used.values()), over)
+    return Sample(at, functional, partial, sum(used.values()), over, partially_placed)
 
 
 def _gpus(pod: dict[str, Any]) -> int:
