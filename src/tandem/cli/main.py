@@ -141,6 +141,32 @@ def explain(
     _guard(run)
 
 
+class Policy(str, Enum):
+    tandem = "tandem"
+    independent = "independent"
+    sequential = "sequential"
+
+
+@app.command()
+def simulate(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML (see docs/controller.md).", show_default=False)],
+    policy: Annotated[Policy, typer.Option(help="Placement policy the controller uses.")] = Policy.tandem,
+    compare: Annotated[bool, typer.Option("--compare", help="Run tandem and both baselines, side by side.")] = False,
+    out: Annotated[Path, typer.Option("--out", help="Directory for summary.json, the plots and index.html.")] = Path("out/simulate"),
+) -> None:
+    """Run a scenario in the simulated cluster with the real controller; write a report."""
+    from tandem.cli.simulate import run_simulation
+
+    def run() -> None:
+        policies = [p.value for p in Policy] if compare else [policy.value]
+        console = Console(highlight=False)
+        if not console.is_terminal:
+            console.width = 160
+        run_simulation(scenario, policies, out, console)
+
+    _guard(run)
+
+
 @cluster_app.command("generate")
 def cluster_generate(
     shape: Annotated[str, typer.Option(help="Levels, broadest first, the last being hosts: block=4,rack=4,host=8.")],

@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import ValidationError
 
@@ -35,7 +35,7 @@ from tandem.controller.cluster import ApiError, Cluster, Conflict, NotFound
 from tandem.controller.pods import ADMITTED, ASSIGNED_AT, GATE, HOSTNAME, assigned_node, replica_pods, replicas_of_unit, revision_of
 from tandem.coordination.model import CoordinationStatus, Decision, Observed, UnitSpec
 from tandem.coordination.planner import plan as coordinate
-from tandem.placement import place
+from tandem.placement import Plan, place
 from tandem.placement.demand import PlacedReplica, UnitDemand, units_from_group
 from tandem.topology import ClusterSnapshot, TopologyView
 
@@ -56,7 +56,11 @@ class PassReport:
         return self.created + self.deleted + self.ungated + self.placed
 
 
-def reconcile(cluster: Cluster, now: float) -> PassReport:
+Placer = Callable[..., Plan]
+
+
+def reconcile(cluster: Cluster, now: float, placer: Placer = place) -> PassReport:
+    """One pass; `placer` is the engine (a baseline can stand in, to compare policies)."""
     report = PassReport()
     groups = _groups(cluster, report)
     for raw, typed in groups:
@@ -64,7 +68,7 @@ def reconcile(cluster: Cluster, now: float) -> PassReport:
     decisions: dict[tuple[str, str], dict[int, Decision]] = {}
     for raw, typed in groups:
         decisions[_key(raw)] = _coordinate_group(cluster, raw, typed, now, report)
-    _place(cluster, groups, now, report)
+    _place(cluster, groups, now, placer, report)
     for raw, typed in groups:
         _write_status(cluster, raw, typed, decisions[_key(raw)], now, report)
     return report
@@ -194,7 +198,9 @@ def _delete_pod(cluster: Cluster, namespace: str, name: str) -> int:
 # ----------------------------------------------------------------------------- place
 
 
-def _place(cluster: Cluster, groups: list[tuple[dict[str, Any], InferenceGroup]], now: float, report: PassReport) -> None:
+def _place(
+    cluster: Cluster, groups: list[tuple[dict[str, Any], InferenceGroup]], now: float, placer: Placer, report: PassReport
+) -> None:
     pods = cluster.list("Pod").items
     waiting = [p for p in pods if _waits_for_placement(p)]
     if not waiting:
@@ -216,12 +222,11 @@ def _place(cluster: Cluster, groups: list[tuple[dict[str, Any], InferenceGroup]]
             report.events.append(f"{_name(raw)}: ClusterTopology {typed.spec.topology_name!r} not found; not placed")
             continue
         demands += _unit_demands(raw, typed, pods)
-    plan = place(snapshot, views, demands)
+    plan = placer(snapshot, views, demands)
     by_name = {(p["metadata"].get("namespace"), p["metadata"]["name"]): p for p in waiting}
     for unit in plan.units:
         if unit.state == "Unschedulable":
             report.events.append(f"{unit.unit.label}: Unschedulable: {unit.message}")
-            continue
         for _, replicas in unit.roles:
             for replica in replicas:
                 if replica.existing:

@@ -16,7 +16,9 @@ import numpy as np
 
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.quantity import parse_quantity
-from tandem.controller.reconcile import reconcile
+from tandem.controller.pods import assigned_node
+from tandem.controller.reconcile import Placer, reconcile
+from tandem.placement import place
 from tandem.sim.events import EventLoop
 from tandem.sim.kubelet import Kubelet, Startup
 from tandem.sim.store import MemoryStore
@@ -56,11 +58,13 @@ class Scenario:
 @dataclass
 class Sample:
     at: float
-    functional: dict[str, int]  # group -> functional units
-    partial_gpus: dict[str, int]  # group -> GPUs held by units that are not functional
+    functional: dict[str, int]  # group -> functional units (every role at its minimum Ready)
+    partial_gpus: dict[str, int]  # group -> GPUs held by partially placed units
     allocated_gpus: int
     over_capacity: list[str]  # nodes over allocatable (must stay empty)
-    partially_placed: list[str]  # "group[unit]" holding bound pods with a role below its minimum bound
+    partially_placed: list[str]  # "group[unit]" holding GPUs with a role below its minimum placed
+    ready: dict[str, dict[str, int]] = field(default_factory=dict)  # group -> role -> Ready replicas (all units)
+    desired: dict[str, dict[str, int]] = field(default_factory=dict)  # group -> role -> desired replicas (all units)
 
 
 @dataclass
@@ -71,7 +75,8 @@ class Result:
     passes: int
 
 
-def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None) -> Result:
+def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None, placer: Placer = place) -> Result:
+    """Run `scenario`; `placer` is the placement policy the controller uses (the engine by default)."""
     loop = EventLoop()
     store = MemoryStore(clock=lambda: loop.now)
     kubelet = Kubelet(store, loop, np.random.default_rng(scenario.seed), scenario.bind_latency_s, scenario.startup)
@@ -101,7 +106,7 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
                 log.append((loop.now, line))
             if event.kind == "follow-up":
                 pending_follow_up = False
-        report = reconcile(store, loop.now)
+        report = reconcile(store, loop.now, placer)
         passes += 1
         log += [(loop.now, line) for line in report.events]
         kubelet.react()
@@ -140,11 +145,21 @@ def _sample(store: MemoryStore, at: float) -> Sample:
     functional: dict[str, int] = {}
     partial: dict[str, int] = {}
     partially_placed: list[str] = []
+    ready_counts: dict[str, dict[str, int]] = {}
+    desired_counts: dict[str, dict[str, int]] = {}
     for group in groups:
         key = f"{group['metadata'].get('namespace', 'default')}/{group['metadata']['name']}"
         mine = [p for p in pods if p["metadata"]["labels"].get(GROUP_LABEL) == group["metadata"]["name"]]
         functional[key] = partial[key] = 0
-        for unit in range(group["spec"].get("replicas", 1)):
+        units = group["spec"].get("replicas", 1)
+        ready_counts[key] = {}
+        desired_counts[key] = {}
+        for role in group["spec"]["roles"]:
+            per_replica = role.get("podsPerReplica", 1)
+            role_pods = [p for p in mine if p["metadata"]["labels"].get(ROLE_LABEL) == role["name"]]
+            ready_counts[key][role["name"]] = sum(1 for p in role_pods if _ready(p)) // per_replica
+            desired_counts[key][role["name"]] = role.get("replicas", 1) * units
+        for unit in range(units):
             members = [p for p in mine if p["metadata"]["labels"].get(UNIT_LABEL) == str(unit)]
             ok = placed = True
             for role in group["spec"]["roles"]:
@@ -152,13 +167,13 @@ def _sample(store: MemoryStore, at: float) -> Sample:
                 per_replica = role.get("podsPerReplica", 1)
                 mine_role = [p for p in members if p["metadata"]["labels"].get(ROLE_LABEL) == role["name"]]
                 ok &= sum(1 for p in mine_role if _ready(p)) // per_replica >= minimum
-                placed &= sum(1 for p in mine_role if p["spec"].get("nodeName")) // per_replica >= minimum
-            if not placed and any(p["spec"].get("nodeName") for p in members):
-                partially_placed.append(f"{key}[{unit}]")
+                placed &= sum(1 for p in mine_role if assigned_node(p)) // per_replica >= minimum
             if ok:
                 functional[key] += 1
-            else:
-                partial[key] += sum(_gpus(p) for p in members if p["spec"].get("nodeName"))
+            if not placed and any(assigned_node(p) for p in members):
+                # Holding GPUs without every minimum placed: the waste a unit gang prevents.
+                partially_placed.append(f"{key}[{unit}]")
+                partial[key] += sum(_gpus(p) for p in members if assigned_node(p))
     used: dict[str, int] = {}
     for pod in pods:
         node = pod["spec"].get("nodeName")
@@ -169,7 +184,7 @@ def _sample(store: MemoryStore, at: float) -> Sample:
         for n in store.list("Node").items
         if used.get(n["metadata"]["name"], 0) > parse_quantity(n["status"]["allocatable"].get(GPU, 0)) // 1000
     ]
-    return Sample(at, functional, partial, sum(used.values()), over, partially_placed)
+    return Sample(at, functional, partial, sum(used.values()), over, partially_placed, ready_counts, desired_counts)
 
 
 def _gpus(pod: dict[str, Any]) -> int:

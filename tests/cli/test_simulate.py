@@ -1,0 +1,62 @@
+"""`tandem simulate` on a small scenario: the report files, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+SCENARIO = """
+apiVersion: tandem.dev/v1alpha1
+kind: Scenario
+metadata: {name: small}
+spec:
+  seed: 1
+  durationSeconds: 400
+  cluster: {shape: "block=1,rack=2,host=4", gpus: 8}
+  groups:
+    - {at: 0, file: group.yaml}
+  faults:
+    - {at: 200, rack: rack-0, recoverAfterSeconds: 100}
+"""
+
+
+def _group(examples):
+    docs = list(yaml.safe_load_all((examples / "llama-70b.yaml").read_text()))
+    docs[0]["spec"]["replicas"] = 1
+    return yaml.safe_dump(docs[0])
+
+
+def test_simulate_writes_summary_plots_and_report(tmp_path, run_cli, examples):
+    (tmp_path / "scenario.yaml").write_text(SCENARIO)
+    (tmp_path / "group.yaml").write_text(_group(examples))
+    out = tmp_path / "out"
+    result = run_cli("simulate", tmp_path / "scenario.yaml", "--compare", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == {"tandem", "independent", "sequential"}
+    figures = summary["tandem"]["groups"]["serving/llama-70b"]
+    assert set(figures) == {
+        "time_to_first_functional_s",
+        "time_to_target_s",
+        "available_fraction",
+        "max_ratio_deviation",
+        "partial_gpu_seconds",
+        "stalls",
+        "affinity_satisfied_fraction",
+    }
+    assert figures["partial_gpu_seconds"] == 0 and figures["time_to_first_functional_s"] is not None
+    page = (out / "index.html").read_text()
+    for image in ("functional.png", "ratio.png", "partial.png"):
+        assert (out / image).stat().st_size > 1000 and f'src="{image}"' in page
+
+
+def test_a_bad_scenario_is_one_line_and_exit_2(tmp_path, run_cli):
+    (tmp_path / "scenario.yaml").write_text(SCENARIO.replace("durationSeconds: 400", "durationSeconds: -1"))
+    result = run_cli("simulate", tmp_path / "scenario.yaml", "--out", tmp_path / "out")
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "spec.durationSeconds" in lines[0]
+    (tmp_path / "scenario.yaml").write_text(SCENARIO)
+    result = run_cli("simulate", tmp_path / "scenario.yaml", "--out", tmp_path / "out")
+    assert result.exit_code == 2 and "group.yaml" in result.stderr
