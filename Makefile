@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/tandem plan --cluster examples/cluster.yaml examples/llama-70b.yaml examples/llama-405b.yaml examples/llama-8b.yaml
-	$(BIN)/tandem simulate examples/demo-scenario.yaml --out out/demo
+	$(BIN)/tandem simulate examples/scenarios/demo.yaml --out out/demo
 
 test: $(STAMP)
 	$(BIN)/lint-imports

@@ -60,3 +60,13 @@ def test_a_bad_scenario_is_one_line_and_exit_2(tmp_path, run_cli):
     (tmp_path / "scenario.yaml").write_text(SCENARIO)
     result = run_cli("simulate", tmp_path / "scenario.yaml", "--out", tmp_path / "out")
     assert result.exit_code == 2 and "group.yaml" in result.stderr
+
+
+def test_the_bundled_demo_scenario_loads(examples):
+    from tandem.sim.scenario import load_scenario
+
+    path = examples / "scenarios" / "demo.yaml"
+    scenario = load_scenario(str(path), path.read_text(), lambda rel: (str(path.parent / rel), (path.parent / rel).read_text()))
+    assert len([n for n in scenario.cluster if n["kind"] == "Node"]) * 8 == 1024
+    assert len(scenario.arrivals) == 4 and len(scenario.changes) == 2
+    assert len(scenario.faults) == 1 and len(scenario.faults[0].nodes) == 8
