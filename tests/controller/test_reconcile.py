@@ -147,3 +147,24 @@ def test_a_unit_below_its_minimum_is_released_whole_after_the_gang_timeout():
     report = reconcile(store, 1121.0)
     assert any("released to be placed again as a unit" in e for e in report.events)
     assert not [p for p in store.list("Pod", "serving").items if p["spec"].get("nodeName")], "nothing held"
+
+
+def test_a_released_unit_is_requeued_with_exponential_backoff():
+    g = design_group()
+    g["spec"]["scheduler"] = {"gangTimeoutSeconds": 120}
+    store = world(g)
+    run(store)
+    for n in store.list("Node").items:
+        store.patch("Node", None, n["metadata"]["name"], {"spec": {"unschedulable": True}})
+    for pod in store.list("Pod", "serving", "tandem.dev/role=decode").items:
+        pod["status"] = {"phase": "Failed"}
+        store.update_status(pod)
+    reconcile(store, 1000.0)
+    reconcile(store, 1121.0)  # released
+    unit = store.get("InferenceGroup", "serving", "llama")["status"]["units"]["0"]
+    assert (unit["releases"], unit["retryAfter"]) == (1, 1151.0)
+    assert reconcile(store, 1140.0).created == 0, "backing off"
+    assert store.list("Pod", "serving").items == []
+    for n in store.list("Node").items:  # capacity is back, but only some: prefill fits, decode does not
+        store.patch("Node", None, n["metadata"]["name"], {"spec": {"unschedulable": None}})
+    assert reconcile(store, 1152.0).created > 0, "retried after the backoff"

@@ -64,3 +64,28 @@ def test_random_scenario_keeps_the_invariants(seed):
                 replicas, _ = replicas_of_unit(members, {entry["name"]: spec_role.get("podsPerReplica", 1)})
                 ready += sum(1 for r in replicas if r.phase == "Ready")
             assert entry["readyReplicas"] == ready
+
+
+@pytest.mark.parametrize("seed", range(0, 200, 10))
+def test_a_controller_crash_changes_nothing_but_timing(seed):
+    """The controller keeps nothing between passes: down for random windows, the run ends
+    in the same state and keeps the capacity invariant throughout."""
+    import dataclasses
+
+    calm = random_scenario(seed)
+    rng = random.Random(seed)
+    windows = sorted((start, start + rng.choice([15.0, 45.0, 90.0])) for start in (rng.uniform(0, 500) for _ in range(3)))
+    crashed = dataclasses.replace(calm, controller_down=windows, duration_s=calm.duration_s + 300.0)
+    calm = dataclasses.replace(calm, duration_s=calm.duration_s + 300.0)
+    first, second = simulate(calm), simulate(crashed)
+    assert all(not s.over_capacity for s in second.samples)
+    assert first.samples[-1].functional == second.samples[-1].functional
+
+    def shape(result):
+        return sorted(
+            (p["metadata"]["labels"]["tandem.dev/group"], p["metadata"]["labels"]["tandem.dev/unit"], p["metadata"]["labels"]["tandem.dev/role"])
+            for p in result.store.list("Pod").items
+            if p.get("status", {}).get("phase") != "Failed"
+        )
+
+    assert shape(first) == shape(second)

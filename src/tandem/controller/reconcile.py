@@ -40,6 +40,11 @@ from tandem.placement.demand import PlacedReplica, UnitDemand, units_from_group
 from tandem.topology import ClusterSnapshot, TopologyView
 
 
+# A unit released after its gang timeout is requeued after 30 s x 2^(releases-1), at most 600 s.
+RELEASE_BACKOFF_S = 30.0
+RELEASE_BACKOFF_CAP_S = 600.0
+
+
 @dataclass
 class PassReport:
     """What one pass did, for logs, the simulator's event log and tests."""
@@ -63,14 +68,13 @@ def reconcile(cluster: Cluster, now: float, placer: Placer = place) -> PassRepor
     """One pass; `placer` is the engine (a baseline can stand in, to compare policies)."""
     report = PassReport()
     groups = _groups(cluster, report)
-    for raw, typed in groups:
-        _release_stuck(cluster, raw, typed, now, report)
+    released = {_key(raw): _release_stuck(cluster, raw, typed, now, report) for raw, typed in groups}
     decisions: dict[tuple[str, str], dict[int, Decision]] = {}
     for raw, typed in groups:
-        decisions[_key(raw)] = _coordinate_group(cluster, raw, typed, now, report)
+        decisions[_key(raw)] = _coordinate_group(cluster, raw, typed, now, released[_key(raw)], report)
     _place(cluster, groups, now, placer, report)
     for raw, typed in groups:
-        _write_status(cluster, raw, typed, decisions[_key(raw)], now, report)
+        _write_status(cluster, raw, typed, decisions[_key(raw)], released[_key(raw)], now, report)
     return report
 
 
@@ -102,14 +106,15 @@ def _unit_pods(cluster: Cluster, raw: dict[str, Any]) -> dict[int, list[dict[str
 # ----------------------------------------------------------------------------- gang timeout
 
 
-def _release_stuck(cluster: Cluster, raw: dict[str, Any], typed: InferenceGroup, now: float, report: PassReport) -> None:
+def _release_stuck(cluster: Cluster, raw: dict[str, Any], typed: InferenceGroup, now: float, report: PassReport) -> set[int]:
     """Two releases after `scheduler.gangTimeoutSeconds`, so nothing holds capacity half-done:
 
     - a pod placed but not bound in time (its node died, say): released, and its replica
       is then replaced;
     - a unit partially placed (some pods bound, a role below its minimum bound) for
       longer than the timeout, per `partialSince` in its status: all its pods are
-      released, and it is rolled out again as a whole.
+      released, and it is requeued: rolled out again as a whole after a backoff of
+      30 s × 2^(releases−1), at most 600 s (`retryAfter` in its status).
     """
     timeout = typed.spec.scheduler.gang_timeout_seconds
     namespace = raw["metadata"].get("namespace", "default")
@@ -131,13 +136,14 @@ def _release_stuck(cluster: Cluster, raw: dict[str, Any], typed: InferenceGroup,
             report.events.append(f"{meta['name']}: not bound within gangTimeoutSeconds ({timeout}s); released")
     for unit in sorted(expired):
         report.events.append(f"{_name(raw)}[{unit}]: partially placed for more than {timeout}s; released to be placed again as a unit")
+    return {int(unit) for unit in expired}
 
 
 # ----------------------------------------------------------------------------- coordinate
 
 
 def _coordinate_group(
-    cluster: Cluster, raw: dict[str, Any], typed: InferenceGroup, now: float, report: PassReport
+    cluster: Cluster, raw: dict[str, Any], typed: InferenceGroup, now: float, released: set[int], report: PassReport
 ) -> dict[int, Decision]:
     revision = revision_of(typed)
     spec = UnitSpec.from_group(typed, revision)
@@ -152,6 +158,10 @@ def _coordinate_group(
     for unit in range(typed.spec.replicas):
         replicas, pods_of = replicas_of_unit(by_unit.get(unit, []), pods_per_replica)
         status = _load_status(saved.get(str(unit), {}).get("coordination"))
+        retry_after = saved.get(str(unit), {}).get("retryAfter")
+        if unit in released or (retry_after is not None and now < float(retry_after) and not replicas):
+            decisions[unit] = Decision("Stalled", "requeued after a gang timeout; backing off", {}, (), (), status)
+            continue
         decision = coordinate(spec, Observed(tuple(replicas), status), now)
         decisions[unit] = decision
         for delete in decision.delete:
@@ -292,7 +302,13 @@ def _unit_demands(raw: dict[str, Any], typed: InferenceGroup, pods: list[dict[st
 
 
 def _write_status(
-    cluster: Cluster, raw: dict[str, Any], typed: InferenceGroup, decisions: dict[int, Decision], now: float, report: PassReport
+    cluster: Cluster,
+    raw: dict[str, Any],
+    typed: InferenceGroup,
+    decisions: dict[int, Decision],
+    released: set[int],
+    now: float,
+    report: PassReport,
 ) -> None:
     namespace = raw["metadata"].get("namespace", "default")
     try:
@@ -335,7 +351,8 @@ def _write_status(
         _condition("Degraded", not available and any(r["readyReplicas"] for r in roles), "BelowMinimum" if not available else "None", ""),
     ]
     saved_units = (current.get("status") or {}).get("units", {})
-    partial_since = {}
+    partial_since: dict[int, float | None] = {}
+    backoff: dict[int, tuple[int, float | None]] = {}
     for unit in range(typed.spec.replicas):
         unit_pods = [p for p in pods if p["metadata"]["labels"].get(UNIT_LABEL) == str(unit)]
         holding = any(p["spec"].get("nodeName") for p in unit_pods)
@@ -349,13 +366,28 @@ def _write_status(
             partial_since[unit] = now if since is None else since
         else:
             partial_since[unit] = None
+        saved = saved_units.get(str(unit), {})
+        count, retry = saved.get("releases", 0), saved.get("retryAfter")
+        if unit in released:
+            count += 1
+            retry = now + min(RELEASE_BACKOFF_S * 2 ** (count - 1), RELEASE_BACKOFF_CAP_S)
+        elif holding and placed_enough:
+            count, retry = 0, None  # placed whole again: the backoff starts over
+        backoff[unit] = (count, retry)
     status = {
         "observedGeneration": current["metadata"].get("generation", 1),
         "revision": revision,
         "conditions": conditions,
         "roles": roles,
         "units": {
-            str(u): {"state": d.state, "reason": d.reason, "partialSince": partial_since.get(u), "coordination": _dump_status(d.status)}
+            str(u): {
+                "state": d.state,
+                "reason": d.reason,
+                "partialSince": partial_since.get(u),
+                "releases": backoff[u][0],
+                "retryAfter": backoff[u][1],
+                "coordination": _dump_status(d.status),
+            }
             for u, d in sorted(decisions.items())
         },
     }

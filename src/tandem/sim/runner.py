@@ -53,6 +53,9 @@ class Scenario:
     bind_latency_s: float = 1.0
     startup: Mapping[str, Startup] = field(default_factory=dict)
     resync_s: float = 10.0
+    # Windows (start, end) when the controller is down (crashed, restarting): no pass runs.
+    # The controller keeps nothing between passes, so a crash can only change timing.
+    controller_down: list[tuple[float, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -94,6 +97,8 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
     while t <= scenario.duration_s:
         loop.schedule(t, "resync")
         t += scenario.resync_s
+    for _, end in scenario.controller_down:
+        loop.schedule(end, "resync")  # the restarted controller's first pass
 
     samples: list[Sample] = []
     log: list[tuple[float, str]] = []
@@ -106,6 +111,10 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
                 log.append((loop.now, line))
             if event.kind == "follow-up":
                 pending_follow_up = False
+        if any(start <= loop.now < end for start, end in scenario.controller_down):
+            kubelet.react()
+            samples.append(_sample(store, loop.now))
+            continue
         report = reconcile(store, loop.now, placer)
         passes += 1
         log += [(loop.now, line) for line in report.events]
