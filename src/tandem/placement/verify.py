@@ -154,7 +154,11 @@ def check_plan(
                     for side, side_role in (("from", rule.from_role), ("to", rule.to_role)):
                         if side_role == role_name:
                             depth = view.depth(rule.level)
-                            rule_domains[(number, side)][replica.index] = {int(view.dom[depth][n]) for n in replica_nodes}
+                            if side == "to" or not replica.existing:
+                                # A running from-replica whose counterpart is gone cannot be
+                                # moved by this plan; only the from-replicas it places must
+                                # land near a to-replica (running ones count as targets).
+                                rule_domains[(number, side)][replica.index] = {int(view.dom[depth][n]) for n in replica_nodes}
 
         functional = all(counts[role.name] >= role.minimum for role in unit.roles)
         complete = all(counts[role.name] >= role.desired for role in unit.roles)
