@@ -47,7 +47,7 @@ def test_simulate_writes_summary_plots_and_report(tmp_path, run_cli, examples):
     }
     assert figures["partial_gpu_seconds"] == 0 and figures["time_to_first_functional_s"] is not None
     page = (out / "index.html").read_text()
-    for image in ("functional.png", "ratio.png", "partial.png"):
+    for image in ("functional.png", "ratio.png", "partial.png", "topology.png"):
         assert (out / image).stat().st_size > 1000 and f'src="{image}"' in page
 
 

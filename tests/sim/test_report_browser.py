@@ -64,6 +64,6 @@ def test_the_report_renders_with_its_plots(tmp_path):
         text=True,
         timeout=120,
     ).stdout
-    for image_name in ("functional.png", "ratio.png", "partial.png"):
+    for image_name in ("functional.png", "ratio.png", "partial.png", "topology.png"):
         assert f'src="{image_name}"' in dom
     assert "partial_gpu_seconds" in dom

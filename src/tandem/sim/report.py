@@ -18,6 +18,7 @@ PLOTS = {
     "functional.png": "Functional units over time",
     "ratio.png": "Ready fraction of the desired count, per role",
     "partial.png": "GPUs held by non-functional units, and allocated",
+    "topology.png": "Placement topology quality: from-replicas next to a counterpart (affinity satisfied), per group",
 }
 
 
@@ -68,6 +69,19 @@ def _plots(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]]) -> list[Pa
     _decorate(axes[0][0], "GPUs held by non-functional units", "GPUs")
     _decorate(axes[0][1], "GPUs allocated", "GPUs")
     _save(figure, out / "partial.png", written)
+
+    groups = sorted({g for _, figures in runs.values() for g in figures["groups"]})
+    figure, ax = plt.subplots(figsize=(max(6, 2.2 * len(groups)), 3.4))
+    width = 0.8 / max(len(policies), 1)
+    for offset, policy in enumerate(policies):
+        values = [runs[policy][1]["groups"].get(g, {}).get("affinity_satisfied_fraction") for g in groups]
+        xs = [i + offset * width for i in range(len(groups))]
+        ax.bar(xs, [v if v is not None else 0 for v in values], width=width, label=policy)
+    ax.set_xticks([i + width * (len(policies) - 1) / 2 for i in range(len(groups))], groups, fontsize=8)
+    ax.set_ylim(0, 1.05)
+    _decorate(ax, "affinity satisfied at the end (0 also where a group has no affinity)", "fraction")
+    ax.set_xlabel("group")
+    _save(figure, out / "topology.png", written)
     figure.clear()
     plt.close("all")
     return written
