@@ -10,6 +10,7 @@ controller code runs against either. Writes are compare-and-swap on
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Literal, Mapping, Protocol
 
 Object = dict[str, Any]
@@ -92,3 +93,16 @@ class Cluster(Protocol):
     def delete(self, kind: str, namespace: str | None, name: str, resource_version: str | None = None) -> None: ...
 
     def bind(self, namespace: str, pod: str, node: str) -> Object: ...
+
+
+def rfc3339(seconds: float) -> str:
+    """Seconds since the epoch as the RFC 3339 text the API server writes in timestamps."""
+    text = datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    return text.rstrip("0").rstrip(".") + "Z"
+
+
+def seconds(timestamp: str | None) -> float:
+    """An RFC 3339 timestamp back to seconds since the epoch (0 when absent)."""
+    if not timestamp:
+        return 0.0
+    return datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp()

@@ -12,11 +12,11 @@ import copy
 import hashlib
 import json
 from collections import defaultdict
-from datetime import datetime
 from typing import Any
 
 from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL, pod_name
 from tandem.api.resources import InferenceGroup
+from tandem.controller.cluster import seconds
 from tandem.coordination.model import Replica
 
 GATE = "tandem.dev/placement"
@@ -103,16 +103,9 @@ def replicas_of_unit(pods: list[dict[str, Any]], pods_per_replica: dict[str, int
             phase = "Failed"
         else:
             phase = min(phases, key=["Gated", "Pending", "Scheduled", "Ready"].index)
-        created = min(_seconds(p["metadata"].get("creationTimestamp")) for p in members)
+        created = min(seconds(p["metadata"].get("creationTimestamp")) for p in members)
         replicas.append(Replica(role, index, revision, phase, created))  # type: ignore[arg-type]
     return replicas, dict(by_replica)
-
-
-def _seconds(timestamp: str | None) -> float:
-    """RFC 3339 text to seconds since the epoch (0 when absent)."""
-    if not timestamp:
-        return 0.0
-    return datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp()
 
 
 def _pod_phase(pod: dict[str, Any]) -> str:

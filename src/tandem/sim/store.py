@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import copy
 from collections import deque
-from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
-from tandem.controller.cluster import AlreadyExists, Conflict, Event, Gone, Invalid, ListResult, NotFound, Object
+from tandem.controller.cluster import AlreadyExists, Conflict, Event, Gone, Invalid, ListResult, NotFound, Object, rfc3339
 from tandem.controller.selectors import matches
 
 STATUS_SUBRESOURCE = frozenset({"Pod", "Node", "InferenceGroup"})
@@ -213,17 +212,6 @@ class MemoryStore:
 
     def _stale(self, kind: str, namespace: str | None, name: str) -> str:
         return f"{kind} {self._where(namespace, name)} was modified since it was read; re-read and retry"
-
-
-def rfc3339(seconds: float) -> str:
-    """Seconds since the epoch as RFC 3339 with sub-second precision kept."""
-    text = datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")
-    return text.rstrip("0").rstrip(".") + "Z"
-
-
-def seconds(text: str) -> float:
-    """RFC 3339 text back to seconds since the epoch."""
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def _merge(target: Any, patch: Any) -> Any:
