@@ -13,6 +13,7 @@ matplotlib.use("Agg")  # files only, never a window
 import matplotlib.pyplot as plt  # noqa: E402
 
 from tandem.sim.runner import Result  # noqa: E402
+from tandem.sim.summary import GROUP_KEYS  # noqa: E402
 
 PLOTS = {
     "functional.png": "Functional units over time",
@@ -105,15 +106,7 @@ def _save(figure, path: Path, written: list[Path]) -> None:
 
 def _html(title: str, runs: dict[str, tuple[Result, dict[str, Any]]]) -> str:
     rows = []
-    keys = [
-        "time_to_first_functional_s",
-        "time_to_target_s",
-        "available_fraction",
-        "max_ratio_deviation",
-        "partial_gpu_seconds",
-        "stalls",
-        "affinity_satisfied_fraction",
-    ]
+    keys = list(GROUP_KEYS)
     for policy, (_, figures) in runs.items():
         for group, values in figures["groups"].items():
             cells = "".join(f"<td>{html.escape(str(values.get(k)))}</td>" for k in keys)

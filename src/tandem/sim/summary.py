@@ -22,6 +22,17 @@ from typing import Any
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.sim.runner import Result, Scenario
 
+# The per-group keys of summary.json, in the order reports show them.
+GROUP_KEYS = (
+    "time_to_first_functional_s",
+    "time_to_target_s",
+    "available_fraction",
+    "max_ratio_deviation",
+    "partial_gpu_seconds",
+    "stalls",
+    "affinity_satisfied_fraction",
+)
+
 
 def summarize(scenario: Scenario, result: Result) -> dict[str, Any]:
     arrivals = {f"{g['metadata'].get('namespace', 'default')}/{g['metadata']['name']}": at for at, g in scenario.arrivals}
