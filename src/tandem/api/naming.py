@@ -9,6 +9,8 @@ ROLE_LABEL = LABEL_PREFIX + "role"
 REPLICA_LABEL = LABEL_PREFIX + "replica"
 POD_INDEX_LABEL = LABEL_PREFIX + "pod-index"
 MAX_POD_NAME = 63
+# The scheduling gate tandem puts on every pod it creates and removes once it chose a node.
+GATE = LABEL_PREFIX + "placement"
 
 
 def pod_name(group: str, unit: int, role: str, replica: int, pod: int) -> str:

@@ -14,12 +14,11 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL, pod_name
+from tandem.api.naming import GATE, GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL, pod_name
 from tandem.api.resources import InferenceGroup
 from tandem.controller.cluster import seconds
 from tandem.coordination.model import Replica
 
-GATE = "tandem.dev/placement"
 REVISION_LABEL = "tandem.dev/revision"
 ADMITTED = "tandem.dev/admitted"
 ASSIGNED_AT = "tandem.dev/assigned-at"  # when tandem chose the pod's node (seconds, for the gang timeout)
