@@ -1,0 +1,75 @@
+"""Closed-form timing of a decode batch whose membership does not change.
+
+Between joins and departures a decode replica repeats the same iteration with a context
+that grows by one token per request: iteration i (0-based) takes
+
+    step(i) = max(base + slope x i, floor)
+
+with base = (weight bytes + kv_bytes_per_token x context) / (gpus x hbm_bw x mbu) for
+the batch's context at the run's start, slope = kv_bytes_per_token x batch / (gpus x
+hbm_bw x mbu) and floor = 2 x params x batch / (gpus x peak x mfu). The memory term only
+grows, so the max switches from compute to memory at most once, and the time of k
+iterations is an arithmetic series; the simulator needs no event per token.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class BatchRun:
+    start: float  # when iteration 0 begins (s)
+    batch: int  # requests in every iteration
+    context: int  # KV tokens the whole batch reads in iteration 0
+    base: float  # memory time of iteration 0 (s)
+    slope: float  # memory time added by each later iteration (s), > 0
+    floor: float  # compute time of any iteration (s)
+
+    def step(self, i: int) -> float:
+        """Seconds of iteration i."""
+        return max(self.base + self.slope * i, self.floor)
+
+    def elapsed(self, k: int) -> float:
+        """Seconds of the first k iterations: n x floor + sum over i in [n, k) of (base + slope x i),
+        where n is the number of compute-bound iterations at the start."""
+        if k <= 0:
+            return 0.0
+        n = 0 if self.base >= self.floor else min(k, math.ceil((self.floor - self.base) / self.slope))
+        return n * self.floor + (k - n) * self.base + self.slope * ((k * (k - 1) - n * (n - 1)) / 2)
+
+    def boundary(self, k: int) -> float:
+        """When iteration k-1 ends (k iterations done)."""
+        return self.start + self.elapsed(k)
+
+    def done_by(self, t: float, limit: int) -> int:
+        """Iterations completed at time t (boundaries <= t), at most `limit`."""
+        if limit <= 0 or self.boundary(1) > t:
+            return 0
+        low, high = 1, limit  # boundary(low) <= t
+        if self.boundary(high) <= t:
+            return high
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self.boundary(middle) <= t:
+                low = middle
+            else:
+                high = middle
+        return low
+
+    def progress(self, t: float, limit: int) -> float:
+        """Iterations done at time t, counting the one under way pro rata (at most `limit`)."""
+        if t <= self.start:
+            return 0.0
+        done = self.done_by(t, limit)
+        if done >= limit:
+            return float(limit)
+        return done + (t - self.boundary(done)) / self.step(done)
+
+    def first_boundary_from(self, t: float, limit: int) -> int:
+        """The first k >= 1 whose boundary is at or after t, at most `limit`."""
+        done = self.done_by(t, limit)
+        if done >= 1 and self.boundary(done) == t:
+            return done
+        return min(limit, done + 1)

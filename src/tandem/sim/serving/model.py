@@ -1,0 +1,855 @@
+"""A request-level discrete-event model of prefill/decode-disaggregated serving.
+
+Path of a request (docs/serving.md has the full rules and their limits):
+
+1. Router: it waits until a prefill replica exists, then goes to the prefill replica with
+   the fewest outstanding prompt tokens (queued + running; ties by id).
+2. Prefill: each replica runs FCFS batches of whole prompts up to
+   `max_prefill_batch_tokens` (a longer prompt runs alone) in `prefill_seconds`.
+3. Admission: the request needs a decode replica of its prefill replica's unit when that
+   unit has any, else of any unit; the nearest one with room (highest bandwidth to the
+   prefill node; then the most free KV tokens, then id) reserves prompt + output tokens. Requests
+   without room wait in FIFO admission pools, one per unit (and one for "any unit"); a
+   request never overtakes an earlier one of its pool. One that needs more KV than any
+   candidate replica holds when empty is parked until the replica set changes.
+4. KV transfer: `kv_transfer_seconds(prompt, bandwidth(prefill node, decode node))`, no
+   link contention. The first token is delivered when it completes (TTFT).
+5. Decode: continuous batching; the request joins the running batch at the next
+   iteration boundary (at once on an idle replica), up to `max_decode_batch`; each
+   iteration gives every member one token in `decode_step_seconds(batch, context)`. It
+   leaves and frees its KV after output_tokens - 1 iterations.
+
+A replica that leaves sends its queued prompts back to the front of the router queue;
+requests whose prefill had begun, whose KV it held or was receiving, or that were
+decoding on it are re-prefilled (a restart): over the prompt plus the tokens already
+delivered, which also yields the next token, and decoding resumes from there.
+
+Decode runs are timed in closed form (`batching.BatchRun`): a heap event only at a join
+or a departure, never per token. Deterministic: no randomness, ties broken by id.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from tandem.autoscaling.signals import RoleSignals, Signals
+from tandem.errors import InputError, Problem
+from tandem.sim.serving import roofline
+from tandem.sim.serving.batching import BatchRun
+from tandem.sim.serving.profiles import GpuProfile, ModelProfile
+from tandem.sim.serving.results import ReplicaSamples, ServingResults
+
+KINDS = ("prefill", "decode")
+_ANY_UNIT = -1  # the admission pool of units without a decode replica
+
+# request states
+_PENDING, _ROUTER, _QUEUED, _PREFILLING, _WAITING_KV, _PARKED, _TRANSFERRING, _JOINING, _DECODING, _DONE = range(10)
+
+# event kinds, in the order they run at equal times (after arrivals, so that prompts
+# arriving together start in one batch)
+_PREFILL_START, _PREFILL_DONE, _TRANSFER_DONE, _RUN_END = range(4)
+
+
+@dataclass(frozen=True)
+class ReplicaInfo:
+    id: str  # stable identity, e.g. "serving/llama-70b/0/prefill/3"
+    kind: str  # "prefill" | "decode"
+    unit: int  # the group's unit (copy) it belongs to
+    gpus: int  # GPUs of the whole replica (all its pods)
+    node: str  # node of the replica's leader pod, for bandwidth
+
+
+@dataclass(eq=False)
+class _Replica:
+    info: ReplicaInfo
+    index: int  # into the results' replica arrays
+    joined_at: float
+    left_at: float = math.nan
+    token: int = 0  # bumped to cancel the replica's pending event
+
+
+@dataclass(eq=False)
+class _Prefill(_Replica):
+    queue: deque[int] = field(default_factory=deque)
+    outstanding: int = 0  # prompt tokens queued + running
+    batch: list[int] = field(default_factory=list)
+    batch_tokens: int = 0
+    batch_start: float = 0.0
+    batch_end: float = 0.0
+    starting: bool = False  # a batch start is scheduled for now
+    holding: set[int] = field(default_factory=set)  # requests whose KV it holds (waiting or sending)
+    # completed batches, in time order
+    starts: list[float] = field(default_factory=list)
+    ends: list[float] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    total_tokens: int = 0
+
+
+@dataclass(eq=False)
+class _Decode(_Replica):
+    capacity: int = 0  # KV tokens
+    reserved: int = 0
+    peak_reserved: int = 0
+    weight_time: float = 0.0  # roofline constants of this replica's GPU count
+    memory_per_token: float = 0.0
+    compute_per_request: float = 0.0
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # running batch
+    remaining: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # iterations left
+    context: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # KV of its next iteration
+    joiners: deque[int] = field(default_factory=deque)  # transferred, waiting for a boundary or a slot
+    transferring: set[int] = field(default_factory=set)
+    run: BatchRun | None = None
+    run_end_k: int = 0
+    # completed (or cut) runs, in time order
+    runs: list[tuple[BatchRun, int]] = field(default_factory=list)
+    ends: list[float] = field(default_factory=list)
+    total_tokens: int = 0
+
+
+class ServingModel:
+    """Requests through routers, prefill and decode replicas, on the roofline of one model and GPU."""
+
+    def __init__(
+        self,
+        model: ModelProfile,
+        gpu: GpuProfile,
+        bandwidth_gbps: Callable[[str, str], float | None],
+        *,
+        ttft_slo_s: float,
+        itl_slo_s: float,
+        max_prefill_batch_tokens: int = 8192,
+        max_decode_batch: int = 256,
+        unknown_bandwidth_gbps: float | None = None,
+    ):
+        """`bandwidth_gbps(prefill_node, decode_node)` is the link's Gbit/s (e.g.
+        `TopologyView.bandwidth_gbps`); where it says None, `unknown_bandwidth_gbps` is used,
+        and without one that is an InputError."""
+        if max_prefill_batch_tokens < 1 or max_decode_batch < 1:
+            raise ValueError("max_prefill_batch_tokens and max_decode_batch must be >= 1")
+        self.model = model
+        self.gpu = gpu
+        self._bandwidth_of = bandwidth_gbps
+        self._unknown_gbps = unknown_bandwidth_gbps
+        self.ttft_slo_s = ttft_slo_s
+        self.itl_slo_s = itl_slo_s
+        self.max_prefill_batch_tokens = max_prefill_batch_tokens
+        self.max_decode_batch = max_decode_batch
+        self._kv_bytes = roofline.kv_bytes_per_token(model)
+
+        self.now = 0.0
+        self.events_processed = 0  # heap events handled (prefill batches, transfers, decode runs)
+        self._events: list[tuple[float, int, int, object, int]] = []  # (time, kind, seq, target, token)
+        self._seq = 0
+        self._bandwidths: dict[tuple[str, str], float] = {}
+
+        # requests
+        self._arrival = np.zeros(0)
+        self._input = np.zeros(0, np.int64)
+        self._output = np.zeros(0, np.int64)
+        self._state = np.zeros(0, np.int8)
+        self._delivered = np.zeros(0, np.int64)
+        self._ttft = np.zeros(0)
+        self._e2e = np.zeros(0)
+        self._itl = np.zeros(0)
+        self._last_token_at = np.zeros(0)
+        self._max_gap = np.zeros(0)
+        self._transfer_s = np.zeros(0)
+        self._prefill_s = np.zeros(0)
+        self._prefill_replica = np.zeros(0, np.int64)
+        self._decode_replica = np.zeros(0, np.int64)
+        self._restarts = np.zeros(0, np.int64)
+        self._generation = np.zeros(0, np.int64)  # bumped on restart: cancels a pending transfer
+        self._ready_at = np.zeros(0)  # when prefill finished (admission order)
+        self._prefill_of: dict[int, _Prefill] = {}  # where the KV is computed / held
+        self._decode_of: dict[int, _Decode] = {}
+        self._next_arrival = 0
+
+        # replicas
+        self._replicas: list[_Replica] = []  # every replica that ever joined
+        self._prefills: dict[str, _Prefill] = {}  # present, by id
+        self._decodes: dict[str, _Decode] = {}
+        self._decodes_by_unit: dict[int, list[_Decode]] = {}  # present, sorted by id; _ANY_UNIT: all
+        self._router: deque[int] = deque()
+        self._pools: dict[int, deque[int]] = {}
+        self._parked: list[int] = []
+
+        # logs for signals
+        self._ttft_at: list[float] = []
+        self._ttft_values: list[float] = []
+        self._done_at: list[float] = []
+        self._done_itl: list[float] = []
+
+        # per-replica samples
+        self._last_sample_at = 0.0
+        self._samples: dict[str, list[float]] = {
+            key: [] for key in ("at", "replica", "queue", "kv", "tokens_per_s", "busy")
+        }
+
+    # ------------------------------------------------------------------ inputs
+
+    def add_requests(self, arrival_s: np.ndarray, input_tokens: np.ndarray, output_tokens: np.ndarray) -> None:
+        """Append requests (sorted by arrival, none before the last one added or before now)."""
+        arrival = np.asarray(arrival_s, dtype=float)
+        inputs = np.asarray(input_tokens)
+        outputs = np.asarray(output_tokens)
+        if arrival.ndim != 1 or inputs.shape != arrival.shape or outputs.shape != arrival.shape:
+            raise InputError(Problem("requests", "arrival_s, input_tokens and output_tokens must be 1-D arrays of one length"))
+        for name, values in (("input_tokens", inputs), ("output_tokens", outputs)):
+            if values.size and not np.issubdtype(values.dtype, np.integer):
+                if not np.all(np.isfinite(values)) or not np.all(values == np.round(values)):
+                    bad = int(np.argmax(~np.isfinite(values) | (values != np.round(values))))
+                    raise InputError(Problem(f"{name}[{bad}]", f"must be a whole number of tokens, got {values[bad]!r}"))
+            if values.size and values.min() < 1:
+                bad = int(np.argmax(values < 1))
+                raise InputError(Problem(f"{name}[{bad}]", f"must be >= 1, got {values[bad]}"))
+        if arrival.size:
+            if not np.all(np.isfinite(arrival)):
+                bad = int(np.argmax(~np.isfinite(arrival)))
+                raise InputError(Problem(f"arrival_s[{bad}]", f"must be a finite time, got {arrival[bad]}"))
+            if np.any(np.diff(arrival) < 0):
+                bad = int(np.argmax(np.diff(arrival) < 0)) + 1
+                raise InputError(Problem(f"arrival_s[{bad}]", "arrivals must be sorted (non-decreasing)"))
+            earliest = max(self.now, float(self._arrival[-1]) if self._arrival.size else 0.0)
+            if arrival[0] < earliest:
+                raise InputError(Problem("arrival_s[0]", f"must be >= {earliest} (the model's time or the last arrival added)"))
+        n = arrival.size
+        self._arrival = np.concatenate([self._arrival, arrival])
+        self._input = np.concatenate([self._input, inputs.astype(np.int64)])
+        self._output = np.concatenate([self._output, outputs.astype(np.int64)])
+        self._state = np.concatenate([self._state, np.full(n, _PENDING, np.int8)])
+        for name, fill, dtype in (
+            ("_delivered", 0, np.int64),
+            ("_ttft", math.nan, float),
+            ("_e2e", math.nan, float),
+            ("_itl", math.nan, float),
+            ("_last_token_at", math.nan, float),
+            ("_max_gap", math.nan, float),
+            ("_transfer_s", 0.0, float),
+            ("_prefill_s", 0.0, float),
+            ("_prefill_replica", -1, np.int64),
+            ("_decode_replica", -1, np.int64),
+            ("_restarts", 0, np.int64),
+            ("_generation", 0, np.int64),
+            ("_ready_at", math.nan, float),
+        ):
+            setattr(self, name, np.concatenate([getattr(self, name), np.full(n, fill, dtype)]))
+
+    def set_replicas(self, now: float, replicas: Sequence[ReplicaInfo]) -> None:
+        """The complete set of Ready replicas from `now`: new ids join, missing ids leave
+        (an id whose kind, unit, GPUs or node changed leaves and joins again)."""
+        self.advance(now)
+        wanted: dict[str, ReplicaInfo] = {}
+        for position, info in enumerate(replicas):
+            if info.kind not in KINDS:
+                raise InputError(Problem(f"replicas[{position}].kind", f"must be one of {', '.join(KINDS)}, got {info.kind!r}"))
+            if info.gpus < 1:
+                raise InputError(Problem(f"replicas[{position}].gpus", f"must be >= 1, got {info.gpus}"))
+            if info.id in wanted:
+                raise InputError(Problem(f"replicas[{position}].id", f"duplicate replica id {info.id!r}"))
+            wanted[info.id] = info
+        back_to_router: list[int] = []
+        for replica_id in sorted(self._prefills):
+            if wanted.get(replica_id) != self._prefills[replica_id].info:
+                back_to_router += self._leave_prefill(self._prefills.pop(replica_id))
+        for replica_id in sorted(self._decodes):
+            if wanted.get(replica_id) != self._decodes[replica_id].info:
+                back_to_router += self._leave_decode(self._decodes.pop(replica_id))
+        for replica_id in sorted(wanted):
+            info = wanted[replica_id]
+            if replica_id not in self._prefills and replica_id not in self._decodes:
+                self._join(info)
+        by_unit: dict[int, list[_Decode]] = {_ANY_UNIT: [self._decodes[i] for i in sorted(self._decodes)]}
+        for decode in by_unit[_ANY_UNIT]:
+            by_unit.setdefault(decode.info.unit, []).append(decode)
+        self._decodes_by_unit = by_unit
+        self._router.extendleft(reversed(sorted(back_to_router)))
+        self._rebuild_pools()
+        self._dispatch_router()
+        self._try_admit()
+        self._sample()
+
+    # ------------------------------------------------------------------ time
+
+    def advance(self, until: float) -> None:
+        """Process every arrival and internal event with time <= until, in time order."""
+        if until < self.now:
+            raise ValueError(f"time went backwards: {until} < {self.now}")
+        arrival = self._arrival
+        total = arrival.size
+        events = self._events
+        while True:
+            next_event = events[0][0] if events else math.inf
+            next_arrival = arrival[self._next_arrival] if self._next_arrival < total else math.inf
+            if next_arrival <= next_event:
+                if next_arrival > until:
+                    break
+                self.now = float(next_arrival)
+                request = self._next_arrival
+                self._next_arrival += 1
+                self._route(request)
+                continue
+            if next_event > until:
+                break
+            at, kind, _, target, token = heapq.heappop(events)
+            self.now = at
+            self.events_processed += 1
+            if kind == _PREFILL_START:
+                self._start_batch(target)  # type: ignore[arg-type]
+            elif kind == _PREFILL_DONE:
+                self._prefill_done(target, token)  # type: ignore[arg-type]
+            elif kind == _TRANSFER_DONE:
+                self._transfer_done(int(target), token)  # type: ignore[call-overload]
+            else:
+                self._run_end(target, token)  # type: ignore[arg-type]
+        if math.isfinite(until):
+            self.now = until
+
+    def _schedule(self, at: float, kind: int, target: object, token: int) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (at, kind, self._seq, target, token))
+
+    # ------------------------------------------------------------------ router and prefill
+
+    def _route(self, request: int) -> None:
+        self._state[request] = _ROUTER
+        if not self._prefills:
+            self._router.append(request)
+            return
+        self._send_to_prefill(request)
+
+    def _dispatch_router(self) -> None:
+        while self._router and self._prefills:
+            self._send_to_prefill(self._router.popleft())
+
+    def _prompt(self, request: int) -> int:
+        """Tokens to prefill: the prompt plus whatever was delivered before a restart."""
+        return int(self._input[request] + self._delivered[request])
+
+    def _send_to_prefill(self, request: int) -> None:
+        best: _Prefill | None = None
+        for replica in self._prefills.values():
+            if best is None or (replica.outstanding, replica.info.id) < (best.outstanding, best.info.id):
+                best = replica
+        assert best is not None
+        best.queue.append(request)
+        best.outstanding += self._prompt(request)
+        self._state[request] = _QUEUED
+        if not best.batch and not best.starting:
+            best.starting = True
+            self._schedule(self.now, _PREFILL_START, best, best.token)
+
+    def _start_batch(self, replica: _Prefill) -> None:
+        replica.starting = False
+        queue = replica.queue
+        if not queue or replica.batch or not math.isnan(replica.left_at):
+            return
+        batch = [queue.popleft()]
+        lengths = [self._prompt(batch[0])]
+        total = lengths[0]
+        while queue:
+            length = self._prompt(queue[0])
+            if total + length > self.max_prefill_batch_tokens:
+                break
+            batch.append(queue.popleft())
+            lengths.append(length)
+            total += length
+        replica.batch = batch
+        replica.batch_tokens = total
+        replica.batch_start = self.now
+        replica.batch_end = self.now + roofline.prefill_seconds(self.model, self.gpu, replica.info.gpus, total, lengths)
+        for request in batch:
+            self._state[request] = _PREFILLING
+        replica.token += 1
+        self._schedule(replica.batch_end, _PREFILL_DONE, replica, replica.token)
+
+    def _prefill_done(self, replica: _Prefill, token: int) -> None:
+        if token != replica.token or not math.isnan(replica.left_at):
+            return
+        duration = replica.batch_end - replica.batch_start
+        for request in replica.batch:
+            self._prefill_s[request] += duration
+            self._state[request] = _WAITING_KV
+            self._ready_at[request] = self.now
+            self._prefill_of[request] = replica
+            self._prefill_replica[request] = replica.index
+            replica.holding.add(request)
+            self._pools.setdefault(self._pool_of(replica), deque()).append(request)
+        replica.starts.append(replica.batch_start)
+        replica.ends.append(replica.batch_end)
+        replica.tokens.append(replica.batch_tokens)
+        replica.total_tokens += replica.batch_tokens
+        replica.outstanding -= replica.batch_tokens
+        replica.batch = []
+        replica.batch_tokens = 0
+        if replica.queue:
+            self._start_batch(replica)
+        self._try_admit()
+
+    # ------------------------------------------------------------------ admission and transfer
+
+    def _pool_of(self, replica: _Prefill) -> int:
+        unit = replica.info.unit
+        return unit if unit in self._decodes_by_unit and unit != _ANY_UNIT else _ANY_UNIT
+
+    def _rebuild_pools(self) -> None:
+        waiting = [r for pool in self._pools.values() for r in pool] + self._parked
+        waiting = [r for r in waiting if self._state[r] in (_WAITING_KV, _PARKED)]
+        waiting.sort(key=lambda r: (self._ready_at[r], r))
+        self._pools = {}
+        self._parked = []
+        for request in waiting:
+            self._state[request] = _WAITING_KV
+            self._pools.setdefault(self._pool_of(self._prefill_of[request]), deque()).append(request)
+
+    def _bandwidth(self, a: str, b: str) -> float:
+        key = (a, b)
+        value = self._bandwidths.get(key)
+        if value is None:
+            raw = self._bandwidth_of(a, b)
+            if raw is None:
+                if self._unknown_gbps is None:
+                    raise InputError(
+                        Problem(
+                            "",
+                            f"no link bandwidth between nodes {a!r} and {b!r}: "
+                            "state linkBandwidthGbps for their lowest common level",
+                        )
+                    )
+                raw = self._unknown_gbps
+            value = float(raw)
+            if not value > 0:
+                raise InputError(Problem("", f"link bandwidth between nodes {a!r} and {b!r} must be > 0 Gbit/s, got {raw!r}"))
+            self._bandwidths[key] = value
+        return value
+
+    def _try_admit(self) -> None:
+        """Start transfers for waiting requests, oldest head of any unblocked pool first."""
+        blocked: set[int] = set()
+        pools = self._pools
+        while True:
+            chosen = -1
+            best_key: tuple[float, int] | None = None
+            for key, pool in pools.items():
+                if pool and key not in blocked:
+                    head = pool[0]
+                    order = (self._ready_at[head], head)
+                    if best_key is None or order < best_key:
+                        best_key, chosen = order, key
+            if best_key is None:
+                return
+            pool = pools[chosen]
+            request = pool[0]
+            candidates = self._decodes_by_unit.get(chosen, [])
+            need = int(self._input[request] + self._output[request])
+            source = self._prefill_of[request]
+            target: _Decode | None = None
+            target_key: tuple[int, float, str] | None = None
+            for decode in candidates:
+                free = decode.capacity - decode.reserved
+                if free >= need:
+                    # Topology-aware: the nearest decode replica with room; equally near ones by room.
+                    key = (-self._bandwidth(source.info.node, decode.info.node), -free, decode.info.id)
+                    if target_key is None or key < target_key:
+                        target, target_key = decode, key
+            if target is None:
+                if candidates and need > max(decode.capacity for decode in candidates):
+                    pool.popleft()
+                    self._state[request] = _PARKED
+                    self._parked.append(request)
+                else:
+                    blocked.add(chosen)
+                continue
+            pool.popleft()
+            self._start_transfer(request, source, target, need)
+
+    def _start_transfer(self, request: int, source: _Prefill, target: _Decode, need: int) -> None:
+        target.reserved += need
+        target.peak_reserved = max(target.peak_reserved, target.reserved)
+        target.transferring.add(request)
+        self._decode_of[request] = target
+        self._decode_replica[request] = target.index
+        seconds = roofline.kv_transfer_seconds(
+            self.model, self._prompt(request), self._bandwidth(source.info.node, target.info.node)
+        )
+        self._transfer_s[request] += seconds
+        self._state[request] = _TRANSFERRING
+        self._schedule(self.now + seconds, _TRANSFER_DONE, request, int(self._generation[request]))
+
+    def _transfer_done(self, request: int, generation: int) -> None:
+        if generation != self._generation[request]:
+            return
+        decode = self._decode_of[request]
+        self._prefill_of.pop(request).holding.discard(request)
+        decode.transferring.discard(request)
+        now = self.now
+        if self._delivered[request] == 0:
+            ttft = now - self._arrival[request]
+            self._ttft[request] = ttft
+            self._ttft_at.append(now)
+            self._ttft_values.append(float(ttft))
+        else:
+            gap = now - self._last_token_at[request]
+            self._max_gap[request] = gap if math.isnan(self._max_gap[request]) else max(self._max_gap[request], gap)
+        self._last_token_at[request] = now
+        self._delivered[request] += 1
+        if self._delivered[request] >= self._output[request]:
+            self._complete(request, decode)
+            self._try_admit()
+            return
+        self._state[request] = _JOINING
+        decode.joiners.append(request)
+        run = decode.run
+        if run is None:
+            self._start_run(decode)
+        elif run.start == now and decode.ids.size < self.max_decode_batch:
+            self._start_run(decode)  # no iteration done yet: begin again with the newcomer
+        elif decode.ids.size < self.max_decode_batch:
+            k = run.first_boundary_from(now, decode.run_end_k)
+            if k < decode.run_end_k:
+                decode.run_end_k = k
+                decode.token += 1
+                self._schedule(run.boundary(k), _RUN_END, decode, decode.token)
+
+    # ------------------------------------------------------------------ decode
+
+    def _start_run(self, decode: _Decode) -> None:
+        """Begin a run at now: joiners fill free slots (FIFO), then the batch is fixed."""
+        room = self.max_decode_batch - decode.ids.size
+        if decode.joiners and room > 0:
+            newcomers = [decode.joiners.popleft() for _ in range(min(room, len(decode.joiners)))]
+            ids = np.asarray(newcomers, dtype=np.int64)
+            self._state[ids] = _DECODING
+            decode.ids = np.concatenate([decode.ids, ids])
+            decode.remaining = np.concatenate([decode.remaining, self._output[ids] - self._delivered[ids]])
+            decode.context = np.concatenate([decode.context, self._input[ids] + self._delivered[ids]])
+        if decode.ids.size == 0:
+            decode.run = None
+            return
+        batch = int(decode.ids.size)
+        context = int(decode.context.sum())
+        decode.run = BatchRun(
+            start=self.now,
+            batch=batch,
+            context=context,
+            base=decode.weight_time + decode.memory_per_token * context,
+            slope=decode.memory_per_token * batch,
+            floor=decode.compute_per_request * batch,
+        )
+        decode.run_end_k = int(decode.remaining.min())
+        decode.token += 1
+        self._schedule(decode.run.boundary(decode.run_end_k), _RUN_END, decode, decode.token)
+
+    def _run_end(self, decode: _Decode, token: int) -> None:
+        if token != decode.token or not math.isnan(decode.left_at):
+            return
+        finished = self._iterate(decode, decode.run_end_k)
+        for request in finished:
+            self._complete(int(request), decode)
+        self._start_run(decode)
+        if len(finished):
+            self._try_admit()
+
+    def _iterate(self, decode: _Decode, k: int) -> np.ndarray:
+        """Apply k iterations of the current run: deliver tokens, return (and drop) finished requests."""
+        run = decode.run
+        assert run is not None
+        end = run.boundary(k)
+        decode.runs.append((run, k))
+        decode.ends.append(end)
+        decode.total_tokens += run.batch * k
+        if k == 0:
+            return np.zeros(0, np.int64)
+        ids = decode.ids
+        first_gap = run.start + run.step(0) - self._last_token_at[ids]
+        gaps = np.maximum(first_gap, run.step(k - 1)) if k >= 2 else first_gap
+        self._max_gap[ids] = np.fmax(self._max_gap[ids], gaps)
+        self._last_token_at[ids] = end
+        self._delivered[ids] += k
+        decode.remaining -= k
+        decode.context += k
+        done = decode.remaining == 0
+        if not done.any():
+            return np.zeros(0, np.int64)
+        keep = ~done
+        finished = ids[done]
+        decode.ids = ids[keep]
+        decode.remaining = decode.remaining[keep]
+        decode.context = decode.context[keep]
+        return finished
+
+    def _complete(self, request: int, decode: _Decode) -> None:
+        now = self.now
+        self._state[request] = _DONE
+        self._decode_of.pop(request, None)
+        decode.reserved -= int(self._input[request] + self._output[request])
+        e2e = now - self._arrival[request]
+        self._e2e[request] = e2e
+        outputs = int(self._output[request])
+        if outputs > 1:
+            itl = (e2e - self._ttft[request]) / (outputs - 1)
+            self._itl[request] = itl
+            self._done_at.append(now)
+            self._done_itl.append(float(itl))
+
+    # ------------------------------------------------------------------ replicas joining and leaving
+
+    def _join(self, info: ReplicaInfo) -> None:
+        index = len(self._replicas)
+        if info.kind == "prefill":
+            roofline.kv_capacity_tokens(self.model, self.gpu, info.gpus)  # the weights must fit
+            prefill = _Prefill(info=info, index=index, joined_at=self.now)
+            self._prefills[info.id] = prefill
+            self._replicas.append(prefill)
+            return
+        gpus = info.gpus
+        decode = _Decode(
+            info=info,
+            index=index,
+            joined_at=self.now,
+            capacity=roofline.kv_capacity_tokens(self.model, self.gpu, gpus),
+            weight_time=roofline.weight_read_seconds(self.model, self.gpu, gpus),
+            memory_per_token=self._kv_bytes / (gpus * self.gpu.bytes_per_s),
+            compute_per_request=2.0 * self.model.params / (gpus * self.gpu.flops),
+        )
+        self._decodes[info.id] = decode
+        self._replicas.append(decode)
+
+    def _restart(self, request: int) -> None:
+        """The request lost work: it goes back to the router and is prefilled again."""
+        self._restarts[request] += 1
+        self._generation[request] += 1
+        self._state[request] = _ROUTER
+        source = self._prefill_of.pop(request, None)
+        if source is not None:
+            source.holding.discard(request)
+        target = self._decode_of.pop(request, None)
+        if target is not None:
+            target.reserved -= int(self._input[request] + self._output[request])
+            target.transferring.discard(request)
+
+    def _leave_prefill(self, replica: _Prefill) -> list[int]:
+        replica.left_at = self.now
+        replica.token += 1
+        back = list(replica.queue)
+        if replica.batch:
+            # the part of the batch done so far counts as work done, for throughput and busy time
+            replica.starts.append(replica.batch_start)
+            replica.ends.append(self.now)
+            done = self.now - replica.batch_start
+            span = replica.batch_end - replica.batch_start
+            partial = int(round(replica.batch_tokens * done / span)) if span > 0 else 0
+            replica.tokens.append(partial)
+            replica.total_tokens += partial
+        for request in replica.batch:
+            self._restart(request)
+            back.append(request)
+        for request in sorted(replica.holding):
+            self._restart(request)
+            back.append(request)
+        for request in back:
+            self._state[request] = _ROUTER
+        replica.queue.clear()
+        replica.batch = []
+        replica.outstanding = 0
+        return back
+
+    def _leave_decode(self, decode: _Decode) -> list[int]:
+        decode.left_at = self.now
+        decode.token += 1
+        run = decode.run
+        if run is not None:
+            done = run.done_by(self.now, decode.run_end_k - 1)
+            self._iterate(decode, done)  # tokens delivered before it went; none finishes here
+            decode.ends[-1] = self.now  # busy until now, in an iteration whose tokens are lost
+            decode.run = None
+        lost = sorted(set(decode.ids.tolist()) | set(decode.joiners) | decode.transferring)
+        for request in lost:
+            self._restart(request)
+        decode.ids = np.zeros(0, np.int64)
+        decode.remaining = np.zeros(0, np.int64)
+        decode.context = np.zeros(0, np.int64)
+        decode.joiners.clear()
+        return lost
+
+    # ------------------------------------------------------------------ measurements
+
+    def signals(self, now: float, window_s: float) -> Signals:
+        """Load figures over (now - window_s, now], roles keyed "prefill" and "decode"."""
+        if not window_s > 0:
+            raise ValueError(f"window_s must be > 0, got {window_s}")
+        self.advance(now)
+        start = now - window_s
+        prefills = list(self._prefills.values())
+        decodes = list(self._decodes.values())
+        tokens = {"prefill": 0.0, "decode": 0.0}
+        busy: dict[str, list[float]] = {"prefill": [], "decode": []}
+        for replica in self._replicas:
+            if not (replica.left_at <= start):  # NaN (present) or left within the window
+                seconds, count = self._work(replica, start, now)
+                tokens[replica.info.kind] += count
+                if math.isnan(replica.left_at):
+                    begin = max(start, replica.joined_at)
+                    busy[replica.info.kind].append(min(1.0, seconds / (now - begin)) if now > begin else 0.0)
+        roles = {
+            "prefill": RoleSignals(
+                replicas=len(prefills),
+                queue_depth=float(len(self._router) + sum(len(r.queue) for r in prefills)),
+                busy_fraction=_mean(busy["prefill"]),
+                kv_utilization=math.nan,
+                tokens_per_s=tokens["prefill"] / window_s,
+            ),
+            "decode": RoleSignals(
+                replicas=len(decodes),
+                queue_depth=float(
+                    sum(len(pool) for pool in self._pools.values()) + len(self._parked) + sum(len(d.joiners) for d in decodes)
+                ),
+                busy_fraction=_mean(busy["decode"]),
+                kv_utilization=_mean([d.reserved / d.capacity for d in decodes]),
+                tokens_per_s=tokens["decode"] / window_s,
+            ),
+        }
+        low = int(np.searchsorted(self._arrival, start, side="right"))
+        high = int(np.searchsorted(self._arrival, now, side="right"))
+        signals = Signals(
+            at=now,
+            window_s=window_s,
+            roles=roles,
+            arrival_rate=(high - low) / window_s,
+            input_tokens_per_s=float(self._input[low:high].sum()) / window_s,
+            output_tokens_per_s=float(self._output[low:high].sum()) / window_s,
+            ttft_p90_s=_p90_since(self._ttft_at, self._ttft_values, start),
+            itl_p90_s=_p90_since(self._done_at, self._done_itl, start),
+        )
+        self._sample()
+        return signals
+
+    def _work(self, replica: _Replica, start: float, end: float) -> tuple[float, float]:
+        if isinstance(replica, _Prefill):
+            return self._prefill_work(replica, start, end)
+        assert isinstance(replica, _Decode)
+        return self._decode_work(replica, start, end)
+
+    def _prefill_work(self, replica: _Prefill, start: float, end: float) -> tuple[float, float]:
+        """(busy seconds, prompt tokens) within (start, end]; a batch's tokens count pro rata."""
+        busy = tokens = 0.0
+        first = bisect.bisect_right(replica.ends, start)
+        spans = list(zip(replica.starts[first:], replica.ends[first:], replica.tokens[first:]))
+        if replica.batch and math.isnan(replica.left_at):
+            spans.append((replica.batch_start, replica.batch_end, replica.batch_tokens))
+        for first, last, count in spans:
+            if first >= end:
+                break
+            overlap = min(last, end) - max(first, start)
+            if overlap > 0:
+                busy += overlap
+                tokens += count * overlap / (last - first)
+        return busy, tokens
+
+    def _decode_work(self, decode: _Decode, start: float, end: float) -> tuple[float, float]:
+        """(busy seconds, tokens generated) within (start, end]; an iteration's tokens count pro rata."""
+        busy = tokens = 0.0
+        first = bisect.bisect_right(decode.ends, start)
+        spans = [(run, k, last) for (run, k), last in zip(decode.runs[first:], decode.ends[first:])]
+        if decode.run is not None and math.isnan(decode.left_at):
+            spans.append((decode.run, decode.run_end_k, decode.run.boundary(decode.run_end_k)))
+        for run, k, last in spans:
+            if run.start >= end:
+                break
+            overlap = min(last, end) - max(run.start, start)
+            if overlap > 0:
+                busy += overlap
+                if start <= run.start and last <= end:
+                    tokens += run.batch * k
+                else:
+                    tokens += run.batch * (run.progress(end, k) - run.progress(start, k))
+        return busy, tokens
+
+    def _sample(self) -> None:
+        now = self.now
+        start = self._last_sample_at
+        span = now - start
+        columns = self._samples
+        for replica in list(self._prefills.values()) + list(self._decodes.values()):
+            busy, tokens = self._work(replica, start, now)
+            if isinstance(replica, _Prefill):
+                queue, kv = len(replica.queue), math.nan
+            else:
+                assert isinstance(replica, _Decode)
+                queue, kv = len(replica.joiners), replica.reserved / replica.capacity
+            begin = max(start, replica.joined_at)
+            columns["at"].append(now)
+            columns["replica"].append(replica.index)
+            columns["queue"].append(queue)
+            columns["kv"].append(kv)
+            columns["tokens_per_s"].append(tokens / span if span > 0 else math.nan)
+            columns["busy"].append(min(1.0, busy / (now - begin)) if now > begin else math.nan)
+        self._last_sample_at = now
+
+    def results(self) -> ServingResults:
+        """Everything measured so far; requests not finished have NaN e2e/ITL and completed False."""
+        replicas = self._replicas
+        completed = self._state == _DONE
+        columns = self._samples
+        peak = []
+        tokens = []
+        for replica in replicas:
+            if isinstance(replica, _Decode):
+                peak.append(replica.peak_reserved / replica.capacity)
+                tokens.append(replica.total_tokens)
+            else:
+                assert isinstance(replica, _Prefill)
+                peak.append(math.nan)
+                tokens.append(replica.total_tokens)
+        return ServingResults(
+            arrival_s=self._arrival.copy(),
+            input_tokens=self._input.copy(),
+            output_tokens=self._output.copy(),
+            ttft_s=self._ttft.copy(),
+            itl_s=np.where(completed, self._itl, math.nan),
+            max_itl_s=np.where(completed, self._max_gap, math.nan),
+            e2e_s=np.where(completed, self._e2e, math.nan),
+            kv_transfer_s=self._transfer_s.copy(),
+            prefill_s=self._prefill_s.copy(),
+            prefill_replica=self._prefill_replica.copy(),
+            decode_replica=self._decode_replica.copy(),
+            restarts=self._restarts.copy(),
+            completed=completed,
+            replica_ids=tuple(r.info.id for r in replicas),
+            replica_kinds=tuple(r.info.kind for r in replicas),
+            replica_units=np.array([r.info.unit for r in replicas], dtype=np.int64),
+            replica_gpus=np.array([r.info.gpus for r in replicas], dtype=np.int64),
+            replica_joined_s=np.array([r.joined_at for r in replicas], dtype=float),
+            replica_left_s=np.array([r.left_at for r in replicas], dtype=float),
+            replica_kv_capacity_tokens=np.array([r.capacity if isinstance(r, _Decode) else 0 for r in replicas], dtype=np.int64),
+            replica_peak_kv_utilization=np.array(peak, dtype=float),
+            replica_tokens=np.array(tokens, dtype=float),
+            samples=ReplicaSamples(
+                at_s=np.array(columns["at"], dtype=float),
+                replica=np.array(columns["replica"], dtype=np.int64),
+                queue_depth=np.array(columns["queue"], dtype=np.int64),
+                kv_utilization=np.array(columns["kv"], dtype=float),
+                tokens_per_s=np.array(columns["tokens_per_s"], dtype=float),
+                busy_fraction=np.array(columns["busy"], dtype=float),
+            ),
+            ttft_slo_s=self.ttft_slo_s,
+            itl_slo_s=self.itl_slo_s,
+        )
+
+
+def _mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else math.nan
+
+
+def _p90_since(times: list[float], values: list[float], start: float) -> float:
+    """p90 of the values logged after `start` (the logs are in time order)."""
+    first = bisect.bisect_right(times, start)
+    if first >= len(values):
+        return math.nan
+    return float(np.percentile(values[first:], 90))
