@@ -82,6 +82,21 @@ def mini_group(spec: str = "", roles: str = ROLES) -> str:
     return MINI + group(spec, roles, topology="mini")
 
 
+AUTOSCALING_BOUNDS = "{prefill: {maxReplicas: 8}, decode: {maxReplicas: 8}}"
+FIXED_RATIO = "fixedRatio: {ratio: {prefill: 1, decode: 2}, decodeTokensPerSecondPerReplica: 1500}"
+
+
+def autoscaling(policy: str = "FixedRatio", *, bounds: str = AUTOSCALING_BOUNDS, block: str = FIXED_RATIO, extra: str = "") -> str:
+    """A `spec.autoscaling` block (as extra spec lines for `group`); `extra` is one more line."""
+    lines = [f"policy: {policy}", f"roles: {bounds}", block] + ([extra] if extra else [])
+    return "  autoscaling:\n" + "".join(f"    {line}\n" for line in lines if line)
+
+
+def band(prefill: str, decode: str) -> str:
+    targets = "{prefill: {metric: queueDepth, value: 4}, decode: {metric: kvUtilization, value: 0.7}}"
+    return f"preferredBand: {{targets: {targets}, bands: {{prefill: {prefill}, decode: {decode}}}}}"
+
+
 def node(name: str = "n1", spec: str = "{}", status: str = "{allocatable: {cpu: '8'}}") -> str:
     return f"apiVersion: v1\nkind: Node\nmetadata: {{name: {name}}}\nspec: {spec}\nstatus: {status}\n"
 
@@ -161,6 +176,30 @@ CASES = [
     ("bad-progression", group("  coordination: {rollout: {progression: Ready}}\n"), "spec.coordination.rollout.progression", "'OrderScheduled' or 'OrderReady'"),
     ("bad-backend", group("  scheduler: {backend: slurm}\n"), "spec.scheduler.backend", "must be 'native'"),
     ("gang-timeout-zero", group("  scheduler: {gangTimeoutSeconds: 0}\n"), "spec.scheduler.gangTimeoutSeconds", "greater than or equal to 1"),
+    # --- autoscaling (spec.autoscaling; ROLES gives prefill minReplicas 1, decode 1)
+    ("autoscaling-unknown-policy", group(autoscaling("Fixed")), "spec.autoscaling.policy", "must be 'FixedRatio', 'PreferredBand', 'SLO' or 'Independent'"),
+    ("autoscaling-policy-block-missing", group(autoscaling("SLO")), "spec.autoscaling.slo", "required field is missing (policy is SLO)"),
+    ("autoscaling-unknown-field", group(autoscaling(extra="stabilisation: {scaleDownSeconds: 60}")), "spec.autoscaling.stabilisation", "unknown field"),
+    ("autoscaling-decode-role-unknown", group(autoscaling(extra="decodeRole: generate")), "spec.autoscaling.decodeRole", "names no role of this group: 'generate'"),
+    ("autoscaling-same-roles", group(autoscaling(extra="decodeRole: prefill")), "spec.autoscaling.decodeRole", "must differ from prefillRole"),
+    ("autoscaling-bounds-unknown-role", group(autoscaling(bounds="{prefill: {maxReplicas: 8}, decode: {maxReplicas: 8}, router: {maxReplicas: 2}}")), "spec.autoscaling.roles.router", "names no managed role"),
+    ("autoscaling-bounds-missing-role", group(autoscaling(bounds="{prefill: {maxReplicas: 8}}")), "spec.autoscaling.roles.decode", "required field is missing"),
+    ("autoscaling-min-above-max", group(autoscaling(bounds="{prefill: {minReplicas: 9, maxReplicas: 8}, decode: {maxReplicas: 8}}")), "spec.autoscaling.roles.prefill.minReplicas", "minReplicas (9) must be <= maxReplicas (8)"),
+    ("autoscaling-min-below-role-min", group(autoscaling(bounds="{prefill: {minReplicas: 0, maxReplicas: 8}, decode: {maxReplicas: 8}}")), "spec.autoscaling.roles.prefill.minReplicas", "must be >= the role's minReplicas (1)"),
+    ("autoscaling-max-zero", group(autoscaling(bounds="{prefill: {maxReplicas: 0}, decode: {maxReplicas: 8}}")), "spec.autoscaling.roles.prefill.maxReplicas", "greater than or equal to 1"),
+    ("autoscaling-ratio-missing-role", group(autoscaling(block="fixedRatio: {ratio: {prefill: 1}, decodeTokensPerSecondPerReplica: 1500}")), "spec.autoscaling.fixedRatio.ratio.decode", "required field is missing"),
+    ("autoscaling-ratio-zero", group(autoscaling(block="fixedRatio: {ratio: {prefill: 0, decode: 2}, decodeTokensPerSecondPerReplica: 1500}")), "spec.autoscaling.fixedRatio.ratio.prefill", "greater than or equal to 1"),
+    ("autoscaling-target-not-positive", group(autoscaling(block="fixedRatio: {ratio: {prefill: 1, decode: 2}, decodeTokensPerSecondPerReplica: 0}")), "spec.autoscaling.fixedRatio.decodeTokensPerSecondPerReplica", "greater than 0"),
+    ("autoscaling-target-string", group(autoscaling(block="fixedRatio: {ratio: {prefill: 1, decode: 2}, decodeTokensPerSecondPerReplica: '1500'}")), "spec.autoscaling.fixedRatio.decodeTokensPerSecondPerReplica", "must be a valid number"),
+    ("autoscaling-band-mins-over-100", group(autoscaling("PreferredBand", block=band("{minPercent: 60, maxPercent: 80}", "{minPercent: 50, maxPercent: 80}"))), "spec.autoscaling.preferredBand.bands", "minPercent values sum to 110%, over 100%"),
+    ("autoscaling-band-maxes-under-100", group(autoscaling("PreferredBand", block=band("{maxPercent: 40}", "{maxPercent: 50}"))), "spec.autoscaling.preferredBand.bands", "maxPercent values sum to 90%, under 100%"),
+    ("autoscaling-band-min-above-max", group(autoscaling("PreferredBand", block=band("{minPercent: 40, maxPercent: 30}", "{minPercent: 50, maxPercent: 80}"))), "spec.autoscaling.preferredBand.bands.prefill.minPercent", "must be <= maxPercent (30)"),
+    ("autoscaling-band-over-100", group(autoscaling("PreferredBand", block=band("{maxPercent: 120}", "{maxPercent: 80}"))), "spec.autoscaling.preferredBand.bands.prefill.maxPercent", "less than or equal to 100"),
+    ("autoscaling-fraction-target-above-1", group(autoscaling("Independent", block="independent: {targets: {prefill: {metric: queueDepth, value: 4}, decode: {metric: kvUtilization, value: 70}}}")), "spec.autoscaling.independent.targets.decode.value", "must be <= 1 for kvUtilization"),
+    ("autoscaling-unknown-metric", group(autoscaling("Independent", block="independent: {targets: {prefill: {metric: queue, value: 4}, decode: {metric: kvUtilization, value: 0.7}}}")), "spec.autoscaling.independent.targets.prefill.metric", "must be 'queueDepth'"),
+    ("autoscaling-gpu-budget-below-minimums", group(autoscaling("SLO", block="slo: {ttftSeconds: 2, itlSeconds: 0.05, gpuBudget: 2, prefillTokensPerSecondPerReplica: 20000, decodeTokensPerSecondPerReplica: 1500}")), "spec.autoscaling.slo.gpuBudget", "must hold the minimums: 1 unit(s) x 3 GPUs = 3, more than 2"),
+    ("autoscaling-panic-threshold-100", group(autoscaling(extra="panic: {thresholdPercent: 100}")), "spec.autoscaling.panic.thresholdPercent", "greater than 100"),
+    ("autoscaling-window-over-an-hour", group(autoscaling(extra="stabilization: {scaleDownSeconds: 7200}")), "spec.autoscaling.stabilization.scaleDownSeconds", "less than or equal to 3600"),
     # --- quantities
     ("quantity-8x", group(roles=role("prefill").replace("cpu: '1'", "cpu: 8x")), f"{REQ}.cpu", "must be a quantity such as 8, 500m or 16Gi, not '8x'"),
     ("quantity-negative", group(roles=role("prefill").replace("cpu: '1'", "cpu: '-1'")), f"{REQ}.cpu", "must not be negative"),

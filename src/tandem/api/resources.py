@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
+from tandem.api.autoscaling import AutoscalingSpec
 from tandem.api.base import DNSLabel, Int32, NonNegativeInt, PositiveInt, StrictModel, Timestamp
 from tandem.api.kube import PodTemplateSpec
 
@@ -187,6 +188,7 @@ class InferenceGroupSpec(StrictModel):
     affinity: list[Affinity] = Field(default_factory=list)
     coordination: Coordination = Field(default_factory=Coordination)
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
+    autoscaling: AutoscalingSpec | None = None  # absent: replicas are what the spec says
 
 
 class InferenceGroup(StrictModel):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from tandem.api.autoscaling import FRACTION_METRICS, POLICY_FIELDS, MetricTarget, gpus_per_replica
 from tandem.api.naming import MAX_POD_NAME, pod_name
 from tandem.api.resources import ClusterTopology, InferenceGroup, Pack
 from tandem.errors import Problem, key_path
@@ -41,7 +42,7 @@ def check_topology(topology: ClusterTopology) -> list[Problem]:
 
 def check_group(group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
     """All cross-field rules; topology rules only when the named topology is known."""
-    problems = _check_roles(group) + _check_affinity(group) + _check_coordination(group)
+    problems = _check_roles(group) + _check_affinity(group) + _check_coordination(group) + _check_autoscaling(group)
     if topology is not None:
         problems += _check_against_topology(group, topology)
     return problems
@@ -108,6 +109,88 @@ def _check_coordination(group: InferenceGroup) -> list[Problem]:
         problems.append(
             Problem("spec.coordination.rollingUpdate.maxUnavailable", "must not be 0 when maxSurge is 0 (the update could never start)")
         )
+    return problems
+
+
+def _check_autoscaling(group: InferenceGroup) -> list[Problem]:
+    """`spec.autoscaling` against the group's roles: every map names the managed roles, bounds
+    respect the roles' own minimums, and the chosen policy's block can be satisfied."""
+    spec = group.spec.autoscaling
+    if spec is None:
+        return []
+    path = "spec.autoscaling"
+    names = [role.name for role in group.spec.roles]
+    problems: list[Problem] = []
+    for field, value in (("prefillRole", spec.prefill_role), ("decodeRole", spec.decode_role)):
+        if value not in names:
+            problems.append(Problem(f"{path}.{field}", f"names no role of this group: {value!r} (roles: {', '.join(names)})"))
+    if spec.prefill_role == spec.decode_role:
+        problems.append(Problem(f"{path}.decodeRole", f"must differ from prefillRole ({spec.prefill_role!r})"))
+    if problems:
+        return problems
+    managed = spec.managed_roles
+
+    def role_keys(where: str, keys: list[str], required: bool = True) -> None:
+        for key in keys:
+            if key not in managed:
+                problems.append(Problem(f"{where}{key_path(key)}", f"names no managed role (managed: {', '.join(managed)})"))
+        for role_name in managed if required else ():
+            if role_name not in keys:
+                problems.append(Problem(f"{where}{key_path(role_name)}", "required field is missing (one entry per managed role)"))
+
+    role_keys(f"{path}.roles", list(spec.roles))
+    minimums: dict[str, int] = {}
+    for role_name, bounds in spec.roles.items():
+        if role_name not in managed:
+            continue
+        where = f"{path}.roles{key_path(role_name)}"
+        own = group.role(role_name).minimum
+        minimum = own if bounds.min_replicas is None else bounds.min_replicas
+        minimums[role_name] = minimum
+        if minimum < own:
+            problems.append(Problem(f"{where}.minReplicas", f"must be >= the role's minReplicas ({own})"))
+        elif minimum > bounds.max_replicas:
+            field = "minReplicas" if bounds.min_replicas is not None else "maxReplicas"
+            problems.append(Problem(f"{where}.{field}", f"minReplicas ({minimum}) must be <= maxReplicas ({bounds.max_replicas})"))
+
+    block_field = POLICY_FIELDS[spec.policy]
+    if spec.policy_block() is None:
+        problems.append(Problem(f"{path}.{block_field}", f"required field is missing (policy is {spec.policy})"))
+
+    def targets(where: str, chosen: dict[str, MetricTarget]) -> None:
+        role_keys(where, list(chosen))
+        for role_name, target in chosen.items():
+            if target.metric in FRACTION_METRICS and target.value > 1:
+                problems.append(Problem(f"{where}{key_path(role_name)}.value", f"must be <= 1 for {target.metric} (a fraction), got {target.value:g}"))
+
+    if spec.fixed_ratio is not None:
+        role_keys(f"{path}.fixedRatio.ratio", list(spec.fixed_ratio.ratio))
+    if spec.independent is not None:
+        targets(f"{path}.independent.targets", spec.independent.targets)
+    if spec.preferred_band is not None:
+        band_path = f"{path}.preferredBand.bands"
+        targets(f"{path}.preferredBand.targets", spec.preferred_band.targets)
+        role_keys(band_path, list(spec.preferred_band.bands), required=False)
+        bands = spec.preferred_band.bands
+        for role_name, band in bands.items():
+            if band.min_percent > band.max_percent:
+                problems.append(Problem(f"{band_path}{key_path(role_name)}.minPercent", f"must be <= maxPercent ({band.max_percent})"))
+        low = sum(bands[r].min_percent if r in bands else 0 for r in managed)
+        high = sum(bands[r].max_percent if r in bands else 100 for r in managed)
+        if low > 100:
+            problems.append(Problem(band_path, f"minPercent values sum to {low}%, over 100%: no split of any total satisfies them"))
+        if high < 100:
+            problems.append(Problem(band_path, f"maxPercent values sum to {high}%, under 100%: no split of any total satisfies them"))
+    if spec.slo is not None and spec.slo.gpu_budget is not None and len(minimums) == len(managed):
+        per_unit = sum(minimums[r] * gpus_per_replica(group.role(r)) for r in managed)
+        needed = group.spec.replicas * per_unit
+        if needed > spec.slo.gpu_budget:
+            problems.append(
+                Problem(
+                    f"{path}.slo.gpuBudget",
+                    f"must hold the minimums: {group.spec.replicas} unit(s) x {per_unit} GPUs = {needed}, more than {spec.slo.gpu_budget}",
+                )
+            )
     return problems
 
 

@@ -1,0 +1,265 @@
+"""One autoscaling decision: signals and memory in, desired replicas per unit out.
+
+The caller (the controller loop) runs this every `intervalSeconds`, keeps the returned
+state in the group's `status.autoscaling`, and writes `desired` into
+`spec.roles[].replicas`, so the coordination scaling planner carries it out step by step
+within `maxSkew`. Precedence, strongest first: the roles' bounds (`spec.autoscaling.roles`),
+the GPU budget (SLO), panic and the stabilisation windows, the percent bands
+(PreferredBand), the policy's shares.
+
+- Counts outside their bounds are brought inside them whatever the signals say (as the
+  HPA does with min/maxReplicas).
+- No signals, signals older than `metricMaxAgeSeconds`, no units, or a figure the policy
+  needs that is NaN: no action (`changed` is False, `desired` is the current count, the
+  state is returned as it came, and the reason names the missing figure).
+- Ratio-keeping policies recommend a total and its shares; the total is split within
+  the bounds (rounding.py, bands.py, the budget) into each role's recommendation.
+- Each role's recommendation then goes through the HPA windows on that role's own
+  history (stabilization.py). With a fixed ratio this is exactly "stabilise the total,
+  then split it" (the split of a total between two roles grows with the total); when a
+  policy moves the shares, no role loses replicas sooner than its window allows.
+- Panic (Knative): a recommendation at or above `thresholdPercent` of the current count
+  (the total for ratio-keeping policies, each role for Independent) starts or extends
+  panic for `windowSeconds`; while panicking the scale-up window is skipped and nothing
+  it covers scales down.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from tandem.api.autoscaling import POLICY_FIELDS, SLO, AutoscalingSpec, FixedRatio
+from tandem.autoscaling.bands import band_bounds
+from tandem.autoscaling.fixed_ratio import fixed_ratio
+from tandem.autoscaling.independent import independent
+from tandem.autoscaling.metrics import MissingSignal
+from tandem.autoscaling.preferred_band import preferred_band
+from tandem.autoscaling.recommendation import PerRole, Split
+from tandem.autoscaling.rounding import apportion
+from tandem.autoscaling.signals import Signals
+from tandem.autoscaling.slo import slo
+from tandem.autoscaling.stabilization import prune, stabilize
+from tandem.autoscaling.state import AutoscalerState, Recommendation
+
+Bounds = Mapping[str, tuple[int, int]]
+TOTAL = "total"  # the panic key of the ratio-keeping policies: both roles together
+
+
+@dataclass(frozen=True)
+class ScaleDecision:
+    desired: Mapping[str, int]  # replicas per unit for every managed role (unchanged = current)
+    changed: bool
+    reason: str  # one line for the event log
+    panic: bool
+    state: AutoscalerState
+    recommended: Mapping[str, int]  # the policy's own counts, before windows and panic
+
+
+def decide(
+    spec: AutoscalingSpec,
+    bounds: Bounds,
+    gpus_per_replica: Mapping[str, int],
+    current: Mapping[str, int],
+    units: int,
+    signals: Signals | None,
+    state: AutoscalerState,
+    now: float,
+) -> ScaleDecision:
+    """The desired replicas per unit of the managed roles (see the module docstring).
+
+    `bounds`, `gpus_per_replica` and `current` are per unit and must name both managed
+    roles (`group_inputs` reads them from a group); `signals` are totals over all `units`.
+    """
+    roles = spec.managed_roles
+    limits = {role: bounds[role] for role in roles}
+    start = {role: current[role] for role in roles}
+    inside = {role: _clamp(start[role], limits[role]) for role in roles}
+    notes = [f"{r} {start[r]} outside {limits[r][0]}..{limits[r][1]}" for r in roles if start[r] != inside[r]]
+    skip = _unusable(spec) or _stale(spec, signals, units, now)
+    recommendation: Split | PerRole | None = None
+    if skip is None:
+        assert signals is not None
+        try:
+            recommendation = _recommend(spec, signals, units, inside, limits, gpus_per_replica)
+        except MissingSignal as missing:
+            skip = str(missing)
+    if recommendation is None:
+        changed = inside != start
+        reason = f"no action: {skip}" + "".join(f"; {note}" for note in notes) + _outcome(inside, changed)
+        return ScaleDecision(
+            inside, changed, reason, _panicking(state.panic_until, now), _touched(state, changed, now), inside
+        )
+    if isinstance(recommendation, PerRole):
+        raw, keys, fits = dict(recommendation.desired), {role: (role,) for role in roles}, None
+    else:
+        fits = _budget(recommendation.gpu_budget, gpus_per_replica, units, roles)
+        raw, split_notes, _ = _split(
+            recommendation.total, recommendation.weights, limits, recommendation.bands, fits, recommendation.gpu_budget
+        )
+        notes += split_notes
+        keys = {TOTAL: roles}
+    return _apply(spec, recommendation.text, raw, keys, fits, start, inside, notes, state, now)
+
+
+def _recommend(
+    spec: AutoscalingSpec, signals: Signals, units: int, current: Mapping[str, int], limits: Bounds, gpus: Mapping[str, int]
+) -> Split | PerRole:
+    if spec.policy == "FixedRatio":
+        return fixed_ratio(spec, signals, units)
+    if spec.policy == "PreferredBand":
+        return preferred_band(spec, signals, units, limits, gpus)
+    if spec.policy == "SLO":
+        return slo(spec, signals, units)
+    return independent(spec, signals, units, current, limits)
+
+
+def _unusable(spec: AutoscalingSpec) -> str | None:
+    """What validation would have rejected, for callers that only parsed the spec: no
+    action rather than a crash in the controller's loop."""
+    block = spec.policy_block()
+    where = f"spec.autoscaling.{POLICY_FIELDS[spec.policy]}"
+    if block is None:
+        return f"{where} is missing"
+    if isinstance(block, SLO):
+        return None
+    keys, field = (block.ratio, "ratio") if isinstance(block, FixedRatio) else (block.targets, "targets")
+    absent = [role for role in spec.managed_roles if role not in keys]
+    return f"{where}.{field} has no entry for {absent[0]}" if absent else None
+
+
+def _stale(spec: AutoscalingSpec, signals: Signals | None, units: int, now: float) -> str | None:
+    if units <= 0:
+        return "the group has no units"
+    if signals is None:
+        return "no signals"
+    age = now - signals.at
+    if age > spec.metric_max_age_seconds:
+        return f"signals are {age:g} s old (metricMaxAgeSeconds {spec.metric_max_age_seconds})"
+    return None
+
+
+def _apply(
+    spec: AutoscalingSpec,
+    text: str,
+    raw: dict[str, int],
+    panic_keys: Mapping[str, tuple[str, ...]],
+    fits: Callable[[Mapping[str, int]], bool] | None,
+    start: dict[str, int],
+    current: dict[str, int],
+    notes: list[str],
+    state: AutoscalerState,
+    now: float,
+) -> ScaleDecision:
+    """Panic and the windows applied to each role's recommendation `raw`.
+
+    `panic_keys` maps a panic key to the roles it covers: the total covers both roles of a
+    ratio-keeping policy (a burst of the total freezes both), each role covers itself for
+    Independent. Every role is stabilised on its own history, so a role never shrinks
+    sooner than its scale-down window allows, even when the policy only moved its share.
+    """
+    roles = spec.managed_roles
+    history = state.history or (Recommendation(now, dict(current)),)
+    panic_until = _live(state.panic_until, now)
+    threshold = spec.panic.threshold_percent
+    for key, covered in panic_keys.items():
+        wanted, have = sum(raw[r] for r in covered), sum(current[r] for r in covered)
+        if wanted * 100 >= threshold * max(1, have):
+            panic_until[key] = now + spec.panic.window_seconds
+            notes.append(f"panic: {key} {wanted} >= {threshold}% of {have}")
+    frozen = {r for key, covered in panic_keys.items() if key in panic_until for r in covered}
+    up, down = spec.stabilization.scale_up_seconds, spec.stabilization.scale_down_seconds
+    desired: dict[str, int] = {}
+    for role in roles:
+        if role in frozen:
+            desired[role] = max(current[role], raw[role])
+            continue
+        desired[role] = stabilize(history, role, now, current[role], raw[role], up, down)
+        if desired[role] > raw[role]:
+            notes.append(f"{role} scale-down held at {desired[role]} by the {down} s window")
+        elif desired[role] < raw[role]:
+            notes.append(f"{role} scale-up held at {desired[role]} by the {up} s window")
+    notes += [
+        f"no {'' if key == TOTAL else key + ' '}scale-down until t={until:g} (panic)" for key, until in sorted(panic_until.items())
+    ]
+    if fits is not None and not fits(desired):  # the budget beats the windows
+        desired = dict(raw)
+        notes.append("held counts would exceed the gpuBudget: the policy's split is used")
+    history = prune(history + (Recommendation(now, dict(raw)),), now, max(up, down))
+    changed = desired != start
+    reason = text + "".join(f"; {note}" for note in notes) + _outcome(desired, changed)
+    new_state = AutoscalerState(history, panic_until, now if changed else state.last_change_at)
+    return ScaleDecision(desired, changed, reason, bool(frozen), new_state, raw)
+
+
+def _split(
+    total: int,
+    weights: Mapping[str, float],
+    bounds: Bounds,
+    bands: Mapping[str, tuple[int, int]],
+    fits: Callable[[Mapping[str, int]], bool] | None,
+    budget: int | None,
+) -> tuple[dict[str, int], list[str], bool]:
+    """`total` split by `weights` within `bounds` (tightened to `bands` where they can hold it),
+    then the largest total below it that `fits` the GPU budget; False when even the bounds'
+    minimums do not fit (they are returned anyway)."""
+
+    def attempt(target: int) -> tuple[dict[str, int], list[str]]:
+        chosen, notes = bounds, []
+        if bands:
+            tightened, feasible = band_bounds(target, bands, bounds)
+            if feasible:
+                chosen = tightened
+            else:
+                notes.append(f"bands cannot hold total {_clamp(target, _range(bounds))}: role bounds used")
+        return apportion(target, weights, chosen), notes
+
+    result, notes = attempt(total)
+    if fits is None or fits(result):
+        return result, notes, True
+    low = sum(lo for lo, _ in bounds.values())
+    smallest, smallest_notes = attempt(low)
+    if not fits(smallest):
+        return smallest, smallest_notes + [f"gpuBudget {budget} cannot hold the minimums"], False
+    good, bad = low, sum(result.values())
+    while bad - good > 1:  # the split's GPUs grow with its total: bisect for the largest that fits
+        middle = (good + bad) // 2
+        if fits(attempt(middle)[0]):
+            good = middle
+        else:
+            bad = middle
+    result, notes = attempt(good)
+    return result, notes + [f"gpuBudget {budget} caps the total at {good}"], True
+
+
+def _budget(
+    budget: int | None, gpus: Mapping[str, int], units: int, roles: tuple[str, ...]
+) -> Callable[[Mapping[str, int]], bool] | None:
+    if budget is None:
+        return None
+    return lambda counts: units * sum(counts[r] * gpus.get(r, 0) for r in roles) <= budget
+
+
+def _live(panic_until: Mapping[str, float], now: float) -> dict[str, float]:
+    return {key: until for key, until in panic_until.items() if now < until}
+
+
+def _panicking(panic_until: Mapping[str, float], now: float) -> bool:
+    return bool(_live(panic_until, now))
+
+
+def _touched(state: AutoscalerState, changed: bool, now: float) -> AutoscalerState:
+    return AutoscalerState(state.history, state.panic_until, now) if changed else state
+
+
+def _outcome(desired: Mapping[str, int], changed: bool) -> str:
+    counts = ", ".join(f"{role} {count}" for role, count in desired.items())
+    return f" -> {counts}" if changed else f" -> unchanged ({counts})"
+
+
+def _range(bounds: Bounds) -> tuple[int, int]:
+    return sum(lo for lo, _ in bounds.values()), sum(hi for _, hi in bounds.values())
+
+
+def _clamp(value: int, limits: tuple[int, int]) -> int:
+    return min(max(value, limits[0]), limits[1])
