@@ -391,6 +391,9 @@ def _write_status(
             for u, d in sorted(decisions.items())
         },
     }
+    # The autoscaler (controller/autoscale.py) keeps its own memory beside ours.
+    if "autoscaling" in (current.get("status") or {}):
+        status["autoscaling"] = current["status"]["autoscaling"]
     if current.get("status") == status:
         return
     new = dict(current)

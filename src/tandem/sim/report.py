@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")  # files only, never a window
 import matplotlib.pyplot as plt  # noqa: E402
@@ -21,6 +22,13 @@ PLOTS = {
     "partial.png": "GPUs held by non-functional units, and allocated",
     "topology.png": "Placement topology quality: from-replicas next to a counterpart (affinity satisfied), per group",
 }
+SERVING_PLOTS = {
+    "serving_slo.png": "SLO attainment and goodput per GPU, side by side",
+    "serving_latency.png": "TTFT p90 and ITL p90 of the requests arriving in each 30 s, against the SLO",
+    "serving_replicas.png": "Ready prefill and decode replicas over time (the autoscaler's changes as dots), and the request rate",
+}
+# Per-group serving figures shown in the HTML table, in order.
+SERVING_COLUMNS = ("requests", "completed", "slo_attainment", "goodput_rps_per_gpu", "gpu_utilisation", "mean_gpus", "restarts")
 
 
 def write_report(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]], title: str) -> list[Path]:
@@ -30,6 +38,8 @@ def write_report(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]], titl
     summary = {policy: figures for policy, (_, figures) in runs.items()}
     files[0].write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     files += _plots(out, runs)
+    if any(result.serving for result, _ in runs.values()):
+        files += _serving_plots(out, runs)
     index = out / "index.html"
     index.write_text(_html(title, runs), encoding="utf-8")
     files.append(index)
@@ -88,6 +98,75 @@ def _plots(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]]) -> list[Pa
     return written
 
 
+def _serving_plots(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]]) -> list[Path]:
+    written: list[Path] = []
+    names = list(runs)
+    groups = sorted({g for _, figures in runs.values() for g in figures.get("serving", {})})
+    figure, axes = plt.subplots(1, 2, figsize=(12, 3.8), squeeze=False)
+    width = 0.8 / max(len(names), 1)
+    for offset, name in enumerate(names):
+        serving = runs[name][1].get("serving", {})
+        xs = [i + offset * width for i in range(len(groups))]
+        axes[0][0].bar(xs, [serving.get(g, {}).get("slo_attainment") or 0 for g in groups], width=width, label=name)
+        axes[0][1].bar(xs, [serving.get(g, {}).get("goodput_rps_per_gpu") or 0 for g in groups], width=width, label=name)
+    for ax, title, unit in ((axes[0][0], "SLO attainment (TTFT and ITL met)", "share of requests"), (axes[0][1], "goodput per GPU", "requests/s per GPU")):
+        ax.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(groups))], groups, fontsize=8)
+        _decorate(ax, title, unit)
+        ax.set_xlabel("group")
+    _save(figure, out / "serving_slo.png", written)
+
+    figure, axes = plt.subplots(2, len(names), figsize=(5.5 * len(names), 6.4), squeeze=False, sharey="row")
+    for column, name in enumerate(names):
+        for key, served in sorted(runs[name][0].serving.items()):
+            for row, (metric, target) in enumerate((("ttft_s", served.ttft_slo_s), ("itl_s", served.itl_slo_s))):
+                centres, p90 = _binned_p90(served.arrival_s, getattr(served, metric), 30.0)
+                ax = axes[row][column]
+                ax.plot(centres, p90, label=f"{key} p90")
+                ax.axhline(target, color="red", linestyle="--", linewidth=1, label=f"SLO {target:g} s")
+                ax.set_yscale("log")
+                _decorate(ax, f"{name}: {metric.removesuffix('_s').upper()}", "seconds")
+    _save(figure, out / "serving_latency.png", written)
+
+    figure, axes = plt.subplots(1, len(names), figsize=(5.5 * len(names), 3.6), squeeze=False, sharey=True)
+    for ax, name in zip(axes[0], names):
+        result = runs[name][0]
+        rate_axis = ax.twinx()
+        for key, timeline in sorted(result.serving_timeline.items()):
+            if not timeline:
+                continue
+            times = [t for t, *_ in timeline] + [result.samples[-1].at if result.samples else timeline[-1][0]]
+            for index, role in ((1, "prefill"), (2, "decode")):
+                values = [row[index] for row in timeline]
+                ax.step(times, values + values[-1:], where="post", label=f"{key} {role} Ready")
+            for at, desired in result.scale_events.get(key, []):
+                ax.scatter([at] * len(desired), list(desired.values()), s=9, color="black", zorder=3)
+            arrivals = result.serving[key].arrival_s
+            if len(arrivals):
+                edges = np.arange(0.0, float(arrivals[-1]) + 30.0, 30.0)
+                counts, _ = np.histogram(arrivals, edges)
+                rate_axis.plot(edges[:-1] + 15.0, counts / 30.0, color="grey", alpha=0.5, linewidth=1)
+        rate_axis.set_ylabel("requests/s (grey)", fontsize=8)
+        _decorate(ax, name, "Ready replicas")
+    _save(figure, out / "serving_replicas.png", written)
+    plt.close("all")
+    return written
+
+
+def _binned_p90(times: np.ndarray, values: np.ndarray, width: float) -> tuple[list[float], list[float]]:
+    """p90 of `values` (NaN left out) per `width`-second bin of `times`."""
+    if len(times) == 0:
+        return [], []
+    bins = np.floor(times / width).astype(np.int64)
+    centres, p90 = [], []
+    for b in np.unique(bins):
+        chosen = values[bins == b]
+        chosen = chosen[~np.isnan(chosen)]
+        if chosen.size:
+            centres.append(float(b * width + width / 2))
+            p90.append(float(np.percentile(chosen, 90)))
+    return centres, p90
+
+
 def _decorate(ax, title: str, ylabel: str) -> None:
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("simulated time (s)")
@@ -112,11 +191,27 @@ def _html(title: str, runs: dict[str, tuple[Result, dict[str, Any]]]) -> str:
             cells = "".join(f"<td>{html.escape(str(values.get(k)))}</td>" for k in keys)
             rows.append(f"<tr><td>{html.escape(policy)}</td><td>{html.escape(group)}</td>{cells}</tr>")
     header = "".join(f"<th>{html.escape(k)}</th>" for k in ["policy", "group", *keys])
+    serving_rows = []
+    for name, (_, figures) in runs.items():
+        for group, values in figures.get("serving", {}).items():
+            cells = [values.get(k) for k in SERVING_COLUMNS]
+            cells += ["/".join(_short(values[m][q]) for q in ("p50", "p90", "p99")) for m in ("ttft_s", "itl_s")]
+            cells.append(len(values["scale_events"]))
+            serving_rows.append(
+                f"<tr><td>{html.escape(name)}</td><td>{html.escape(group)}</td>" + "".join(f"<td>{html.escape(_short(c))}</td>" for c in cells) + "</tr>"
+            )
+    serving = ""
+    plots = dict(PLOTS)
+    if serving_rows:
+        columns = ["run", "group", *SERVING_COLUMNS, "ttft_s p50/p90/p99", "itl_s p50/p90/p99", "scale events"]
+        serving_header = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+        serving = f"<h2>Serving</h2><table><tr>{serving_header}</tr>{''.join(serving_rows)}</table>"
+        plots = {**SERVING_PLOTS, **PLOTS}
     images = "".join(
         f'<figure><img src="{name}" alt="{html.escape(caption)}"><figcaption>{html.escape(caption)}</figcaption></figure>'
-        for name, caption in PLOTS.items()
+        for name, caption in plots.items()
     )
-    first_policy = next(iter(runs))
+    first_policy = next(iter(runs))  # the first run's log
     log = "\n".join(f"{at:9.1f}  {html.escape(line)}" for at, line in runs[first_policy][0].log[:400])
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
@@ -127,8 +222,17 @@ td:first-child, td:nth-child(2), th {{ text-align: left; }} figure {{ margin: 1.
 pre {{ background: #f6f6f6; padding: 1em; max-height: 30em; overflow: auto; font-size: 12px; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
-<h2>Summary</h2><table><tr>{header}</tr>{''.join(rows)}</table>
+{serving}
+<h2>Placement and coordination</h2><table><tr>{header}</tr>{''.join(rows)}</table>
 <h2>Over time</h2>{images}
 <h2>Event log ({html.escape(first_policy)}, first 400 lines)</h2><pre>{log}</pre>
 </body></html>
 """
+
+
+def _short(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

@@ -16,11 +16,14 @@ import numpy as np
 
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.quantity import parse_quantity
+from tandem.controller.autoscale import autoscale
 from tandem.controller.pods import assigned_node
 from tandem.controller.reconcile import Placer, reconcile
 from tandem.placement import place
 from tandem.sim.events import EventLoop
 from tandem.sim.kubelet import Kubelet, Startup
+from tandem.sim.load import LoadDriver, ServingLoad
+from tandem.sim.serving import ServingResults
 from tandem.sim.store import MemoryStore
 
 GPU = "nvidia.com/gpu"
@@ -42,6 +45,16 @@ class Change:
     patch: Mapping[str, Any]  # JSON merge patch of the group
 
 
+@dataclass(frozen=True)
+class Variant:
+    """One run of a comparison (see `sim.scenario.with_variant`)."""
+
+    name: str
+    placement: str = "tandem"
+    autoscaling: str | None = None  # overrides spec.autoscaling.policy of every group that has one
+    affinity: str = "keep"  # "drop": the groups' affinity rules are removed
+
+
 @dataclass
 class Scenario:
     cluster: list[dict[str, Any]]  # ClusterTopology and Nodes
@@ -56,6 +69,11 @@ class Scenario:
     # Windows (start, end) when the controller is down (crashed, restarting): no pass runs.
     # The controller keeps nothing between passes, so a crash can only change timing.
     controller_down: list[tuple[float, float]] = field(default_factory=list)
+    # Request load per group (replayed traces or synthetic), and how often the autoscaler
+    # looks at the groups that configure `spec.autoscaling`.
+    serving: list[ServingLoad] = field(default_factory=list)
+    autoscale_tick_s: float = 5.0
+    variants: list[Variant] = field(default_factory=list)  # what `--compare` runs; empty: the placement policies
 
 
 @dataclass
@@ -68,6 +86,7 @@ class Sample:
     partially_placed: list[str]  # "group[unit]" holding GPUs with a role below its minimum placed
     ready: dict[str, dict[str, int]] = field(default_factory=dict)  # group -> role -> Ready replicas (all units)
     desired: dict[str, dict[str, int]] = field(default_factory=dict)  # group -> role -> desired replicas (all units)
+    gpus: dict[str, int] = field(default_factory=dict)  # group -> GPUs of its bound pods
 
 
 @dataclass
@@ -76,6 +95,11 @@ class Result:
     log: list[tuple[float, str]]
     store: MemoryStore
     passes: int
+    serving: dict[str, ServingResults] = field(default_factory=dict)
+    # Per group: (time, Ready prefill replicas, Ready decode replicas, GPUs serving).
+    serving_timeline: dict[str, list[tuple[float, int, int, int]]] = field(default_factory=dict)
+    # Per group: (time, desired replicas per role) after each autoscaler change.
+    scale_events: dict[str, list[tuple[float, dict[str, int]]]] = field(default_factory=dict)
 
 
 def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None, placer: Placer = place) -> Result:
@@ -99,33 +123,67 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
         t += scenario.resync_s
     for _, end in scenario.controller_down:
         loop.schedule(end, "resync")  # the restarted controller's first pass
+    driver = LoadDriver(scenario.serving, scenario.cluster) if scenario.serving else None
+    if driver is not None:
+        t = scenario.autoscale_tick_s
+        while t <= scenario.duration_s:
+            loop.schedule(t, "autoscale")
+            t += scenario.autoscale_tick_s
+    scale_events: dict[str, list[tuple[float, dict[str, int]]]] = {}
 
     samples: list[Sample] = []
     log: list[tuple[float, str]] = []
     passes = 0
     pending_follow_up = False
     while len(loop) and (loop.next_time() or 0.0) <= scenario.duration_s:
-        for event in loop.pop_batch():
+        batch = loop.pop_batch()
+        if driver is not None:
+            driver.advance(loop.now)  # requests run on the replicas that were Ready until now
+        down = any(start <= loop.now < end for start, end in scenario.controller_down)
+        quiet = True  # a batch of autoscaler ticks that changed nothing needs no pass
+        for event in batch:
+            if event.kind == "autoscale":
+                if driver is not None and not down:
+                    scaled = autoscale(store, loop.now, driver.signals)
+                    log += [(loop.now, line) for line in scaled.events]
+                    for key, desired in scaled.changes:
+                        scale_events.setdefault(key, []).append((loop.now, desired))
+                    quiet = quiet and not scaled.changes
+                continue
+            quiet = False
             line = _apply(event.kind, event.data, store, kubelet)
             if line:
                 log.append((loop.now, line))
             if event.kind == "follow-up":
                 pending_follow_up = False
-        if any(start <= loop.now < end for start, end in scenario.controller_down):
+        if quiet:
+            continue
+        if down:
             kubelet.react()
+            _sync(driver, store, loop.now)
             samples.append(_sample(store, loop.now))
             continue
         report = reconcile(store, loop.now, placer)
         passes += 1
         log += [(loop.now, line) for line in report.events]
         kubelet.react()
+        _sync(driver, store, loop.now)
         if report.writes and not pending_follow_up:
             loop.schedule(loop.now + FOLLOW_UP_S, "follow-up")
             pending_follow_up = True
         samples.append(_sample(store, loop.now))
         if progress:
             progress(loop.now)
-    return Result(samples, log, store, passes)
+    if driver is None:
+        return Result(samples, log, store, passes)
+    driver.finish(scenario.duration_s)
+    timeline = {key: run.timeline for key, run in driver.runs.items()}
+    return Result(samples, log, store, passes, driver.results(), timeline, scale_events)
+
+
+def _sync(driver: LoadDriver | None, store: MemoryStore, now: float) -> None:
+    if driver is not None:
+        driver.sync(store.list("Pod").items, now)
 
 
 def _apply(kind: str, data: dict[str, Any], store: MemoryStore, kubelet: Kubelet) -> str | None:
@@ -156,10 +214,12 @@ def _sample(store: MemoryStore, at: float) -> Sample:
     partially_placed: list[str] = []
     ready_counts: dict[str, dict[str, int]] = {}
     desired_counts: dict[str, dict[str, int]] = {}
+    held: dict[str, int] = {}
     for group in groups:
         key = f"{group['metadata'].get('namespace', 'default')}/{group['metadata']['name']}"
         mine = [p for p in pods if p["metadata"]["labels"].get(GROUP_LABEL) == group["metadata"]["name"]]
         functional[key] = partial[key] = 0
+        held[key] = sum(_gpus(p) for p in mine if p["spec"].get("nodeName"))
         units = group["spec"].get("replicas", 1)
         ready_counts[key] = {}
         desired_counts[key] = {}
@@ -193,7 +253,7 @@ def _sample(store: MemoryStore, at: float) -> Sample:
         for n in store.list("Node").items
         if used.get(n["metadata"]["name"], 0) > parse_quantity(n["status"]["allocatable"].get(GPU, 0)) // 1000
     ]
-    return Sample(at, functional, partial, sum(used.values()), over, partially_placed, ready_counts, desired_counts)
+    return Sample(at, functional, partial, sum(used.values()), over, partially_placed, ready_counts, desired_counts, held)
 
 
 def _gpus(pod: dict[str, Any]) -> int:

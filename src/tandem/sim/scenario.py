@@ -17,12 +17,24 @@ spec:
     - {at: 900, group: serving/llama-70b, patch: {spec: {replicas: 3}}}
   faults:
     - {at: 1800, rack: rack-5, recoverAfterSeconds: 600}  # any domain name; or nodes: [...]
+  serving:                                               # request load per group (docs/serving.md)
+    - group: serving/llama-70b
+      model: llama-3.1-70b                               # a built-in profile, or a file beside the scenario
+      gpu: h100-sxm
+      slo: {ttftSeconds: 2, itlSeconds: 0.1}
+      trace: {name: azure-conv-2023, rate: 4, startSeconds: 0, endSeconds: 1800}   # or file: ...
+      # synthetic: {rate: 5, arrivals: gamma, burstiness: 3, input: {...}, output: {...}}
+  compare:                                               # the runs `tandem simulate --compare` puts side by side
+    - {name: fixed-ratio, autoscaling: FixedRatio}
+    - {name: no-affinity, affinity: drop}
 ```
-Pure: `load_scenario` takes texts; the CLI reads the files.
+Pure: `load_scenario` takes texts; the CLI reads the files (and the traces).
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from typing import Any, Callable, Literal
 
 import yaml
@@ -32,7 +44,11 @@ from tandem.api.base import StrictModel
 from tandem.api.loading import load_texts
 from tandem.errors import InputError, Problem
 from tandem.sim.kubelet import Startup
-from tandem.sim.runner import Change, Fault, Scenario
+from tandem.sim.load import ServingLoad
+from tandem.sim.serving import GpuProfile, ModelProfile, gpu_profile, model_profile
+from tandem.sim.serving.profiles import parse_profile
+from tandem.sim.traces import Lengths, Trace, parse_trace, replay, synthetic
+from tandem.sim.runner import Change, Fault, Scenario, Variant
 from tandem.topology.generate import generate_cluster, parse_shape
 
 
@@ -85,6 +101,82 @@ class FaultSpec(StrictModel):
         return self
 
 
+class SloSpec(StrictModel):
+    ttft_seconds: float = Field(gt=0)
+    itl_seconds: float = Field(gt=0)
+
+
+class TraceSpec(StrictModel):
+    """A recorded trace: a catalogue name (`tandem trace list`) or a file beside the scenario."""
+
+    name: str | None = None
+    file: str | None = None
+    format: Literal["azure", "mooncake", "burstgpt"] | None = None
+    rate: float = Field(1.0, gt=0)  # replay at this multiple of the recorded request rate
+    start_seconds: float = Field(0.0, ge=0)
+    end_seconds: float | None = Field(None, gt=0)
+    limit: int | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "TraceSpec":
+        if (self.name is None) == (self.file is None):
+            raise ValueError("give either name or file")
+        if self.end_seconds is not None and self.end_seconds <= self.start_seconds:
+            raise ValueError("endSeconds must be after startSeconds")
+        return self
+
+
+class LengthSpec(StrictModel):
+    distribution: Literal["lognormal", "fixed"] = "lognormal"
+    median: float = Field(gt=0)
+    sigma: float = Field(1.0, ge=0)
+    maximum: int = Field(16_384, ge=1)
+
+
+class SyntheticSpec(StrictModel):
+    """A seeded synthetic load (docs/traces.md); the scenario's seed drives it."""
+
+    rate: float = Field(gt=0)  # requests per second on average
+    arrivals: Literal["poisson", "gamma"] = "poisson"
+    burstiness: float = Field(1.0, gt=0)  # coefficient of variation of gamma inter-arrival times
+    input: LengthSpec = Field(default_factory=lambda: LengthSpec(median=1024, sigma=1.0, maximum=16_384))
+    output: LengthSpec = Field(default_factory=lambda: LengthSpec(median=128, sigma=0.9, maximum=4_096))
+
+    def generate(self, seed: int, duration_s: float) -> Trace:
+        lengths = [Lengths(x.distribution, x.median, x.sigma, x.maximum) for x in (self.input, self.output)]
+        return synthetic(seed, duration_s, self.rate, self.arrivals, self.burstiness, lengths[0], lengths[1], name="synthetic")
+
+
+class ServingSpec(StrictModel):
+    group: str = Field(pattern=r"^[a-z0-9-]+/[a-z0-9-]+$")  # namespace/name
+    model: str
+    gpu: str
+    prefill_role: str = "prefill"
+    decode_role: str = "decode"
+    slo: SloSpec
+    trace: TraceSpec | None = None
+    synthetic: SyntheticSpec | None = None
+    start_at: float = Field(0.0, ge=0)  # when the first request arrives, in scenario time
+    metrics_window_seconds: float = Field(60.0, gt=0)
+    cluster_bandwidth_gbps: float = Field(100.0, gt=0)  # between nodes sharing no domain
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ServingSpec":
+        if (self.trace is None) == (self.synthetic is None):
+            raise ValueError("give either trace or synthetic")
+        return self
+
+
+class VariantSpec(StrictModel):
+    """One run of `--compare`: the same scenario with a placement policy, an autoscaling
+    policy for every group that autoscales, or the groups' affinity rules dropped."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    placement: Literal["tandem", "independent", "sequential"] = "tandem"
+    autoscaling: Literal["FixedRatio", "PreferredBand", "SLO", "Independent"] | None = None
+    affinity: Literal["keep", "drop"] = "keep"
+
+
 class ScenarioSpec(StrictModel):
     seed: int = 0
     duration_seconds: float = Field(gt=0)
@@ -95,6 +187,19 @@ class ScenarioSpec(StrictModel):
     groups: list[GroupArrival] = Field(min_length=1)
     changes: list[ChangeSpec] = Field(default_factory=list)
     faults: list[FaultSpec] = Field(default_factory=list)
+    serving: list[ServingSpec] = Field(default_factory=list)
+    autoscale_tick_seconds: float = Field(5.0, gt=0)
+    compare: list[VariantSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique(self) -> "ScenarioSpec":
+        names = [v.name for v in self.compare]
+        if len(set(names)) != len(names):
+            raise ValueError(f"compare: names must be unique, got {', '.join(names)}")
+        groups = [s.group for s in self.serving]
+        if len(set(groups)) != len(groups):
+            raise ValueError("serving: one entry per group")
+        return self
 
 
 class ScenarioFile(StrictModel):
@@ -104,9 +209,15 @@ class ScenarioFile(StrictModel):
     spec: ScenarioSpec
 
 
-def load_scenario(source: str, text: str, read: Callable[[str], tuple[str, str]]) -> Scenario:
+def load_scenario(
+    source: str,
+    text: str,
+    read: Callable[[str], tuple[str, str]],
+    read_trace: Callable[[str], tuple[str, str]] | None = None,
+) -> Scenario:
     """A runnable Scenario from the scenario text; `read(path)` returns (name, text) of a
-    file the scenario names. Raises InputError with field paths on any mistake."""
+    file the scenario names, `read_trace(name)` that of a catalogue trace. Raises
+    InputError with field paths on any mistake."""
     try:
         raw = yaml.safe_load(text)
         parsed = ScenarioFile.model_validate(raw)
@@ -147,7 +258,16 @@ def load_scenario(source: str, text: str, read: Callable[[str], tuple[str, str]]
     startup = {
         role: Startup(s.image_pull_seconds, s.model_load_median_seconds, s.model_load_sigma) for role, s in spec.startup.items()
     }
+    groups = {f"{g['metadata'].get('namespace', 'default')}/{g['metadata']['name']}": g for _, g in arrivals}
+    serving = [
+        _serving_load(index, entry, groups, spec.seed, spec.duration_seconds, source, read, read_trace)
+        for index, entry in enumerate(spec.serving)
+    ]
+    variants = [Variant(v.name, v.placement, v.autoscaling, v.affinity) for v in spec.compare]
     return Scenario(
+        serving=serving,
+        autoscale_tick_s=spec.autoscale_tick_seconds,
+        variants=variants,
         cluster=cluster,
         arrivals=arrivals,
         duration_s=spec.duration_seconds,
@@ -176,3 +296,79 @@ def _racks(cluster: list[dict[str, Any]]) -> dict[str, list[str]]:
                 if label in node_labels:
                     out.setdefault(node_labels[label], []).append(obj["metadata"]["name"])
     return out
+
+
+def with_variant(scenario: Scenario, variant: Variant) -> Scenario:
+    """The scenario as `variant` runs it: every autoscaling group on the variant's policy,
+    and the groups' affinity rules dropped if it says so. The placement policy is the
+    caller's to choose (it is code, not data)."""
+    arrivals = []
+    for at, group in scenario.arrivals:
+        group = copy.deepcopy(group)
+        if variant.autoscaling and group["spec"].get("autoscaling"):
+            group["spec"]["autoscaling"]["policy"] = variant.autoscaling
+        if variant.affinity == "drop":
+            group["spec"].pop("affinity", None)
+        arrivals.append((at, group))
+    return dataclasses.replace(scenario, arrivals=arrivals)
+
+
+def _serving_load(
+    index: int,
+    entry: ServingSpec,
+    groups: dict[str, dict[str, Any]],
+    seed: int,
+    duration_s: float,
+    source: str,
+    read: Callable[[str], tuple[str, str]],
+    read_trace: Callable[[str], tuple[str, str]] | None,
+) -> ServingLoad:
+    where = f"spec.serving[{index}]"
+    group = groups.get(entry.group)
+    if group is None:
+        raise InputError(Problem(f"{where}.group", f"no group {entry.group!r} arrives in this scenario", source))
+    roles = [r["name"] for r in group["spec"]["roles"]]
+    for field_name, role in (("prefillRole", entry.prefill_role), ("decodeRole", entry.decode_role)):
+        if role not in roles:
+            raise InputError(Problem(f"{where}.{field_name}", f"{entry.group} has no role {role!r} (roles: {', '.join(roles)})", source))
+    model = _profile(ModelProfile, model_profile, entry.model, f"{where}.model", source, read)
+    gpu = _profile(GpuProfile, gpu_profile, entry.gpu, f"{where}.gpu", source, read)
+    if entry.trace is not None:
+        t = entry.trace
+        if t.file is not None:
+            name, body = read(t.file)
+        elif read_trace is None:
+            raise InputError(Problem(f"{where}.trace.name", "catalogue traces need a trace folder (tandem simulate --traces DIR)", source))
+        else:
+            name, body = read_trace(t.name or "")
+        trace = replay(parse_trace(body, name, t.format), rate=t.rate, start_s=t.start_seconds, end_s=t.end_seconds, limit=t.limit)
+    else:
+        trace = entry.synthetic.generate(seed, max(duration_s - entry.start_at, 1.0))  # type: ignore[union-attr]
+    if len(trace) == 0:
+        raise InputError(Problem(f"{where}.trace", "no request falls in the chosen window", source))
+    namespace, name = entry.group.split("/")
+    return ServingLoad(
+        namespace=namespace,
+        name=name,
+        model=model,
+        gpu=gpu,
+        prefill_role=entry.prefill_role,
+        decode_role=entry.decode_role,
+        ttft_slo_s=entry.slo.ttft_seconds,
+        itl_slo_s=entry.slo.itl_seconds,
+        trace=Trace(trace.name, trace.arrival_s + entry.start_at, trace.input_tokens, trace.output_tokens),
+        window_s=entry.metrics_window_seconds,
+        cluster_bandwidth_gbps=entry.cluster_bandwidth_gbps,
+    )
+
+
+def _profile(kind: type, by_name: Callable[[str], Any], value: str, path: str, source: str, read: Callable[[str], tuple[str, str]]) -> Any:
+    """A built-in profile by name, or a profile file beside the scenario."""
+    if value.endswith((".yaml", ".yml", ".json")):
+        name, body = read(value)
+        return parse_profile(kind, name, body)  # its problems name that file
+    try:
+        return by_name(value)
+    except InputError as exc:
+        problem = exc.problems[0]
+        raise InputError(Problem(f"{path}{('.' + problem.path) if problem.path else ''}", problem.message, source)) from None

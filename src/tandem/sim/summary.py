@@ -13,14 +13,30 @@
 - `affinity_satisfied_fraction`: at the end, the share of `from` replicas that share their
   affinity level's domain with a `to` replica of the same unit (null without affinity).
 - cluster: `gpu_allocation` as (time, GPUs held by bound pods) over the run.
+
+`serving` (groups with request load, docs/serving.md), per group:
+- `requests`, `completed`, `restarts` (requests that lost work to a leaving replica).
+- `ttft_s`, `itl_s`, `e2e_s`, `kv_transfer_s`: p50/p90/p99 over completed requests
+  (ITL is the request's mean inter-token latency, TPOT).
+- `slo_attainment`: share of ALL requests of the trace that completed within both the
+  TTFT and the ITL target (an unfinished request misses).
+- `goodput_rps_per_gpu`: requests meeting the SLO per second of load, per GPU the
+  group held on average over that time (`mean_gpus`, bound pods, starting ones included).
+- `gpu_utilisation`: GPU-seconds the serving replicas were computing / GPU-seconds they
+  were Ready.
+- `scale_events`: (time, desired replicas per role) for every autoscaler change.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+import numpy as np
 
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.sim.runner import Result, Scenario
+from tandem.sim.serving import ServingResults
 
 # The per-group keys of summary.json, in the order reports show them.
 GROUP_KEYS = (
@@ -64,7 +80,60 @@ def summarize(scenario: Scenario, result: Result) -> dict[str, Any]:
             "affinity_satisfied_fraction": _affinity(result, key),
         }
     allocation = [(s.at, s.allocated_gpus) for s in samples]
-    return {"groups": groups, "cluster": {"gpu_allocation": _downsample(allocation, 400), "reconcile_passes": result.passes}}
+    out: dict[str, Any] = {"groups": groups, "cluster": {"gpu_allocation": _downsample(allocation, 400), "reconcile_passes": result.passes}}
+    if result.serving:
+        out["serving"] = {key: _serving(key, served, result, scenario.duration_s) for key, served in sorted(result.serving.items())}
+    return out
+
+
+def _serving(key: str, served: ServingResults, result: Result, end: float) -> dict[str, Any]:
+    start = float(served.arrival_s[0]) if len(served.arrival_s) else 0.0
+    period = max(end - start, 1e-9)
+    held = 0.0
+    mine = [s for s in result.samples if key in s.gpus]
+    for current, following in zip(mine, mine[1:] + [None]):
+        lo, hi = max(current.at, start), min(following.at if following else end, end)
+        if hi > lo:
+            held += current.gpus[key] * (hi - lo)
+    mean_gpus = held / period
+    met = int(served.slo_met().sum())
+    busy, ready = _gpu_seconds(served, end)
+    return {
+        "requests": int(len(served.arrival_s)),
+        "completed": int(served.completed.sum()),
+        "restarts": int(served.restarts.sum()),
+        "ttft_s": _percentiles(served, "ttft_s"),
+        "itl_s": _percentiles(served, "itl_s"),
+        "e2e_s": _percentiles(served, "e2e_s"),
+        "kv_transfer_s": _percentiles(served, "kv_transfer_s"),
+        "slo": {"ttft_s": served.ttft_slo_s, "itl_s": served.itl_slo_s},
+        "slo_attainment": round(met / max(len(served.arrival_s), 1), 4),
+        "goodput_rps_per_gpu": None if mean_gpus <= 0 else round(met / period / mean_gpus, 5),
+        "mean_gpus": round(mean_gpus, 2),
+        "gpu_utilisation": None if ready <= 0 else round(busy / ready, 4),
+        "scale_events": [[round(at, 3), dict(sorted(d.items()))] for at, d in result.scale_events.get(key, [])],
+    }
+
+
+def _percentiles(served: ServingResults, metric: str) -> dict[str, float | None]:
+    values = served.percentiles(metric, (50, 90, 99))
+    return {f"p{int(q)}": (None if math.isnan(v) else round(v, 5)) for q, v in values.items()}
+
+
+def _gpu_seconds(served: ServingResults, end: float) -> tuple[float, float]:
+    """(busy, Ready) GPU-seconds of the serving replicas over the run."""
+    left = np.where(np.isnan(served.replica_left_s), end, served.replica_left_s)
+    ready = float(np.sum((np.minimum(left, end) - served.replica_joined_s) * served.replica_gpus))
+    samples = served.samples
+    busy = 0.0
+    for replica in range(len(served.replica_ids)):
+        rows = np.flatnonzero(samples.replica == replica)
+        if rows.size == 0:
+            continue
+        times = samples.at_s[rows]
+        previous = np.concatenate(([served.replica_joined_s[replica]], times[:-1]))
+        busy += float(np.sum(np.nan_to_num(samples.busy_fraction[rows]) * np.maximum(times - previous, 0.0))) * int(served.replica_gpus[replica])
+    return busy, ready
 
 
 def _units(result: Result, key: str) -> int:

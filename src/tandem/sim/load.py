@@ -1,0 +1,169 @@
+"""Serving load on the simulated cluster: the bridge between pods and the serving model.
+
+Each group with load gets one `ServingModel`. After every controller pass the driver
+reads which replicas are Ready (all their pods Ready, none deleting) and hands that set
+to the model; between passes the model runs its requests. The autoscaler reads the
+model's figures through `signals`, renamed from the model's prefill/decode to the
+group's own role names, just as a metrics pipeline would report them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tandem.api.kube import Node
+from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
+from tandem.api.quantity import parse_quantity
+from tandem.api.resources import ClusterTopology
+from tandem.autoscaling.signals import Signals
+from tandem.sim.serving import GpuProfile, ModelProfile, ReplicaInfo, ServingModel, ServingResults
+from tandem.sim.traces import Trace
+from tandem.topology import ClusterSnapshot, TopologyView
+
+GPU = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class ServingLoad:
+    """One group's load, resolved from a scenario: what runs, on what, against which SLO."""
+
+    namespace: str
+    name: str
+    model: ModelProfile
+    gpu: GpuProfile
+    prefill_role: str
+    decode_role: str
+    ttft_slo_s: float
+    itl_slo_s: float
+    trace: Trace
+    window_s: float = 60.0
+    cluster_bandwidth_gbps: float = 100.0  # between nodes that share no domain of any level
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass
+class ServingRun:
+    """What the driver keeps per group: the model and the Ready sets it was handed."""
+
+    load: ServingLoad
+    model: ServingModel
+    replicas: tuple[ReplicaInfo, ...] = ()
+    timeline: list[tuple[float, int, int, int]] = field(default_factory=list)  # (t, prefill, decode, GPUs serving)
+
+
+class LoadDriver:
+    def __init__(self, loads: list[ServingLoad], cluster: list[dict[str, Any]]):
+        bandwidth = _bandwidth(cluster)
+        self.runs: dict[str, ServingRun] = {}
+        for load in loads:
+            model = ServingModel(
+                load.model,
+                load.gpu,
+                lambda a, b, fallback=load.cluster_bandwidth_gbps: bandwidth(a, b, fallback),
+                ttft_slo_s=load.ttft_slo_s,
+                itl_slo_s=load.itl_slo_s,
+            )
+            model.add_requests(load.trace.arrival_s, load.trace.input_tokens, load.trace.output_tokens)
+            self.runs[load.key] = ServingRun(load, model)
+
+    def advance(self, now: float) -> None:
+        for run in self.runs.values():
+            run.model.advance(now)
+
+    def sync(self, pods: list[dict[str, Any]], now: float) -> None:
+        """Hand each model the replicas that are Ready now (only when the set changed)."""
+        for run in self.runs.values():
+            ready = _ready_replicas(pods, run.load)
+            if ready != run.replicas:
+                run.model.set_replicas(now, ready)
+                run.replicas = ready
+                kinds = [r.kind for r in ready]
+                run.timeline.append((now, kinds.count("prefill"), kinds.count("decode"), sum(r.gpus for r in ready)))
+
+    def signals(self, namespace: str, name: str, now: float) -> Signals | None:
+        run = self.runs.get(f"{namespace}/{name}")
+        if run is None:
+            return None
+        raw = run.model.signals(now, run.load.window_s)
+        names = {"prefill": run.load.prefill_role, "decode": run.load.decode_role}
+        return Signals(
+            at=raw.at,
+            window_s=raw.window_s,
+            roles={names[kind]: figures for kind, figures in raw.roles.items() if kind in names},
+            arrival_rate=raw.arrival_rate,
+            input_tokens_per_s=raw.input_tokens_per_s,
+            output_tokens_per_s=raw.output_tokens_per_s,
+            ttft_p90_s=raw.ttft_p90_s,
+            itl_p90_s=raw.itl_p90_s,
+        )
+
+    def finish(self, end: float) -> None:
+        """Run to the end and take a last sample, so the figures cover the whole run."""
+        for run in self.runs.values():
+            run.model.advance(end)
+            run.model.signals(end, run.load.window_s)
+
+    def results(self) -> dict[str, ServingResults]:
+        return {key: run.model.results() for key, run in self.runs.items()}
+
+
+def _ready_replicas(pods: list[dict[str, Any]], load: ServingLoad) -> tuple[ReplicaInfo, ...]:
+    kinds = {load.prefill_role: "prefill", load.decode_role: "decode"}
+    members: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
+    for pod in pods:
+        meta = pod["metadata"]
+        labels = meta.get("labels", {})
+        if meta.get("namespace") != load.namespace or labels.get(GROUP_LABEL) != load.name or labels.get(ROLE_LABEL) not in kinds:
+            continue
+        members.setdefault((int(labels[UNIT_LABEL]), labels[ROLE_LABEL], int(labels[REPLICA_LABEL])), []).append(pod)
+    out = []
+    for (unit, role, index), replica_pods in sorted(members.items()):
+        if not all(_serving(p) for p in replica_pods):
+            continue
+        leader = min(replica_pods, key=lambda p: int(p["metadata"]["labels"].get(POD_INDEX_LABEL, "0")))
+        gpus = sum(_gpus(p) for p in replica_pods)
+        # The leader's uid is part of the identity: a re-created replica starts with an empty KV cache.
+        ident = f"{load.key}/{unit}/{role}/{index}@{leader['metadata'].get('uid', '')}"
+        out.append(ReplicaInfo(ident, kinds[role], unit, gpus, leader["spec"]["nodeName"]))
+    return tuple(out)
+
+
+def _serving(pod: dict[str, Any]) -> bool:
+    if pod["metadata"].get("deletionTimestamp") or not pod["spec"].get("nodeName"):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+def _gpus(pod: dict[str, Any]) -> int:
+    total = 0
+    for container in pod["spec"].get("containers", []):
+        total += parse_quantity(container.get("resources", {}).get("requests", {}).get(GPU, 0)) // 1000
+    return total
+
+
+def _bandwidth(cluster: list[dict[str, Any]]):
+    """bandwidth(a, b, fallback): the stated bandwidth of the nodes' lowest common level,
+    or of the nearest broader level that states one, else `fallback`."""
+    topologies = [ClusterTopology.model_validate(o) for o in cluster if o.get("kind") == "ClusterTopology"]
+    nodes = [Node.model_validate(o) for o in cluster if o.get("kind") == "Node"]
+    if not topologies:
+        return lambda a, b, fallback: 7200.0 if a == b else fallback
+    snapshot, _ = ClusterSnapshot.build(nodes)
+    view = TopologyView.build(topologies[0], snapshot)
+    levels = topologies[0].spec.levels
+    cache: dict[tuple[str, str], float | None] = {}
+
+    def bandwidth(a: str, b: str, fallback: float) -> float:
+        key = (a, b) if a <= b else (b, a)
+        if key not in cache:
+            index = snapshot.node_index
+            depth = view.lowest_common_depth(index[a], index[b]) if a != b else len(levels)
+            stated = [lv.link_bandwidth_gbps for lv in levels[:depth] if lv.link_bandwidth_gbps]
+            cache[key] = stated[-1] if stated else None
+        return cache[key] or fallback
+
+    return bandwidth

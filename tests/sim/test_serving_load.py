@@ -1,0 +1,193 @@
+"""Serving load in the simulated cluster: scenarios with traces, the autoscaler's pass
+through the controller, the summary keys and the report, and the bundled trace scenarios."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tandem.controller.autoscale import autoscale
+from tandem.controller.reconcile import reconcile
+from tandem.errors import InputError
+from tandem.sim.runner import simulate
+from tandem.sim.scenario import load_scenario, with_variant
+from tandem.sim.store import MemoryStore
+from tandem.sim.summary import summarize
+from tandem.autoscaling.signals import RoleSignals, Signals
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED_TRACES = ROOT.parent / "shared" / "traces"
+GROUP = ROOT / "examples" / "llama-70b-autoscaled.yaml"
+
+SCENARIO = """
+apiVersion: tandem.dev/v1alpha1
+kind: Scenario
+metadata: {name: small-serving}
+spec:
+  seed: 3
+  durationSeconds: 420
+  cluster: {shape: "block=1,rack=2,host=2", gpus: 8}
+  startup:
+    "*": {imagePullSeconds: 5, modelLoadMedianSeconds: 30, modelLoadSigma: 0.1}
+  groups:
+    - {at: 0, file: group.yaml}
+  serving:
+    - group: serving/llama-70b-chat
+      model: llama-3.1-70b
+      gpu: h100-sxm
+      slo: {ttftSeconds: 1.0, itlSeconds: 0.05}
+      synthetic: {rate: 25, arrivals: gamma, burstiness: 2}
+      startAt: 60
+  compare:
+    - {name: fixed-ratio, autoscaling: FixedRatio}
+    - {name: independent-hpa, autoscaling: Independent}
+"""
+
+
+def _load(text: str, tmp_path: Path, group_text: str | None = None):
+    (tmp_path / "group.yaml").write_text(group_text if group_text is not None else GROUP.read_text())
+    return load_scenario("scenario.yaml", text, lambda rel: (rel, (tmp_path / rel).read_text()))
+
+
+def test_a_synthetic_load_is_served_and_scaled_through_the_coordination_planner(tmp_path):
+    scenario = _load(SCENARIO, tmp_path)
+    result = simulate(with_variant(scenario, scenario.variants[0]))
+    served = result.serving["serving/llama-70b-chat"]
+    assert served.completed.sum() > 0.9 * len(served.arrival_s)
+    events = result.scale_events["serving/llama-70b-chat"]
+    assert events, "a 25 req/s load on 2 prefill : 1 decode must make the autoscaler act"
+    # The autoscaler writes the desired counts; reconcile moves to them in maxSkew steps,
+    # so Ready counts never jump past the desired ones and end at them.
+    final = result.store.get("InferenceGroup", "serving", "llama-70b-chat")
+    assert {r["name"]: r["replicas"] for r in final["spec"]["roles"]} == events[-1][1]
+    assert final["status"]["autoscaling"]["desired"] == events[-1][1]
+    assert "coordination" in final["status"]["units"]["0"], "reconcile's status must keep its own keys"
+    # FixedRatio keeps prefill:decode at the configured 2:1 (within rounding of the split).
+    for _, desired in events:
+        assert abs(desired["prefill"] - 2 * desired["decode"]) <= 2
+
+
+def test_summary_has_the_documented_serving_keys_and_is_deterministic(tmp_path):
+    scenario = _load(SCENARIO, tmp_path)
+    run = with_variant(scenario, scenario.variants[0])
+    first = summarize(run, simulate(run))
+    second = summarize(run, simulate(run))
+    assert json.dumps(first, sort_keys=True) == json.dumps(second, sort_keys=True)
+    figures = first["serving"]["serving/llama-70b-chat"]
+    assert set(figures) == {
+        "requests", "completed", "restarts", "ttft_s", "itl_s", "e2e_s", "kv_transfer_s", "slo",
+        "slo_attainment", "goodput_rps_per_gpu", "mean_gpus", "gpu_utilisation", "scale_events",
+    }
+    assert 0 < figures["slo_attainment"] <= 1 and 0 < figures["gpu_utilisation"] <= 1
+    assert figures["ttft_s"]["p50"] <= figures["ttft_s"]["p90"] <= figures["ttft_s"]["p99"]
+    # goodput per GPU is exactly the SLO-meeting requests per second of load per GPU held
+    load_s = run.duration_s - 60.0
+    met = figures["slo_attainment"] * figures["requests"]
+    assert figures["goodput_rps_per_gpu"] == pytest.approx(met / load_s / figures["mean_gpus"], rel=2e-3)
+
+
+def test_compare_runs_every_policy_on_the_same_requests_and_writes_the_report(tmp_path, run_cli):
+    (tmp_path / "scenario.yaml").write_text(SCENARIO)
+    (tmp_path / "group.yaml").write_text(GROUP.read_text())
+    out = tmp_path / "out"
+    result = run_cli("simulate", tmp_path / "scenario.yaml", "--compare", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == {"fixed-ratio", "independent-hpa"}
+    requests = {name: figures["serving"]["serving/llama-70b-chat"]["requests"] for name, figures in summary.items()}
+    assert len(set(requests.values())) == 1, "every policy must see the same trace"
+    page = (out / "index.html").read_text()
+    for image in ("serving_slo.png", "serving_latency.png", "serving_replicas.png"):
+        assert (out / image).stat().st_size > 1000 and f'src="{image}"' in page
+    assert "goodput_rps_per_gpu" in page and "SLO met" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "edit, path",
+    [
+        (lambda s: s.replace("group: serving/llama-70b-chat", "group: serving/nope"), "spec.serving[0].group"),
+        (lambda s: s.replace("gpu: h100-sxm", "gpu: tpu-v9"), "spec.serving[0].gpu"),
+        (lambda s: s.replace("model: llama-3.1-70b", "model: gpt-9"), "spec.serving[0].model"),
+        (lambda s: s.replace("      startAt: 60", "      decodeRole: generate"), "spec.serving[0].decodeRole"),
+        (lambda s: s.replace("synthetic: {rate: 25, arrivals: gamma, burstiness: 2}", "trace: {name: azure-conv-2023}"), "spec.serving[0].trace.name"),
+        (lambda s: s.replace("synthetic: {rate: 25, arrivals: gamma, burstiness: 2}", "synthetic: {rate: -1}"), "spec.serving.0.synthetic.rate"),
+        (lambda s: s.replace("autoscaling: Independent", "autoscaling: Magic"), "spec.compare.1.autoscaling"),
+    ],
+)
+def test_bad_serving_settings_name_their_field(tmp_path, edit, path):
+    with pytest.raises(InputError) as caught:
+        _load(edit(SCENARIO), tmp_path)
+    assert path in str(caught.value) and "\n" not in str(caught.value)
+
+
+def _signals(now: float, decode_tokens: float) -> Signals:
+    role = RoleSignals(replicas=1, queue_depth=0.0, busy_fraction=0.5, kv_utilization=0.5, tokens_per_s=decode_tokens)
+    return Signals(now, 60.0, {"prefill": role, "decode": role}, 5.0, 5000.0, decode_tokens, 0.2, 0.02)
+
+
+def test_the_autoscaler_pass_writes_spec_and_status_with_compare_and_swap():
+    store = MemoryStore()
+    group = yaml.safe_load(GROUP.read_text())
+    store.create(group)
+    report = autoscale(store, 0.0, lambda ns, name, now: _signals(now, 12_000.0))
+    assert report.changes == [("serving/llama-70b-chat", {"decode": 4, "prefill": 8})]
+    stored = store.get("InferenceGroup", "serving", "llama-70b-chat")
+    assert [r["replicas"] for r in stored["spec"]["roles"]] == [8, 4]
+    assert stored["metadata"]["generation"] == 2 and stored["status"]["autoscaling"]["lastDecisionAt"] == 0.0
+    # Not due again before intervalSeconds; the controller's status write keeps the autoscaler's memory.
+    assert autoscale(store, 5.0, lambda *a: _signals(5.0, 0.0)).changes == []
+    reconcile(store, 6.0)
+    assert store.get("InferenceGroup", "serving", "llama-70b-chat")["status"]["autoscaling"]["lastDecisionAt"] == 0.0
+    # A group changed by someone else between read and write is left for the next pass.
+    def racing_update(obj):
+        store.patch("InferenceGroup", "serving", "llama-70b-chat", {"metadata": {"labels": {"touched": "yes"}}})
+        return MemoryStore.update(store, obj)
+
+    store.update = racing_update  # type: ignore[method-assign]
+    report = autoscale(store, 400.0, lambda *a: _signals(400.0, 100.0))
+    assert report.conflicts == 1 and report.changes == []
+    assert [r["replicas"] for r in store.get("InferenceGroup", "serving", "llama-70b-chat")["spec"]["roles"]] == [8, 4]
+
+
+def test_missing_metrics_change_nothing():
+    store = MemoryStore()
+    store.create(yaml.safe_load(GROUP.read_text()))
+    report = autoscale(store, 0.0, lambda *a: None)
+    assert report.changes == []
+    assert [r["replicas"] for r in store.get("InferenceGroup", "serving", "llama-70b-chat")["spec"]["roles"]] == [2, 1]
+
+
+needs_traces = pytest.mark.skipif(
+    not (SHARED_TRACES / "azure_llm_2023_conv.csv").is_file(),
+    reason=f"the Azure trace copy is not at {SHARED_TRACES} (a user fetches it with 'tandem trace fetch azure-conv-2023')",
+)
+
+
+@needs_traces
+def test_the_bundled_azure_scenario_compares_the_policies_on_the_real_trace(tmp_path, run_cli):
+    out = tmp_path / "azure"
+    result = run_cli("simulate", ROOT / "examples/scenarios/azure-conv.yaml", "--compare", "--traces", SHARED_TRACES, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == {"fixed-ratio", "preferred-band", "slo", "independent-hpa"}
+    serving = {name: figures["serving"]["serving/llama-70b-chat"] for name, figures in summary.items()}
+    assert {s["requests"] for s in serving.values()} == {19_366}
+    # The coordinated policies serve more of the trace within its SLO, per GPU, than independent HPAs.
+    for name in ("fixed-ratio", "slo"):
+        assert serving[name]["slo_attainment"] > serving["independent-hpa"]["slo_attainment"]
+        assert serving[name]["goodput_rps_per_gpu"] > serving["independent-hpa"]["goodput_rps_per_gpu"]
+
+
+@needs_traces
+def test_placing_prefill_away_from_decode_costs_kv_transfer_time(tmp_path, run_cli):
+    out = tmp_path / "affinity"
+    result = run_cli("simulate", ROOT / "examples/scenarios/azure-conv-affinity.yaml", "--compare", "--traces", SHARED_TRACES, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    near, far = (summary[n]["serving"]["serving/llama-70b-chat"] for n in ("with-affinity", "without-affinity"))
+    assert near["requests"] == far["requests"] and near["mean_gpus"] == far["mean_gpus"]
+    assert near["kv_transfer_s"]["p50"] < far["kv_transfer_s"]["p50"]
+    assert near["ttft_s"]["p50"] < far["ttft_s"]["p50"]
