@@ -87,6 +87,8 @@ class Inputs:
     warnings: list[str] = field(default_factory=list)
     # ("InferenceGroup", "ns/name") -> (file and document, path prefix), for error messages
     sources: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    # (namespace, name) -> the InferenceGroup document as written: pod templates with every field
+    manifests: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     def source_of(self, group: InferenceGroup) -> tuple[str, str]:
         return self.sources.get(("InferenceGroup", f"{group.metadata.namespace}/{group.metadata.name}"), ("", ""))
@@ -110,6 +112,8 @@ def load_texts(sources: list[tuple[str, str]]) -> Inputs:
             obj = _parse(where, path, raw, problems)
             if obj is not None:
                 _add(inputs, obj, where, path, origins, problems)
+                if isinstance(obj, InferenceGroup):
+                    inputs.manifests.setdefault((obj.metadata.namespace, obj.metadata.name), raw)
     for group in inputs.groups:
         topology = inputs.topologies.get(group.spec.topology_name)
         where, path = _origin(origins, group)

@@ -33,6 +33,9 @@ app = typer.Typer(
 )
 cluster_app = typer.Typer(help="Work with cluster files.", no_args_is_help=True)
 app.add_typer(cluster_app, name="cluster")
+from tandem.cli.trace import trace_app  # noqa: E402 - kept beside the other sub-app
+
+app.add_typer(trace_app, name="trace")
 
 T = TypeVar("T")
 INVALID_INPUT = 2
@@ -95,6 +98,12 @@ def validate(
         for problem in exc.problems:
             err.print(f"[bold red]error:[/] {escape(str(problem))}")
         raise typer.Exit(INVALID_INPUT) from None
+    from tandem.cli.render import backend_findings, report_findings
+
+    problems, warnings = backend_findings(inputs)  # each group against the backend it names
+    report_findings(problems, warnings)
+    if problems:
+        raise typer.Exit(INVALID_INPUT)
     console = Console(highlight=False, soft_wrap=True)
     for group in inputs.groups:
         if group.spec.topology_name not in inputs.topologies:
@@ -141,6 +150,28 @@ def explain(
     _guard(run)
 
 
+@app.command()
+def render(
+    files: Annotated[list[Path], typer.Argument(help="InferenceGroup files (and any other input files).", show_default=False)] = [],  # noqa: B006
+    backend: Annotated[
+        str | None, typer.Option("--backend", "-b", help="native, volcano, koordinator, kai, kueue or workload-api (default: each group's spec.scheduler.backend).")
+    ] = None,
+    cluster: Annotated[
+        list[Path], typer.Option("--cluster", "-c", help="Nodes and ClusterTopology (repeatable); with nodes, the backend's topology objects are rendered too.")
+    ] = [],  # noqa: B006 - typer reads the default
+    topology_only: Annotated[bool, typer.Option("--topology-only", help="Only the ClusterTopology, as the backend's own topology objects.")] = False,
+    workload_api_version: Annotated[
+        str, typer.Option("--workload-api-version", help="scheduling.k8s.io version for workload-api: v1alpha3, v1beta1, v1alpha2 or v1alpha1.")
+    ] = "v1alpha3",
+    queue: Annotated[str, typer.Option("--queue", help="Volcano/KAI queue or Kueue LocalQueue the pods go to.")] = "default",
+    capabilities: Annotated[bool, typer.Option("--capabilities", help="Print the capability matrix (docs/capabilities.md) and exit.")] = False,
+) -> None:
+    """Print the YAML to `kubectl apply` to run groups on another scheduler (see docs/backends.md)."""
+    from tandem.cli.render import run_render
+
+    run_render(files, backend, cluster, topology_only, workload_api_version, queue, capabilities)
+
+
 class Policy(str, Enum):
     tandem = "tandem"
     independent = "independent"
@@ -151,18 +182,22 @@ class Policy(str, Enum):
 def simulate(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML (see docs/controller.md).", show_default=False)],
     policy: Annotated[Policy, typer.Option(help="Placement policy the controller uses.")] = Policy.tandem,
-    compare: Annotated[bool, typer.Option("--compare", help="Run tandem and both baselines, side by side.")] = False,
+    compare: Annotated[
+        bool, typer.Option("--compare", help="Run the scenario's `compare:` list side by side (default: tandem and both placement baselines).")
+    ] = False,
     out: Annotated[Path, typer.Option("--out", help="Directory for summary.json, the plots and index.html.")] = Path("out/simulate"),
+    traces: Annotated[
+        Path | None, typer.Option("--traces", help="Folder of fetched traces (default: $TANDEM_TRACES, else ~/.cache/tandem/traces).", show_default=False)
+    ] = None,
 ) -> None:
     """Run a scenario in the simulated cluster with the real controller; write a report."""
     from tandem.cli.simulate import run_simulation
 
     def run() -> None:
-        policies = [p.value for p in Policy] if compare else [policy.value]
         console = Console(highlight=False)
         if not console.is_terminal:
-            console.width = 160
-        run_simulation(scenario, policies, out, console)
+            console.width = 180
+        run_simulation(scenario, policy.value, compare, out, console, traces)
 
     _guard(run)
 

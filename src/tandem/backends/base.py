@@ -1,0 +1,241 @@
+"""The interface every scheduler backend implements, in the manner of Grove's scheduler backends.
+
+A backend translates one InferenceGroup into the objects another scheduler reads (its
+PodGroup-like objects, its topology objects) and says what each pod needs (scheduler
+name, labels, annotations, gates). It never weakens a promise silently: a hard promise it
+cannot keep is `Unsupported` and the group is rejected with the field path that asks for
+it; a wish it can only approximate is `Approximate` and comes with a warning.
+
+Pure: objects in, dicts out. Rendering is deterministic (labels and annotations sorted,
+everything else in a fixed order).
+"""
+
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping, Sequence
+
+from tandem.api.kube import Node
+from tandem.api.naming import GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
+from tandem.api.resources import ClusterTopology, InferenceGroup
+from tandem.backends.features import FEATURES, Feature
+from tandem.backends.pods import pod_identity, unit_pods
+from tandem.backends.priority import priority_class, priority_class_name, priority_problems
+from tandem.errors import InputError, Problem
+
+Manifest = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Full:
+    """The backend keeps the promise as tandem does."""
+
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Approximate:
+    """The backend keeps something weaker; the warning says what changes."""
+
+    warning: str
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """The backend cannot keep the promise: a group that relies on it is rejected."""
+
+    reason: str
+
+
+Support = Full | Approximate | Unsupported
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """Cluster-specific choices a backend needs and the InferenceGroup does not say."""
+
+    queue: str = "default"  # Volcano/KAI queue, Kueue LocalQueue
+    workload_api_version: str = "v1alpha3"  # scheduling.k8s.io version for workload-api
+
+
+class Backend(ABC):
+    name: ClassVar[str]  # exactly as spec.scheduler.backend spells it
+    scheduler_name: ClassVar[str | None] = None  # pod spec.schedulerName; None keeps the default scheduler
+    renders_priority_class: ClassVar[bool] = True
+
+    def __init__(self, options: BackendOptions | None = None) -> None:
+        self.options = options or BackendOptions()
+
+    @property
+    def label(self) -> str:
+        """How the capability matrix names this backend (a column)."""
+        return self.name
+
+    # ------------------------------------------------------------------ capabilities
+
+    @abstractmethod
+    def capabilities(self) -> Mapping[str, Support]:
+        """Support for every feature id of `features.FEATURES`."""
+
+    def support_for(self, feature: Feature, group: InferenceGroup, topology: ClusterTopology | None) -> Support:
+        """The support a given group gets; a backend narrows its static answer where the group allows."""
+        return self.capabilities()[feature.id]
+
+    def validate(self, group: InferenceGroup, topology: ClusterTopology | None = None) -> list[Problem]:
+        """Every reason this backend cannot honour `group`, each with the field path that asks for it."""
+        problems: list[Problem] = []
+        for feature in FEATURES:
+            support = self.support_for(feature, group, topology)
+            if isinstance(support, Unsupported):
+                problems += [
+                    Problem(usage.path, f"backend {self.label!r} cannot honour {feature.title} ({usage.detail}): {support.reason}")
+                    for usage in feature.detect(group, topology)
+                ]
+        if self.renders_priority_class:
+            problems += priority_problems(group, self.label)
+        return problems + self.extra_problems(group, topology)
+
+    def warnings(self, group: InferenceGroup, topology: ClusterTopology | None = None) -> list[Problem]:
+        """What this backend keeps only approximately for `group` (accepted, but weaker)."""
+        found: list[Problem] = []
+        for feature in FEATURES:
+            support = self.support_for(feature, group, topology)
+            if isinstance(support, Approximate):
+                found += [
+                    Problem(usage.path, f"backend {self.label!r} approximates {feature.title} ({usage.detail}): {support.warning}")
+                    for usage in feature.detect(group, topology)
+                ]
+        return found + self.extra_warnings(group, topology)
+
+    def extra_problems(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
+        """Limits of this backend that no feature describes (list sizes, name clashes)."""
+        return []
+
+    def extra_warnings(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
+        return []
+
+    # ------------------------------------------------------------------ rendering
+
+    def render(
+        self,
+        group: InferenceGroup,
+        topology: ClusterTopology | None = None,
+        nodes: Sequence[Node] = (),
+        manifest: Manifest | None = None,
+    ) -> list[dict[str, Any]]:
+        """What to `kubectl apply` for `group`: topology objects (when nodes are given), then
+        the group's objects, then its pods. Raises InputError when the group cannot be honoured.
+
+        `manifest` is the group as the user wrote it: pods keep every template field. Without
+        it, pods are built from the fields tandem models (containers, resources, selectors).
+        """
+        problems = self.validate(group, topology) + self.topology_problems(group, topology)
+        if problems:
+            raise InputError(problems)
+        objects: list[dict[str, Any]] = []
+        if topology is not None and nodes:
+            objects += self.render_topology(topology, nodes)
+        if self.renders_priority_class and priority_class_name(group.spec.priority):
+            objects.append(priority_class(group.spec.priority))
+        objects += self.group_objects(group, topology)
+        for unit in range(group.spec.replicas):
+            objects += [self.prepare_pod(pod, group, topology) for pod in unit_pods(group, unit, manifest)]
+        return objects
+
+    @abstractmethod
+    def group_objects(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[dict[str, Any]]:
+        """The scheduler's own objects for the group (PodGroups, Workloads, ...), without pods."""
+
+    @abstractmethod
+    def render_topology(self, topology: ClusterTopology, nodes: Sequence[Node]) -> list[dict[str, Any]]:
+        """The ClusterTopology as this scheduler's own topology objects. Raises InputError
+        (with `spec.levels...` paths) when the scheduler cannot represent it."""
+
+    def prepare_pod(self, pod: Mapping[str, Any], group: InferenceGroup, topology: ClusterTopology | None = None) -> dict[str, Any]:
+        """A copy of `pod` (one of the group's, with tandem's labels) carrying what this
+        scheduler needs: scheduler name, group membership, priority, preferred affinity."""
+        out = copy.deepcopy(dict(pod))
+        spec = out.setdefault("spec", {})
+        if self.scheduler_name:
+            spec["schedulerName"] = self.scheduler_name
+        class_name = priority_class_name(group.spec.priority) if self.renders_priority_class else None
+        if class_name and "priorityClassName" not in spec:
+            spec["priorityClassName"] = class_name
+        self._decorate(out, group, topology)
+        meta = out["metadata"]
+        for key in ("labels", "annotations"):
+            if key in meta:
+                meta[key] = dict(sorted(meta[key].items()))
+                if not meta[key]:
+                    del meta[key]
+        return out
+
+    @abstractmethod
+    def _decorate(self, pod: dict[str, Any], group: InferenceGroup, topology: ClusterTopology | None) -> None:
+        """Add this scheduler's labels, annotations and spec fields to `pod` in place."""
+
+    # ------------------------------------------------------------------ shared helpers
+
+    def topology_problems(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
+        """Levels must be translated into node labels, tiers or layers: that needs the topology."""
+        if topology is not None or not referenced_levels(group):
+            return []
+        return [
+            Problem(
+                "spec.topologyName",
+                f"ClusterTopology {group.spec.topology_name!r} is needed to translate levels "
+                f"({', '.join(sorted(referenced_levels(group)))}) for backend {self.label!r}; add it with --cluster",
+            )
+        ]
+
+
+def referenced_levels(group: InferenceGroup) -> set[str]:
+    levels = {group.spec.topology.pack.required, group.spec.topology.pack.preferred}
+    for role in group.spec.roles:
+        levels |= {role.topology.pack.required, role.topology.pack.preferred}
+    levels |= {rule.level for rule in group.spec.affinity}
+    return {level for level in levels if level is not None}
+
+
+def node_label(topology: ClusterTopology | None, level: str) -> str:
+    """The node label that defines `level`; a level the topology lacks is the caller's input mistake."""
+    for candidate in topology.spec.levels if topology is not None else ():
+        if candidate.name == level:
+            return candidate.node_label
+    known = f"ClusterTopology {topology.metadata.name!r}" if topology is not None else "no ClusterTopology"
+    raise InputError(Problem("spec.topologyName", f"level {level!r} is not defined ({known} given)"))
+
+
+def unit_selector(group: InferenceGroup, unit: int, role: str | None = None) -> dict[str, str]:
+    """Labels that select the pods of a unit (or of one role in it)."""
+    labels = {GROUP_LABEL: group.metadata.name, UNIT_LABEL: str(unit)}
+    if role is not None:
+        labels[ROLE_LABEL] = role
+    return dict(sorted(labels.items()))
+
+
+def add_preferred_affinity(pod: dict[str, Any], group: InferenceGroup, topology: ClusterTopology | None) -> None:
+    """Preferred cross-role affinity as Kubernetes inter-pod affinity on the `from` role's pods:
+    a score the scheduler weighs pod by pod, not a count maximised over the unit."""
+    unit, role, _, _ = pod_identity(pod)
+    terms = []
+    for rule in group.spec.affinity:
+        if rule.mode != "Preferred" or rule.from_ != role:
+            continue
+        terms.append(
+            {
+                "weight": 100,
+                "podAffinityTerm": {
+                    "labelSelector": {"matchLabels": unit_selector(group, unit, rule.to)},
+                    "topologyKey": node_label(topology, rule.level),
+                },
+            }
+        )
+    if not terms:
+        return
+    affinity = pod["spec"].setdefault("affinity", {})
+    pod_affinity = affinity.setdefault("podAffinity", {})
+    pod_affinity.setdefault("preferredDuringSchedulingIgnoredDuringExecution", []).extend(terms)
+

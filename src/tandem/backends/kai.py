@@ -1,0 +1,163 @@
+"""KAI Scheduler: one PodGroup (`scheduling.run.ai/v2alpha2`) per unit with hierarchical subGroups.
+
+- The unit's pack is the PodGroup's `topologyConstraint` (`requiredTopologyLevel`,
+  `preferredTopologyLevel`, naming the level's node label, and `topology`, the KAI
+  Topology's name).
+- subGroups go role -> replica: a subGroup per role, and under it (`parent`) a leaf per
+  replica, `<role>.<replica>` (a dot, so no role name can clash with a leaf). KAI reads
+  `minMember` on leaves: the first `minReplicas` leaves of a role need all their pods, so
+  minimums count complete replicas; the replica pack is the leaf's `topologyConstraint`.
+  Extra replicas are leaves without `minMember`: placed when they fit, pod by pod.
+- Pods carry the annotation `pod-group-name`, the label `kai.scheduler/subgroup-name`
+  (their leaf), the queue label `kai.scheduler/queue` and `schedulerName: kai-scheduler`.
+- The topology is a KAI `Topology` (`kai.scheduler/v1alpha1`) listing the level labels.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from tandem.api.kube import Node
+from tandem.api.resources import ClusterTopology, InferenceGroup, Pack
+from tandem.backends.base import (
+    Approximate,
+    Backend,
+    Full,
+    Support,
+    Unsupported,
+    add_preferred_affinity,
+    node_label,
+    unit_selector,
+)
+from tandem.backends.pods import pod_identity
+from tandem.backends.priority import priority_class_name
+from tandem.backends.topology_levels import level_label_problems
+from tandem.errors import InputError, Problem
+
+API_VERSION = "scheduling.run.ai/v2alpha2"
+TOPOLOGY_API_VERSION = "kai.scheduler/v1alpha1"
+GROUP_ANNOTATION = "pod-group-name"
+SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
+QUEUE_LABEL = "kai.scheduler/queue"
+
+
+def leaf_name(role: str, replica: int) -> str:
+    return f"{role}.{replica}"
+
+
+class KaiBackend(Backend):
+    name = "kai"
+    scheduler_name = "kai-scheduler"
+
+    def capabilities(self) -> Mapping[str, Support]:
+        return {
+            "replica-gang": Unsupported(
+                "a subGroup's minMember is mandatory in this PodGroup API (v2alpha2), so an extra replica cannot be "
+                "optional and whole at once: its pods would be placed one by one; set minReplicas equal to replicas "
+                "for this role, or use backend 'volcano' or 'workload-api'"
+            ),
+            "complete-replica-minimum": Full("one leaf subGroup per minimum replica, minMember = podsPerReplica"),
+            "unit-gang": Full("one PodGroup per unit, scheduled atomically with its subGroups"),
+            "role-minimums": Full("only the first minReplicas leaves of a role carry minMember"),
+            "minimums-before-extras": Approximate(
+                "KAI orders PodGroups by queue fairness and priority, not minimums first: an extra replica of one "
+                "unit may be placed before another unit's minimum"
+            ),
+            "unit-pack-required": Full("topologyConstraint.requiredTopologyLevel"),
+            "unit-pack-preferred": Full("topologyConstraint.preferredTopologyLevel"),
+            "role-pack-required": Full("leaf subGroup topologyConstraint.requiredTopologyLevel"),
+            "role-pack-preferred": Full("leaf subGroup topologyConstraint.preferredTopologyLevel"),
+            "affinity-required": Unsupported(
+                "KAI constrains each subGroup on its own, not one relative to another; pack the unit at that level "
+                "instead, or use backend 'native'"
+            ),
+            "affinity-preferred": Approximate(
+                "rendered as preferred inter-pod affinity on the 'from' pods: scored pod by pod, not maximised over the unit"
+            ),
+            "priority": Full("priorityClassName on the PodGroup and the pods"),
+            "gang-timeout": Approximate("the PodGroup has no timeout; KAI allocates a gang whole, so nothing is held while it waits"),
+            "coordination": Approximate("the rendered objects are the full desired state; ratio steps need tandem's controller"),
+            "autoscaling": Approximate("the rendered replica counts are fixed; autoscaling needs tandem's controller"),
+        }
+
+    def extra_problems(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
+        if topology is None:
+            return []
+        return [Problem("spec.topologyName", f"ClusterTopology {topology.metadata.name!r}: {why}") for _, why in level_label_problems(topology, "KAI")]
+
+    # ------------------------------------------------------------------ group objects
+
+    def group_objects(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[dict[str, Any]]:
+        return [self._pod_group(group, unit, topology) for unit in range(group.spec.replicas)]
+
+    def _pod_group(self, group: InferenceGroup, unit: int, topology: ClusterTopology | None) -> dict[str, Any]:
+        spec: dict[str, Any] = {"queue": self.options.queue}
+        minimum = sum(role.minimum * role.pods_per_replica for role in group.spec.roles)
+        if minimum > 0:
+            spec["minMember"] = minimum  # the CRD wants >= 1; no minimum at all leaves it unset
+        class_name = priority_class_name(group.spec.priority)
+        if class_name:
+            spec["priorityClassName"] = class_name
+        constraint = _constraint(group.spec.topology.pack, topology, group.spec.topology_name)
+        if constraint:
+            spec["topologyConstraint"] = constraint
+        subgroups: list[dict[str, Any]] = []
+        for role in group.spec.roles:
+            subgroups.append({"name": role.name})
+            for replica in range(role.replicas):
+                leaf: dict[str, Any] = {"name": leaf_name(role.name, replica), "parent": role.name}
+                if replica < role.minimum:
+                    leaf["minMember"] = role.pods_per_replica
+                constraint = _constraint(role.topology.pack, topology, group.spec.topology_name) if role.pods_per_replica > 1 else None
+                if constraint:
+                    leaf["topologyConstraint"] = constraint
+                subgroups.append(leaf)
+        spec["subGroups"] = subgroups
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "PodGroup",
+            "metadata": {
+                "name": pod_group_name(group, unit),
+                "namespace": group.metadata.namespace,
+                "labels": dict(sorted({**unit_selector(group, unit), QUEUE_LABEL: self.options.queue}.items())),
+            },
+            "spec": spec,
+        }
+
+    def _decorate(self, pod: dict[str, Any], group: InferenceGroup, topology: ClusterTopology | None) -> None:
+        unit, role, replica, _ = pod_identity(pod)
+        pod["metadata"].setdefault("annotations", {})[GROUP_ANNOTATION] = pod_group_name(group, unit)
+        labels = pod["metadata"].setdefault("labels", {})
+        labels[SUBGROUP_LABEL] = leaf_name(role, replica)
+        labels[QUEUE_LABEL] = self.options.queue
+        add_preferred_affinity(pod, group, topology)
+
+    # ------------------------------------------------------------------ topology
+
+    def render_topology(self, topology: ClusterTopology, nodes: Sequence[Node]) -> list[dict[str, Any]]:
+        problems = level_label_problems(topology, "KAI")
+        if problems:
+            raise InputError([Problem(f"spec.levels[{index}].nodeLabel", why) for index, why in problems])
+        return [
+            {
+                "apiVersion": TOPOLOGY_API_VERSION,
+                "kind": "Topology",
+                "metadata": {"name": topology.metadata.name, "labels": {"app.kubernetes.io/managed-by": "tandem"}},
+                "spec": {"levels": [{"nodeLabel": level.node_label} for level in topology.spec.levels]},
+            }
+        ]
+
+
+def pod_group_name(group: InferenceGroup, unit: int) -> str:
+    return f"{group.metadata.name}-{unit}"
+
+
+def _constraint(pack: Pack, topology: ClusterTopology | None, topology_name: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if pack.preferred is not None and pack.preferred != pack.required:
+        out["preferredTopologyLevel"] = node_label(topology, pack.preferred)
+    if pack.required is not None:
+        out["requiredTopologyLevel"] = node_label(topology, pack.required)
+    if out:
+        out["topology"] = topology_name
+    return dict(sorted(out.items()))

@@ -1,0 +1,210 @@
+"""Koordinator: a PodGroup (`scheduling.sigs.k8s.io/v1alpha1`) per role of a unit, joined into a GangGroup.
+
+Follows Grove's Koordinator backend (GREP-537):
+- each role of a unit is a PodGroup `<group>-<unit>-<role>` with `minMember` = the role's
+  minimum in pods; the annotation `gang.scheduling.koordinator.sh/groups` lists every
+  PodGroup of the unit, so the unit is one GangGroup: all minimums or nothing.
+- pods join with the label `pod-group.scheduling.sigs.k8s.io` and `schedulerName: koord-scheduler`.
+- the unit's pack is `gang.scheduling.koordinator.sh/network-topology-spec`
+  (`gatherStrategy`: MustGather for required, PreferGather for preferred), the same on every
+  PodGroup of the GangGroup: Koordinator cannot apply distinct topology constraints to
+  disjoint subsets of one GangGroup, so a replica pack narrower than the unit's is rejected.
+- the topology is the ClusterNetworkTopology named `default` (the one koord-scheduler
+  reads): one layer per level, `<Level>Layer`, and the node leaf `NodeTopologyLayer`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Sequence
+
+from tandem.api.kube import Node
+from tandem.api.resources import ClusterTopology, InferenceGroup
+from tandem.backends.base import (
+    Approximate,
+    Backend,
+    Full,
+    Support,
+    Unsupported,
+    add_preferred_affinity,
+    node_label,
+    unit_selector,
+)
+from tandem.backends.pods import pod_identity
+from tandem.errors import InputError, Problem
+
+API_VERSION = "scheduling.sigs.k8s.io/v1alpha1"
+TOPOLOGY_API_VERSION = "scheduling.koordinator.sh/v1alpha1"
+POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
+GANG_PREFIX = "gang.scheduling.koordinator.sh/"
+GROUPS_ANNOTATION = GANG_PREFIX + "groups"
+MODE_ANNOTATION = GANG_PREFIX + "mode"
+TOTAL_ANNOTATION = GANG_PREFIX + "total-number"
+NETWORK_ANNOTATION = GANG_PREFIX + "network-topology-spec"
+NODE_LAYER = "NodeTopologyLayer"
+CLUSTER_LAYER = "ClusterTopologyLayer"
+HOSTNAME = "kubernetes.io/hostname"
+# koord-scheduler reads the ClusterNetworkTopology of this name.
+TOPOLOGY_NAME = "default"
+
+
+def layer_name(topology: ClusterTopology | None, level: str) -> str:
+    """`rack` -> `RackLayer`, `nv-link` -> `NvLinkLayer`; the hostname level is the node leaf."""
+    node_label(topology, level)  # an unknown level is an input mistake, reported as such
+    assert topology is not None
+    if level_is_node(topology, level):
+        return NODE_LAYER
+    return "".join(part.capitalize() for part in level.split("-")) + "Layer"
+
+
+def level_is_node(topology: ClusterTopology, level: str) -> bool:
+    levels = topology.spec.levels
+    return levels[-1].name == level and levels[-1].node_label == HOSTNAME
+
+
+class KoordinatorBackend(Backend):
+    name = "koordinator"
+    scheduler_name = "koord-scheduler"
+
+    def capabilities(self) -> Mapping[str, Support]:
+        return {
+            "replica-gang": Unsupported(
+                "a role's PodGroup counts pods, so an extra multi-pod replica can be placed in part; "
+                "set minReplicas equal to replicas for this role, or use backend 'volcano' or 'workload-api'"
+            ),
+            "complete-replica-minimum": Unsupported(
+                "a role's PodGroup counts pods (minMember = minReplicas x podsPerReplica), so pods of several "
+                "incomplete replicas can satisfy it; use backend 'volcano', 'kai' or 'workload-api'"
+            ),
+            "unit-gang": Full("one GangGroup per unit (gang.scheduling.koordinator.sh/groups)"),
+            "role-minimums": Full("minMember below gang.scheduling.koordinator.sh/total-number"),
+            "minimums-before-extras": Approximate(
+                "koord-scheduler orders gangs by priority, not minimums first: an extra replica of one unit may "
+                "be placed before another unit's minimum"
+            ),
+            "unit-pack-required": Full("network-topology-spec gatherStrategy MustGather"),
+            "unit-pack-preferred": Full("network-topology-spec gatherStrategy PreferGather"),
+            "role-pack-required": Unsupported(
+                "Koordinator cannot apply distinct topology constraints to disjoint subsets of one GangGroup "
+                "(Grove GREP-537); pack the whole unit at that level instead, or use backend 'volcano' or 'kai'"
+            ),
+            "role-pack-preferred": Approximate("dropped: only the GangGroup-wide gather strategy is expressible"),
+            "affinity-required": Unsupported(
+                "Koordinator has no cross-role proximity constraint; pack the unit at that level instead, or use backend 'native'"
+            ),
+            "affinity-preferred": Approximate(
+                "rendered as preferred inter-pod affinity on the 'from' pods: scored pod by pod, not maximised over the unit"
+            ),
+            "priority": Full("priorityClassName on the pods"),
+            "gang-timeout": Full("PodGroup scheduleTimeoutSeconds"),
+            "coordination": Approximate("the rendered objects are the full desired state; ratio steps need tandem's controller"),
+            "autoscaling": Approximate("the rendered replica counts are fixed; autoscaling needs tandem's controller"),
+        }
+
+    def extra_problems(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
+        if topology is None:
+            return []
+        name = topology.metadata.name
+        return [Problem("spec.topologyName", f"ClusterTopology {name!r}: {why}") for _, why in _layer_clashes(topology)]
+
+    # ------------------------------------------------------------------ group objects
+
+    def group_objects(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[dict[str, Any]]:
+        objects = []
+        namespace = group.metadata.namespace
+        network = self._network_spec(group, topology)
+        for unit in range(group.spec.replicas):
+            members = [f"{namespace}/{pod_group_name(group, unit, role.name)}" for role in group.spec.roles]
+            for role in group.spec.roles:
+                annotations = {
+                    GROUPS_ANNOTATION: json.dumps(members, separators=(",", ":")),
+                    MODE_ANNOTATION: "Strict",
+                    TOTAL_ANNOTATION: str(role.replicas * role.pods_per_replica),
+                }
+                if network is not None:
+                    annotations[NETWORK_ANNOTATION] = network
+                spec: dict[str, Any] = {
+                    "minMember": role.minimum * role.pods_per_replica,
+                    "scheduleTimeoutSeconds": group.spec.scheduler.gang_timeout_seconds,
+                }
+                objects.append(
+                    {
+                        "apiVersion": API_VERSION,
+                        "kind": "PodGroup",
+                        "metadata": {
+                            "name": pod_group_name(group, unit, role.name),
+                            "namespace": namespace,
+                            "labels": unit_selector(group, unit, role.name),
+                            "annotations": dict(sorted(annotations.items())),
+                        },
+                        "spec": spec,
+                    }
+                )
+        return objects
+
+    @staticmethod
+    def _network_spec(group: InferenceGroup, topology: ClusterTopology | None) -> str | None:
+        pack = group.spec.topology.pack
+        strategies = []
+        if pack.required is not None:
+            strategies.append({"layer": layer_name(topology, pack.required), "strategy": "MustGather"})
+        if pack.preferred is not None and pack.preferred != pack.required:
+            strategies.append({"layer": layer_name(topology, pack.preferred), "strategy": "PreferGather"})
+        if not strategies:
+            return None
+        return json.dumps({"gatherStrategy": strategies}, separators=(",", ":"))
+
+    def _decorate(self, pod: dict[str, Any], group: InferenceGroup, topology: ClusterTopology | None) -> None:
+        unit, role, _, _ = pod_identity(pod)
+        pod["metadata"].setdefault("labels", {})[POD_GROUP_LABEL] = pod_group_name(group, unit, role)
+        add_preferred_affinity(pod, group, topology)
+
+    # ------------------------------------------------------------------ topology
+
+    def render_topology(self, topology: ClusterTopology, nodes: Sequence[Node]) -> list[dict[str, Any]]:
+        clashes = _layer_clashes(topology)
+        if clashes:
+            raise InputError([Problem(f"spec.levels[{index}].name", why) for index, why in clashes])
+        entries: list[dict[str, Any]] = []
+        parent: str | None = None
+        for level in topology.spec.levels:
+            layer = layer_name(topology, level.name)
+            entry: dict[str, Any] = {"topologyLayer": layer}
+            if layer != NODE_LAYER:
+                entry["labelKey"] = [level.node_label]
+            if parent is not None:
+                entry["parentTopologyLayer"] = parent
+            entries.append(dict(sorted(entry.items())))
+            parent = layer
+        if parent != NODE_LAYER:
+            entries.append({"parentTopologyLayer": parent, "topologyLayer": NODE_LAYER})
+        return [
+            {
+                "apiVersion": TOPOLOGY_API_VERSION,
+                "kind": "ClusterNetworkTopology",
+                "metadata": {
+                    "name": TOPOLOGY_NAME,
+                    "labels": {"app.kubernetes.io/managed-by": "tandem", "tandem.dev/topology": topology.metadata.name},
+                },
+                "spec": {"networkTopologySpec": entries},
+            }
+        ]
+
+
+def pod_group_name(group: InferenceGroup, unit: int, role: str) -> str:
+    return f"{group.metadata.name}-{unit}-{role}"
+
+
+def _layer_clashes(topology: ClusterTopology) -> list[tuple[int, str]]:
+    """(level index, why) for levels whose layer names clash or take a name Koordinator reserves."""
+    clashes = []
+    seen: dict[str, int] = {}
+    for index, level in enumerate(topology.spec.levels):
+        layer = layer_name(topology, level.name)
+        if layer in (NODE_LAYER, CLUSTER_LAYER) and not level_is_node(topology, level.name):
+            clashes.append((index, f"level {level.name!r} would become Koordinator's reserved layer {layer!r}; rename the level"))
+        elif layer in seen:
+            first = topology.spec.levels[seen[layer]].name
+            clashes.append((index, f"levels {first!r} and {level.name!r} would both become Koordinator layer {layer!r}; rename one"))
+        seen.setdefault(layer, index)
+    return clashes

@@ -1,0 +1,347 @@
+"""The Kubernetes Workload API (`scheduling.k8s.io`, KEP-4671), for each version kubernetes-validate ships.
+
+| version | Kubernetes | objects | pods join with |
+|---|---|---|---|
+| v1alpha1 | 1.35 | Workload `spec.podGroups[].policy.gang.minCount` | `spec.workloadRef` (+ `podGroupReplicaKey`) |
+| v1alpha2 | 1.36 | Workload `podGroupTemplates`, runtime PodGroup (`podGroupTemplateRef`) | `spec.schedulingGroup.podGroupName` |
+| v1beta1 | 1.37 | Workload `podGroupTemplates`, runtime PodGroup (`workloadRef`) | `spec.schedulingGroup.podGroupName` |
+| v1alpha3 | 1.37 | Workload `compositePodGroupTemplates`, CompositePodGroup, PodGroup | `spec.schedulingGroup.podGroupName` |
+
+Only v1alpha3 has CompositePodGroup, the gang of gangs: there a unit is a
+CompositePodGroup whose gang needs every role (`minGroupCount`), each role a
+CompositePodGroup needing `minReplicas` replica groups, and each replica a PodGroup whose
+gang is its pods (`minCount = podsPerReplica`). Topology constraints (v1alpha2 on) are
+required only, one key per group: the unit's on its CompositePodGroup, a replica's on its
+PodGroup.
+
+In the flat versions a PodGroup is one role of one unit (`<group>-<unit>-<role>`, gang
+`minCount = minReplicas x podsPerReplica`): PodGroups are independent gangs, so a unit
+gang across roles is rejected (the gap tandem closes), and a unit pack only fits a group
+with a single role.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from tandem.api.kube import Node
+from tandem.api.resources import API_VERSION as TANDEM_API_VERSION
+from tandem.api.resources import ClusterTopology, InferenceGroup, Role
+from tandem.backends.base import (
+    Approximate,
+    Backend,
+    BackendOptions,
+    Full,
+    Support,
+    Unsupported,
+    add_preferred_affinity,
+    node_label,
+    unit_selector,
+)
+from tandem.backends.features import Feature
+from tandem.backends.pods import pod_identity
+from tandem.backends.priority import priority_class_name
+from tandem.errors import InputError, Problem
+
+GROUP = "scheduling.k8s.io"
+MAX_TEMPLATES = 8  # per podGroupTemplates / compositePodGroupTemplates list
+
+
+@dataclass(frozen=True)
+class Profile:
+    version: str
+    kubernetes: str  # the Kubernetes minor version whose kubernetes-validate schemas define it
+    hierarchical: bool  # CompositePodGroup exists
+    topology: bool  # schedulingConstraints.topology exists
+    runtime_ref: str | None  # how a runtime PodGroup names its template; None: no runtime objects
+
+
+PROFILES: dict[str, Profile] = {
+    "v1alpha3": Profile("v1alpha3", "1.37", hierarchical=True, topology=True, runtime_ref="workloadRef"),
+    "v1beta1": Profile("v1beta1", "1.37", hierarchical=False, topology=True, runtime_ref="workloadRef"),
+    "v1alpha2": Profile("v1alpha2", "1.36", hierarchical=False, topology=True, runtime_ref="podGroupTemplateRef"),
+    "v1alpha1": Profile("v1alpha1", "1.35", hierarchical=False, topology=False, runtime_ref=None),
+}
+DEFAULT_VERSION = "v1alpha3"
+UNIT_TEMPLATE = "unit"
+
+
+def role_template(role: str) -> str:
+    return f"role-{role}"
+
+
+def replica_template(role: str) -> str:
+    return f"replica-{role}"
+
+
+class WorkloadApiBackend(Backend):
+    name = "workload-api"
+    scheduler_name = None  # kube-scheduler's gang and topology plugins
+
+    def __init__(self, options: BackendOptions | None = None) -> None:
+        super().__init__(options)
+        version = self.options.workload_api_version
+        if version not in PROFILES:
+            raise InputError(
+                Problem("--workload-api-version", f"must be one of {', '.join(PROFILES)}, got {version!r}")
+            )
+        self.profile = PROFILES[version]
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.profile.version}"
+
+    @property
+    def api_version(self) -> str:
+        return f"{GROUP}/{self.profile.version}"
+
+    # ------------------------------------------------------------------ capabilities
+
+    def capabilities(self) -> Mapping[str, Support]:
+        common: dict[str, Support] = {
+            "minimums-before-extras": Approximate(
+                "kube-scheduler orders pod groups by priority, then age, not minimums first: an extra replica of one "
+                "unit may be placed before another unit's minimum"
+            ),
+            "unit-pack-preferred": Approximate("dropped: Workload API topology constraints are required only"),
+            "role-pack-preferred": Approximate("dropped: Workload API topology constraints are required only"),
+            "affinity-required": Unsupported(
+                "the Workload API has no cross-group proximity constraint; pack the unit at that level instead, or use backend 'native'"
+            ),
+            "affinity-preferred": Approximate(
+                "rendered as preferred inter-pod affinity on the 'from' pods: scored pod by pod, not maximised over the unit"
+            ),
+            "priority": Full("priorityClassName on the groups and the pods"),
+            "gang-timeout": Approximate("pod groups have no timeout; kube-scheduler binds a gang only when all of it fits"),
+            "coordination": Approximate("the rendered objects are the full desired state; ratio steps need tandem's controller"),
+            "autoscaling": Approximate("the rendered replica counts are fixed; autoscaling needs tandem's controller"),
+        }
+        if self.profile.hierarchical:
+            return common | {
+                "replica-gang": Full("a PodGroup per replica, gang minCount = podsPerReplica"),
+                "complete-replica-minimum": Full("the role's CompositePodGroup counts replica PodGroups (minGroupCount)"),
+                "unit-gang": Full("the unit's CompositePodGroup needs every role (minGroupCount)"),
+                "role-minimums": Full("the role's CompositePodGroup gang minGroupCount = minReplicas"),
+                "unit-pack-required": Full("the unit's CompositePodGroup schedulingConstraints.topology"),
+                "role-pack-required": Full("the replica's PodGroup schedulingConstraints.topology"),
+            }
+        newer = "use workload-api version v1alpha3 (Kubernetes 1.37, CompositePodGroup) or backend 'native'"
+        unit_pack: Support = (
+            Unsupported(f"a PodGroup is one role and no object spans roles (a group with one role is accepted); {newer}")
+            if self.profile.topology
+            else Unsupported(f"this version has no topology constraints (they arrive in v1alpha2, Kubernetes 1.36); {newer}")
+        )
+        return common | {
+            "replica-gang": Unsupported(f"a role is one PodGroup counting pods, so an extra multi-pod replica can be placed in part; {newer}"),
+            "complete-replica-minimum": Unsupported(
+                f"a role is one PodGroup counting pods (minCount = minReplicas x podsPerReplica), so incomplete replicas can satisfy it; {newer}"
+            ),
+            "unit-gang": Unsupported(
+                f"PodGroups of this version are independent gangs: one role can be placed while another waits; {newer}"
+            ),
+            "role-minimums": Full("gang minCount below the role's pods"),
+            "unit-pack-required": unit_pack,
+            "role-pack-required": Unsupported(
+                f"a topology constraint applies to the role's whole PodGroup, not to each replica; {newer}"
+            ),
+        }
+
+    def support_for(self, feature: Feature, group: InferenceGroup, topology: ClusterTopology | None) -> Support:
+        if feature.id == "unit-pack-required" and self.profile.topology and not self.profile.hierarchical:
+            if len(active_roles(group)) <= 1:
+                return Full("the single role's PodGroup carries the unit's topology constraint")
+        return super().support_for(feature, group, topology)
+
+    def extra_problems(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
+        if len(group.spec.roles) > MAX_TEMPLATES:
+            return [
+                Problem(
+                    "spec.roles",
+                    f"backend {self.label!r} takes at most {MAX_TEMPLATES} roles: a Workload template list holds at most "
+                    f"{MAX_TEMPLATES} entries, got {len(group.spec.roles)}",
+                )
+            ]
+        return []
+
+    # ------------------------------------------------------------------ group objects
+
+    def group_objects(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[dict[str, Any]]:
+        objects = [self._workload(group, topology)]
+        for unit in range(group.spec.replicas):
+            objects += self._runtime_objects(group, unit, topology)
+        return objects
+
+    def _workload(self, group: InferenceGroup, topology: ClusterTopology | None) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "controllerRef": {"apiGroup": TANDEM_API_VERSION.split("/")[0], "kind": "InferenceGroup", "name": group.metadata.name}
+        }
+        roles = group.spec.roles
+        if self.profile.version == "v1alpha1":
+            spec["podGroups"] = [{"name": role.name, "policy": _pods_policy(role.minimum * role.pods_per_replica)} for role in roles]
+        elif self.profile.hierarchical:
+            spec["compositePodGroupTemplates"] = [self._unit_template(group, topology)]
+        else:
+            spec["podGroupTemplates"] = [self._role_group_spec(group, role, topology, template=True) for role in roles]
+        return {
+            "apiVersion": self.api_version,
+            "kind": "Workload",
+            "metadata": {"name": group.metadata.name, "namespace": group.metadata.namespace, "labels": _group_labels(group)},
+            "spec": spec,
+        }
+
+    def _unit_template(self, group: InferenceGroup, topology: ClusterTopology | None) -> dict[str, Any]:
+        template: dict[str, Any] = {"name": UNIT_TEMPLATE, **self._unit_spec(group, topology)}
+        template["compositePodGroupTemplates"] = [
+            {
+                "name": role_template(role.name),
+                "schedulingPolicy": _groups_policy(role.minimum),
+                "podGroupTemplates": [{"name": replica_template(role.name), **self._replica_spec(role, topology)}],
+            }
+            for role in group.spec.roles
+        ]
+        return template
+
+    def _unit_spec(self, group: InferenceGroup, topology: ClusterTopology | None) -> dict[str, Any]:
+        """What the unit's CompositePodGroup (and its template) carries."""
+        needed = any(role.minimum > 0 for role in group.spec.roles)
+        # Every role is a child; a role without a minimum has a basic policy and is never what holds the unit back.
+        spec: dict[str, Any] = {"schedulingPolicy": _groups_policy(len(group.spec.roles) if needed else 0)}
+        required = group.spec.topology.pack.required
+        if required is not None:
+            spec["schedulingConstraints"] = {"topology": [{"key": node_label(topology, required)}]}
+        class_name = priority_class_name(group.spec.priority)
+        if class_name:
+            spec["priorityClassName"] = class_name
+        return spec
+
+    @staticmethod
+    def _replica_spec(role: Role, topology: ClusterTopology | None) -> dict[str, Any]:
+        spec: dict[str, Any] = {"schedulingPolicy": _pods_policy(role.pods_per_replica)}
+        required = role.topology.pack.required
+        if required is not None and role.pods_per_replica > 1:
+            spec["schedulingConstraints"] = {"topology": [{"key": node_label(topology, required)}]}
+        return spec
+
+    def _role_group_spec(self, group: InferenceGroup, role: Role, topology: ClusterTopology | None, template: bool) -> dict[str, Any]:
+        """A flat version's PodGroup for one role (or its template, which also has a name)."""
+        spec: dict[str, Any] = {"name": role.name} if template else {}
+        spec["schedulingPolicy"] = _pods_policy(role.minimum * role.pods_per_replica)
+        required = group.spec.topology.pack.required
+        if required is not None and self.profile.topology and len(active_roles(group)) <= 1:
+            spec["schedulingConstraints"] = {"topology": [{"key": node_label(topology, required)}]}
+        class_name = priority_class_name(group.spec.priority)
+        if class_name:
+            spec["priorityClassName"] = class_name
+        return spec
+
+    def _runtime_objects(self, group: InferenceGroup, unit: int, topology: ClusterTopology | None) -> list[dict[str, Any]]:
+        if self.profile.runtime_ref is None:
+            return []  # v1alpha1: pods name the Workload and their pod group directly
+        if not self.profile.hierarchical:
+            return [
+                self._object(
+                    "PodGroup",
+                    role_group_name(group, unit, role.name),
+                    group,
+                    unit,
+                    self._flat_template_ref(group, role.name) | self._role_group_spec(group, role, topology, template=False),
+                    role.name,
+                )
+                for role in group.spec.roles
+            ]
+        unit_name = unit_group_name(group, unit)
+        objects = [self._object("CompositePodGroup", unit_name, group, unit, {"workloadRef": _ref(group, UNIT_TEMPLATE), **self._unit_spec(group, topology)})]
+        for role in group.spec.roles:
+            role_name = role_group_name(group, unit, role.name)
+            objects.append(
+                self._object(
+                    "CompositePodGroup",
+                    role_name,
+                    group,
+                    unit,
+                    {
+                        "parentCompositePodGroupName": unit_name,
+                        "workloadRef": _ref(group, role_template(role.name)),
+                        "schedulingPolicy": _groups_policy(role.minimum),
+                    },
+                    role.name,
+                )
+            )
+            for replica in range(role.replicas):
+                objects.append(
+                    self._object(
+                        "PodGroup",
+                        replica_group_name(group, unit, role.name, replica),
+                        group,
+                        unit,
+                        {
+                            "parentCompositePodGroupName": role_name,
+                            "workloadRef": _ref(group, replica_template(role.name)),
+                            **self._replica_spec(role, topology),
+                        },
+                        role.name,
+                    )
+                )
+        return objects
+
+    def _flat_template_ref(self, group: InferenceGroup, template: str) -> dict[str, Any]:
+        if self.profile.runtime_ref == "podGroupTemplateRef":
+            return {"podGroupTemplateRef": {"workload": {"podGroupTemplateName": template, "workloadName": group.metadata.name}}}
+        return {"workloadRef": _ref(group, template)}
+
+    def _object(self, kind: str, name: str, group: InferenceGroup, unit: int, spec: dict[str, Any], role: str | None = None) -> dict[str, Any]:
+        return {
+            "apiVersion": self.api_version,
+            "kind": kind,
+            "metadata": {"name": name, "namespace": group.metadata.namespace, "labels": unit_selector(group, unit, role)},
+            "spec": spec,
+        }
+
+    # ------------------------------------------------------------------ pods and topology
+
+    def _decorate(self, pod: dict[str, Any], group: InferenceGroup, topology: ClusterTopology | None) -> None:
+        unit, role, replica, _ = pod_identity(pod)
+        spec = pod["spec"]
+        if self.profile.version == "v1alpha1":
+            spec["workloadRef"] = {"name": group.metadata.name, "podGroup": role, "podGroupReplicaKey": str(unit)}
+        elif self.profile.hierarchical:
+            spec["schedulingGroup"] = {"podGroupName": replica_group_name(group, unit, role, replica)}
+        else:
+            spec["schedulingGroup"] = {"podGroupName": role_group_name(group, unit, role)}
+        add_preferred_affinity(pod, group, topology)
+
+    def render_topology(self, topology: ClusterTopology, nodes: Sequence[Node]) -> list[dict[str, Any]]:
+        return []  # constraints name node labels directly; kube-scheduler needs no topology object
+
+
+def active_roles(group: InferenceGroup) -> list[str]:
+    return [role.name for role in group.spec.roles if role.replicas > 0]
+
+
+def unit_group_name(group: InferenceGroup, unit: int) -> str:
+    return f"{group.metadata.name}-{unit}"
+
+
+def role_group_name(group: InferenceGroup, unit: int, role: str) -> str:
+    return f"{group.metadata.name}-{unit}-{role}"
+
+
+def replica_group_name(group: InferenceGroup, unit: int, role: str, replica: int) -> str:
+    return f"{group.metadata.name}-{unit}-{role}-{replica}"
+
+
+def _ref(group: InferenceGroup, template: str) -> dict[str, str]:
+    return {"templateName": template, "workloadName": group.metadata.name}
+
+
+def _pods_policy(min_count: int) -> dict[str, Any]:
+    return {"gang": {"minCount": min_count}} if min_count > 0 else {"basic": {}}
+
+
+def _groups_policy(min_groups: int) -> dict[str, Any]:
+    return {"gang": {"minGroupCount": min_groups}} if min_groups > 0 else {"basic": {}}
+
+
+def _group_labels(group: InferenceGroup) -> dict[str, str]:
+    return {"tandem.dev/group": group.metadata.name}

@@ -1,0 +1,81 @@
+"""`prepare_pod`: what each scheduler needs on every pod, added without touching the pod given."""
+
+from __future__ import annotations
+
+import copy
+
+from support.builders import group, role
+from tandem.api.naming import GATE
+from tandem.api.loading import Inputs
+from tandem.backends.base import BackendOptions
+from tandem.backends.pods import unit_pods
+from tandem.backends.registry import get_backend
+
+from backends.variants import typed
+
+
+def _pods(small_cluster: Inputs):
+    raw = group("pd", [role("prefill", 1, 1, gpus=1), role("decode", 2, 1, gpus=1, pods=2, required="host")], required="rack", priority=3)
+    raw["spec"]["affinity"] = [{"from": "prefill", "to": "decode", "level": "host", "mode": "Preferred"}]
+    grp = typed(raw)
+    return grp, unit_pods(grp, 1, raw), small_cluster.topologies["default"]
+
+
+def test_each_scheduler_gets_its_name_membership_and_priority(small_cluster: Inputs) -> None:
+    grp, pods, topology = _pods(small_cluster)
+    prefill, decode_worker = pods[0], pods[-1]
+    before = copy.deepcopy(pods)
+
+    def prepared(name: str, pod: dict, **options: str) -> dict:
+        return get_backend(name, BackendOptions(**options)).prepare_pod(pod, grp, topology)
+
+    native = prepared("native", prefill)
+    assert native["spec"]["schedulingGates"] == [{"name": GATE}] and "schedulerName" not in native["spec"]
+    assert prepared("native", native)["spec"]["schedulingGates"] == [{"name": GATE}]  # once
+
+    volcano = prepared("volcano", decode_worker)
+    assert volcano["spec"]["schedulerName"] == "volcano" and volcano["spec"]["priorityClassName"] == "tandem-priority-3"
+    assert volcano["metadata"]["annotations"] == {"scheduling.k8s.io/group-name": "pd-1", "volcano.sh/task-spec": "decode"}
+
+    koordinator = prepared("koordinator", decode_worker)
+    assert koordinator["spec"]["schedulerName"] == "koord-scheduler"
+    assert koordinator["metadata"]["labels"]["pod-group.scheduling.sigs.k8s.io"] == "pd-1-decode"
+
+    kai = prepared("kai", decode_worker, queue="team-a")
+    assert kai["spec"]["schedulerName"] == "kai-scheduler"
+    assert kai["metadata"]["annotations"] == {"pod-group-name": "pd-1"}
+    assert kai["metadata"]["labels"]["kai.scheduler/subgroup-name"] == "decode.1"
+    assert kai["metadata"]["labels"]["kai.scheduler/queue"] == "team-a"
+
+    kueue = prepared("kueue", decode_worker)
+    assert "schedulerName" not in kueue["spec"]
+    assert kueue["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] == "pd-1"
+    assert kueue["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
+    annotations = kueue["metadata"]["annotations"]
+    assert annotations["kueue.x-k8s.io/pod-group-total-count"] == "5"
+    assert annotations["kueue.x-k8s.io/podset-required-topology"] == "network.tandem.dev/rack"
+    assert annotations["kueue.x-k8s.io/podset-group-name"] == "pd-1"
+    assert annotations["kueue.x-k8s.io/podset-slice-required-topology"] == "kubernetes.io/hostname"
+    assert annotations["kueue.x-k8s.io/podset-slice-size"] == "2"
+    assert annotations["kueue.x-k8s.io/role-hash"] == "decode"
+
+    assert prepared("workload-api", decode_worker)["spec"]["schedulingGroup"] == {"podGroupName": "pd-1-decode-1"}
+    assert prepared("workload-api", decode_worker, workload_api_version="v1beta1")["spec"]["schedulingGroup"] == {"podGroupName": "pd-1-decode"}
+    assert prepared("workload-api", decode_worker, workload_api_version="v1alpha1")["spec"]["workloadRef"] == {
+        "name": "pd",
+        "podGroup": "decode",
+        "podGroupReplicaKey": "1",
+    }
+    assert pods == before
+
+
+def test_preferred_affinity_becomes_inter_pod_affinity_on_the_from_role(small_cluster: Inputs) -> None:
+    grp, pods, topology = _pods(small_cluster)
+    volcano = get_backend("volcano")
+    (term,) = volcano.prepare_pod(pods[0], grp, topology)["spec"]["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"] == {
+        "labelSelector": {"matchLabels": {"tandem.dev/group": "pd", "tandem.dev/role": "decode", "tandem.dev/unit": "1"}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    assert "affinity" not in volcano.prepare_pod(pods[-1], grp, topology)["spec"]  # decode is not a 'from' role
+    assert "affinity" not in get_backend("kueue").prepare_pod(pods[0], grp, topology)["spec"]
