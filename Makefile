@@ -24,6 +24,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/placement.py
 	$(BIN)/python bench/simulate.py
+	$(BIN)/python bench/serving.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info

@@ -7,6 +7,7 @@ import pytest
 
 from support.builders import cluster, group, role
 from tandem.api.loading import Inputs
+from tandem.api.resources import ClusterTopology
 from tandem.backends.base import Approximate, Backend, BackendOptions, Full, Unsupported
 from tandem.backends.features import FEATURE_IDS, FEATURES, feature
 from tandem.backends.registry import get_backend, matrix_backends
@@ -107,37 +108,33 @@ def test_levels_need_the_cluster_topology() -> None:
         assert any("ClusterTopology 'default' is needed" in p.message for p in caught.value.problems)
 
 
-def test_topologies_a_scheduler_cannot_represent_are_refused() -> None:
-    hostname_first = load(
-        [
-            {
-                "apiVersion": "tandem.dev/v1alpha1",
-                "kind": "ClusterTopology",
-                "metadata": {"name": "odd"},
-                "spec": {"levels": [{"name": "host", "nodeLabel": "kubernetes.io/hostname"}, {"name": "gpu", "nodeLabel": "example.com/gpu-slot"}]},
-            }
-        ]
-    ).topologies["odd"]
-    for name in ("kai", "kueue"):
-        with pytest.raises(InputError) as caught:
-            get_backend(name).render_topology(hostname_first, [])
-        assert [p.path for p in caught.value.problems] == ["spec.levels[0].nodeLabel"]
-        grp = typed(group("t", [role("prefill", 1, 1, gpus=1)], topology="odd"))
-        assert [p.path for p in get_backend(name).validate(grp, hostname_first)] == ["spec.topologyName"]
-    reserved = load(
-        [
-            {
-                "apiVersion": "tandem.dev/v1alpha1",
-                "kind": "ClusterTopology",
-                "metadata": {"name": "k"},
-                "spec": {"levels": [{"name": "node-topology", "nodeLabel": "example.com/pod"}, {"name": "host", "nodeLabel": "kubernetes.io/hostname"}]},
-            }
-        ]
-    ).topologies["k"]
+def _topology(name: str, *levels: tuple[str, str]) -> ClusterTopology:
+    """A ClusterTopology with the given (level, node label) pairs, broadest first."""
+    spec = {"levels": [{"name": level, "nodeLabel": label} for level, label in levels]}
+    return load([{"apiVersion": "tandem.dev/v1alpha1", "kind": "ClusterTopology", "metadata": {"name": name}, "spec": spec}]).topologies[name]
+
+
+HOSTNAME_FIRST = _topology("odd", ("host", "kubernetes.io/hostname"), ("gpu", "example.com/gpu-slot"))
+RESERVED_LAYER = _topology("k", ("node-topology", "example.com/pod"), ("host", "kubernetes.io/hostname"))
+
+
+@pytest.mark.parametrize(
+    ("name", "topology", "paths", "says"),
+    [
+        ("kai", HOSTNAME_FIRST, ["spec.levels[0].nodeLabel"], "KAI accepts the kubernetes.io/hostname label only at the lowest level"),
+        ("kueue", HOSTNAME_FIRST, ["spec.levels[0].nodeLabel"], "Kueue accepts the kubernetes.io/hostname label only at the lowest level"),
+        ("koordinator", RESERVED_LAYER, ["spec.levels[0].name", "spec.levels[1].name"], "reserved layer 'NodeTopologyLayer'"),
+    ],
+    ids=["kai", "kueue", "koordinator"],
+)
+def test_topologies_a_scheduler_cannot_represent_are_refused(name: str, topology: ClusterTopology, paths: list[str], says: str) -> None:
     with pytest.raises(InputError) as caught:
-        get_backend("koordinator").render_topology(reserved, [])
-    assert [p.path for p in caught.value.problems][0] == "spec.levels[0].name"
-    assert "reserved layer 'NodeTopologyLayer'" in str(caught.value)
+        get_backend(name).render_topology(topology, [])
+    assert [p.path for p in caught.value.problems] == paths
+    assert says in caught.value.problems[0].message
+    # A group on that topology is refused at the field that names it, once per refused level.
+    grp = typed(group("t", [role("prefill", 1, 1, gpus=1)], topology=topology.metadata.name))
+    assert [p.path for p in get_backend(name).validate(grp, topology)] == ["spec.topologyName"] * len(paths)
 
 
 def test_volcano_needs_labelled_nodes_for_its_hypernodes() -> None:

@@ -79,8 +79,13 @@ def test_summary_has_the_documented_serving_keys_and_is_deterministic(tmp_path):
     figures = first["serving"]["serving/llama-70b-chat"]
     assert set(figures) == {
         "requests", "completed", "restarts", "ttft_s", "itl_s", "e2e_s", "kv_transfer_s", "slo",
-        "slo_attainment", "goodput_rps_per_gpu", "mean_gpus", "gpu_utilisation", "scale_events",
+        "slo_attainment", "goodput_rps_per_gpu", "mean_gpus", "gpu_utilisation", "scale_events", "replicas",
     }
+    kinds = {r["kind"] for r in figures["replicas"]}
+    assert kinds == {"prefill", "decode"}
+    for replica in figures["replicas"]:
+        assert 0 <= replica["busy_fraction"] <= 1 and replica["tokens_per_s"] >= 0
+        assert (replica["peak_kv_utilization"] is None) == (replica["kind"] == "prefill")
     assert 0 < figures["slo_attainment"] <= 1 and 0 < figures["gpu_utilisation"] <= 1
     assert figures["ttft_s"]["p50"] <= figures["ttft_s"]["p90"] <= figures["ttft_s"]["p99"]
     # goodput per GPU is exactly the SLO-meeting requests per second of load per GPU held
@@ -100,7 +105,7 @@ def test_compare_runs_every_policy_on_the_same_requests_and_writes_the_report(tm
     requests = {name: figures["serving"]["serving/llama-70b-chat"]["requests"] for name, figures in summary.items()}
     assert len(set(requests.values())) == 1, "every policy must see the same trace"
     page = (out / "index.html").read_text()
-    for image in ("serving_slo.png", "serving_latency.png", "serving_replicas.png"):
+    for image in ("serving_slo.png", "serving_latency.png", "serving_replicas.png", "serving_replica_load.png"):
         assert (out / image).stat().st_size > 1000 and f'src="{image}"' in page
     assert "goodput_rps_per_gpu" in page and "SLO met" in result.stdout
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Iterator, Mapping, Sequence, TypeVar
 
 from tandem.api.kube import Node
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
-from tandem.backends.features import FEATURES, Feature
+from tandem.backends.features import FEATURES, Feature, Usage
 from tandem.backends.pods import pod_identity, unit_pods
 from tandem.backends.priority import priority_class, priority_class_name, priority_problems
 from tandem.errors import InputError, Problem
@@ -50,6 +50,7 @@ class Unsupported:
 
 
 Support = Full | Approximate | Unsupported
+SupportKind = TypeVar("SupportKind", Full, Approximate, Unsupported)
 
 
 @dataclass(frozen=True)
@@ -85,29 +86,31 @@ class Backend(ABC):
 
     def validate(self, group: InferenceGroup, topology: ClusterTopology | None = None) -> list[Problem]:
         """Every reason this backend cannot honour `group`, each with the field path that asks for it."""
-        problems: list[Problem] = []
-        for feature in FEATURES:
-            support = self.support_for(feature, group, topology)
-            if isinstance(support, Unsupported):
-                problems += [
-                    Problem(usage.path, f"backend {self.label!r} cannot honour {feature.title} ({usage.detail}): {support.reason}")
-                    for usage in feature.detect(group, topology)
-                ]
+        problems = [
+            Problem(usage.path, f"backend {self.label!r} cannot honour {feature.title} ({usage.detail}): {support.reason}")
+            for feature, support, usage in self._uses(Unsupported, group, topology)
+        ]
         if self.renders_priority_class:
             problems += priority_problems(group, self.label)
         return problems + self.extra_problems(group, topology)
 
     def warnings(self, group: InferenceGroup, topology: ClusterTopology | None = None) -> list[Problem]:
         """What this backend keeps only approximately for `group` (accepted, but weaker)."""
-        found: list[Problem] = []
+        found = [
+            Problem(usage.path, f"backend {self.label!r} approximates {feature.title} ({usage.detail}): {support.warning}")
+            for feature, support, usage in self._uses(Approximate, group, topology)
+        ]
+        return found + self.extra_warnings(group, topology)
+
+    def _uses(
+        self, kind: type[SupportKind], group: InferenceGroup, topology: ClusterTopology | None
+    ) -> Iterator[tuple[Feature, SupportKind, Usage]]:
+        """Each place `group` uses a feature this backend supports as `kind`, in feature order."""
         for feature in FEATURES:
             support = self.support_for(feature, group, topology)
-            if isinstance(support, Approximate):
-                found += [
-                    Problem(usage.path, f"backend {self.label!r} approximates {feature.title} ({usage.detail}): {support.warning}")
-                    for usage in feature.detect(group, topology)
-                ]
-        return found + self.extra_warnings(group, topology)
+            if isinstance(support, kind):
+                for usage in feature.detect(group, topology):
+                    yield feature, support, usage
 
     def extra_problems(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
         """Limits of this backend that no feature describes (list sizes, name clashes)."""
@@ -137,6 +140,11 @@ class Backend(ABC):
         objects: list[dict[str, Any]] = []
         if topology is not None and nodes:
             objects += self.render_topology(topology, nodes)
+        return objects + self.applied_objects(group, topology, manifest)
+
+    def applied_objects(self, group: InferenceGroup, topology: ClusterTopology | None, manifest: Manifest | None) -> list[dict[str, Any]]:
+        """What `render` gives for the group itself: its PriorityClass, the scheduler's objects, then its pods."""
+        objects: list[dict[str, Any]] = []
         if self.renders_priority_class and priority_class_name(group.spec.priority):
             objects.append(priority_class(group.spec.priority))
         objects += self.group_objects(group, topology)
@@ -208,12 +216,40 @@ def node_label(topology: ClusterTopology | None, level: str) -> str:
     raise InputError(Problem("spec.topologyName", f"level {level!r} is not defined ({known} given)"))
 
 
+def topology_defining(topology: ClusterTopology | None, level: str) -> ClusterTopology:
+    """`topology`, once it is known to define `level`: for backends that count or name levels
+    themselves (tiers, layers), so an unknown level is still reported as `node_label` reports it."""
+    node_label(topology, level)
+    assert topology is not None
+    return topology
+
+
 def unit_selector(group: InferenceGroup, unit: int, role: str | None = None) -> dict[str, str]:
     """Labels that select the pods of a unit (or of one role in it)."""
     labels = {GROUP_LABEL: group.metadata.name, UNIT_LABEL: str(unit)}
     if role is not None:
         labels[ROLE_LABEL] = role
     return dict(sorted(labels.items()))
+
+
+def unit_object_name(group: InferenceGroup, unit: int, *within: str | int) -> str:
+    """`<group>-<unit>`, then `-<role>` and `-<replica>` when given: the name of a scheduler
+    object for a unit (a role of it, a replica), following `tandem.api.naming.pod_name`."""
+    return "-".join([group.metadata.name, str(unit), *(str(part) for part in within)])
+
+
+def controller_only(rendered: str = "objects") -> dict[str, Support]:
+    """Promises only tandem's controller keeps over time: the `rendered` objects are one fixed desired state."""
+    return {
+        "coordination": Approximate(f"the rendered {rendered} are the full desired state; ratio steps need tandem's controller"),
+        "autoscaling": Approximate("the rendered replica counts are fixed; autoscaling needs tandem's controller"),
+    }
+
+
+# How backends that call `add_preferred_affinity` keep a Preferred affinity.
+PREFERRED_AFFINITY_AS_POD_AFFINITY = Approximate(
+    "rendered as preferred inter-pod affinity on the 'from' pods: scored pod by pod, not maximised over the unit"
+)
 
 
 def add_preferred_affinity(pod: dict[str, Any], group: InferenceGroup, topology: ClusterTopology | None) -> None:

@@ -67,31 +67,32 @@ def _extras(role: Role) -> int:
     return role.replicas - role.minimum
 
 
+def _each_role(group: InferenceGroup, field: str, uses: Callable[[Role], bool], detail: Callable[[Role], str]) -> list[Usage]:
+    """A usage at `spec.roles[i].<field>` for every role that `uses` the feature."""
+    return [Usage(f"spec.roles[{i}].{field}", detail(role)) for i, role in enumerate(group.spec.roles) if uses(role)]
+
+
 # ----------------------------------------------------------------------------- detectors
 
 
 def _replica_gang(group: InferenceGroup, _: ClusterTopology | None) -> list[Usage]:
     # A replica inside the minimum is covered by the minimum's gang; extras are gangs of their own.
-    return [
-        Usage(
-            f"spec.roles[{i}].podsPerReplica",
-            f"{role.name}: {_extras(role)} extra replica(s) of {role.pods_per_replica} pods each",
-        )
-        for i, role in enumerate(group.spec.roles)
-        if role.pods_per_replica > 1 and _extras(role) > 0
-    ]
+    return _each_role(
+        group,
+        "podsPerReplica",
+        uses=lambda role: role.pods_per_replica > 1 and _extras(role) > 0,
+        detail=lambda role: f"{role.name}: {_extras(role)} extra replica(s) of {role.pods_per_replica} pods each",
+    )
 
 
 def _complete_replica_minimum(group: InferenceGroup, _: ClusterTopology | None) -> list[Usage]:
     # When the minimum is every replica, counting pods and counting replicas agree.
-    return [
-        Usage(
-            f"spec.roles[{i}].minReplicas",
-            f"{role.name}: {role.minimum} of {role.replicas} replicas of {role.pods_per_replica} pods, whole",
-        )
-        for i, role in enumerate(group.spec.roles)
-        if role.pods_per_replica > 1 and 0 < role.minimum < role.replicas
-    ]
+    return _each_role(
+        group,
+        "minReplicas",
+        uses=lambda role: role.pods_per_replica > 1 and 0 < role.minimum < role.replicas,
+        detail=lambda role: f"{role.name}: {role.minimum} of {role.replicas} replicas of {role.pods_per_replica} pods, whole",
+    )
 
 
 def _unit_gang(group: InferenceGroup, _: ClusterTopology | None) -> list[Usage]:
@@ -102,11 +103,12 @@ def _unit_gang(group: InferenceGroup, _: ClusterTopology | None) -> list[Usage]:
 
 
 def _role_minimums(group: InferenceGroup, _: ClusterTopology | None) -> list[Usage]:
-    return [
-        Usage(f"spec.roles[{i}].minReplicas", f"{role.name}: functional with {role.minimum} of {role.replicas} replicas")
-        for i, role in enumerate(group.spec.roles)
-        if role.minimum < role.replicas
-    ]
+    return _each_role(
+        group,
+        "minReplicas",
+        uses=lambda role: role.minimum < role.replicas,
+        detail=lambda role: f"{role.name}: functional with {role.minimum} of {role.replicas} replicas",
+    )
 
 
 def _minimums_before_extras(group: InferenceGroup, _: ClusterTopology | None) -> list[Usage]:

@@ -20,19 +20,22 @@ from typing import Any, Mapping, Sequence
 from tandem.api.kube import Node
 from tandem.api.resources import ClusterTopology, InferenceGroup, Pack
 from tandem.backends.base import (
+    PREFERRED_AFFINITY_AS_POD_AFFINITY,
     Approximate,
     Backend,
     Full,
     Support,
     Unsupported,
     add_preferred_affinity,
+    controller_only,
     node_label,
+    unit_object_name,
     unit_selector,
 )
 from tandem.backends.pods import pod_identity
-from tandem.backends.priority import priority_class_name
-from tandem.backends.topology_levels import level_label_problems
-from tandem.errors import InputError, Problem
+from tandem.backends.priority import priority_class_field
+from tandem.backends.topology_levels import group_problems, level_label_problems, level_list_topology
+from tandem.errors import Problem
 
 API_VERSION = "scheduling.run.ai/v2alpha2"
 TOPOLOGY_API_VERSION = "kai.scheduler/v1alpha1"
@@ -71,19 +74,14 @@ class KaiBackend(Backend):
                 "KAI constrains each subGroup on its own, not one relative to another; pack the unit at that level "
                 "instead, or use backend 'native'"
             ),
-            "affinity-preferred": Approximate(
-                "rendered as preferred inter-pod affinity on the 'from' pods: scored pod by pod, not maximised over the unit"
-            ),
+            "affinity-preferred": PREFERRED_AFFINITY_AS_POD_AFFINITY,
             "priority": Full("priorityClassName on the PodGroup and the pods"),
             "gang-timeout": Approximate("the PodGroup has no timeout; KAI allocates a gang whole, so nothing is held while it waits"),
-            "coordination": Approximate("the rendered objects are the full desired state; ratio steps need tandem's controller"),
-            "autoscaling": Approximate("the rendered replica counts are fixed; autoscaling needs tandem's controller"),
+            **controller_only(),
         }
 
     def extra_problems(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
-        if topology is None:
-            return []
-        return [Problem("spec.topologyName", f"ClusterTopology {topology.metadata.name!r}: {why}") for _, why in level_label_problems(topology, "KAI")]
+        return group_problems(topology, level_label_problems(topology, "KAI")) if topology is not None else []
 
     # ------------------------------------------------------------------ group objects
 
@@ -95,9 +93,7 @@ class KaiBackend(Backend):
         minimum = sum(role.minimum * role.pods_per_replica for role in group.spec.roles)
         if minimum > 0:
             spec["minMember"] = minimum  # the CRD wants >= 1; no minimum at all leaves it unset
-        class_name = priority_class_name(group.spec.priority)
-        if class_name:
-            spec["priorityClassName"] = class_name
+        spec |= priority_class_field(group.spec.priority)
         constraint = _constraint(group.spec.topology.pack, topology, group.spec.topology_name)
         if constraint:
             spec["topologyConstraint"] = constraint
@@ -117,7 +113,7 @@ class KaiBackend(Backend):
             "apiVersion": API_VERSION,
             "kind": "PodGroup",
             "metadata": {
-                "name": pod_group_name(group, unit),
+                "name": unit_object_name(group, unit),
                 "namespace": group.metadata.namespace,
                 "labels": dict(sorted({**unit_selector(group, unit), QUEUE_LABEL: self.options.queue}.items())),
             },
@@ -126,7 +122,7 @@ class KaiBackend(Backend):
 
     def _decorate(self, pod: dict[str, Any], group: InferenceGroup, topology: ClusterTopology | None) -> None:
         unit, role, replica, _ = pod_identity(pod)
-        pod["metadata"].setdefault("annotations", {})[GROUP_ANNOTATION] = pod_group_name(group, unit)
+        pod["metadata"].setdefault("annotations", {})[GROUP_ANNOTATION] = unit_object_name(group, unit)
         labels = pod["metadata"].setdefault("labels", {})
         labels[SUBGROUP_LABEL] = leaf_name(role, replica)
         labels[QUEUE_LABEL] = self.options.queue
@@ -135,21 +131,7 @@ class KaiBackend(Backend):
     # ------------------------------------------------------------------ topology
 
     def render_topology(self, topology: ClusterTopology, nodes: Sequence[Node]) -> list[dict[str, Any]]:
-        problems = level_label_problems(topology, "KAI")
-        if problems:
-            raise InputError([Problem(f"spec.levels[{index}].nodeLabel", why) for index, why in problems])
-        return [
-            {
-                "apiVersion": TOPOLOGY_API_VERSION,
-                "kind": "Topology",
-                "metadata": {"name": topology.metadata.name, "labels": {"app.kubernetes.io/managed-by": "tandem"}},
-                "spec": {"levels": [{"nodeLabel": level.node_label} for level in topology.spec.levels]},
-            }
-        ]
-
-
-def pod_group_name(group: InferenceGroup, unit: int) -> str:
-    return f"{group.metadata.name}-{unit}"
+        return [level_list_topology(topology, TOPOLOGY_API_VERSION, "KAI")]
 
 
 def _constraint(pack: Pack, topology: ClusterTopology | None, topology_name: str) -> dict[str, str]:

@@ -21,17 +21,21 @@ from typing import Any, Mapping, Sequence
 from tandem.api.kube import Node
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.backends.base import (
+    PREFERRED_AFFINITY_AS_POD_AFFINITY,
     Approximate,
     Backend,
     Full,
     Support,
     Unsupported,
     add_preferred_affinity,
-    node_label,
+    controller_only,
+    topology_defining,
+    unit_object_name,
     unit_selector,
 )
 from tandem.backends.pods import pod_identity
-from tandem.errors import InputError, Problem
+from tandem.backends.topology_levels import HOSTNAME, LevelProblem, group_problems, refuse_levels
+from tandem.errors import Problem
 
 API_VERSION = "scheduling.sigs.k8s.io/v1alpha1"
 TOPOLOGY_API_VERSION = "scheduling.koordinator.sh/v1alpha1"
@@ -43,16 +47,13 @@ TOTAL_ANNOTATION = GANG_PREFIX + "total-number"
 NETWORK_ANNOTATION = GANG_PREFIX + "network-topology-spec"
 NODE_LAYER = "NodeTopologyLayer"
 CLUSTER_LAYER = "ClusterTopologyLayer"
-HOSTNAME = "kubernetes.io/hostname"
 # koord-scheduler reads the ClusterNetworkTopology of this name.
 TOPOLOGY_NAME = "default"
 
 
 def layer_name(topology: ClusterTopology | None, level: str) -> str:
     """`rack` -> `RackLayer`, `nv-link` -> `NvLinkLayer`; the hostname level is the node leaf."""
-    node_label(topology, level)  # an unknown level is an input mistake, reported as such
-    assert topology is not None
-    if level_is_node(topology, level):
+    if level_is_node(topology_defining(topology, level), level):
         return NODE_LAYER
     return "".join(part.capitalize() for part in level.split("-")) + "Layer"
 
@@ -92,20 +93,14 @@ class KoordinatorBackend(Backend):
             "affinity-required": Unsupported(
                 "Koordinator has no cross-role proximity constraint; pack the unit at that level instead, or use backend 'native'"
             ),
-            "affinity-preferred": Approximate(
-                "rendered as preferred inter-pod affinity on the 'from' pods: scored pod by pod, not maximised over the unit"
-            ),
+            "affinity-preferred": PREFERRED_AFFINITY_AS_POD_AFFINITY,
             "priority": Full("priorityClassName on the pods"),
             "gang-timeout": Full("PodGroup scheduleTimeoutSeconds"),
-            "coordination": Approximate("the rendered objects are the full desired state; ratio steps need tandem's controller"),
-            "autoscaling": Approximate("the rendered replica counts are fixed; autoscaling needs tandem's controller"),
+            **controller_only(),
         }
 
     def extra_problems(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
-        if topology is None:
-            return []
-        name = topology.metadata.name
-        return [Problem("spec.topologyName", f"ClusterTopology {name!r}: {why}") for _, why in _layer_clashes(topology)]
+        return group_problems(topology, _layer_clashes(topology)) if topology is not None else []
 
     # ------------------------------------------------------------------ group objects
 
@@ -114,7 +109,7 @@ class KoordinatorBackend(Backend):
         namespace = group.metadata.namespace
         network = self._network_spec(group, topology)
         for unit in range(group.spec.replicas):
-            members = [f"{namespace}/{pod_group_name(group, unit, role.name)}" for role in group.spec.roles]
+            members = [f"{namespace}/{unit_object_name(group, unit, role.name)}" for role in group.spec.roles]
             for role in group.spec.roles:
                 annotations = {
                     GROUPS_ANNOTATION: json.dumps(members, separators=(",", ":")),
@@ -132,7 +127,7 @@ class KoordinatorBackend(Backend):
                         "apiVersion": API_VERSION,
                         "kind": "PodGroup",
                         "metadata": {
-                            "name": pod_group_name(group, unit, role.name),
+                            "name": unit_object_name(group, unit, role.name),
                             "namespace": namespace,
                             "labels": unit_selector(group, unit, role.name),
                             "annotations": dict(sorted(annotations.items())),
@@ -156,15 +151,13 @@ class KoordinatorBackend(Backend):
 
     def _decorate(self, pod: dict[str, Any], group: InferenceGroup, topology: ClusterTopology | None) -> None:
         unit, role, _, _ = pod_identity(pod)
-        pod["metadata"].setdefault("labels", {})[POD_GROUP_LABEL] = pod_group_name(group, unit, role)
+        pod["metadata"].setdefault("labels", {})[POD_GROUP_LABEL] = unit_object_name(group, unit, role)
         add_preferred_affinity(pod, group, topology)
 
     # ------------------------------------------------------------------ topology
 
     def render_topology(self, topology: ClusterTopology, nodes: Sequence[Node]) -> list[dict[str, Any]]:
-        clashes = _layer_clashes(topology)
-        if clashes:
-            raise InputError([Problem(f"spec.levels[{index}].name", why) for index, why in clashes])
+        refuse_levels(_layer_clashes(topology), "name")
         entries: list[dict[str, Any]] = []
         parent: str | None = None
         for level in topology.spec.levels:
@@ -191,11 +184,7 @@ class KoordinatorBackend(Backend):
         ]
 
 
-def pod_group_name(group: InferenceGroup, unit: int, role: str) -> str:
-    return f"{group.metadata.name}-{unit}-{role}"
-
-
-def _layer_clashes(topology: ClusterTopology) -> list[tuple[int, str]]:
+def _layer_clashes(topology: ClusterTopology) -> list[LevelProblem]:
     """(level index, why) for levels whose layer names clash or take a name Koordinator reserves."""
     clashes = []
     seen: dict[str, int] = {}

@@ -26,11 +26,11 @@ from typing import Any, Mapping, Sequence
 
 from tandem.api.kube import Node
 from tandem.api.resources import ClusterTopology, InferenceGroup
-from tandem.backends.base import Approximate, Backend, Full, Support, Unsupported, node_label
+from tandem.backends.base import Approximate, Backend, Full, Support, Unsupported, controller_only, node_label, unit_object_name
 from tandem.backends.features import Feature
 from tandem.backends.pods import pod_identity
-from tandem.backends.topology_levels import level_label_problems
-from tandem.errors import InputError, Problem
+from tandem.backends.topology_levels import group_problems, level_label_problems, level_list_topology
+from tandem.errors import Problem
 
 PREFIX = "kueue.x-k8s.io/"
 QUEUE_LABEL = PREFIX + "queue-name"
@@ -77,8 +77,7 @@ class KueueBackend(Backend):
             "gang-timeout": Approximate(
                 "Kueue's waitForPodsReady timeout is set cluster-wide in Kueue's Configuration, not per group"
             ),
-            "coordination": Approximate("the rendered pods are the full desired state; ratio steps need tandem's controller"),
-            "autoscaling": Approximate("the rendered replica counts are fixed; autoscaling needs tandem's controller"),
+            **controller_only("pods"),
         }
 
     def support_for(self, feature: Feature, group: InferenceGroup, topology: ClusterTopology | None) -> Support:
@@ -103,8 +102,7 @@ class KueueBackend(Backend):
             if role.worker_template is not None and role.topology.pack.required is not None and role.pods_per_replica > 1
         ]
         if topology is not None:
-            name = topology.metadata.name
-            problems += [Problem("spec.topologyName", f"ClusterTopology {name!r}: {why}") for _, why in level_label_problems(topology, "Kueue")]
+            problems += group_problems(topology, level_label_problems(topology, "Kueue"))
         return problems
 
     # ------------------------------------------------------------------ group objects
@@ -117,7 +115,7 @@ class KueueBackend(Backend):
         role = group.role(role_name)
         labels = pod["metadata"].setdefault("labels", {})
         labels[QUEUE_LABEL] = self.options.queue
-        labels[GROUP_LABEL] = pod_group_name(group, unit)
+        labels[GROUP_LABEL] = unit_object_name(group, unit)
         annotations = pod["metadata"].setdefault("annotations", {})
         annotations[TOTAL_ANNOTATION] = str(sum(r.replicas * r.pods_per_replica for r in group.spec.roles))
         annotations[SERVING_ANNOTATION] = "true"
@@ -126,7 +124,7 @@ class KueueBackend(Backend):
         if pack.required is not None:
             annotations[REQUIRED_ANNOTATION] = node_label(topology, pack.required)
             if len(podsets(group)) > 1:
-                annotations[PODSET_GROUP_ANNOTATION] = pod_group_name(group, unit)
+                annotations[PODSET_GROUP_ANNOTATION] = unit_object_name(group, unit)
         elif pack.preferred is not None:
             annotations[PREFERRED_ANNOTATION] = node_label(topology, pack.preferred)
         if role.pods_per_replica > 1 and role.topology.pack.required is not None:
@@ -136,21 +134,7 @@ class KueueBackend(Backend):
     # ------------------------------------------------------------------ topology
 
     def render_topology(self, topology: ClusterTopology, nodes: Sequence[Node]) -> list[dict[str, Any]]:
-        problems = level_label_problems(topology, "Kueue")
-        if problems:
-            raise InputError([Problem(f"spec.levels[{index}].nodeLabel", why) for index, why in problems])
-        return [
-            {
-                "apiVersion": TOPOLOGY_API_VERSION,
-                "kind": "Topology",
-                "metadata": {"name": topology.metadata.name, "labels": {"app.kubernetes.io/managed-by": "tandem"}},
-                "spec": {"levels": [{"nodeLabel": level.node_label} for level in topology.spec.levels]},
-            }
-        ]
-
-
-def pod_group_name(group: InferenceGroup, unit: int) -> str:
-    return f"{group.metadata.name}-{unit}"
+        return [level_list_topology(topology, TOPOLOGY_API_VERSION, "Kueue")]
 
 
 def podset_name(role: str, pod_index: int, has_worker_template: bool) -> str:

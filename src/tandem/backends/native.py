@@ -26,17 +26,8 @@ class NativeBackend(Backend):
     def capabilities(self) -> Mapping[str, Support]:
         return {feature_id: Full() for feature_id in FEATURE_IDS}
 
-    def render(
-        self,
-        group: InferenceGroup,
-        topology: ClusterTopology | None = None,
-        nodes: Sequence[Node] = (),
-        manifest: Manifest | None = None,
-    ) -> list[dict[str, Any]]:
-        objects: list[dict[str, Any]] = []
-        if topology is not None and nodes:
-            objects += self.render_topology(topology, nodes)
-        return objects + self.group_objects(group, topology, manifest)
+    def applied_objects(self, group: InferenceGroup, topology: ClusterTopology | None, manifest: Manifest | None) -> list[dict[str, Any]]:
+        return self.group_objects(group, topology, manifest)  # no pods: tandem's controller creates them
 
     def group_objects(
         self, group: InferenceGroup, topology: ClusterTopology | None, manifest: Manifest | None = None

@@ -23,6 +23,12 @@ def priority_class_name(priority: int) -> str | None:
     return f"tandem-priority-{priority}" if priority > 0 else f"tandem-priority-minus-{-priority}"
 
 
+def priority_class_field(priority: int) -> dict[str, str]:
+    """`priorityClassName` for a scheduler's group object (PodGroup, pod group), or nothing for 0."""
+    name = priority_class_name(priority)
+    return {"priorityClassName": name} if name else {}
+
+
 def priority_class(priority: int) -> dict[str, Any]:
     return {
         "apiVersion": "scheduling.k8s.io/v1",

@@ -24,18 +24,21 @@ from tandem.api.kube import Node
 from tandem.api.naming import REPLICA_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.backends.base import (
+    PREFERRED_AFFINITY_AS_POD_AFFINITY,
     Approximate,
     Backend,
     Full,
     Support,
     Unsupported,
     add_preferred_affinity,
-    node_label,
+    controller_only,
+    topology_defining,
+    unit_object_name,
     unit_selector,
 )
 from tandem.backends.domains import node_paths, object_name
 from tandem.backends.pods import pod_identity
-from tandem.backends.priority import priority_class_name
+from tandem.backends.priority import priority_class_field
 from tandem.errors import InputError, Problem
 
 API_VERSION = "scheduling.volcano.sh/v1beta1"
@@ -46,9 +49,8 @@ TASK_ANNOTATION = "volcano.sh/task-spec"
 
 def tier(topology: ClusterTopology | None, level: str) -> int:
     """Volcano counts tiers from the nodes up: the narrowest level is tier 1."""
-    node_label(topology, level)  # an unknown level is an input mistake, reported as such
-    assert topology is not None
-    return len(topology.spec.levels) - topology.depth(level)
+    known = topology_defining(topology, level)
+    return len(known.spec.levels) - known.depth(level)
 
 
 class VolcanoBackend(Backend):
@@ -75,15 +77,12 @@ class VolcanoBackend(Backend):
             "affinity-required": Unsupported(
                 "Volcano has no cross-role proximity constraint; pack the unit at that level instead, or use backend 'native'"
             ),
-            "affinity-preferred": Approximate(
-                "rendered as preferred inter-pod affinity on the 'from' pods: scored pod by pod, not maximised over the unit"
-            ),
+            "affinity-preferred": PREFERRED_AFFINITY_AS_POD_AFFINITY,
             "priority": Full("priorityClassName on the PodGroup and the pods"),
             "gang-timeout": Approximate(
                 "the PodGroup has no timeout; Volcano allocates a gang whole, so nothing is held while it waits"
             ),
-            "coordination": Approximate("the rendered objects are the full desired state; ratio steps need tandem's controller"),
-            "autoscaling": Approximate("the rendered replica counts are fixed; autoscaling needs tandem's controller"),
+            **controller_only(),
         }
 
     # ------------------------------------------------------------------ group objects
@@ -100,9 +99,7 @@ class VolcanoBackend(Backend):
         network = self._network_topology(group.spec.topology.pack.required, group.spec.topology.pack.preferred, topology)
         if network:
             spec["networkTopology"] = network
-        class_name = priority_class_name(group.spec.priority)
-        if class_name:
-            spec["priorityClassName"] = class_name
+        spec |= priority_class_field(group.spec.priority)
         spec["queue"] = self.options.queue
         policies = []
         for role in roles:
@@ -123,7 +120,7 @@ class VolcanoBackend(Backend):
         return {
             "apiVersion": API_VERSION,
             "kind": "PodGroup",
-            "metadata": {"name": pod_group_name(group, unit), "namespace": group.metadata.namespace, "labels": unit_selector(group, unit)},
+            "metadata": {"name": unit_object_name(group, unit), "namespace": group.metadata.namespace, "labels": unit_selector(group, unit)},
             "spec": spec,
         }
 
@@ -138,7 +135,7 @@ class VolcanoBackend(Backend):
     def _decorate(self, pod: dict[str, Any], group: InferenceGroup, topology: ClusterTopology | None) -> None:
         unit, role, _, _ = pod_identity(pod)
         annotations = pod["metadata"].setdefault("annotations", {})
-        annotations[GROUP_ANNOTATION] = pod_group_name(group, unit)
+        annotations[GROUP_ANNOTATION] = unit_object_name(group, unit)
         annotations[TASK_ANNOTATION] = role
         add_preferred_affinity(pod, group, topology)
 
@@ -172,10 +169,6 @@ class VolcanoBackend(Backend):
                     selector = dict(sorted(zip((lv.node_label for lv in levels), prefix)))
                     objects.append(_hypernode(hypernode_name(topology, prefix), 1, level.name, [], selector))
         return objects
-
-
-def pod_group_name(group: InferenceGroup, unit: int) -> str:
-    return f"{group.metadata.name}-{unit}"
 
 
 def hypernode_name(topology: ClusterTopology, path: tuple[str, ...]) -> str:

@@ -29,6 +29,7 @@ from tandem.api.kube import Node
 from tandem.api.resources import API_VERSION as TANDEM_API_VERSION
 from tandem.api.resources import ClusterTopology, InferenceGroup, Role
 from tandem.backends.base import (
+    PREFERRED_AFFINITY_AS_POD_AFFINITY,
     Approximate,
     Backend,
     BackendOptions,
@@ -36,12 +37,14 @@ from tandem.backends.base import (
     Support,
     Unsupported,
     add_preferred_affinity,
+    controller_only,
     node_label,
+    unit_object_name,
     unit_selector,
 )
 from tandem.backends.features import Feature
 from tandem.backends.pods import pod_identity
-from tandem.backends.priority import priority_class_name
+from tandem.backends.priority import priority_class_field
 from tandem.errors import InputError, Problem
 
 GROUP = "scheduling.k8s.io"
@@ -109,13 +112,10 @@ class WorkloadApiBackend(Backend):
             "affinity-required": Unsupported(
                 "the Workload API has no cross-group proximity constraint; pack the unit at that level instead, or use backend 'native'"
             ),
-            "affinity-preferred": Approximate(
-                "rendered as preferred inter-pod affinity on the 'from' pods: scored pod by pod, not maximised over the unit"
-            ),
+            "affinity-preferred": PREFERRED_AFFINITY_AS_POD_AFFINITY,
             "priority": Full("priorityClassName on the groups and the pods"),
             "gang-timeout": Approximate("pod groups have no timeout; kube-scheduler binds a gang only when all of it fits"),
-            "coordination": Approximate("the rendered objects are the full desired state; ratio steps need tandem's controller"),
-            "autoscaling": Approximate("the rendered replica counts are fixed; autoscaling needs tandem's controller"),
+            **controller_only(),
         }
         if self.profile.hierarchical:
             return common | {
@@ -209,18 +209,15 @@ class WorkloadApiBackend(Backend):
         spec: dict[str, Any] = {"schedulingPolicy": _groups_policy(len(group.spec.roles) if needed else 0)}
         required = group.spec.topology.pack.required
         if required is not None:
-            spec["schedulingConstraints"] = {"topology": [{"key": node_label(topology, required)}]}
-        class_name = priority_class_name(group.spec.priority)
-        if class_name:
-            spec["priorityClassName"] = class_name
-        return spec
+            spec["schedulingConstraints"] = _topology_constraint(topology, required)
+        return spec | priority_class_field(group.spec.priority)
 
     @staticmethod
     def _replica_spec(role: Role, topology: ClusterTopology | None) -> dict[str, Any]:
         spec: dict[str, Any] = {"schedulingPolicy": _pods_policy(role.pods_per_replica)}
         required = role.topology.pack.required
         if required is not None and role.pods_per_replica > 1:
-            spec["schedulingConstraints"] = {"topology": [{"key": node_label(topology, required)}]}
+            spec["schedulingConstraints"] = _topology_constraint(topology, required)
         return spec
 
     def _role_group_spec(self, group: InferenceGroup, role: Role, topology: ClusterTopology | None, template: bool) -> dict[str, Any]:
@@ -229,11 +226,8 @@ class WorkloadApiBackend(Backend):
         spec["schedulingPolicy"] = _pods_policy(role.minimum * role.pods_per_replica)
         required = group.spec.topology.pack.required
         if required is not None and self.profile.topology and len(active_roles(group)) <= 1:
-            spec["schedulingConstraints"] = {"topology": [{"key": node_label(topology, required)}]}
-        class_name = priority_class_name(group.spec.priority)
-        if class_name:
-            spec["priorityClassName"] = class_name
-        return spec
+            spec["schedulingConstraints"] = _topology_constraint(topology, required)
+        return spec | priority_class_field(group.spec.priority)
 
     def _runtime_objects(self, group: InferenceGroup, unit: int, topology: ClusterTopology | None) -> list[dict[str, Any]]:
         if self.profile.runtime_ref is None:
@@ -242,7 +236,7 @@ class WorkloadApiBackend(Backend):
             return [
                 self._object(
                     "PodGroup",
-                    role_group_name(group, unit, role.name),
+                    unit_object_name(group, unit, role.name),
                     group,
                     unit,
                     self._flat_template_ref(group, role.name) | self._role_group_spec(group, role, topology, template=False),
@@ -250,10 +244,10 @@ class WorkloadApiBackend(Backend):
                 )
                 for role in group.spec.roles
             ]
-        unit_name = unit_group_name(group, unit)
+        unit_name = unit_object_name(group, unit)
         objects = [self._object("CompositePodGroup", unit_name, group, unit, {"workloadRef": _ref(group, UNIT_TEMPLATE), **self._unit_spec(group, topology)})]
         for role in group.spec.roles:
-            role_name = role_group_name(group, unit, role.name)
+            role_name = unit_object_name(group, unit, role.name)
             objects.append(
                 self._object(
                     "CompositePodGroup",
@@ -272,7 +266,7 @@ class WorkloadApiBackend(Backend):
                 objects.append(
                     self._object(
                         "PodGroup",
-                        replica_group_name(group, unit, role.name, replica),
+                        unit_object_name(group, unit, role.name, replica),
                         group,
                         unit,
                         {
@@ -306,9 +300,9 @@ class WorkloadApiBackend(Backend):
         if self.profile.version == "v1alpha1":
             spec["workloadRef"] = {"name": group.metadata.name, "podGroup": role, "podGroupReplicaKey": str(unit)}
         elif self.profile.hierarchical:
-            spec["schedulingGroup"] = {"podGroupName": replica_group_name(group, unit, role, replica)}
+            spec["schedulingGroup"] = {"podGroupName": unit_object_name(group, unit, role, replica)}
         else:
-            spec["schedulingGroup"] = {"podGroupName": role_group_name(group, unit, role)}
+            spec["schedulingGroup"] = {"podGroupName": unit_object_name(group, unit, role)}
         add_preferred_affinity(pod, group, topology)
 
     def render_topology(self, topology: ClusterTopology, nodes: Sequence[Node]) -> list[dict[str, Any]]:
@@ -319,16 +313,9 @@ def active_roles(group: InferenceGroup) -> list[str]:
     return [role.name for role in group.spec.roles if role.replicas > 0]
 
 
-def unit_group_name(group: InferenceGroup, unit: int) -> str:
-    return f"{group.metadata.name}-{unit}"
-
-
-def role_group_name(group: InferenceGroup, unit: int, role: str) -> str:
-    return f"{group.metadata.name}-{unit}-{role}"
-
-
-def replica_group_name(group: InferenceGroup, unit: int, role: str, replica: int) -> str:
-    return f"{group.metadata.name}-{unit}-{role}-{replica}"
+def _topology_constraint(topology: ClusterTopology | None, level: str) -> dict[str, Any]:
+    """`schedulingConstraints`: one domain of `level` (the API keys it by the level's node label)."""
+    return {"topology": [{"key": node_label(topology, level)}]}
 
 
 def _ref(group: InferenceGroup, template: str) -> dict[str, str]:

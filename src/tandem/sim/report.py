@@ -26,6 +26,7 @@ SERVING_PLOTS = {
     "serving_slo.png": "SLO attainment and goodput per GPU, side by side",
     "serving_latency.png": "TTFT p90 and ITL p90 of the requests arriving in each 30 s, against the SLO",
     "serving_replicas.png": "Ready prefill and decode replicas over time (the autoscaler's changes as dots), and the request rate",
+    "serving_replica_load.png": "Per replica (first run): prefill queue depth and decode KV-cache utilisation over time",
 }
 # Per-group serving figures shown in the HTML table, in order.
 SERVING_COLUMNS = ("requests", "completed", "slo_attainment", "goodput_rps_per_gpu", "gpu_utilisation", "mean_gpus", "restarts")
@@ -148,6 +149,21 @@ def _serving_plots(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]]) ->
         rate_axis.set_ylabel("requests/s (grey)", fontsize=8)
         _decorate(ax, name, "Ready replicas")
     _save(figure, out / "serving_replicas.png", written)
+
+    first = runs[names[0]][0]
+    figure, axes = plt.subplots(1, 2, figsize=(12, 3.6), squeeze=False)
+    for key, served in sorted(first.serving.items()):
+        samples = served.samples
+        for replica, ident in enumerate(served.replica_ids):
+            rows = np.flatnonzero(samples.replica == replica)
+            label = ident.split("@")[0].removeprefix(key + "/")
+            if served.replica_kinds[replica] == "prefill":
+                axes[0][0].step(samples.at_s[rows], samples.queue_depth[rows], where="post", linewidth=0.8, label=label)
+            else:
+                axes[0][1].step(samples.at_s[rows], samples.kv_utilization[rows], where="post", linewidth=0.8, label=label)
+    _decorate(axes[0][0], f"{names[0]}: prefill queue depth", "queued prompts")
+    _decorate(axes[0][1], f"{names[0]}: decode KV-cache utilisation", "reserved / capacity")
+    _save(figure, out / "serving_replica_load.png", written)
     plt.close("all")
     return written
 

@@ -25,6 +25,9 @@
 - `gpu_utilisation`: GPU-seconds the serving replicas were computing / GPU-seconds they
   were Ready.
 - `scale_events`: (time, desired replicas per role) for every autoscaler change.
+- `replicas`: per replica that served — kind, GPUs, `ready_s` [from, until] (null while
+  Ready at the end), tokens/s over its Ready time (prefill: prompt tokens; decode:
+  generated), busy fraction, mean and max queue depth, mean and peak KV utilisation.
 """
 
 from __future__ import annotations
@@ -112,7 +115,46 @@ def _serving(key: str, served: ServingResults, result: Result, end: float) -> di
         "mean_gpus": round(mean_gpus, 2),
         "gpu_utilisation": None if ready <= 0 else round(busy / ready, 4),
         "scale_events": [[round(at, 3), dict(sorted(d.items()))] for at, d in result.scale_events.get(key, [])],
+        "replicas": _replicas(served, end),
     }
+
+
+def _replicas(served: ServingResults, end: float) -> list[dict[str, Any]]:
+    """Per replica that served: its life, throughput, busy share, queue and KV use."""
+    samples = served.samples
+    out = []
+    for index, ident in enumerate(served.replica_ids):
+        rows = np.flatnonzero(samples.replica == index)
+        joined = float(served.replica_joined_s[index])
+        left = served.replica_left_s[index]
+        life = (end if np.isnan(left) else float(left)) - joined
+        queue = samples.queue_depth[rows]
+        kv = samples.kv_utilization[rows]
+        busy = _busy_seconds(served, index, rows)
+        out.append(
+            {
+                "id": ident,
+                "kind": served.replica_kinds[index],
+                "gpus": int(served.replica_gpus[index]),
+                "ready_s": [round(joined, 3), None if np.isnan(left) else round(float(left), 3)],
+                "tokens_per_s": None if life <= 0 else round(float(served.replica_tokens[index]) / life, 1),
+                "busy_fraction": None if life <= 0 else round(busy / life, 4),
+                "mean_queue_depth": None if rows.size == 0 else round(float(queue.mean()), 3),
+                "max_queue_depth": None if rows.size == 0 else int(queue.max()),
+                "peak_kv_utilization": None if np.isnan(served.replica_peak_kv_utilization[index]) else round(float(served.replica_peak_kv_utilization[index]), 4),
+                "mean_kv_utilization": None if rows.size == 0 or np.all(np.isnan(kv)) else round(float(np.nanmean(kv)), 4),
+            }
+        )
+    return out
+
+
+def _busy_seconds(served: ServingResults, replica: int, rows: np.ndarray) -> float:
+    """Seconds the replica was computing: each sample's busy share of the time since its previous one."""
+    if rows.size == 0:
+        return 0.0
+    times = served.samples.at_s[rows]
+    previous = np.concatenate(([served.replica_joined_s[replica]], times[:-1]))
+    return float(np.sum(np.nan_to_num(served.samples.busy_fraction[rows]) * np.maximum(times - previous, 0.0)))
 
 
 def _percentiles(served: ServingResults, metric: str) -> dict[str, float | None]:
@@ -124,15 +166,10 @@ def _gpu_seconds(served: ServingResults, end: float) -> tuple[float, float]:
     """(busy, Ready) GPU-seconds of the serving replicas over the run."""
     left = np.where(np.isnan(served.replica_left_s), end, served.replica_left_s)
     ready = float(np.sum((np.minimum(left, end) - served.replica_joined_s) * served.replica_gpus))
-    samples = served.samples
     busy = 0.0
     for replica in range(len(served.replica_ids)):
-        rows = np.flatnonzero(samples.replica == replica)
-        if rows.size == 0:
-            continue
-        times = samples.at_s[rows]
-        previous = np.concatenate(([served.replica_joined_s[replica]], times[:-1]))
-        busy += float(np.sum(np.nan_to_num(samples.busy_fraction[rows]) * np.maximum(times - previous, 0.0))) * int(served.replica_gpus[replica])
+        rows = np.flatnonzero(served.samples.replica == replica)
+        busy += _busy_seconds(served, replica, rows) * int(served.replica_gpus[replica])
     return busy, ready
 
 
