@@ -81,7 +81,7 @@ def scenario_cases(name: str, traces: Path) -> list[dict]:
         start = time.perf_counter()
         result = simulate(run, placer=place)
         seconds = time.perf_counter() - start
-        for group, figures in summarize(run, result)["serving"].items():
+        for group, figures in summarize(run, result, rules_from=scenario)["serving"].items():
             out.append(
                 {
                     "suite": "serving",

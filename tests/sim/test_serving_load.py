@@ -65,9 +65,27 @@ def test_a_synthetic_load_is_served_and_scaled_through_the_coordination_planner(
     assert {r["name"]: r["replicas"] for r in final["spec"]["roles"]} == events[-1][1]
     assert final["status"]["autoscaling"]["desired"] == events[-1][1]
     assert "coordination" in final["status"]["units"]["0"], "reconcile's status must keep its own keys"
+    assert result.store.get("InferenceGroup", "serving", "llama-70b-chat")["status"]["autoscaling"]["state"]["history"]
     # FixedRatio keeps prefill:decode at the configured 2:1 (within rounding of the split).
     for _, desired in events:
         assert abs(desired["prefill"] - 2 * desired["decode"]) <= 2
+    # The first change (2:1 -> 4:2) goes through the scaling planner in maxSkew 1 steps:
+    # {3,2} first, the fourth prefill only once that step is Scheduled, so the binds of
+    # the change come at two different times, at most one new replica per role first.
+    at, desired = events[0]
+    assert desired == {"prefill": 4, "decode": 2}
+    binds = [(t, line.split()[1]) for t, line in result.log if at <= t < at + 30 and line.startswith("bound llama-70b-chat-")]
+    first = min(t for t, _ in binds)
+    assert len(binds) == 3 and len({t for t, _ in binds}) == 2
+    early = [pod for t, pod in binds if t == first]
+    assert sum("-prefill-" in pod for pod in early) <= 1 and sum("-decode-" in pod for pod in early) <= 1
+    # Ready counts never pass the largest desired count asked for so far.
+    most: dict[str, int] = {}
+    for sample in result.samples:
+        for role, count in sample.desired.get("serving/llama-70b-chat", {}).items():
+            most[role] = max(most.get(role, 0), count)
+        for role, count in sample.ready.get("serving/llama-70b-chat", {}).items():
+            assert count <= most[role]
 
 
 def test_summary_has_the_documented_serving_keys_and_is_deterministic(tmp_path):
@@ -120,12 +138,46 @@ def test_compare_runs_every_policy_on_the_same_requests_and_writes_the_report(tm
         (lambda s: s.replace("synthetic: {rate: 25, arrivals: gamma, burstiness: 2}", "trace: {name: azure-conv-2023}"), "spec.serving[0].trace.name"),
         (lambda s: s.replace("synthetic: {rate: 25, arrivals: gamma, burstiness: 2}", "synthetic: {rate: -1}"), "spec.serving.0.synthetic.rate"),
         (lambda s: s.replace("autoscaling: Independent", "autoscaling: Magic"), "spec.compare.1.autoscaling"),
+        (lambda s: s.replace("      startAt: 60", "      decodeRole: prefill"), "spec.serving[0].decodeRole: 'prefill' differs from the group's spec.autoscaling.decodeRole"),
+        (lambda s: s.replace("arrivals: gamma, burstiness: 2", "burstiness: 2"), "spec.serving[0].synthetic.burstiness: applies to gamma arrivals only"),
+        (lambda s: s.replace("burstiness: 2}", "burstiness: 2, input: {median: 10, maximum: 5, distribution: fixed}}"), "spec.serving[0].synthetic.input.median"),
     ],
 )
 def test_bad_serving_settings_name_their_field(tmp_path, edit, path):
     with pytest.raises(InputError) as caught:
         _load(edit(SCENARIO), tmp_path)
     assert path in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_comparison_that_would_leave_a_group_invalid_is_refused(tmp_path):
+    group = yaml.safe_load(GROUP.read_text())
+    del group["spec"]["autoscaling"]["slo"]
+    scenario = SCENARIO.replace("- {name: independent-hpa, autoscaling: Independent}", "- {name: slo, autoscaling: SLO}")
+    with pytest.raises(InputError) as caught:
+        _load(scenario, tmp_path, yaml.safe_dump(group))
+    assert "spec.compare[1].autoscaling: makes serving/llama-70b-chat invalid: spec.autoscaling" in str(caught.value)
+
+
+TRACE = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.0000000,374,44\n2023-11-16 18:15:50.0000000,396,109\n"
+
+
+@pytest.mark.parametrize(
+    "trace, text, expected",
+    [
+        ("{file: t.csv, startSeconds: 100}", TRACE, "scenario.yaml: spec.serving[0].trace:"),
+        ("{file: t.csv}", TRACE.replace(",109", ",lots"), "t.csv: line 3"),
+        ("{name: azure-conv-2023}", TRACE, "scenario.yaml: spec.serving[0].trace.name: AzureLLMInferenceTrace_conv.csv is not in"),
+        ("{name: sharegpt}", TRACE, "scenario.yaml: spec.serving[0].trace.name: no trace called 'sharegpt'"),
+    ],
+)
+def test_trace_problems_name_the_scenario_field_or_the_trace_line(tmp_path, run_cli, trace, text, expected):
+    (tmp_path / "t.csv").write_text(text)
+    (tmp_path / "group.yaml").write_text(GROUP.read_text())
+    scenario = SCENARIO.replace("synthetic: {rate: 25, arrivals: gamma, burstiness: 2}", f"trace: {trace}")
+    (tmp_path / "scenario.yaml").write_text(scenario)
+    result = run_cli("simulate", tmp_path / "scenario.yaml", "--traces", tmp_path / "empty", "--out", tmp_path / "out")
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert expected in result.stderr.replace(str(tmp_path) + "/", ""), result.stderr
 
 
 def _signals(now: float, decode_tokens: float) -> Signals:
@@ -195,4 +247,27 @@ def test_placing_prefill_away_from_decode_costs_kv_transfer_time(tmp_path, run_c
     near, far = (summary[n]["serving"]["serving/llama-70b-chat"] for n in ("with-affinity", "without-affinity"))
     assert near["requests"] == far["requests"] and near["mean_gpus"] == far["mean_gpus"]
     assert near["kv_transfer_s"]["p50"] < far["kv_transfer_s"]["p50"]
+    # judged by the rule the comparison dropped, the run without it placed fewer prefill replicas near decode
+    satisfied = {n: summary[n]["groups"]["serving/llama-70b-chat"]["affinity_satisfied_fraction"] for n in ("with-affinity", "without-affinity")}
+    assert satisfied["with-affinity"] > satisfied["without-affinity"]
     assert near["ttft_s"]["p50"] < far["ttft_s"]["p50"]
+
+
+def test_a_conflicting_status_write_is_retried_so_the_decision_is_remembered():
+    store = MemoryStore()
+    store.create(yaml.safe_load(GROUP.read_text()))
+    real = store.update_status
+    calls = []
+
+    def conflict_once(obj):
+        calls.append(obj["metadata"]["resourceVersion"])
+        if len(calls) == 1:  # the controller wrote its status between our read and write
+            store.patch("InferenceGroup", "serving", "llama-70b-chat", {"metadata": {"annotations": {"x": "y"}}})
+        return real(obj)
+
+    store.update_status = conflict_once  # type: ignore[method-assign]
+    report = autoscale(store, 0.0, lambda ns, name, now: _signals(now, 12_000.0))
+    assert report.conflicts == 1 and len(calls) == 2
+    memory = store.get("InferenceGroup", "serving", "llama-70b-chat")["status"]["autoscaling"]
+    assert memory["lastDecisionAt"] == 0.0 and memory["desired"] == {"decode": 4, "prefill": 8}
+    assert memory["state"]["history"], "the stabilisation history must survive the conflict"

@@ -1,8 +1,9 @@
 """What a policy recommends, before stabilisation, panic and rounding are applied.
 
 Two shapes. The ratio-keeping policies (FixedRatio, PreferredBand, SLO) recommend one
-total per unit and how to share it, so the total is stabilised before it is split and
-the split keeps its ratio. The Independent baseline recommends each role on its own,
+total per unit and how to share it; the split's counts then go through each role's
+stabilisation window, which for a fixed share is the same as stabilising the total (see
+docs/autoscaling.md, "Stabilisation"). The Independent baseline recommends each role on its own,
 as one HPA per role would.
 """
 

@@ -30,7 +30,7 @@ class Signals:
     input_tokens_per_s: float  # prompt tokens arriving per second
     output_tokens_per_s: float  # tokens/s the arriving requests will ask to generate
     ttft_p90_s: float  # NaN when no request got its first token in the window
-    itl_p90_s: float  # NaN when no token was generated in the window
+    itl_p90_s: float  # over requests completed in the window; NaN when none completed
 
 
 def missing(value: float | None) -> bool:

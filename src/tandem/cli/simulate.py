@@ -40,9 +40,7 @@ def run_simulation(path: Path, policy: str, compare: bool, out: Path, console: C
             if candidate is not None:
                 return str(candidate), read_trace_text(candidate)
         where = ", ".join(str(f) for f in folders)
-        raise InputError(
-            Problem("", f"trace {name!r} ({entry.file_name}) is not in {where}: run 'tandem trace fetch {name}' or pass --traces DIR", source)
-        )
+        raise InputError(Problem("", f"{entry.file_name} is not in {where}: run 'tandem trace fetch {name}' or pass --traces DIR"))
 
     scenario = load_scenario(source, text, read, read_trace)
     if compare:
@@ -62,7 +60,7 @@ def run_simulation(path: Path, policy: str, compare: bool, out: Path, console: C
             task = bar.add_task(f"simulating ({variant.name})", total=scenario.duration_s)
             run = with_variant(scenario, variant)
             result = simulate(run, progress=lambda now, task=task: bar.update(task, completed=now), placer=POLICIES[variant.placement])
-            runs[variant.name] = (result, summarize(run, result))
+            runs[variant.name] = (result, summarize(run, result, rules_from=scenario))
     files = write_report(out, runs, f"tandem simulate: {path.name}")
     _print_placement(runs, path, scenario.duration_s, console)
     if any(figures.get("serving") for _, figures in runs.values()):

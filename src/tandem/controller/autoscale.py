@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from tandem.api.resources import InferenceGroup
 from tandem.api.validation import check_group
-from tandem.autoscaling.decide import decide
+from tandem.autoscaling.decide import ScaleDecision, decide
 from tandem.autoscaling.group import group_inputs
 from tandem.autoscaling.signals import Signals
 from tandem.autoscaling.state import AutoscalerState
@@ -81,20 +81,30 @@ def autoscale(cluster: Cluster, now: float, metrics: Metrics) -> AutoscaleReport
     return report
 
 
-def _write_status(cluster: Cluster, current: dict[str, Any], decision: Any, now: float, report: AutoscaleReport) -> None:
-    status = dict(current.get("status") or {})
-    status["autoscaling"] = {
+def _write_status(cluster: Cluster, current: dict[str, Any], decision: ScaleDecision, now: float, report: AutoscaleReport) -> None:
+    """Write the decision's memory beside the controller's status. On a conflict (the
+    controller wrote its status meanwhile) read again and retry once: losing this write
+    after the spec changed would forget the stabilisation history and let the next pass
+    scale down before its window."""
+    memory = {
         "lastDecisionAt": now,
         "reason": decision.reason,
         "panic": decision.panic,
         "desired": {k: int(v) for k, v in sorted(decision.desired.items())},
         "state": decision.state.to_dict(),
     }
-    new = dict(current)
-    new["status"] = status
-    try:
-        cluster.update_status(new)
-    except Conflict:
-        report.conflicts += 1
-    except ApiError:
-        pass  # deleted meanwhile
+    for attempt in range(2):
+        new = dict(current)
+        new["status"] = {**(current.get("status") or {}), "autoscaling": memory}
+        try:
+            cluster.update_status(new)
+            return
+        except Conflict:
+            report.conflicts += 1
+            if attempt == 0:
+                try:
+                    current = cluster.get("InferenceGroup", current["metadata"].get("namespace", "default"), current["metadata"]["name"])
+                except ApiError:
+                    return  # deleted meanwhile
+        except ApiError:
+            return  # deleted meanwhile

@@ -10,7 +10,7 @@ group's own role names, just as a metrics pipeline would report them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from tandem.api.kube import Node
 from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
@@ -39,6 +39,7 @@ class ServingLoad:
     trace: Trace
     window_s: float = 60.0
     cluster_bandwidth_gbps: float = 100.0  # between nodes that share no domain of any level
+    pods_per_replica: Mapping[str, int] = field(default_factory=dict)  # by role name; 1 when absent
 
     @property
     def key(self) -> str:
@@ -122,7 +123,8 @@ def _ready_replicas(pods: list[dict[str, Any]], load: ServingLoad) -> tuple[Repl
         members.setdefault((int(labels[UNIT_LABEL]), labels[ROLE_LABEL], int(labels[REPLICA_LABEL])), []).append(pod)
     out = []
     for (unit, role, index), replica_pods in sorted(members.items()):
-        if not all(_serving(p) for p in replica_pods):
+        # Complete replicas only, as the controller counts them: every pod there and Ready.
+        if len(replica_pods) != load.pods_per_replica.get(role, 1) or not all(_serving(p) for p in replica_pods):
             continue
         leader = min(replica_pods, key=lambda p: int(p["metadata"]["labels"].get(POD_INDEX_LABEL, "0")))
         gpus = sum(_gpus(p) for p in replica_pods)

@@ -4,6 +4,11 @@ After every batch of events (arrivals, spec changes, faults, binds, pods becomin
 the controller runs one pass and the kubelet model reacts to what it wrote; a pass that
 wrote anything is followed by another shortly after, so the world converges as it would
 with watches. Metrics are sampled at every event time.
+
+With serving load, each group's serving model runs its requests up to every batch's time
+on the replicas that were Ready until then, and is told the new Ready set after the pass
+(`sim/load.py`); the autoscaler's pass (`controller/autoscale.py`) runs every
+`autoscale_tick_s` on the model's signals, and a tick that changed nothing costs no pass.
 """
 
 from __future__ import annotations

@@ -42,6 +42,8 @@ from pydantic import Field, ValidationError, model_validator
 
 from tandem.api.base import StrictModel
 from tandem.api.loading import load_texts
+from tandem.api.resources import InferenceGroup
+from tandem.api.validation import check_group
 from tandem.errors import InputError, Problem
 from tandem.sim.kubelet import Startup
 from tandem.sim.load import ServingLoad
@@ -151,8 +153,9 @@ class ServingSpec(StrictModel):
     group: str = Field(pattern=r"^[a-z0-9-]+/[a-z0-9-]+$")  # namespace/name
     model: str
     gpu: str
-    prefill_role: str = "prefill"
-    decode_role: str = "decode"
+    # Default: the group's spec.autoscaling.prefillRole/decodeRole, else prefill/decode.
+    prefill_role: str | None = None
+    decode_role: str | None = None
     slo: SloSpec
     trace: TraceSpec | None = None
     synthetic: SyntheticSpec | None = None
@@ -264,6 +267,8 @@ def load_scenario(
         for index, entry in enumerate(spec.serving)
     ]
     variants = [Variant(v.name, v.placement, v.autoscaling, v.affinity) for v in spec.compare]
+    for index, variant in enumerate(variants):
+        _check_variant(index, variant, arrivals, source)
     return Scenario(
         serving=serving,
         autoscale_tick_s=spec.autoscale_tick_seconds,
@@ -313,6 +318,21 @@ def with_variant(scenario: Scenario, variant: Variant) -> Scenario:
     return dataclasses.replace(scenario, arrivals=arrivals)
 
 
+def _check_variant(index: int, variant: Variant, arrivals: list[tuple[float, dict[str, Any]]], source: str) -> None:
+    """A variant must leave every group valid (a policy whose settings a group lacks would
+    otherwise run silently without autoscaling)."""
+    for _, group in with_variant(Scenario(cluster=[], arrivals=arrivals, duration_s=1.0), variant).arrivals:
+        key = f"{group['metadata'].get('namespace', 'default')}/{group['metadata']['name']}"
+        try:
+            problems = check_group(InferenceGroup.model_validate(group), None)
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            problems = [Problem(".".join(str(part) for part in error["loc"]), error["msg"])]
+        if problems:
+            field = "autoscaling" if variant.autoscaling else "affinity" if variant.affinity == "drop" else "name"
+            raise InputError(Problem(f"spec.compare[{index}].{field}", f"makes {key} invalid: {problems[0].path}: {problems[0].message}", source))
+
+
 def _serving_load(
     index: int,
     entry: ServingSpec,
@@ -328,9 +348,17 @@ def _serving_load(
     if group is None:
         raise InputError(Problem(f"{where}.group", f"no group {entry.group!r} arrives in this scenario", source))
     roles = [r["name"] for r in group["spec"]["roles"]]
-    for field_name, role in (("prefillRole", entry.prefill_role), ("decodeRole", entry.decode_role)):
+    autoscaling = group["spec"].get("autoscaling") or {}
+    # The autoscaler reads the signals by the role names its own settings give.
+    prefill_role = entry.prefill_role or autoscaling.get("prefillRole", "prefill")
+    decode_role = entry.decode_role or autoscaling.get("decodeRole", "decode")
+    for field_name, role, key in (("prefillRole", prefill_role, "prefillRole"), ("decodeRole", decode_role, "decodeRole")):
         if role not in roles:
             raise InputError(Problem(f"{where}.{field_name}", f"{entry.group} has no role {role!r} (roles: {', '.join(roles)})", source))
+        if autoscaling and role != autoscaling.get(key, key.removesuffix("Role")):
+            raise InputError(
+                Problem(f"{where}.{field_name}", f"{role!r} differs from the group's spec.autoscaling.{key} ({autoscaling.get(key, key.removesuffix('Role'))!r})", source)
+            )
     model = _profile(ModelProfile, model_profile, entry.model, f"{where}.model", source, read)
     gpu = _profile(GpuProfile, gpu_profile, entry.gpu, f"{where}.gpu", source, read)
     if entry.trace is not None:
@@ -340,25 +368,38 @@ def _serving_load(
         elif read_trace is None:
             raise InputError(Problem(f"{where}.trace.name", "catalogue traces need a trace folder (tandem simulate --traces DIR)", source))
         else:
-            name, body = read_trace(t.name or "")
-        trace = replay(parse_trace(body, name, t.format), rate=t.rate, start_s=t.start_seconds, end_s=t.end_seconds, limit=t.limit)
+            try:
+                name, body = read_trace(t.name or "")
+            except InputError as exc:  # an unknown name, or a trace not fetched yet
+                raise InputError(Problem(f"{where}.trace.name", exc.problems[0].message, source)) from None
+        recorded = parse_trace(body, name, t.format)  # a bad line is named in the trace file
+        try:
+            trace = replay(recorded, rate=t.rate, start_s=t.start_seconds, end_s=t.end_seconds, limit=t.limit)
+        except InputError as exc:  # e.g. a window the trace does not reach
+            raise InputError(Problem(f"{where}.trace", exc.problems[0].message, source)) from None
     else:
-        trace = entry.synthetic.generate(seed, max(duration_s - entry.start_at, 1.0))  # type: ignore[union-attr]
-    if len(trace) == 0:
-        raise InputError(Problem(f"{where}.trace", "no request falls in the chosen window", source))
+        try:
+            trace = entry.synthetic.generate(seed, max(duration_s - entry.start_at, 1.0))  # type: ignore[union-attr]
+        except InputError as exc:
+            problem = exc.problems[0]
+            names = {"duration_s": "rate", "input_lengths": "input", "output_lengths": "output"}
+            head, _, rest = problem.path.partition(".")
+            field = names.get(head, head) + (f".{rest}" if rest else "")
+            raise InputError(Problem(f"{where}.synthetic.{field}", problem.message, source)) from None
     namespace, name = entry.group.split("/")
     return ServingLoad(
         namespace=namespace,
         name=name,
         model=model,
         gpu=gpu,
-        prefill_role=entry.prefill_role,
-        decode_role=entry.decode_role,
+        prefill_role=prefill_role,
+        decode_role=decode_role,
         ttft_slo_s=entry.slo.ttft_seconds,
         itl_slo_s=entry.slo.itl_seconds,
         trace=Trace(trace.name, trace.arrival_s + entry.start_at, trace.input_tokens, trace.output_tokens),
         window_s=entry.metrics_window_seconds,
         cluster_bandwidth_gbps=entry.cluster_bandwidth_gbps,
+        pods_per_replica={r["name"]: int(r.get("podsPerReplica", 1)) for r in group["spec"]["roles"]},
     )
 
 

@@ -5,7 +5,7 @@
   count (null if never).
 - `available_fraction`: share of the time since arrival with every unit functional.
 - `max_ratio_deviation`: the largest gap, over time, between two roles' Ready fractions of
-  their desired counts (0 when the roles stay exactly in ratio).
+  their desired counts, each at most 1 (0 when the roles stay exactly in ratio).
 - `partial_gpu_seconds`: GPU-seconds held by units that were partially placed: holding
   GPUs (pods bound, or assigned a node by the controller) while some role had fewer than
   its minimum replicas placed. Start-up time of a complete gang does not count.
@@ -53,8 +53,11 @@ GROUP_KEYS = (
 )
 
 
-def summarize(scenario: Scenario, result: Result) -> dict[str, Any]:
-    arrivals = {f"{g['metadata'].get('namespace', 'default')}/{g['metadata']['name']}": at for at, g in scenario.arrivals}
+def summarize(scenario: Scenario, result: Result, rules_from: Scenario | None = None) -> dict[str, Any]:
+    """The figures of `result`; `rules_from` is the scenario whose groups' affinity rules
+    the placement is judged by (the original one, when a comparison dropped them)."""
+    original = {_key(g): g["spec"].get("affinity", []) for _, g in rules_from.arrivals} if rules_from else {}
+    arrivals = {_key(g): at for at, g in scenario.arrivals}
     groups = {}
     samples = result.samples
     for key, arrived in sorted(arrivals.items()):
@@ -69,7 +72,8 @@ def summarize(scenario: Scenario, result: Result) -> dict[str, Any]:
             if units and current.functional[key] >= units:
                 available += span
             partial += current.partial_gpus[key] * span
-            fractions = [current.ready[key][r] / d for r, d in current.desired[key].items() if d > 0]
+            # A role above its desired count (a scale-down or a surge not finished) counts as 1.
+            fractions = [min(1.0, current.ready[key][r] / d) for r, d in current.desired[key].items() if d > 0]
             if len(fractions) > 1:
                 deviation = max(deviation, max(fractions) - min(fractions))
         lifetime = max(scenario.duration_s - arrived, 1e-9)
@@ -80,7 +84,7 @@ def summarize(scenario: Scenario, result: Result) -> dict[str, Any]:
             "max_ratio_deviation": round(deviation, 4),
             "partial_gpu_seconds": round(partial, 1),
             "stalls": sum(1 for _, line in result.log if line.startswith(key) and "Stalled: step" in line and " within " in line),
-            "affinity_satisfied_fraction": _affinity(result, key),
+            "affinity_satisfied_fraction": _affinity(result, key, original.get(key)),
         }
     allocation = [(s.at, s.allocated_gpus) for s in samples]
     out: dict[str, Any] = {"groups": groups, "cluster": {"gpu_allocation": _downsample(allocation, 400), "reconcile_passes": result.passes}}
@@ -104,7 +108,7 @@ def _serving(key: str, served: ServingResults, result: Result, end: float) -> di
     return {
         "requests": int(len(served.arrival_s)),
         "completed": int(served.completed.sum()),
-        "restarts": int(served.restarts.sum()),
+        "restarts": int((served.restarts > 0).sum()),
         "ttft_s": _percentiles(served, "ttft_s"),
         "itl_s": _percentiles(served, "itl_s"),
         "e2e_s": _percentiles(served, "e2e_s"),
@@ -181,11 +185,15 @@ def _units(result: Result, key: str) -> int:
         return 0
 
 
-def _affinity(result: Result, key: str) -> float | None:
+def _key(group: dict[str, Any]) -> str:
+    return f"{group['metadata'].get('namespace', 'default')}/{group['metadata']['name']}"
+
+
+def _affinity(result: Result, key: str, rules: list[dict[str, Any]] | None) -> float | None:
     namespace, name = key.split("/")
     store = result.store
     group = store.get("InferenceGroup", namespace, name)
-    rules = group["spec"].get("affinity", [])
+    rules = group["spec"].get("affinity", []) if rules is None else rules
     if not rules:
         return None
     topology = next(iter(store.list("ClusterTopology").items), None)

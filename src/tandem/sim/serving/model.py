@@ -254,6 +254,9 @@ class ServingModel:
             if info.id in wanted:
                 raise InputError(Problem(f"replicas[{position}].id", f"duplicate replica id {info.id!r}"))
             wanted[info.id] = info
+        leaving = [i for i, r in {**self._prefills, **self._decodes}.items() if wanted.get(i) != r.info]
+        if leaving:
+            self._sample()  # the leavers' last busy time and tokens are measured before they go
         back_to_router: list[int] = []
         for replica_id in sorted(self._prefills):
             if wanted.get(replica_id) != self._prefills[replica_id].info:
