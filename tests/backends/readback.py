@@ -185,33 +185,113 @@ def kai(objects: list[dict[str, Any]], topology: ClusterTopology, roles: list[st
 
 
 def kueue(objects: list[dict[str, Any]], topology: ClusterTopology, roles: list[str]) -> list[Shape]:
+    """One prebuilt Workload per unit. Its PodSets give the counts and levels; a pod joins a
+    PodSet by its role-hash, and its rank is the label its pod-group-pod-index-label names."""
     prefix = "kueue.x-k8s.io/"
     (kueue_topology,) = _kind(objects, "Topology", "kueue.x-k8s.io")
     assert [level["nodeLabel"] for level in kueue_topology["spec"]["levels"]] == [lv.node_label for lv in topology.spec.levels]
-    units: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    pods_of: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for pod in _kind(objects, "Pod"):
-        units[pod["metadata"]["labels"][prefix + "pod-group-name"]].append(pod)
-    counts = _pod_counts(objects, lambda pod: pod["metadata"]["labels"][prefix + "pod-group-name"])
+        labels = pod["metadata"]["labels"]
+        assert labels[prefix + "prebuilt-workload-name"] == labels[prefix + "pod-group-name"]
+        pods_of[labels[prefix + "prebuilt-workload-name"]].append(pod)
+    workloads = _kind(objects, "Workload", "kueue.x-k8s.io")
+    assert {w["metadata"]["name"] for w in workloads} == set(pods_of), "one Workload per pod group"
     shapes = []
-    for name in sorted(units, key=lambda n: int(n.rsplit("-", 1)[1])):
-        pods = units[name]
-        annotations = [pod["metadata"]["annotations"] for pod in pods]
-        assert {a[prefix + "pod-group-total-count"] for a in annotations} == {str(len(pods))}
+    for workload in sorted(workloads, key=lambda w: int(w["metadata"]["name"].rsplit("-", 1)[1])):
+        pods = pods_of[workload["metadata"]["name"]]
+        pod_sets = workload["spec"]["podSets"]
+        names = [ps["name"] for ps in pod_sets]
+        assert names == sorted(names), "Kueue compares PodSets in name order"
+        assert {p["metadata"]["annotations"][prefix + "pod-group-total-count"] for p in pods} == {str(sum(ps["count"] for ps in pod_sets))}
         shape = Shape()
+        members: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for pod in pods:
+            members[pod["metadata"]["annotations"][prefix + "role-hash"]].append(pod)
+        per_role: dict[str, dict[str, Any]] = defaultdict(lambda: {"pods": 0, "replicas": set()})
+        offsets = _group_offsets(pod_sets)
+        for ps in pod_sets:
+            request = ps.get("topologyRequest", {})
+            in_set = members[ps["name"]]
+            assert len(in_set) == ps["count"], f"PodSet {ps['name']} counts {ps['count']} pods, {len(in_set)} join it"
+            ranks = sorted(_rank(pod) - offsets[ps["name"]] for pod in in_set)
+            assert ranks == list(range(ps["count"])), f"PodSet {ps['name']} ranks {ranks}"
+            for pod in in_set:
+                assert pod["spec"] == ps["template"]["spec"], "a PodSet is a set of identical pods"
+                assert _pod_request(pod) == {k: v for k, v in request.items() if k != "podIndexLabel"}
+                role = pod["metadata"]["labels"]["tandem.dev/role"]
+                per_role[role]["pods"] += 1
+                per_role[role]["replicas"].add(pod["metadata"]["labels"]["tandem.dev/replica"])
+            if "podSetSliceRequiredTopology" in request:
+                size = request["podSetSliceSize"]
+                (role,) = {pod["metadata"]["labels"]["tandem.dev/role"] for pod in in_set}
+                shape.role_required[role] = _by_label(topology, request["podSetSliceRequiredTopology"])
+                slices: dict[int, list[str]] = defaultdict(list)  # consecutive ranks: what Kueue puts in one slice
+                for pod in in_set:
+                    slices[(_rank(pod) - offsets[ps["name"]]) // size].append(pod["metadata"]["labels"]["tandem.dev/replica"])
+                assert all(len(got) == size and len(set(got)) == 1 for got in slices.values()), f"a slice is not one replica: {dict(slices)}"
+        shape.unit_required, shape.unit_preferred = _unit_levels(pod_sets, topology)
         for role in roles:
-            replicas, per_replica = counts.get((name, role), (0, 1))
-            shape.roles[role] = RoleShape(replicas, replicas, per_replica)  # admitted whole: minimum is everything
-        for pod, a in zip(pods, annotations):
-            role = pod["metadata"]["labels"]["tandem.dev/role"]
-            if prefix + "podset-required-topology" in a:
-                shape.unit_required = _by_label(topology, a[prefix + "podset-required-topology"])
-            if prefix + "podset-preferred-topology" in a:
-                shape.unit_preferred = _by_label(topology, a[prefix + "podset-preferred-topology"])
-            if prefix + "podset-slice-required-topology" in a:
-                assert int(a[prefix + "podset-slice-size"]) == shape.roles[role].pods
-                shape.role_required[role] = _by_label(topology, a[prefix + "podset-slice-required-topology"])
+            found = per_role.get(role)
+            replicas = len(found["replicas"]) if found else 0
+            pods_per_replica = found["pods"] // replicas if replicas else 0
+            shape.roles[role] = RoleShape(replicas, replicas, pods_per_replica)  # admitted whole: minimum is everything
         shapes.append(shape)
     return shapes
+
+
+def _group_offsets(pod_sets: list[dict[str, Any]]) -> dict[str, int]:
+    """What Kueue's topology ungater subtracts from pod indexes: in a group of two PodSets (in
+    Workload order) the one with more pods, the second on a tie, continues after the other."""
+    offsets = {ps["name"]: 0 for ps in pod_sets}
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for ps in pod_sets:
+        name = ps.get("topologyRequest", {}).get("podSetGroupName")
+        if name is not None:
+            groups[name].append(ps)
+    for members in groups.values():
+        if len(members) == 2:
+            smaller, larger = members if members[0]["count"] <= members[1]["count"] else members[::-1]
+            offsets[larger["name"]] = smaller["count"]
+    return offsets
+
+
+def _rank(pod: dict[str, Any]) -> int:
+    meta = pod["metadata"]
+    return int(meta["labels"][meta["annotations"]["kueue.x-k8s.io/pod-group-pod-index-label"]])
+
+
+def _pod_request(pod: dict[str, Any]) -> dict[str, Any]:
+    """The topology request a pod's own annotations make (Kueue builds PodSets from them)."""
+    annotations = pod["metadata"]["annotations"]
+    prefix = "kueue.x-k8s.io/podset-"
+    out: dict[str, Any] = {}
+    for name, key in [("required", "required-topology"), ("preferred", "preferred-topology"), ("podSetGroupName", "group-name"), ("podSetSliceRequiredTopology", "slice-required-topology")]:
+        if prefix + key in annotations:
+            out[name] = annotations[prefix + key]
+    if prefix + "slice-size" in annotations:
+        out["podSetSliceSize"] = int(annotations[prefix + "slice-size"])
+    return out
+
+
+def _unit_levels(pod_sets: list[dict[str, Any]], topology: ClusterTopology) -> tuple[str | None, str | None]:
+    """The unit's pack, only where Kueue keeps the whole unit in one domain: one PodSet, or a
+    leader-and-workers group (two PodSets sharing podSetGroupName, one of count 1). A
+    preferred level on PodSets that are not grouped is still read as the unit's wish."""
+    requests = [ps.get("topologyRequest", {}) for ps in pod_sets]
+    groups = {r.get("podSetGroupName") for r in requests}
+    together = len(pod_sets) == 1 or (len(groups) == 1 and None not in groups and len(pod_sets) == 2 and any(ps["count"] == 1 for ps in pod_sets))
+    required = {r.get("required") for r in requests}
+    preferred = {r.get("preferred") for r in requests}
+    unit_required = None
+    if required != {None}:
+        assert len(required) == 1 and together, f"a required level over PodSets Kueue does not group: {requests}"
+        unit_required = _by_label(topology, required.pop())
+    unit_preferred = None
+    if preferred != {None}:
+        assert len(preferred) == 1, requests
+        unit_preferred = _by_label(topology, preferred.pop())
+    return unit_required, unit_preferred
 
 
 # ----------------------------------------------------------------------------- workload api
@@ -294,7 +374,7 @@ def normalized(shapes: list[Shape]) -> list[Shape]:
 
 
 READERS = {"volcano": volcano, "koordinator": koordinator, "kai": kai, "kueue": kueue, "workload-api": workload_api}
-# Backends that render no object per unit besides its pods.
+# Backends that render nothing for a unit without pods (Kueue: a Workload needs a PodSet).
 PODS_ONLY = {"kueue", "workload-api v1alpha1"}
 # The pack fields each backend expresses (the others are rejected or approximated, see capabilities.md).
 EXPRESSED = {

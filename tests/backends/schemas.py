@@ -42,7 +42,9 @@ CRDS: dict[tuple[str, str], str] = {
     ("scheduling.run.ai/v2alpha2", "PodGroup"): "kai/scheduling.run.ai_podgroups.yaml",
     ("kai.scheduler/v1alpha1", "Topology"): "kai/kai.scheduler_topologies.yaml",
     ("kueue.x-k8s.io/v1beta2", "Topology"): "kueue/kueue.x-k8s.io_topologies.yaml",
+    ("kueue.x-k8s.io/v1beta2", "Workload"): "kueue/kueue.x-k8s.io_workloads.yaml",
 }
+KUEUE = "kueue.x-k8s.io/"
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -160,8 +162,82 @@ def cel_problems(obj: dict[str, Any]) -> list[str]:
     if kind == "PodGroup" and "networkTopology" in spec:
         if {"highestTierAllowed", "highestTierName"} <= set(spec["networkTopology"]):
             problems.append("highestTierName and highestTierAllowed cannot be set together")
-    if kind == "Workload":
+    if kind == "Workload" and obj.get("apiVersion", "").startswith(KUEUE):
+        problems += _kueue_workload_rules(spec)
+    elif kind == "Workload":
         problems += _workload_rules(spec)
+    if kind == "Pod":
+        problems += _kueue_pod_rules(obj["metadata"])
+    return problems
+
+
+def _kueue_workload_rules(spec: dict[str, Any]) -> list[str]:
+    """The Workload CRD's CEL rules and Kueue's own validation of what tandem renders (TAS
+    requests as jobframework.ValidateTASPodSetRequest checks them; PodSet groups as
+    ValidatePodSetGroupingTopology accepts them)."""
+    problems = []
+    if "priorityClassRef" in spec and "priority" not in spec:
+        problems.append("priority should not be nil when priorityClassRef is set")
+    ref = spec.get("priorityClassRef", {})
+    if ref and (ref.get("group"), ref.get("kind")) not in {("scheduling.k8s.io", "PriorityClass"), ("kueue.x-k8s.io", "WorkloadPriorityClass")}:
+        problems.append(f"priorityClassRef group and kind do not match: {ref}")
+    names = [ps["name"] for ps in spec.get("podSets", [])]
+    if len(set(names)) != len(names):
+        problems.append(f"podSets is a list-map keyed by name: {names}")
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for ps in spec.get("podSets", []):
+        if ps.get("minCount", 0) > ps.get("count", 1):
+            problems.append("minCount should be positive and less or equal to count")
+        request = ps.get("topologyRequest", {})
+        problems += [f"PodSet {ps['name']}: {p}" for p in _tas_request_problems(request)]
+        if "podSetSliceSize" in request and request["podSetSliceSize"] > ps.get("count", 1):
+            problems.append(f"PodSet {ps['name']}: podSetSliceSize must not be greater than the PodSet count")
+        if "podSetGroupName" in request:
+            groups.setdefault(request["podSetGroupName"], []).append(ps)
+    for name, members in groups.items():
+        if len(members) != 2 or all(m.get("count", 1) != 1 for m in members):
+            problems.append(f"PodSet group {name}: exactly 2 PodSets, one with count 1, got {[m.get('count', 1) for m in members]}")
+        levels = {(m["topologyRequest"].get("required"), m["topologyRequest"].get("preferred")) for m in members}
+        if len(levels) != 1:
+            problems.append(f"PodSet group {name}: members must request the same topology, got {levels}")
+    return problems
+
+
+def _tas_request_problems(request: dict[str, Any]) -> list[str]:
+    problems = []
+    modes = [key for key in ("required", "preferred", "unconstrained") if key in request]
+    if len(modes) > 1:
+        problems.append(f"at most one of required, preferred, unconstrained, got {modes}")
+    if ("podSetSliceRequiredTopology" in request) != ("podSetSliceSize" in request):
+        problems.append("podSetSliceRequiredTopology and podSetSliceSize go together")
+    if "podSetGroupName" in request and not {"required", "preferred"} & set(request):
+        problems.append("podSetGroupName needs required or preferred")
+    return problems
+
+
+def _kueue_pod_rules(metadata: dict[str, Any]) -> list[str]:
+    """A Kueue pod's TAS annotations, as Kueue's pod webhook validates them (with TASGroupedPodSetSlicing on)."""
+    annotations = metadata.get("annotations", {})
+    request = {
+        field: annotations[KUEUE + key]
+        for field, key in [
+            ("required", "podset-required-topology"),
+            ("preferred", "podset-preferred-topology"),
+            ("podSetGroupName", "podset-group-name"),
+            ("podSetSliceRequiredTopology", "podset-slice-required-topology"),
+            ("podSetSliceSize", "podset-slice-size"),
+        ]
+        if KUEUE + key in annotations
+    }
+    problems = _tas_request_problems(request)
+    if "podSetSliceSize" in request and not request["podSetSliceSize"].isdigit():
+        problems.append("podset-slice-size must be a number")
+    labels = metadata.get("labels", {})
+    prebuilt, group = labels.get(KUEUE + "prebuilt-workload-name"), labels.get(KUEUE + "pod-group-name")
+    if prebuilt and group and prebuilt != group:
+        problems.append("prebuilt workload and pod group should be equal")
+    if (KUEUE + "pod-group-total-count" in annotations) != bool(group):
+        problems.append("both the pod-group-total-count annotation and the pod-group-name label should be set")
     return problems
 
 

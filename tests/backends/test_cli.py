@@ -106,7 +106,8 @@ def test_validate_reports_problems_of_the_backend_each_group_names(run_cli, exam
     assert result.exit_code == 2 and result.exception is None and result.stdout == ""
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 4 and all(line.startswith(f"error: {kueue}: spec.") for line in errors)
-    assert any("spec.affinity[0]: backend 'kueue' cannot honour preferred cross-role affinity" in line for line in errors)
+    assert any("spec.topology.pack.required: backend 'kueue' cannot honour required unit pack" in line for line in errors)
+    assert f"warning: {kueue}: spec.affinity[0]: backend 'kueue' approximates preferred cross-role affinity" in result.stderr
     assert any(line.startswith(f"warning: {volcano}: spec.") for line in result.stderr.splitlines())
 
     accepted = run_cli("validate", examples / "cluster.yaml", volcano)

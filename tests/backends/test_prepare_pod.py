@@ -58,6 +58,12 @@ def test_each_scheduler_gets_its_name_membership_and_priority(small_cluster: Inp
     assert annotations["kueue.x-k8s.io/podset-slice-required-topology"] == "kubernetes.io/hostname"
     assert annotations["kueue.x-k8s.io/podset-slice-size"] == "2"
     assert annotations["kueue.x-k8s.io/role-hash"] == "decode"
+    # The prebuilt Workload it adopts, and its index: replica 1, pod 1 of 2 -> rank 1 x 2 + 1, after
+    # the one prefill pod of its PodSet group (Kueue numbers a group's two PodSets as one sequence).
+    assert kueue["metadata"]["labels"]["kueue.x-k8s.io/prebuilt-workload-name"] == "pd-1"
+    assert annotations["kueue.x-k8s.io/pod-group-pod-index-label"] == "tandem.dev/podset-index"
+    assert kueue["metadata"]["labels"]["tandem.dev/podset-index"] == "4"
+    assert prepared("kueue", prefill)["metadata"]["labels"]["tandem.dev/podset-index"] == "0"
 
     assert prepared("workload-api", decode_worker)["spec"]["schedulingGroup"] == {"podGroupName": "pd-1-decode-1"}
     assert prepared("workload-api", decode_worker, workload_api_version="v1beta1")["spec"]["schedulingGroup"] == {"podGroupName": "pd-1-decode"}

@@ -3,6 +3,8 @@ is accepted by a backend that supports it. Approximations are accepted with a wa
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from support.builders import cluster, group, role
@@ -13,6 +15,7 @@ from tandem.backends.features import FEATURE_IDS, FEATURES, feature
 from tandem.backends.registry import get_backend, matrix_backends
 from tandem.errors import InputError
 
+from backends.schemas import KUBE_SCHEMAS
 from backends.variants import feature_examples, load, typed
 
 BACKENDS = matrix_backends()
@@ -177,3 +180,32 @@ def test_flat_workload_api_keeps_a_unit_pack_only_for_a_single_role(small_cluste
     assert [p.path for p in flat.validate(two, topology)] == ["spec.topology.pack.required"]
     oldest = get_backend("workload-api", BackendOptions(workload_api_version="v1alpha1"))
     assert [p.path for p in oldest.validate(single, topology)] == ["spec.topology.pack.required"]
+
+
+def test_kai_says_what_its_pinned_podgroup_api_does_with_an_extra_replica() -> None:
+    reason = get_backend("kai").capabilities()["replica-gang"]
+    assert isinstance(reason, Unsupported)
+    assert "72de64fc" in reason.reason and "pod by pod" in reason.reason and "minMember is mandatory" not in reason.reason
+
+
+def test_flat_workload_api_versions_say_why_their_pod_groups_are_independent_gangs() -> None:
+    """The reasons match kubernetes-validate's 1.37 schemas: v1beta1 has the hierarchy's fields
+    but the CompositePodGroup kind only exists as v1alpha3; 1.36's v1alpha2 has no hierarchy."""
+    def reason(version: str) -> str:
+        support = get_backend("workload-api", BackendOptions(workload_api_version=version)).capabilities()["unit-gang"]
+        assert isinstance(support, Unsupported)
+        return support.reason
+
+    assert "CompositePodGroup, is a v1alpha3-only kind" in reason("v1beta1") and "parentCompositePodGroupName" in reason("v1beta1")
+    assert "v1alpha2 has no pod-group hierarchy" in reason("v1alpha2")
+    strict = KUBE_SCHEMAS / "v1.37.0-local-strict"
+    assert (strict / "compositepodgroup-scheduling-v1alpha3.json").exists()
+    assert not (strict / "compositepodgroup-scheduling-v1beta1.json").exists()
+    definitions = definitions_of("1.37")
+    assert "compositePodGroupTemplates" in definitions["io.k8s.api.scheduling.v1beta1.WorkloadSpec"]["properties"]
+    assert "parentCompositePodGroupName" in definitions["io.k8s.api.scheduling.v1beta1.PodGroupSpec"]["properties"]
+    assert "compositePodGroupTemplates" not in definitions_of("1.36")["io.k8s.api.scheduling.v1alpha2.WorkloadSpec"]["properties"]
+
+
+def definitions_of(kube: str) -> dict:
+    return json.loads((KUBE_SCHEMAS / f"v{kube}.0-local-strict" / "_definitions.json").read_text(encoding="utf-8"))["$defs"]

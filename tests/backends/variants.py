@@ -72,14 +72,29 @@ RELAX_STEPS: tuple[Callable[[dict[str, Any]], None], ...] = (
 
 
 def accepted_variant(raw: dict[str, Any], backend: Backend, topology: ClusterTopology | None) -> tuple[dict[str, Any], int]:
-    """The group itself if `backend` accepts it, else the first relaxation it accepts, and how many
-    relaxation steps that took. Fails when even the plainest variant is refused."""
+    """The group itself if `backend` accepts it, else the nearest relaxation it accepts, and how
+    many relaxation steps that took. Steps are tried in order and kept only when they remove a
+    problem, so a step one backend needs (one role with a minimum) does not strip a group
+    another step alone would make acceptable (drop the unit pack); if that leaves problems,
+    every step is applied. Fails when even the plainest variant is refused."""
     current = copy.deepcopy(raw)
-    for steps in range(len(RELAX_STEPS) + 1):
-        if steps:
-            RELAX_STEPS[steps - 1](current)
-        if not backend.validate(typed(current), topology):
-            return current, steps
+    problems = backend.validate(typed(current), topology)
+    kept = 0
+    for step in RELAX_STEPS:
+        if not problems:
+            return current, kept
+        candidate = copy.deepcopy(current)
+        step(candidate)
+        fewer = backend.validate(typed(candidate), topology)
+        if len(fewer) < len(problems):
+            current, problems, kept = candidate, fewer, kept + 1
+    if not problems:
+        return current, kept
+    current = copy.deepcopy(raw)
+    for step in RELAX_STEPS:
+        step(current)
+    if not backend.validate(typed(current), topology):
+        return current, len(RELAX_STEPS)
     raise AssertionError(f"{backend.label} refuses even {json.dumps(current)}: {backend.validate(typed(current), topology)}")
 
 
@@ -99,7 +114,8 @@ def feature_examples() -> dict[str, dict[str, Any]]:
         "unit-gang": _pd(),
         "role-minimums": group("rm", [role("prefill", 3, 1, gpus=1)]),
         "minimums-before-extras": group("mx", [role("prefill", 3, 1, gpus=1)]),
-        "unit-pack-required": _pd(required="rack"),
+        # Two roles of several replicas each: Kueue cannot group them (a single pod beside a role it can).
+        "unit-pack-required": group("pk", [role("prefill", 2, 2, gpus=1), role("decode", 2, 2, gpus=1)], required="rack"),
         "unit-pack-preferred": group("up", [role("prefill", 2, 2, gpus=1)], preferred="rack"),
         "role-pack-required": group("rp", [role("decode", 1, 1, gpus=1, pods=2, required="host")], required="rack"),
         "role-pack-preferred": group("rq", [role("decode", 1, 1, gpus=1, pods=2, preferred="host")], required="rack"),

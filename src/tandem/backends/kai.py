@@ -7,7 +7,11 @@
   replica, `<role>.<replica>` (a dot, so no role name can clash with a leaf). KAI reads
   `minMember` on leaves: the first `minReplicas` leaves of a role need all their pods, so
   minimums count complete replicas; the replica pack is the leaf's `topologyConstraint`.
-  Extra replicas are leaves without `minMember`: placed when they fit, pod by pod.
+  Extra replicas are leaves without `minMember` (the pinned CRD makes it optional, at least 1
+  when set; KAI then reads 0): placed when they fit, pod by pod, so extra multi-pod replicas
+  are rejected. Newer KAI (kai-scheduler PRs #1127, #1340) requires `minMember` on every leaf
+  and adds `minSubGroup`, which would let extras be optional and whole; tandem's output
+  targets the pinned CRD (docs/backends.md).
 - Pods carry the annotation `pod-group-name`, the label `kai.scheduler/subgroup-name`
   (their leaf), the queue label `kai.scheduler/queue` and `schedulerName: kai-scheduler`.
 - The topology is a KAI `Topology` (`kai.scheduler/v1alpha1`) listing the level labels.
@@ -55,9 +59,11 @@ class KaiBackend(Backend):
     def capabilities(self) -> Mapping[str, Support]:
         return {
             "replica-gang": Unsupported(
-                "a subGroup's minMember is mandatory in this PodGroup API (v2alpha2), so an extra replica cannot be "
-                "optional and whole at once: its pods would be placed one by one; set minReplicas equal to replicas "
-                "for this role, or use backend 'volcano' or 'workload-api'"
+                "in the PodGroup API tandem targets (v2alpha2 as of NVIDIA/KAI-Scheduler 72de64fc) a leaf subGroup "
+                "without minMember needs none of its pods (KAI reads it as 0), and every minMember that is set must be "
+                "met before the PodGroup runs: an extra replica is either mandatory or placed pod by pod, never "
+                "optional and whole; set minReplicas equal to replicas for this role, or use backend 'volcano' or "
+                "'workload-api'"
             ),
             "complete-replica-minimum": Full("one leaf subGroup per minimum replica, minMember = podsPerReplica"),
             "unit-gang": Full("one PodGroup per unit, scheduled atomically with its subGroups"),

@@ -1,20 +1,31 @@
-"""Kueue: each unit is a plain-pod group admitted whole, placed by Kueue's Topology Aware Scheduling.
+"""Kueue: each unit is a plain-pod group adopting a prebuilt Workload, placed by Topology Aware Scheduling.
 
-- Pods of a unit share the label `kueue.x-k8s.io/pod-group-name: <group>-<unit>` and the
-  annotation `kueue.x-k8s.io/pod-group-total-count` (every pod of the unit); Kueue admits
-  the group all at once, so the unit and each replica are gangs, and there is no minimum
-  below "everything": per-role minimums cannot be expressed and are rejected.
-- `kueue.x-k8s.io/pod-group-serving: "true"` marks the group as serving (long-running).
-- PodSets follow roles: `kueue.x-k8s.io/role-hash` is the role (leader and workers apart,
-  `<role>-workers`, when a role has a workerTemplate), so two roles with identical pod
-  specs stay two PodSets.
-- The unit's pack is `kueue.x-k8s.io/podset-required-topology` (or `-preferred-`) on every
-  pod, naming the level's node label; a unit of several PodSets adds
-  `kueue.x-k8s.io/podset-group-name` so they share one domain (Kueue releases with
-  generalized PodSet groups; older ones accept groups of exactly two PodSets).
-- A multi-pod replica's required pack is a PodSet slice:
-  `kueue.x-k8s.io/podset-slice-required-topology` with `kueue.x-k8s.io/podset-slice-size`
-  = podsPerReplica.
+- Per unit a Kueue `Workload` (`kueue.x-k8s.io/v1beta2`) named `<group>-<unit>` with one
+  PodSet per role (leaders and workers apart, `<role>-workers`, when a role has a
+  workerTemplate): `count`, the pod `template`, and the `topologyRequest`. Its pods carry
+  `kueue.x-k8s.io/prebuilt-workload-name` and `kueue.x-k8s.io/pod-group-name` (both the
+  Workload's name: Kueue requires them equal) and `kueue.x-k8s.io/role-hash` = their
+  PodSet's name. Kueue recomputes the role hash from the pod spec for plain pods, so two
+  roles with identical templates would become one PodSet; it keeps the given value only for
+  pods adopting a prebuilt Workload, which is why tandem renders one (as Grove's Kueue
+  backend does, GREP-704).
+- `kueue.x-k8s.io/pod-group-total-count` (every pod of the unit) and no `minCount`: Kueue
+  admits the Workload whole, so the unit and each replica are gangs, and there is no
+  minimum below "everything": per-role minimums are rejected.
+  `kueue.x-k8s.io/pod-group-serving: "true"` marks the group as serving (long-running).
+- Ranks: every pod has `tandem.dev/podset-index` (its rank in its PodSet, a replica's pods
+  consecutive; in a PodSet group the larger PodSet's ranks continue after the smaller's)
+  and the annotation `kueue.x-k8s.io/pod-group-pod-index-label` naming it; Kueue copies it
+  to `kueue.x-k8s.io/pod-group-pod-index`, the PodSet's `podIndexLabel`, and hands out
+  slices in rank order, so a replica's pods share a slice.
+- The unit's pack is the PodSets' `required` (or `preferred`) level. A unit of one PodSet,
+  or of a leader and workers (two PodSets, one a single pod) joined by `podSetGroupName`,
+  is kept in one domain; Kueue's released TAS groups no other shape, so a required unit
+  pack over other units is rejected (a preferred one is kept per PodSet, with a warning).
+- A multi-pod replica's required pack is a PodSet slice (`podSetSliceRequiredTopology`,
+  `podSetSliceSize` = podsPerReplica). Slices inside a PodSet group need Kueue's
+  `TASGroupedPodSetSlicing` feature gate (a warning says so).
+- Pods carry the same TAS annotations as their PodSet's `topologyRequest`.
 - The topology is a Kueue `Topology` (`kueue.x-k8s.io/v1beta2`); the administrator
   references it from a ResourceFlavor (`spec.topologyName`) used by the LocalQueue's
   ClusterQueue.
@@ -22,28 +33,74 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Mapping, Sequence
 
 from tandem.api.kube import Node
+from tandem.api.naming import LABEL_PREFIX
 from tandem.api.resources import ClusterTopology, InferenceGroup
-from tandem.backends.base import Approximate, Backend, Full, Support, Unsupported, controller_only, node_label, unit_object_name
+from tandem.backends.base import (
+    Approximate,
+    Backend,
+    Full,
+    Manifest,
+    Support,
+    Unsupported,
+    controller_only,
+    node_label,
+    unit_object_name,
+    unit_selector,
+)
 from tandem.backends.features import Feature
-from tandem.backends.pods import pod_identity
+from tandem.backends.kueue_podsets import (
+    PodSetShape,
+    index_offsets,
+    leader_and_workers,
+    podset_of,
+    role_podsets,
+    splits,
+    unit_podsets,
+)
+from tandem.backends.pods import pod_identity, unit_pods
+from tandem.backends.priority import priority_class, priority_class_name
 from tandem.backends.topology_levels import group_problems, level_label_problems, level_list_topology
 from tandem.errors import Problem
 
 PREFIX = "kueue.x-k8s.io/"
 QUEUE_LABEL = PREFIX + "queue-name"
 GROUP_LABEL = PREFIX + "pod-group-name"
+PREBUILT_LABEL = PREFIX + "prebuilt-workload-name"
 TOTAL_ANNOTATION = PREFIX + "pod-group-total-count"
 SERVING_ANNOTATION = PREFIX + "pod-group-serving"
 ROLE_HASH_ANNOTATION = PREFIX + "role-hash"
+POD_INDEX_LABEL_ANNOTATION = PREFIX + "pod-group-pod-index-label"
+KUEUE_POD_INDEX_LABEL = PREFIX + "pod-group-pod-index"  # Kueue copies the named label here
+PODSET_INDEX_LABEL = LABEL_PREFIX + "podset-index"
 REQUIRED_ANNOTATION = PREFIX + "podset-required-topology"
 PREFERRED_ANNOTATION = PREFIX + "podset-preferred-topology"
 PODSET_GROUP_ANNOTATION = PREFIX + "podset-group-name"
 SLICE_TOPOLOGY_ANNOTATION = PREFIX + "podset-slice-required-topology"
 SLICE_SIZE_ANNOTATION = PREFIX + "podset-slice-size"
-TOPOLOGY_API_VERSION = "kueue.x-k8s.io/v1beta2"
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+TOPOLOGY_API_VERSION = API_VERSION
+MAX_PODSETS = 18  # Workload spec.podSets maxItems (v1beta2 CRD)
+GROUPED_SLICING_GATE = "TASGroupedPodSetSlicing"
+
+# topologyRequest field -> the pod annotation that says the same
+ANNOTATION_OF = {
+    "required": REQUIRED_ANNOTATION,
+    "preferred": PREFERRED_ANNOTATION,
+    "podSetGroupName": PODSET_GROUP_ANNOTATION,
+    "podSetSliceRequiredTopology": SLICE_TOPOLOGY_ANNOTATION,
+    "podSetSliceSize": SLICE_SIZE_ANNOTATION,
+}
+
+UNGROUPABLE = (
+    "Kueue keeps PodSets in one domain only as one PodSet, or as a leader and workers (a group of exactly two "
+    "PodSets, one of them a single pod: ValidatePodSetGroupingTopology, and the leader-worker placement of its "
+    "topology-aware scheduling; larger groups await the unreleased TASPodSetGroupGeneralization gate, "
+    "kubernetes-sigs/kueue#12274)"
+)
 
 
 class KueueBackend(Backend):
@@ -51,44 +108,56 @@ class KueueBackend(Backend):
     scheduler_name = None  # Kueue gates and admits; kube-scheduler binds within Kueue's node choice
 
     def capabilities(self) -> Mapping[str, Support]:
-        whole = "Kueue admits a pod group whole (kueue.x-k8s.io/pod-group-total-count)"
+        whole = "Kueue admits a Workload whole (no minCount)"
         return {
             "replica-gang": Full(f"{whole}, every replica with it"),
             "complete-replica-minimum": Full(f"{whole}: no partial minimum exists"),
-            "unit-gang": Full(f"one pod group per unit; {whole}"),
+            "unit-gang": Full(f"one prebuilt Workload per unit; {whole}"),
             "role-minimums": Unsupported(
                 f"{whole}: it cannot start a unit with fewer than all desired replicas; set minReplicas equal to "
                 "replicas, or use backend 'volcano', 'kai' or 'workload-api'"
             ),
             "minimums-before-extras": Unsupported(f"{whole}: a unit's extras cannot wait behind other units' minimums"),
-            "unit-pack-required": Full("podset-required-topology on every PodSet, tied by podset-group-name"),
-            "unit-pack-preferred": Full("podset-preferred-topology, when the unit has no required pack and one PodSet"),
-            "role-pack-required": Full("PodSet slices: podset-slice-required-topology, podset-slice-size = podsPerReplica"),
+            "unit-pack-required": Unsupported(
+                f"{UNGROUPABLE}; a unit of one PodSet, or of two PodSets one of which is a single pod (a one-pod role "
+                "beside another role, or one replica with a workerTemplate), is accepted; pack the unit with a "
+                "preferred level, or use backend 'volcano' or 'kai'"
+            ),
+            "unit-pack-preferred": Full(
+                "the PodSets' preferred level, joined by podSetGroupName for a leader and workers (other units of several "
+                "PodSets: each PodSet on its own, with a warning)"
+            ),
+            "role-pack-required": Full(
+                "PodSet slices: podSetSliceRequiredTopology, podSetSliceSize = podsPerReplica, pods ranked replica by "
+                f"replica; inside a PodSet group Kueue needs its {GROUPED_SLICING_GATE} feature gate (a warning says so)"
+            ),
             "role-pack-preferred": Approximate("dropped: Kueue slices take only a required level"),
             "affinity-required": Unsupported(
                 "Kueue's topology-aware scheduling places PodSets by capacity and ignores pod affinities; pack the "
                 "unit at that level instead, or use backend 'native'"
             ),
-            "affinity-preferred": Unsupported(
-                "Kueue's topology-aware scheduling ignores pod affinities, so the preference could not even be scored; "
-                "remove it, pack the unit at that level, or use backend 'native'"
-            ),
-            "priority": Full("pods' priorityClassName sets the Workload's priority"),
+            "affinity-preferred": Approximate("dropped: Kueue TAS ignores pod affinity"),
+            "priority": Full("the Workload's priorityClassRef and priority, and the pods' priorityClassName"),
             "gang-timeout": Approximate(
                 "Kueue's waitForPodsReady timeout is set cluster-wide in Kueue's Configuration, not per group"
             ),
-            **controller_only("pods"),
+            **controller_only("objects"),
         }
 
     def support_for(self, feature: Feature, group: InferenceGroup, topology: ClusterTopology | None) -> Support:
+        shapes = unit_podsets(group)
+        if feature.id == "unit-pack-required" and groupable(shapes):
+            return Full("one PodSet, or a leader and workers joined by podSetGroupName")
         if feature.id == "unit-pack-preferred":
             if group.spec.topology.pack.required is not None:
                 return Approximate(
                     "a PodSet takes one of required or preferred: the required level is kept, and Kueue's best fit "
                     "already tries the narrowest domain that holds the unit"
                 )
-            if len(podsets(group)) > 1:
-                return Approximate("each PodSet (role) is tried in one domain on its own; preferred PodSets cannot be grouped")
+            if not groupable(shapes):
+                return Approximate(
+                    f"{UNGROUPABLE}: each PodSet (role) is tried in one domain on its own, not the unit as a whole"
+                )
         return super().support_for(feature, group, topology)
 
     def extra_problems(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
@@ -99,37 +168,109 @@ class KueueBackend(Backend):
                 f"PodSet slice spans one; drop the workerTemplate or the replica pack of role {role.name!r}",
             )
             for i, role in enumerate(group.spec.roles)
-            if role.worker_template is not None and role.topology.pack.required is not None and role.pods_per_replica > 1
+            if splits(role) and role.topology.pack.required is not None
         ]
+        seen: dict[str, str] = {}
+        for i, role in enumerate(group.spec.roles):
+            for shape in role_podsets(role):
+                if seen.setdefault(shape.name, role.name) != role.name:
+                    problems.append(
+                        Problem(
+                            f"spec.roles[{i}].name",
+                            f"backend 'kueue' names PodSets after roles: role {role.name!r} and role {seen[shape.name]!r} "
+                            f"would both be PodSet {shape.name!r}; rename one",
+                        )
+                    )
+        if len(unit_podsets(group)) > MAX_PODSETS:
+            problems.append(
+                Problem("spec.roles", f"backend 'kueue' takes at most {MAX_PODSETS} PodSets per Workload, got {len(unit_podsets(group))}")
+            )
         if topology is not None:
             problems += group_problems(topology, level_label_problems(topology, "Kueue"))
         return problems
 
+    def extra_warnings(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
+        """A slice inside a PodSet group needs a Kueue feature gate that is off by default where it was backported."""
+        if not group_name_needed(group):
+            return []
+        return [
+            Problem(
+                f"spec.roles[{i}].topology.pack.required",
+                f"backend {self.label!r} puts a PodSet slice inside a PodSet group: Kueue needs its {GROUPED_SLICING_GATE} "
+                "feature gate for that (kubernetes-sigs/kueue#15111), otherwise its pod webhook refuses "
+                "podset-group-name together with podset-slice annotations",
+            )
+            for i, role in enumerate(group.spec.roles)
+            if any(slice_level(shape, group) is not None for shape in role_podsets(role))
+        ]
+
     # ------------------------------------------------------------------ group objects
 
     def group_objects(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[dict[str, Any]]:
-        return []  # Kueue builds the Workload from the pods' labels and annotations
+        return self._group_and_pods(group, topology, None)[0]
+
+    def applied_objects(self, group: InferenceGroup, topology: ClusterTopology | None, manifest: Manifest | None) -> list[dict[str, Any]]:
+        """The Workloads are built from the prepared pods, so each PodSet's template is its pods' spec."""
+        workloads, pods = self._group_and_pods(group, topology, manifest)
+        head = [priority_class(group.spec.priority)] if priority_class_name(group.spec.priority) else []
+        return head + workloads + pods
+
+    def _group_and_pods(
+        self, group: InferenceGroup, topology: ClusterTopology | None, manifest: Manifest | None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        workloads: list[dict[str, Any]] = []
+        all_pods: list[dict[str, Any]] = []
+        for unit in range(group.spec.replicas):
+            pods = [self.prepare_pod(pod, group, topology) for pod in unit_pods(group, unit, manifest)]
+            if pods:  # a Workload needs at least one PodSet
+                workloads.append(self._workload(group, topology, unit, pods))
+            all_pods += pods
+        return workloads, all_pods
+
+    def _workload(self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, pods: list[dict[str, Any]]) -> dict[str, Any]:
+        first_pod: dict[str, dict[str, Any]] = {}
+        for pod in pods:
+            first_pod.setdefault(pod["metadata"]["annotations"][ROLE_HASH_ANNOTATION], pod)
+        pod_sets = []
+        for shape in unit_podsets(group):
+            entry: dict[str, Any] = {
+                "name": shape.name,
+                "count": shape.count,
+                "template": {"spec": copy.deepcopy(first_pod[shape.name]["spec"])},
+            }
+            request = topology_request(group, topology, unit, shape)
+            if request:
+                entry["topologyRequest"] = request | {"podIndexLabel": KUEUE_POD_INDEX_LABEL}
+            pod_sets.append(entry)
+        spec: dict[str, Any] = {"queueName": self.options.queue, "podSets": pod_sets}
+        class_name = priority_class_name(group.spec.priority)
+        if class_name:
+            spec["priorityClassRef"] = {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": class_name}
+            spec["priority"] = group.spec.priority  # the CRD wants it whenever priorityClassRef is set
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "Workload",
+            "metadata": {"name": unit_object_name(group, unit), "namespace": group.metadata.namespace, "labels": unit_selector(group, unit)},
+            "spec": spec,
+        }
 
     def _decorate(self, pod: dict[str, Any], group: InferenceGroup, topology: ClusterTopology | None) -> None:
-        unit, role_name, _, index = pod_identity(pod)
-        role = group.role(role_name)
+        unit, role_name, replica, index = pod_identity(pod)
+        shape = podset_of(group, role_name, index)
+        workload = unit_object_name(group, unit)
         labels = pod["metadata"].setdefault("labels", {})
         labels[QUEUE_LABEL] = self.options.queue
-        labels[GROUP_LABEL] = unit_object_name(group, unit)
+        labels[GROUP_LABEL] = workload
+        labels[PREBUILT_LABEL] = workload
+        offset = index_offsets(unit_podsets(group), group_name_needed(group))[shape.name]
+        labels[PODSET_INDEX_LABEL] = str(shape.rank(replica, index) + offset)
         annotations = pod["metadata"].setdefault("annotations", {})
         annotations[TOTAL_ANNOTATION] = str(sum(r.replicas * r.pods_per_replica for r in group.spec.roles))
         annotations[SERVING_ANNOTATION] = "true"
-        annotations[ROLE_HASH_ANNOTATION] = podset_name(role_name, index, role.worker_template is not None)
-        pack = group.spec.topology.pack
-        if pack.required is not None:
-            annotations[REQUIRED_ANNOTATION] = node_label(topology, pack.required)
-            if len(podsets(group)) > 1:
-                annotations[PODSET_GROUP_ANNOTATION] = unit_object_name(group, unit)
-        elif pack.preferred is not None:
-            annotations[PREFERRED_ANNOTATION] = node_label(topology, pack.preferred)
-        if role.pods_per_replica > 1 and role.topology.pack.required is not None:
-            annotations[SLICE_TOPOLOGY_ANNOTATION] = node_label(topology, role.topology.pack.required)
-            annotations[SLICE_SIZE_ANNOTATION] = str(role.pods_per_replica)
+        annotations[ROLE_HASH_ANNOTATION] = shape.name
+        annotations[POD_INDEX_LABEL_ANNOTATION] = PODSET_INDEX_LABEL
+        for field, value in topology_request(group, topology, unit, shape).items():
+            annotations[ANNOTATION_OF[field]] = str(value)
 
     # ------------------------------------------------------------------ topology
 
@@ -137,17 +278,37 @@ class KueueBackend(Backend):
         return [level_list_topology(topology, TOPOLOGY_API_VERSION, "Kueue")]
 
 
-def podset_name(role: str, pod_index: int, has_worker_template: bool) -> str:
-    return f"{role}-workers" if has_worker_template and pod_index > 0 else role
+def groupable(shapes: list[PodSetShape]) -> bool:
+    """Kueue can keep these PodSets in one domain: one PodSet, or a leader and workers."""
+    return len(shapes) <= 1 or leader_and_workers(shapes)
 
 
-def podsets(group: InferenceGroup) -> list[str]:
-    """The PodSets a unit of `group` becomes (roles with pods; leaders and workers apart)."""
-    names = []
-    for role in group.spec.roles:
-        if role.replicas == 0:
-            continue
-        names.append(role.name)
-        if role.worker_template is not None and role.pods_per_replica > 1:
-            names.append(podset_name(role.name, 1, True))
-    return names
+def group_name_needed(group: InferenceGroup) -> bool:
+    """The unit's PodSets are joined by podSetGroupName (a pack over a leader and workers)."""
+    pack = group.spec.topology.pack
+    return (pack.required is not None or pack.preferred is not None) and leader_and_workers(unit_podsets(group))
+
+
+def slice_level(shape: PodSetShape, group: InferenceGroup) -> str | None:
+    """The required level of each replica's slice, for a PodSet holding whole multi-pod replicas."""
+    role = group.role(shape.role)
+    if shape.part != "replica" or shape.pods_per_replica < 2:
+        return None
+    return role.topology.pack.required
+
+
+def topology_request(group: InferenceGroup, topology: ClusterTopology | None, unit: int, shape: PodSetShape) -> dict[str, Any]:
+    """The PodSet's topologyRequest fields (without podIndexLabel), in the CRD's names."""
+    pack = group.spec.topology.pack
+    request: dict[str, Any] = {}
+    if pack.required is not None:
+        request["required"] = node_label(topology, pack.required)
+    elif pack.preferred is not None:
+        request["preferred"] = node_label(topology, pack.preferred)
+    if request and group_name_needed(group):
+        request["podSetGroupName"] = unit_object_name(group, unit)
+    level = slice_level(shape, group)
+    if level is not None:
+        request["podSetSliceRequiredTopology"] = node_label(topology, level)
+        request["podSetSliceSize"] = shape.pods_per_replica
+    return request

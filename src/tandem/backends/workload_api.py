@@ -7,17 +7,23 @@
 | v1beta1 | 1.37 | Workload `podGroupTemplates`, runtime PodGroup (`workloadRef`) | `spec.schedulingGroup.podGroupName` |
 | v1alpha3 | 1.37 | Workload `compositePodGroupTemplates`, CompositePodGroup, PodGroup | `spec.schedulingGroup.podGroupName` |
 
-Only v1alpha3 has CompositePodGroup, the gang of gangs: there a unit is a
+Only v1alpha3 has the CompositePodGroup kind, the gang of gangs: there a unit is a
 CompositePodGroup whose gang needs every role (`minGroupCount`), each role a
 CompositePodGroup needing `minReplicas` replica groups, and each replica a PodGroup whose
 gang is its pods (`minCount = podsPerReplica`). Topology constraints (v1alpha2 on) are
 required only, one key per group: the unit's on its CompositePodGroup, a replica's on its
 PodGroup.
 
-In the flat versions a PodGroup is one role of one unit (`<group>-<unit>-<role>`, gang
-`minCount = minReplicas x podsPerReplica`): PodGroups are independent gangs, so a unit
-gang across roles is rejected (the gap tandem closes), and a unit pack only fits a group
-with a single role.
+v1beta1 (1.37) has the hierarchy's fields, the Workload's `compositePodGroupTemplates` and
+the PodGroup's `parentCompositePodGroupName` (both used only with the CompositePodGroup
+feature gate), but not the CompositePodGroup kind they refer to, which is served as
+v1alpha3 only; a cluster able to run the hierarchy therefore serves v1alpha3, and tandem
+renders it there. v1alpha2 and v1alpha1 have no hierarchy at all.
+
+So in v1beta1, v1alpha2 and v1alpha1 tandem renders flat: a PodGroup is one role of one
+unit (`<group>-<unit>-<role>`, gang `minCount = minReplicas x podsPerReplica`) with no
+parent, an independent gang; a unit gang across roles is rejected (the gap tandem
+closes), and a unit pack only fits a group with a single role.
 """
 
 from __future__ import annotations
@@ -55,16 +61,17 @@ MAX_TEMPLATES = 8  # per podGroupTemplates / compositePodGroupTemplates list
 class Profile:
     version: str
     kubernetes: str  # the Kubernetes minor version whose kubernetes-validate schemas define it
-    hierarchical: bool  # CompositePodGroup exists
+    hierarchical: bool  # the CompositePodGroup kind exists
+    parent_fields: bool  # Workload compositePodGroupTemplates and PodGroup parentCompositePodGroupName exist
     topology: bool  # schedulingConstraints.topology exists
     runtime_ref: str | None  # how a runtime PodGroup names its template; None: no runtime objects
 
 
 PROFILES: dict[str, Profile] = {
-    "v1alpha3": Profile("v1alpha3", "1.37", hierarchical=True, topology=True, runtime_ref="workloadRef"),
-    "v1beta1": Profile("v1beta1", "1.37", hierarchical=False, topology=True, runtime_ref="workloadRef"),
-    "v1alpha2": Profile("v1alpha2", "1.36", hierarchical=False, topology=True, runtime_ref="podGroupTemplateRef"),
-    "v1alpha1": Profile("v1alpha1", "1.35", hierarchical=False, topology=False, runtime_ref=None),
+    "v1alpha3": Profile("v1alpha3", "1.37", hierarchical=True, parent_fields=True, topology=True, runtime_ref="workloadRef"),
+    "v1beta1": Profile("v1beta1", "1.37", hierarchical=False, parent_fields=True, topology=True, runtime_ref="workloadRef"),
+    "v1alpha2": Profile("v1alpha2", "1.36", hierarchical=False, parent_fields=False, topology=True, runtime_ref="podGroupTemplateRef"),
+    "v1alpha1": Profile("v1alpha1", "1.35", hierarchical=False, parent_fields=False, topology=False, runtime_ref=None),
 }
 DEFAULT_VERSION = "v1alpha3"
 UNIT_TEMPLATE = "unit"
@@ -137,9 +144,7 @@ class WorkloadApiBackend(Backend):
             "complete-replica-minimum": Unsupported(
                 f"a role is one PodGroup counting pods (minCount = minReplicas x podsPerReplica), so incomplete replicas can satisfy it; {newer}"
             ),
-            "unit-gang": Unsupported(
-                f"PodGroups of this version are independent gangs: one role can be placed while another waits; {newer}"
-            ),
+            "unit-gang": Unsupported(f"{_flat_gangs(self.profile)}: one role can be placed while another waits; {newer}"),
             "role-minimums": Full("gang minCount below the role's pods"),
             "unit-pack-required": unit_pack,
             "role-pack-required": Unsupported(
@@ -307,6 +312,17 @@ class WorkloadApiBackend(Backend):
 
     def render_topology(self, topology: ClusterTopology, nodes: Sequence[Node]) -> list[dict[str, Any]]:
         return []  # constraints name node labels directly; kube-scheduler needs no topology object
+
+
+def _flat_gangs(profile: Profile) -> str:
+    """Why a flat version's PodGroups are independent gangs, for that version."""
+    if profile.parent_fields:
+        return (
+            f"a {profile.version} PodGroup without a parent is an independent gang, and the parent it would need, a "
+            f"CompositePodGroup, is a v1alpha3-only kind ({profile.version} has only the fields that refer to it: the "
+            "Workload's compositePodGroupTemplates and the PodGroup's parentCompositePodGroupName)"
+        )
+    return f"{profile.version} has no pod-group hierarchy, so each role's PodGroup is an independent gang"
 
 
 def active_roles(group: InferenceGroup) -> list[str]:
