@@ -9,7 +9,7 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from support.builders import cluster, group, role, world
+from support.builders import bound_pod, cluster, group, role, world
 from support.strategies import worlds
 from tandem.placement import place
 from tandem.placement.demand import PlacedReplica
@@ -93,3 +93,32 @@ def test_replanning_with_running_replicas_keeps_every_promise(objects, seed):
         for replica in kept.get(placement.unit.key, []):
             found = [r for r in placement.replicas(replica.role) if r.index == replica.index]
             assert found and found[0].existing and tuple(p.node for p in found[0].pods) == replica.nodes
+
+
+def test_an_extra_decode_goes_where_the_prefill_still_wanted_can_join_it():
+    # Required rack affinity, 4 prefill : 2 decode of 4 GPUs. Running: decode-0 and
+    # prefill-0 in rack-0, which has 12 GPUs left; rack-1 has 20. The extras go prefill-1
+    # (into rack-0), then decode-1: next to the prefill replicas already served it would
+    # leave rack-0 room for one more prefill, and the last one no rack with a decode and
+    # room. It must go to rack-1, where the two prefill replicas still wanted fit too.
+    g = group(
+        "req",
+        [role("prefill", 4, 1, gpus=4, required="host"), role("decode", 2, 1, gpus=4, required="host")],
+        affinity=[{"from": "prefill", "to": "decode", "level": "rack", "mode": "Required"}],
+    )
+    spec = g["spec"]["roles"]
+    running = [
+        bound_pod("batch-0", "n-000", 4),
+        _bound("req-0-decode-0-0", "n-000", spec[1]["template"]["spec"]),
+        _bound("req-0-prefill-0-0", "n-001", spec[0]["template"]["spec"]),
+        bound_pod("batch-1", "n-003", 4),
+    ]
+    snapshot, views, units = world(cluster("block=1,rack=2,host=3") + running + [g])
+    existing = (PlacedReplica("prefill", 0, ("n-001",)), PlacedReplica("decode", 0, ("n-000",)))
+    units = [dataclasses.replace(units[0], existing=existing)]
+    plan = place(snapshot, views, units)
+    assert verify_plan(plan, snapshot, views, units) == []
+    unit = plan.units[0]
+    assert unit.state == "Placed", unit.message
+    decode = [r for r in unit.replicas("decode") if not r.existing]
+    assert views["default"].lowest_common_level(decode[0].pods[0].node, "n-003") in ("rack", "host"), "in rack-1"

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from support.builders import cluster, world
 from tandem.errors import InputError
+from tandem.sim.serving.model import DECODE_LOAD_STEP
 from tandem.sim.serving import (
     GpuProfile,
     ReplicaInfo,
@@ -225,6 +226,17 @@ def test_the_nearest_decode_with_room_wins_even_with_less_free_kv():
     result = serve([0.0], [1000], [5], replicas, bandwidth=bandwidth).results()
     assert result.replica_ids[result.decode_replica[0]] == "serving/m/0/decode/1"
     assert result.kv_transfer_s[0] == pytest.approx(kv_transfer_seconds(L70, 1000, 7200.0), rel=1e-12)
+
+
+def test_a_far_decode_takes_work_once_the_near_one_is_a_load_step_ahead():
+    def bandwidth(a: str, b: str) -> float:
+        return 7200.0 if b == "near" else 100.0
+
+    replicas = [prefill(0, node="near"), decode(0, node="far"), decode(1, node="near")]
+    count = DECODE_LOAD_STEP + 1
+    result = serve([0.0] * count, [500] * count, [400] * count, replicas, bandwidth=bandwidth).results()
+    chosen = [result.replica_ids[i] for i in result.decode_replica]
+    assert chosen == ["serving/m/0/decode/1"] * DECODE_LOAD_STEP + ["serving/m/0/decode/0"]
 
 
 def _tiny_gpu(gigabytes: float) -> GpuProfile:

@@ -91,7 +91,14 @@ def _place_extra(unit: UnitState, role: RoleState, free: np.ndarray) -> bool:
     if unit.preferred_domain is not None:
         depth, domain = unit.preferred_domain
         unit_preferred = view.dom[depth][space.nodes] == domain
-    replica = place_replica(unit, role, space, unit.domain[0], {}, {}, unit_preferred)
+    # The `from` replicas still wanted: a `to` replica goes where they fit too. (Only the
+    # `from` side of rules this role is the target of: a `from` replica never waits.)
+    waiting = {
+        rule.source: max(unit.roles[rule.source].demand.desired - len(unit.roles[rule.source].placed), 0)
+        for rule in unit.rules
+        if rule.target == role.index
+    }
+    replica = place_replica(unit, role, space, unit.domain[0], {}, waiting, unit_preferred)
     if replica is None:
         return False
     free[space.nodes] = space.free

@@ -24,9 +24,10 @@ def _affinity_masks(
 
     As a `from` role: a position scores 1 per rule whose `to` side already sits in its
     affinity domain (and Required rules allow only such positions).
-    As a `to` role: 1 per rule whose `from` side already sits there, plus, while `from`
-    replicas of the gang are still to come, how many of their leaders the domain could
-    still take beside one pod of this replica — so decode goes where prefill fits too.
+    As a `to` role: 1 per `from` replica sitting there with no `to` replica near it yet
+    (one already served gains nothing from another), plus, while `from` replicas are
+    still to come, how many of their leaders the domain could still take beside one pod
+    of this replica — so decode goes where prefill fits too.
     """
     view = unit.view
     required: np.ndarray | None = None
@@ -46,7 +47,13 @@ def _affinity_masks(
                 required = near if required is None else required & near
             gain = near.astype(np.int64)
         elif rule.target == role.index:
-            sources = [n for rep in all_replicas(unit, rule.source, fresh) for n in rep]
+            served = {int(view.dom[rule.depth][n]) for rep in all_replicas(unit, rule.target, fresh) for n in rep}
+            sources = [
+                n
+                for rep in all_replicas(unit, rule.source, fresh)
+                if not served.intersection(int(view.dom[rule.depth][m]) for m in rep)
+                for n in rep
+            ]
             gain = np.isin(doms, view.dom[rule.depth][np.array(sources)]).astype(np.int64) if sources else np.zeros(doms.size, np.int64)
             still = waiting.get(rule.source, 0)
             if still > 0:

@@ -7,8 +7,9 @@ Path of a request (docs/serving.md has the full rules and their limits):
 2. Prefill: each replica runs FCFS batches of whole prompts up to
    `max_prefill_batch_tokens` (a longer prompt runs alone) in `prefill_seconds`.
 3. Admission: the request needs a decode replica of its prefill replica's unit when that
-   unit has any, else of any unit; the nearest one with room (highest bandwidth to the
-   prefill node; then the most free KV tokens, then id) reserves prompt + output tokens. Requests
+   unit has any, else of any unit; among those with room, the least loaded (in steps of
+   DECODE_LOAD_STEP sequences), then the nearest (highest bandwidth to the prefill node),
+   then the most free KV tokens, then id, reserves prompt + output tokens. Requests
    without room wait in FIFO admission pools, one per unit (and one for "any unit"); a
    request never overtakes an earlier one of its pool. One that needs more KV than any
    candidate replica holds when empty is parked until the replica set changes.
@@ -111,6 +112,11 @@ class _Decode(_Replica):
     runs: list[tuple[BatchRun, int]] = field(default_factory=list)
     ends: list[float] = field(default_factory=list)
     total_tokens: int = 0
+
+
+# The router counts a decode replica's load in steps of this many sequences (running,
+# waiting for a slot, or being transferred to it) before it looks at distance.
+DECODE_LOAD_STEP = 8
 
 
 class ServingModel:
@@ -457,8 +463,11 @@ class ServingModel:
             for decode in candidates:
                 free = decode.capacity - decode.reserved
                 if free >= need:
-                    # Topology-aware: the nearest decode replica with room; equally near ones by room.
-                    key = (-self._bandwidth(source.info.node, decode.info.node), -free, decode.info.id)
+                    # Load first, in steps of DECODE_LOAD_STEP sequences, then the nearest,
+                    # then the most room: near decode wins among replicas about as busy,
+                    # and a far one is used before a near one runs ahead of it.
+                    load = (decode.ids.size + len(decode.joiners) + len(decode.transferring)) // DECODE_LOAD_STEP
+                    key = (load, -self._bandwidth(source.info.node, decode.info.node), -free, decode.info.id)
                     if target_key is None or key < target_key:
                         target, target_key = decode, key
             if target is None:
