@@ -214,7 +214,7 @@ def kueue(objects: list[dict[str, Any]], topology: ClusterTopology, roles: list[
             request = ps.get("topologyRequest", {})
             in_set = members[ps["name"]]
             assert len(in_set) == ps["count"], f"PodSet {ps['name']} counts {ps['count']} pods, {len(in_set)} join it"
-            ranks = sorted(_rank(pod) - offsets[ps["name"]] for pod in in_set)
+            ranks = sorted(rank(pod) - offsets[ps["name"]] for pod in in_set)
             assert ranks == list(range(ps["count"])), f"PodSet {ps['name']} ranks {ranks}"
             for pod in in_set:
                 assert pod["spec"] == ps["template"]["spec"], "a PodSet is a set of identical pods"
@@ -228,7 +228,7 @@ def kueue(objects: list[dict[str, Any]], topology: ClusterTopology, roles: list[
                 shape.role_required[role] = _by_label(topology, request["podSetSliceRequiredTopology"])
                 slices: dict[int, list[str]] = defaultdict(list)  # consecutive ranks: what Kueue puts in one slice
                 for pod in in_set:
-                    slices[(_rank(pod) - offsets[ps["name"]]) // size].append(pod["metadata"]["labels"]["tandem.dev/replica"])
+                    slices[(rank(pod) - offsets[ps["name"]]) // size].append(pod["metadata"]["labels"]["tandem.dev/replica"])
                 assert all(len(got) == size and len(set(got)) == 1 for got in slices.values()), f"a slice is not one replica: {dict(slices)}"
         shape.unit_required, shape.unit_preferred = _unit_levels(pod_sets, topology)
         for role in roles:
@@ -256,7 +256,8 @@ def _group_offsets(pod_sets: list[dict[str, Any]]) -> dict[str, int]:
     return offsets
 
 
-def _rank(pod: dict[str, Any]) -> int:
+def rank(pod: dict[str, Any]) -> int:
+    """The pod index Kueue reads: the value of the label that pod-group-pod-index-label names."""
     meta = pod["metadata"]
     return int(meta["labels"][meta["annotations"]["kueue.x-k8s.io/pod-group-pod-index-label"]])
 

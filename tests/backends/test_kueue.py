@@ -13,6 +13,7 @@ from tandem.backends.kueue_podsets import MAX_PODSET_NAME
 from tandem.backends.registry import get_backend
 from tandem.errors import InputError
 
+from backends.readback import rank
 from backends.schemas import SCHEMAS, SKIP_REASON, assert_valid
 from backends.variants import typed
 
@@ -24,11 +25,6 @@ def rendered(small_cluster: Inputs, raw: dict[str, Any]) -> tuple[list[dict[str,
     """(Workloads, Pods) of `raw` rendered for Kueue on the small cluster."""
     objects = KUEUE.render(typed(raw), small_cluster.topologies["default"], (), raw)
     return [o for o in objects if o["kind"] == "Workload"], [o for o in objects if o["kind"] == "Pod"]
-
-
-def rank(pod: dict[str, Any]) -> int:
-    meta = pod["metadata"]
-    return int(meta["labels"][meta["annotations"][PREFIX + "pod-group-pod-index-label"]])
 
 
 def test_roles_with_identical_templates_stay_two_podsets_of_a_prebuilt_workload(small_cluster: Inputs) -> None:

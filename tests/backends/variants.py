@@ -7,14 +7,9 @@ import copy
 import json
 from typing import Any, Callable
 
-from support.builders import group, role
-from tandem.api.loading import Inputs, load_texts
+from support.builders import group, load, role
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.backends.base import Backend
-
-
-def load(objects: list[dict[str, Any]]) -> Inputs:
-    return load_texts([("test", "\n---\n".join(json.dumps(obj) for obj in objects))])
 
 
 def typed(raw: dict[str, Any]) -> InferenceGroup:

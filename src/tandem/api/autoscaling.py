@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import Field
 
 from tandem.api.base import DNSLabel, NonNegativeInt, PositiveInt, StrictModel
+from tandem.api.quantity import MILLI
 
 if TYPE_CHECKING:  # resources imports this module; the type is only for the signature
     from tandem.api.resources import Role
@@ -38,6 +39,10 @@ class RoleBounds(StrictModel):
 
     min_replicas: NonNegativeInt | None = None  # default: the role's own minReplicas
     max_replicas: PositiveInt
+
+    def minimum_for(self, role: Role) -> int:
+        """`minReplicas`, or the role's own minimum when it is not given."""
+        return role.minimum if self.min_replicas is None else self.min_replicas
 
 
 class Stabilization(StrictModel):
@@ -143,7 +148,6 @@ def gpus_per_replica(role: Role) -> int:
     """
 
     def pod_gpus(index: int) -> int:
-        return math.ceil(role.pod_template(index).spec.requests().get(GPU_RESOURCE, 0) / 1000)
+        return math.ceil(role.pod_template(index).spec.requests().get(GPU_RESOURCE, 0) / MILLI)
 
-    workers = role.pods_per_replica - 1
-    return pod_gpus(0) + (workers * pod_gpus(1) if workers else 0)
+    return pod_gpus(0) + (role.pods_per_replica - 1) * pod_gpus(1)

@@ -144,8 +144,8 @@ def _check_autoscaling(group: InferenceGroup) -> list[Problem]:
         if role_name not in managed:
             continue
         where = f"{path}.roles{key_path(role_name)}"
-        own = group.role(role_name).minimum
-        minimum = own if bounds.min_replicas is None else bounds.min_replicas
+        role = group.role(role_name)
+        own, minimum = role.minimum, bounds.minimum_for(role)
         minimums[role_name] = minimum
         if minimum < own:
             problems.append(Problem(f"{where}.minReplicas", f"must be >= the role's minReplicas ({own})"))

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from tandem.autoscaling.rounding import reachable_total
+
 Bounds = Mapping[str, tuple[int, int]]
 
 
 def band_bounds(total: int, bands: Mapping[str, tuple[int, int]], bounds: Bounds) -> tuple[dict[str, tuple[int, int]], bool]:
     """Bounds tightened to the bands at `total` (clamped to what `bounds` allow), and whether
     that was feasible; when it was not, `bounds` unchanged and False."""
-    low = sum(lo for lo, _ in bounds.values())
-    high = sum(hi for _, hi in bounds.values())
-    target = min(max(total, low), high)
+    target = reachable_total(total, bounds)
     tightened: dict[str, tuple[int, int]] = {}
     for name, (lo, hi) in bounds.items():
         min_percent, max_percent = bands.get(name, (0, 100))

@@ -30,19 +30,18 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from tandem.api.autoscaling import POLICY_FIELDS, SLO, AutoscalingSpec, FixedRatio
-from tandem.autoscaling.bands import band_bounds
+from tandem.autoscaling.bands import Bounds, band_bounds
 from tandem.autoscaling.fixed_ratio import fixed_ratio
 from tandem.autoscaling.independent import independent
 from tandem.autoscaling.metrics import MissingSignal
 from tandem.autoscaling.preferred_band import preferred_band
 from tandem.autoscaling.recommendation import PerRole, Split
-from tandem.autoscaling.rounding import apportion
+from tandem.autoscaling.rounding import apportion, reachable_total
 from tandem.autoscaling.signals import Signals
 from tandem.autoscaling.slo import slo
 from tandem.autoscaling.stabilization import prune, stabilize
 from tandem.autoscaling.state import AutoscalerState, Recommendation
 
-Bounds = Mapping[str, tuple[int, int]]
 TOTAL = "total"  # the panic key of the ratio-keeping policies: both roles together
 
 
@@ -94,7 +93,7 @@ def decide(
         raw, keys, fits = dict(recommendation.desired), {role: (role,) for role in roles}, None
     else:
         fits = _budget(recommendation.gpu_budget, gpus_per_replica, units, roles)
-        raw, split_notes, _ = _split(
+        raw, split_notes = _split(
             recommendation.total, recommendation.weights, limits, recommendation.bands, fits, recommendation.gpu_budget
         )
         notes += split_notes
@@ -199,10 +198,10 @@ def _split(
     bands: Mapping[str, tuple[int, int]],
     fits: Callable[[Mapping[str, int]], bool] | None,
     budget: int | None,
-) -> tuple[dict[str, int], list[str], bool]:
+) -> tuple[dict[str, int], list[str]]:
     """`total` split by `weights` within `bounds` (tightened to `bands` where they can hold it),
-    then the largest total below it that `fits` the GPU budget; False when even the bounds'
-    minimums do not fit (they are returned anyway)."""
+    then the largest total below it that `fits` the GPU budget; when even the bounds'
+    minimums do not fit, those minimums (and a note saying so)."""
 
     def attempt(target: int) -> tuple[dict[str, int], list[str]]:
         chosen, notes = bounds, []
@@ -211,16 +210,16 @@ def _split(
             if feasible:
                 chosen = tightened
             else:
-                notes.append(f"bands cannot hold total {_clamp(target, _range(bounds))}: role bounds used")
+                notes.append(f"bands cannot hold total {reachable_total(target, bounds)}: role bounds used")
         return apportion(target, weights, chosen), notes
 
     result, notes = attempt(total)
     if fits is None or fits(result):
-        return result, notes, True
+        return result, notes
     low = sum(lo for lo, _ in bounds.values())
     smallest, smallest_notes = attempt(low)
     if not fits(smallest):
-        return smallest, smallest_notes + [f"gpuBudget {budget} cannot hold the minimums"], False
+        return smallest, smallest_notes + [f"gpuBudget {budget} cannot hold the minimums"]
     good, bad = low, sum(result.values())
     while bad - good > 1:  # the split's GPUs grow with its total: bisect for the largest that fits
         middle = (good + bad) // 2
@@ -229,7 +228,7 @@ def _split(
         else:
             bad = middle
     result, notes = attempt(good)
-    return result, notes + [f"gpuBudget {budget} caps the total at {good}"], True
+    return result, notes + [f"gpuBudget {budget} caps the total at {good}"]
 
 
 def _budget(
@@ -255,10 +254,6 @@ def _touched(state: AutoscalerState, changed: bool, now: float) -> AutoscalerSta
 def _outcome(desired: Mapping[str, int], changed: bool) -> str:
     counts = ", ".join(f"{role} {count}" for role, count in desired.items())
     return f" -> {counts}" if changed else f" -> unchanged ({counts})"
-
-
-def _range(bounds: Bounds) -> tuple[int, int]:
-    return sum(lo for lo, _ in bounds.values()), sum(hi for _, hi in bounds.values())
 
 
 def _clamp(value: int, limits: tuple[int, int]) -> int:

@@ -33,7 +33,7 @@ def group_inputs(group: InferenceGroup) -> GroupInputs:
     for name in spec.managed_roles:
         role = group.role(name)
         limits = spec.roles[name]
-        bounds[name] = (role.minimum if limits.min_replicas is None else limits.min_replicas, limits.max_replicas)
+        bounds[name] = (limits.minimum_for(role), limits.max_replicas)
         gpus[name] = gpus_per_replica(role)
         current[name] = role.replicas
     return GroupInputs(bounds, gpus, current, group.spec.replicas)

@@ -22,7 +22,7 @@ from typing import Mapping
 from tandem.api.autoscaling import AutoscalingSpec
 from tandem.autoscaling.metrics import demand, whole
 from tandem.autoscaling.recommendation import Split
-from tandem.autoscaling.rounding import quotas_within_bounds
+from tandem.autoscaling.rounding import quotas_within_bounds, reachable_total
 from tandem.autoscaling.signals import Signals
 
 
@@ -64,7 +64,7 @@ def cost_fill(
     roles of equal cost share their tier evenly (Kthena breaks such ties by order, which
     would favour whichever role is listed first)."""
     fill = {role: Fraction(bounds[role][0]) for role in roles}
-    rest = Fraction(min(max(total, sum(bounds[r][0] for r in roles)), sum(bounds[r][1] for r in roles))) - sum(fill.values())
+    rest = Fraction(reachable_total(total, {role: bounds[role] for role in roles})) - sum(fill.values())
     for cost in sorted({gpus_per_replica.get(role, 0) for role in roles}):
         tier = [role for role in roles if gpus_per_replica.get(role, 0) == cost]
         room = sum(bounds[role][1] - fill[role] for role in tier)

@@ -35,9 +35,7 @@ def apportion(total: int, weights: Mapping[str, float], bounds: Mapping[str, tup
             raise ValueError(f"weight of {name!r} must be finite and >= 0, got {weights[name]}")
     if not names:
         return {}
-    low = sum(bounds[n][0] for n in names)
-    high = sum(bounds[n][1] for n in names)
-    target = min(max(total, low), high)
+    target = reachable_total(total, bounds)
     quotas = quotas_within_bounds(target, {n: Fraction(weights[n]) for n in names}, bounds)
     floors = {n: math.floor(quotas[n]) for n in names}
     leftover = target - sum(floors.values())
@@ -45,6 +43,13 @@ def apportion(total: int, weights: Mapping[str, float], bounds: Mapping[str, tup
     for name in by_fraction[:leftover]:
         floors[name] += 1
     return floors
+
+
+def reachable_total(total: int, bounds: Mapping[str, tuple[int, int]]) -> int:
+    """`total` clamped to [Σlo, Σhi], the only totals the bounds allow."""
+    low = sum(lo for lo, _ in bounds.values())
+    high = sum(hi for _, hi in bounds.values())
+    return min(max(total, low), high)
 
 
 def quotas_within_bounds(

@@ -17,7 +17,7 @@ correction; with arrivals it is a missing figure, and no action is taken.
 from __future__ import annotations
 
 from tandem.api.autoscaling import AutoscalingSpec
-from tandem.autoscaling.metrics import MissingSignal, figure, whole
+from tandem.autoscaling.metrics import figure, whole
 from tandem.autoscaling.recommendation import Split
 from tandem.autoscaling.signals import Signals, missing
 

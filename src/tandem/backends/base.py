@@ -144,13 +144,16 @@ class Backend(ABC):
 
     def applied_objects(self, group: InferenceGroup, topology: ClusterTopology | None, manifest: Manifest | None) -> list[dict[str, Any]]:
         """What `render` gives for the group itself: its PriorityClass, the scheduler's objects, then its pods."""
-        objects: list[dict[str, Any]] = []
-        if self.renders_priority_class and priority_class_name(group.spec.priority):
-            objects.append(priority_class(group.spec.priority))
-        objects += self.group_objects(group, topology)
+        objects = self.priority_objects(group) + self.group_objects(group, topology)
         for unit in range(group.spec.replicas):
             objects += [self.prepare_pod(pod, group, topology) for pod in unit_pods(group, unit, manifest)]
         return objects
+
+    def priority_objects(self, group: InferenceGroup) -> list[dict[str, Any]]:
+        """The PriorityClass of the group's priority, when this backend renders one and the priority is not 0."""
+        if self.renders_priority_class and priority_class_name(group.spec.priority):
+            return [priority_class(group.spec.priority)]
+        return []
 
     @abstractmethod
     def group_objects(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[dict[str, Any]]:
@@ -188,13 +191,14 @@ class Backend(ABC):
 
     def topology_problems(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
         """Levels must be translated into node labels, tiers or layers: that needs the topology."""
-        if topology is not None or not referenced_levels(group):
+        levels = referenced_levels(group) if topology is None else set()
+        if not levels:
             return []
         return [
             Problem(
                 "spec.topologyName",
                 f"ClusterTopology {group.spec.topology_name!r} is needed to translate levels "
-                f"({', '.join(sorted(referenced_levels(group)))}) for backend {self.label!r}; add it with --cluster",
+                f"({', '.join(sorted(levels))}) for backend {self.label!r}; add it with --cluster",
             )
         ]
 

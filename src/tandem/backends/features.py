@@ -183,7 +183,7 @@ def _coordination(group: InferenceGroup, _: ClusterTopology | None) -> list[Usag
 
 
 def _autoscaling(group: InferenceGroup, _: ClusterTopology | None) -> list[Usage]:
-    if getattr(group.spec, "autoscaling", None) is None:
+    if group.spec.autoscaling is None:
         return []
     return [Usage("spec.autoscaling", "replica counts follow load")]
 

@@ -62,7 +62,7 @@ from tandem.backends.kueue_podsets import (
     unit_podsets,
 )
 from tandem.backends.pods import pod_identity, unit_pods
-from tandem.backends.priority import priority_class, priority_class_name
+from tandem.backends.priority import priority_class_name
 from tandem.backends.topology_levels import group_problems, level_label_problems, level_list_topology
 from tandem.errors import Problem
 
@@ -145,8 +145,7 @@ class KueueBackend(Backend):
         }
 
     def support_for(self, feature: Feature, group: InferenceGroup, topology: ClusterTopology | None) -> Support:
-        shapes = unit_podsets(group)
-        if feature.id == "unit-pack-required" and groupable(shapes):
+        if feature.id == "unit-pack-required" and groupable(unit_podsets(group)):
             return Full("one PodSet, or a leader and workers joined by podSetGroupName")
         if feature.id == "unit-pack-preferred":
             if group.spec.topology.pack.required is not None:
@@ -154,7 +153,7 @@ class KueueBackend(Backend):
                     "a PodSet takes one of required or preferred: the required level is kept, and Kueue's best fit "
                     "already tries the narrowest domain that holds the unit"
                 )
-            if not groupable(shapes):
+            if not groupable(unit_podsets(group)):
                 return Approximate(
                     f"{UNGROUPABLE}: each PodSet (role) is tried in one domain on its own, not the unit as a whole"
                 )
@@ -181,10 +180,9 @@ class KueueBackend(Backend):
                             f"would both be PodSet {shape.name!r}; rename one",
                         )
                     )
-        if len(unit_podsets(group)) > MAX_PODSETS:
-            problems.append(
-                Problem("spec.roles", f"backend 'kueue' takes at most {MAX_PODSETS} PodSets per Workload, got {len(unit_podsets(group))}")
-            )
+        podsets = len(unit_podsets(group))
+        if podsets > MAX_PODSETS:
+            problems.append(Problem("spec.roles", f"backend 'kueue' takes at most {MAX_PODSETS} PodSets per Workload, got {podsets}"))
         if topology is not None:
             problems += group_problems(topology, level_label_problems(topology, "Kueue"))
         return problems
@@ -212,8 +210,7 @@ class KueueBackend(Backend):
     def applied_objects(self, group: InferenceGroup, topology: ClusterTopology | None, manifest: Manifest | None) -> list[dict[str, Any]]:
         """The Workloads are built from the prepared pods, so each PodSet's template is its pods' spec."""
         workloads, pods = self._group_and_pods(group, topology, manifest)
-        head = [priority_class(group.spec.priority)] if priority_class_name(group.spec.priority) else []
-        return head + workloads + pods
+        return self.priority_objects(group) + workloads + pods
 
     def _group_and_pods(
         self, group: InferenceGroup, topology: ClusterTopology | None, manifest: Manifest | None

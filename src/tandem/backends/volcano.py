@@ -154,14 +154,15 @@ class VolcanoBackend(Backend):
             )
         count = len(levels)
         root = topology.metadata.name
+        domains = {depth: sorted({path[:depth] for path in paths}) for depth in range(1, count + 1)}
         children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
         for depth in range(1, count + 1):
-            for prefix in sorted({path[:depth] for path in paths}):
+            for prefix in domains[depth]:
                 children.setdefault(prefix[:-1], []).append(prefix)
         objects = [_hypernode(root, count + 1, "cluster", [hypernode_name(topology, p) for p in children[()]], None)]
         for depth in range(1, count + 1):
             level = levels[depth - 1]
-            for prefix in sorted({path[:depth] for path in paths}):
+            for prefix in domains[depth]:
                 if depth < count:
                     members = [hypernode_name(topology, child) for child in children[prefix]]
                     objects.append(_hypernode(hypernode_name(topology, prefix), count - depth + 1, level.name, members, None))

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from tandem.api.kube import Node
+from tandem.api.naming import GROUP_LABEL
 from tandem.api.resources import API_VERSION as TANDEM_API_VERSION
 from tandem.api.resources import ClusterTopology, InferenceGroup, Role
 from tandem.backends.base import (
@@ -191,7 +192,7 @@ class WorkloadApiBackend(Backend):
         return {
             "apiVersion": self.api_version,
             "kind": "Workload",
-            "metadata": {"name": group.metadata.name, "namespace": group.metadata.namespace, "labels": _group_labels(group)},
+            "metadata": {"name": group.metadata.name, "namespace": group.metadata.namespace, "labels": {GROUP_LABEL: group.metadata.name}},
             "spec": spec,
         }
 
@@ -345,6 +346,3 @@ def _pods_policy(min_count: int) -> dict[str, Any]:
 def _groups_policy(min_groups: int) -> dict[str, Any]:
     return {"gang": {"minGroupCount": min_groups}} if min_groups > 0 else {"basic": {}}
 
-
-def _group_labels(group: InferenceGroup) -> dict[str, str]:
-    return {"tandem.dev/group": group.metadata.name}
