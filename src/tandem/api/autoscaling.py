@@ -15,11 +15,11 @@ from pydantic import Field
 
 from tandem.api.base import DNSLabel, NonNegativeInt, PositiveInt, StrictModel
 from tandem.api.quantity import MILLI
+from tandem.api.naming import GPU_RESOURCE
 
 if TYPE_CHECKING:  # resources imports this module; the type is only for the signature
     from tandem.api.resources import Role
 
-GPU_RESOURCE = "nvidia.com/gpu"
 
 Policy = Literal["FixedRatio", "PreferredBand", "SLO", "Independent"]
 # Per-role figures a target can name (see docs/autoscaling.md for how each becomes replicas).

@@ -9,6 +9,8 @@ ROLE_LABEL = LABEL_PREFIX + "role"
 REPLICA_LABEL = LABEL_PREFIX + "replica"
 POD_INDEX_LABEL = LABEL_PREFIX + "pod-index"
 MAX_POD_NAME = 63
+# The extended resource tandem counts as GPUs (capacity figures, serving, autoscaling budgets).
+GPU_RESOURCE = "nvidia.com/gpu"
 # The scheduling gate tandem puts on every pod it creates and removes once it chose a node.
 GATE = LABEL_PREFIX + "placement"
 

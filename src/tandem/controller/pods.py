@@ -14,7 +14,8 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from tandem.api.naming import GATE, GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL, pod_name
+from tandem.api.naming import GATE, GPU_RESOURCE, GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL, pod_name
+from tandem.api.quantity import MILLI, parse_quantity
 from tandem.api.resources import InferenceGroup
 from tandem.controller.cluster import seconds
 from tandem.coordination.model import Replica
@@ -118,6 +119,13 @@ def _pod_phase(pod: dict[str, Any]) -> str:
     if pod.get("metadata", {}).get("annotations", {}).get(ADMITTED) == "true":
         return "Pending"
     return "Gated"
+
+
+def pod_gpus(pod: dict[str, Any]) -> int:
+    """Whole GPUs a pod requests, over its containers."""
+    return sum(
+        parse_quantity(c.get("resources", {}).get("requests", {}).get(GPU_RESOURCE, 0)) // MILLI for c in pod["spec"].get("containers", [])
+    )
 
 
 def assigned_node(pod: dict[str, Any]) -> str | None:

@@ -22,13 +22,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import yaml
 
+from tandem.api.naming import GPU_RESOURCE
 from tandem.api.loading import load_texts
 from tandem.placement import Plan, UnitDemand, units_from_groups
 from tandem.placement.verify import check_plan
 from tandem.topology import ClusterSnapshot, TopologyView
 from tandem.topology.generate import generate_cluster
 
-GPU = "nvidia.com/gpu"
+GPU = GPU_RESOURCE
 NAMESPACE = "bench"
 # Cluster shapes (broadest level first), at most 32 nodes of 8 GPUs.
 SHAPES: tuple[tuple[tuple[str, int], ...], ...] = (

@@ -14,14 +14,13 @@ from typing import Any, Mapping
 
 from tandem.api.kube import Node
 from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
-from tandem.api.quantity import parse_quantity
 from tandem.api.resources import ClusterTopology
 from tandem.autoscaling.signals import Signals
+from tandem.controller.pods import pod_gpus
 from tandem.sim.serving import GpuProfile, ModelProfile, ReplicaInfo, ServingModel, ServingResults
 from tandem.sim.traces import Trace
 from tandem.topology import ClusterSnapshot, TopologyView
 
-GPU = "nvidia.com/gpu"
 
 
 @dataclass(frozen=True)
@@ -127,7 +126,7 @@ def _ready_replicas(pods: list[dict[str, Any]], load: ServingLoad) -> tuple[Repl
         if len(replica_pods) != load.pods_per_replica.get(role, 1) or not all(_serving(p) for p in replica_pods):
             continue
         leader = min(replica_pods, key=lambda p: int(p["metadata"]["labels"].get(POD_INDEX_LABEL, "0")))
-        gpus = sum(_gpus(p) for p in replica_pods)
+        gpus = sum(pod_gpus(p) for p in replica_pods)
         # The leader's uid is part of the identity: a re-created replica starts with an empty KV cache.
         ident = f"{load.key}/{unit}/{role}/{index}@{leader['metadata'].get('uid', '')}"
         out.append(ReplicaInfo(ident, kinds[role], unit, gpus, leader["spec"]["nodeName"]))
@@ -138,13 +137,6 @@ def _serving(pod: dict[str, Any]) -> bool:
     if pod["metadata"].get("deletionTimestamp") or not pod["spec"].get("nodeName"):
         return False
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []))
-
-
-def _gpus(pod: dict[str, Any]) -> int:
-    total = 0
-    for container in pod["spec"].get("containers", []):
-        total += parse_quantity(container.get("resources", {}).get("requests", {}).get(GPU, 0)) // 1000
-    return total
 
 
 def _bandwidth(cluster: list[dict[str, Any]]):

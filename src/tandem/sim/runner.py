@@ -19,10 +19,10 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from tandem.api.naming import GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
-from tandem.api.quantity import parse_quantity
+from tandem.api.naming import GPU_RESOURCE, GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
+from tandem.api.quantity import MILLI, parse_quantity
 from tandem.controller.autoscale import autoscale
-from tandem.controller.pods import assigned_node
+from tandem.controller.pods import assigned_node, pod_gpus
 from tandem.controller.reconcile import Placer, reconcile
 from tandem.placement import place
 from tandem.sim.events import EventLoop
@@ -31,7 +31,6 @@ from tandem.sim.load import LoadDriver, ServingLoad
 from tandem.sim.serving import ServingResults
 from tandem.sim.store import MemoryStore
 
-GPU = "nvidia.com/gpu"
 FOLLOW_UP_S = 0.5
 
 
@@ -224,7 +223,7 @@ def _sample(store: MemoryStore, at: float) -> Sample:
         key = f"{group['metadata'].get('namespace', 'default')}/{group['metadata']['name']}"
         mine = [p for p in pods if p["metadata"]["labels"].get(GROUP_LABEL) == group["metadata"]["name"]]
         functional[key] = partial[key] = 0
-        held[key] = sum(_gpus(p) for p in mine if p["spec"].get("nodeName"))
+        held[key] = sum(pod_gpus(p) for p in mine if p["spec"].get("nodeName"))
         units = group["spec"].get("replicas", 1)
         ready_counts[key] = {}
         desired_counts[key] = {}
@@ -247,26 +246,18 @@ def _sample(store: MemoryStore, at: float) -> Sample:
             if not placed and any(assigned_node(p) for p in members):
                 # Holding GPUs without every minimum placed: the waste a unit gang prevents.
                 partially_placed.append(f"{key}[{unit}]")
-                partial[key] += sum(_gpus(p) for p in members if assigned_node(p))
+                partial[key] += sum(pod_gpus(p) for p in members if assigned_node(p))
     used: dict[str, int] = {}
     for pod in pods:
         node = pod["spec"].get("nodeName")
         if node:
-            used[node] = used.get(node, 0) + _gpus(pod)
+            used[node] = used.get(node, 0) + pod_gpus(pod)
     over = [
         n["metadata"]["name"]
         for n in store.list("Node").items
-        if used.get(n["metadata"]["name"], 0) > parse_quantity(n["status"]["allocatable"].get(GPU, 0)) // 1000
+        if used.get(n["metadata"]["name"], 0) > parse_quantity(n["status"]["allocatable"].get(GPU_RESOURCE, 0)) // MILLI
     ]
     return Sample(at, functional, partial, sum(used.values()), over, partially_placed, ready_counts, desired_counts, held)
-
-
-def _gpus(pod: dict[str, Any]) -> int:
-    total = 0
-    for container in pod["spec"].get("containers", []):
-        requests = container.get("resources", {}).get("requests", {})
-        total += parse_quantity(requests.get(GPU, 0)) // 1000
-    return total
 
 
 def _ready(pod: dict[str, Any]) -> bool:
