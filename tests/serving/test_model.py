@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from support.builders import cluster, world
+from support.serving import H100, H100_BYTES_PER_S, H100_FLOPS, KV70, L8, L70, W70
 from tandem.errors import InputError
-from tandem.sim.serving.model import DECODE_LOAD_STEP
 from tandem.sim.serving import (
     GpuProfile,
     ReplicaInfo,
@@ -20,17 +20,13 @@ from tandem.sim.serving import (
     decode_batch_limit,
     decode_step_seconds,
     decode_tokens_per_s_max,
-    gpu_profile,
     kv_capacity_tokens,
     kv_transfer_seconds,
-    model_profile,
     prefill_seconds,
     prefill_tokens_per_s_max,
 )
+from tandem.sim.serving.model import DECODE_LOAD_STEP
 
-L70 = model_profile("llama-3.1-70b")
-L8 = model_profile("llama-3.1-8b")
-H100 = gpu_profile("h100-sxm")
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -74,8 +70,7 @@ def test_one_request_gets_ttft_and_itl_of_the_documented_formulas():
 
     # written out from docs/serving.md with the profile numbers (8 x H100, llama-3.1-70b, bf16)
     params, layers, width, gpus = 70553706496, 80, 64 * 128, 8
-    flops, bytes_per_s = 989.4e12 * 0.5, 3.35e12 * 0.7
-    weights, kv = params * 2, 2 * 80 * 8 * 128 * 2
+    flops, bytes_per_s, weights, kv = H100_FLOPS, H100_BYTES_PER_S, W70, KV70
     prefill_s = max((2 * params * prompt + 2 * layers * width * prompt**2) / (gpus * flops), weights / (gpus * bytes_per_s))
     transfer_s = prompt * kv * 8 / (gbps * 1e9)
     steps = [
@@ -125,7 +120,7 @@ def test_kv_transfer_time_grows_with_topology_distance():
     for near, far in zip(levels, levels[1:]):
         assert ttft[far] > ttft[near]
         # exactly the extra seconds the bandwidths say: prompt x KV bytes x 8 x (1/far - 1/near) / 1e9
-        extra = prompt * 327_680 * 8 * (1 / bandwidth[far] - 1 / bandwidth[near]) / 1e9
+        extra = prompt * KV70 * 8 * (1 / bandwidth[far] - 1 / bandwidth[near]) / 1e9
         assert ttft[far] - ttft[near] == pytest.approx(extra, rel=1e-9)
 
 

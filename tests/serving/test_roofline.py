@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from support.serving import H100, H100_BYTES_PER_S, H100_FLOPS, H200, KV70, L8, L70, W70
 from tandem.errors import InputError
 from tandem.sim.serving import (
     GPU_NAMES,
@@ -29,17 +30,6 @@ from tandem.sim.serving import (
     prefill_tokens_per_s_max,
 )
 from tandem.sim.serving.batching import BatchRun
-
-L70 = model_profile("llama-3.1-70b")
-L8 = model_profile("llama-3.1-8b")
-H100 = gpu_profile("h100-sxm")
-H200 = gpu_profile("h200-sxm")
-
-# H100 SXM: 989.4 TFLOPS dense BF16 x MFU 0.5; 3.35 TB/s x MBU 0.7; 80 GB x 0.9 usable
-H100_FLOPS = 989.4e12 * 0.5
-H100_BYTES_PER_S = 3.35e12 * 0.7
-W70 = 70553706496 * 2  # bf16 weight bytes
-KV70 = 2 * 80 * 8 * 128 * 2  # bytes per token
 
 
 # ------------------------------------------------------------------ profiles

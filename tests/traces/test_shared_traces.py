@@ -44,22 +44,23 @@ def _text(file_name: str) -> str:
     ],
 )
 def test_real_traces_parse_with_the_published_row_counts(file_name, format, requests, duration_s):
-    trace = parse_trace(_text(file_name), str(TRACES / file_name))
+    text = _text(file_name)
+    trace = parse_trace(text, file_name)
     assert len(trace) == requests
     assert trace.arrival_s[0] == 0.0
     assert np.all(np.diff(trace.arrival_s) >= 0)
     assert trace.duration_s == pytest.approx(duration_s, abs=1e-6)
     assert trace.input_tokens.min() >= 1 and trace.output_tokens.min() >= 1
-    assert parse_trace(_text(file_name), file_name, format=format) == parse_trace(_text(file_name), file_name)
+    assert parse_trace(text, file_name, format=format) == trace
 
 
 def test_azure_conversation_trace_figures():
-    summary = parse_trace(_text("azure_llm_2023_conv.csv"), "conv.csv").summary()
+    trace = parse_trace(_text("azure_llm_2023_conv.csv"), "conv.csv")
+    summary = trace.summary()
     assert summary["rate_per_s"] == pytest.approx(5.53, abs=0.01)
     assert summary["input_tokens"]["p50"] == 1020 and summary["input_tokens"]["max"] == 14_050
     assert summary["output_tokens"]["p50"] == 129 and summary["output_tokens"]["max"] == 1_000
     # First two rows: 18:15:46.6805900 and 18:15:50.9951690.
-    trace = parse_trace(_text("azure_llm_2023_conv.csv"), "conv.csv")
     assert trace.arrival_s[1] == 4.314579
 
 

@@ -127,9 +127,10 @@ def load_texts(sources: list[tuple[str, str]]) -> Inputs:
     return inputs
 
 
-def _load(source: str, text: str) -> list[Any]:
+def load_documents(source: str, text: str) -> list[Any]:
     """Every document of `text`, None for an empty one. JSON is read as JSON (PyYAML is
-    YAML 1.1 and misreads some JSON, e.g. tab indentation); anything else as YAML."""
+    YAML 1.1 and misreads some JSON, e.g. tab indentation); anything else as YAML.
+    A syntax error or a duplicate key is an InputError naming `source`."""
     text = text.removeprefix("\ufeff")
     if not text.strip():
         return []  # whitespace only (PyYAML would trip over a tab on an empty line)
@@ -157,10 +158,13 @@ def _load(source: str, text: str) -> list[Any]:
         raise InputError(Problem("", "not valid YAML or JSON: nested too deeply", source)) from None
 
 
+_load = load_documents  # the former private name, for callers not yet moved
+
+
 def _documents(source: str, text: str) -> list[tuple[str, str, dict[str, Any]]]:
     """(where, path prefix, mapping) for each object, with `List`s expanded."""
     # Numbered as the user counts them: an empty document between two `---` still counts.
-    loaded = [(number, doc) for number, doc in enumerate(_load(source, text), start=1) if doc is not None]
+    loaded = [(number, doc) for number, doc in enumerate(load_documents(source, text), start=1) if doc is not None]
     if not loaded:
         raise InputError(Problem("", "no documents: the file is empty (or holds only whitespace and comments)", source))
     out: list[tuple[str, str, dict[str, Any]]] = []
@@ -207,10 +211,17 @@ def _parse(where: str, path: str, raw: dict[str, Any], problems: list[Problem]) 
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        for error in exc.errors(include_url=False):
-            missing = error.get("type") == "missing"
-            problems.append(Problem(_join(path, _loc_path(raw, error["loc"], missing)), _message(error), where))
+        problems += validation_problems(raw, exc, where, path)
         return None
+
+
+def validation_problems(raw: Any, exc: ValidationError, where: str, prefix: str = "") -> list[Problem]:
+    """One Problem per error of validating `raw`, at its field path as the user wrote it
+    (under `prefix`) and in the words of YAML/JSON rather than pydantic's."""
+    return [
+        Problem(_join(prefix, _loc_path(raw, error["loc"], error.get("type") == "missing")), _message(error), where)
+        for error in exc.errors(include_url=False)
+    ]
 
 
 def _add(

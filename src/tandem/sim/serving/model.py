@@ -50,6 +50,10 @@ from tandem.sim.serving.results import ReplicaSamples, ServingResults
 KINDS = ("prefill", "decode")
 _ANY_UNIT = -1  # the admission pool of units without a decode replica
 
+# The router counts a decode replica's load in steps of this many sequences (running,
+# waiting for a slot, or being transferred to it) before it looks at distance.
+DECODE_LOAD_STEP = 8
+
 # request states
 _PENDING, _ROUTER, _QUEUED, _PREFILLING, _WAITING_KV, _PARKED, _TRANSFERRING, _JOINING, _DECODING, _DONE = range(10)
 
@@ -74,6 +78,7 @@ class _Replica:
     joined_at: float
     left_at: float = math.nan
     token: int = 0  # bumped to cancel the replica's pending event
+    total_tokens: int = 0  # prefill: prompt tokens processed; decode: tokens generated
 
 
 @dataclass(eq=False)
@@ -90,7 +95,22 @@ class _Prefill(_Replica):
     starts: list[float] = field(default_factory=list)
     ends: list[float] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
-    total_tokens: int = 0
+
+    def work(self, start: float, end: float) -> tuple[float, float]:
+        """(busy seconds, prompt tokens) within (start, end]; a batch's tokens count pro rata."""
+        busy = tokens = 0.0
+        first = bisect.bisect_right(self.ends, start)
+        spans = list(zip(self.starts[first:], self.ends[first:], self.tokens[first:]))
+        if self.batch and math.isnan(self.left_at):
+            spans.append((self.batch_start, self.batch_end, self.batch_tokens))
+        for begin, last, count in spans:
+            if begin >= end:
+                break
+            overlap = min(last, end) - max(begin, start)
+            if overlap > 0:
+                busy += overlap
+                tokens += count * overlap / (last - begin)
+        return busy, tokens
 
 
 @dataclass(eq=False)
@@ -111,12 +131,25 @@ class _Decode(_Replica):
     # completed (or cut) runs, in time order
     runs: list[tuple[BatchRun, int]] = field(default_factory=list)
     ends: list[float] = field(default_factory=list)
-    total_tokens: int = 0
 
-
-# The router counts a decode replica's load in steps of this many sequences (running,
-# waiting for a slot, or being transferred to it) before it looks at distance.
-DECODE_LOAD_STEP = 8
+    def work(self, start: float, end: float) -> tuple[float, float]:
+        """(busy seconds, tokens generated) within (start, end]; an iteration's tokens count pro rata."""
+        busy = tokens = 0.0
+        first = bisect.bisect_right(self.ends, start)
+        spans = [(run, k, last) for (run, k), last in zip(self.runs[first:], self.ends[first:])]
+        if self.run is not None and math.isnan(self.left_at):
+            spans.append((self.run, self.run_end_k, self.run.boundary(self.run_end_k)))
+        for run, k, last in spans:
+            if run.start >= end:
+                break
+            overlap = min(last, end) - max(run.start, start)
+            if overlap > 0:
+                busy += overlap
+                if start <= run.start and last <= end:
+                    tokens += run.batch * k
+                else:
+                    tokens += run.batch * (run.progress(end, k) - run.progress(start, k))
+        return busy, tokens
 
 
 class ServingModel:
@@ -178,7 +211,7 @@ class ServingModel:
         self._next_arrival = 0
 
         # replicas
-        self._replicas: list[_Replica] = []  # every replica that ever joined
+        self._replicas: list[_Prefill | _Decode] = []  # every replica that ever joined
         self._prefills: dict[str, _Prefill] = {}  # present, by id
         self._decodes: dict[str, _Decode] = {}
         self._decodes_by_unit: dict[int, list[_Decode]] = {}  # present, sorted by id; _ANY_UNIT: all
@@ -260,16 +293,15 @@ class ServingModel:
             if info.id in wanted:
                 raise InputError(Problem(f"replicas[{position}].id", f"duplicate replica id {info.id!r}"))
             wanted[info.id] = info
-        leaving = [i for i, r in {**self._prefills, **self._decodes}.items() if wanted.get(i) != r.info]
-        if leaving:
+        leaving_prefills = sorted(i for i, r in self._prefills.items() if wanted.get(i) != r.info)
+        leaving_decodes = sorted(i for i, r in self._decodes.items() if wanted.get(i) != r.info)
+        if leaving_prefills or leaving_decodes:
             self._sample()  # the leavers' last busy time and tokens are measured before they go
         back_to_router: list[int] = []
-        for replica_id in sorted(self._prefills):
-            if wanted.get(replica_id) != self._prefills[replica_id].info:
-                back_to_router += self._leave_prefill(self._prefills.pop(replica_id))
-        for replica_id in sorted(self._decodes):
-            if wanted.get(replica_id) != self._decodes[replica_id].info:
-                back_to_router += self._leave_decode(self._decodes.pop(replica_id))
+        for replica_id in leaving_prefills:
+            back_to_router += self._leave_prefill(self._prefills.pop(replica_id))
+        for replica_id in leaving_decodes:
+            back_to_router += self._leave_decode(self._decodes.pop(replica_id))
         for replica_id in sorted(wanted):
             info = wanted[replica_id]
             if replica_id not in self._prefills and replica_id not in self._decodes:
@@ -340,6 +372,10 @@ class ServingModel:
     def _prompt(self, request: int) -> int:
         """Tokens to prefill: the prompt plus whatever was delivered before a restart."""
         return int(self._input[request] + self._delivered[request])
+
+    def _reservation(self, request: int) -> int:
+        """KV tokens a decode replica reserves for the request: prompt + output."""
+        return int(self._input[request] + self._output[request])
 
     def _send_to_prefill(self, request: int) -> None:
         best: _Prefill | None = None
@@ -456,10 +492,10 @@ class ServingModel:
             pool = pools[chosen]
             request = pool[0]
             candidates = self._decodes_by_unit.get(chosen, [])
-            need = int(self._input[request] + self._output[request])
+            need = self._reservation(request)
             source = self._prefill_of[request]
             target: _Decode | None = None
-            target_key: tuple[int, float, str] | None = None
+            target_rank: tuple[int, float, int, str] | None = None
             for decode in candidates:
                 free = decode.capacity - decode.reserved
                 if free >= need:
@@ -467,9 +503,9 @@ class ServingModel:
                     # then the most room: near decode wins among replicas about as busy,
                     # and a far one is used before a near one runs ahead of it.
                     load = (decode.ids.size + len(decode.joiners) + len(decode.transferring)) // DECODE_LOAD_STEP
-                    key = (load, -self._bandwidth(source.info.node, decode.info.node), -free, decode.info.id)
-                    if target_key is None or key < target_key:
-                        target, target_key = decode, key
+                    rank = (load, -self._bandwidth(source.info.node, decode.info.node), -free, decode.info.id)
+                    if target_rank is None or rank < target_rank:
+                        target, target_rank = decode, rank
             if target is None:
                 if candidates and need > max(decode.capacity for decode in candidates):
                     pool.popleft()
@@ -600,7 +636,7 @@ class ServingModel:
         now = self.now
         self._state[request] = _DONE
         self._decode_of.pop(request, None)
-        decode.reserved -= int(self._input[request] + self._output[request])
+        decode.reserved -= self._reservation(request)
         e2e = now - self._arrival[request]
         self._e2e[request] = e2e
         outputs = int(self._output[request])
@@ -643,7 +679,7 @@ class ServingModel:
             source.holding.discard(request)
         target = self._decode_of.pop(request, None)
         if target is not None:
-            target.reserved -= int(self._input[request] + self._output[request])
+            target.reserved -= self._reservation(request)
             target.transferring.discard(request)
 
     def _leave_prefill(self, replica: _Prefill) -> list[int]:
@@ -704,7 +740,7 @@ class ServingModel:
         busy: dict[str, list[float]] = {"prefill": [], "decode": []}
         for replica in self._replicas:
             if not (replica.left_at <= start):  # NaN (present) or left within the window
-                seconds, count = self._work(replica, start, now)
+                seconds, count = replica.work(start, now)
                 tokens[replica.info.kind] += count
                 if math.isnan(replica.left_at):
                     begin = max(start, replica.joined_at)
@@ -742,54 +778,13 @@ class ServingModel:
         self._sample()
         return signals
 
-    def _work(self, replica: _Replica, start: float, end: float) -> tuple[float, float]:
-        if isinstance(replica, _Prefill):
-            return self._prefill_work(replica, start, end)
-        assert isinstance(replica, _Decode)
-        return self._decode_work(replica, start, end)
-
-    def _prefill_work(self, replica: _Prefill, start: float, end: float) -> tuple[float, float]:
-        """(busy seconds, prompt tokens) within (start, end]; a batch's tokens count pro rata."""
-        busy = tokens = 0.0
-        first = bisect.bisect_right(replica.ends, start)
-        spans = list(zip(replica.starts[first:], replica.ends[first:], replica.tokens[first:]))
-        if replica.batch and math.isnan(replica.left_at):
-            spans.append((replica.batch_start, replica.batch_end, replica.batch_tokens))
-        for first, last, count in spans:
-            if first >= end:
-                break
-            overlap = min(last, end) - max(first, start)
-            if overlap > 0:
-                busy += overlap
-                tokens += count * overlap / (last - first)
-        return busy, tokens
-
-    def _decode_work(self, decode: _Decode, start: float, end: float) -> tuple[float, float]:
-        """(busy seconds, tokens generated) within (start, end]; an iteration's tokens count pro rata."""
-        busy = tokens = 0.0
-        first = bisect.bisect_right(decode.ends, start)
-        spans = [(run, k, last) for (run, k), last in zip(decode.runs[first:], decode.ends[first:])]
-        if decode.run is not None and math.isnan(decode.left_at):
-            spans.append((decode.run, decode.run_end_k, decode.run.boundary(decode.run_end_k)))
-        for run, k, last in spans:
-            if run.start >= end:
-                break
-            overlap = min(last, end) - max(run.start, start)
-            if overlap > 0:
-                busy += overlap
-                if start <= run.start and last <= end:
-                    tokens += run.batch * k
-                else:
-                    tokens += run.batch * (run.progress(end, k) - run.progress(start, k))
-        return busy, tokens
-
     def _sample(self) -> None:
         now = self.now
         start = self._last_sample_at
         span = now - start
         columns = self._samples
         for replica in list(self._prefills.values()) + list(self._decodes.values()):
-            busy, tokens = self._work(replica, start, now)
+            busy, tokens = replica.work(start, now)
             if isinstance(replica, _Prefill):
                 queue, kv = len(replica.queue), math.nan
             else:
@@ -809,16 +804,6 @@ class ServingModel:
         replicas = self._replicas
         completed = self._state == _DONE
         columns = self._samples
-        peak = []
-        tokens = []
-        for replica in replicas:
-            if isinstance(replica, _Decode):
-                peak.append(replica.peak_reserved / replica.capacity)
-                tokens.append(replica.total_tokens)
-            else:
-                assert isinstance(replica, _Prefill)
-                peak.append(math.nan)
-                tokens.append(replica.total_tokens)
         return ServingResults(
             arrival_s=self._arrival.copy(),
             input_tokens=self._input.copy(),
@@ -840,8 +825,10 @@ class ServingModel:
             replica_joined_s=np.array([r.joined_at for r in replicas], dtype=float),
             replica_left_s=np.array([r.left_at for r in replicas], dtype=float),
             replica_kv_capacity_tokens=np.array([r.capacity if isinstance(r, _Decode) else 0 for r in replicas], dtype=np.int64),
-            replica_peak_kv_utilization=np.array(peak, dtype=float),
-            replica_tokens=np.array(tokens, dtype=float),
+            replica_peak_kv_utilization=np.array(
+                [r.peak_reserved / r.capacity if isinstance(r, _Decode) else math.nan for r in replicas], dtype=float
+            ),
+            replica_tokens=np.array([r.total_tokens for r in replicas], dtype=float),
             samples=ReplicaSamples(
                 at_s=np.array(columns["at"], dtype=float),
                 replica=np.array(columns["replica"], dtype=np.int64),

@@ -15,7 +15,7 @@ from typing import Annotated, TypeVar
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from tandem.api.base import StrictModel
-from tandem.api.loading import _load, _loc_path, _message
+from tandem.api.loading import load_documents, validation_problems
 from tandem.errors import InputError, Problem
 
 _DATA = resources.files("tandem.sim.serving") / "data"
@@ -112,7 +112,7 @@ def gpu_profile(name_or_path: str | Path) -> GpuProfile:
 
 def parse_profile(kind: type[_Profile], source: str, text: str) -> _Profile:
     """Validate one profile document; problems carry `source` and the field path."""
-    documents = [doc for doc in _load(source, text) if doc is not None]
+    documents = [doc for doc in load_documents(source, text) if doc is not None]
     if len(documents) != 1:
         raise InputError(Problem("", f"must hold exactly one profile document, got {len(documents)}", source))
     raw = documents[0]
@@ -121,11 +121,7 @@ def parse_profile(kind: type[_Profile], source: str, text: str) -> _Profile:
     try:
         return kind.model_validate(raw)
     except ValidationError as exc:
-        problems = [
-            Problem(_loc_path(raw, error["loc"], error.get("type") == "missing"), _message(error), source)
-            for error in exc.errors(include_url=False)
-        ]
-        raise InputError(problems) from None
+        raise InputError(validation_problems(raw, exc, source)) from None
 
 
 def _profile(kind: type[_Profile], folder: str, names: tuple[str, ...], name_or_path: str | Path) -> _Profile:
