@@ -8,14 +8,15 @@ from tandem.api.loading import Inputs, load_texts
 from tandem.errors import InputError, Problem
 
 
-def read_sources(paths: list[Path]) -> list[tuple[str, str]]:
+def read_sources(paths: list[Path], expected: str = "YAML or JSON") -> list[tuple[str, str]]:
+    """(name, text) of each file; every unreadable one is a problem, all reported at once."""
     sources: list[tuple[str, str]] = []
     problems: list[Problem] = []
     for path in paths:
         try:
             sources.append((str(path), path.read_text(encoding="utf-8")))
         except UnicodeDecodeError:
-            problems.append(Problem("", "is not UTF-8 text (expected YAML or JSON)", str(path)))
+            problems.append(Problem("", f"is not UTF-8 text (expected {expected})", str(path)))
         except IsADirectoryError:
             problems.append(Problem("", "is a directory, not a file", str(path)))
         except OSError as exc:

@@ -6,7 +6,7 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Callable, TypeVar
+from typing import Annotated
 
 import typer
 import yaml
@@ -17,6 +17,7 @@ from rich.markup import escape
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from tandem.cli.explain import explain_group
+from tandem.cli.guard import INVALID_INPUT, guard
 from tandem.cli.files import load_files
 from tandem.cli.output import print_table, render_json, render_yaml
 from tandem.api.loading import load_texts
@@ -37,8 +38,6 @@ from tandem.cli.trace import trace_app  # noqa: E402 - kept beside the other sub
 
 app.add_typer(trace_app, name="trace")
 
-T = TypeVar("T")
-INVALID_INPUT = 2
 
 
 class Output(str, Enum):
@@ -47,15 +46,6 @@ class Output(str, Enum):
     yaml = "yaml"
 
 
-def _guard(action: Callable[[], T]) -> T:
-    """Run `action`; a user mistake becomes one line on stderr and exit status 2."""
-    try:
-        return action()
-    except InputError as exc:
-        err = Console(stderr=True, highlight=False, soft_wrap=True)
-        # escape(): the message quotes user input, which must not be read as rich markup.
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True)
-        raise typer.Exit(INVALID_INPUT) from None
 
 
 @app.command()
@@ -83,7 +73,7 @@ def plan(
                 console.width = 140
             print_table(outcome, console)
 
-    _guard(run)
+    guard(run)
 
 
 @app.command()
@@ -147,7 +137,7 @@ def explain(
                 raise InputError(Problem("--scale-from", f"must name every role of {group.metadata.name} once: {', '.join(sorted(names))}"))
             explain_group(group, start, console)
 
-    _guard(run)
+    guard(run)
 
 
 @app.command()
@@ -199,7 +189,7 @@ def simulate(
             console.width = 180
         run_simulation(scenario, policy.value, compare, out, console, traces)
 
-    _guard(run)
+    guard(run)
 
 
 @cluster_app.command("generate")
@@ -234,7 +224,7 @@ def cluster_generate(
                 f"wrote {len(nodes)} nodes and ClusterTopology {topology_name!r} to {escape(str(output))}"
             )
 
-    _guard(run)
+    guard(run)
 
 
 def _check_generated(topology: dict) -> None:

@@ -26,9 +26,9 @@ from tandem.backends.matrix import capability_matrix
 from tandem.backends.registry import get_backend
 from tandem.backends.workload_api import PROFILES
 from tandem.cli.files import load_files
+from tandem.cli.guard import INVALID_INPUT
 from tandem.errors import InputError, Problem
 
-INVALID_INPUT = 2
 
 
 def run_render(

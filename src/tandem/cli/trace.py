@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Callable, TypeVar
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -26,11 +26,12 @@ from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
+from tandem.cli.files import read_sources
+from tandem.cli.guard import guard
 from tandem.errors import InputError, Problem
 from tandem.sim.traces import catalog
 from tandem.sim.traces.formats import parse_trace
 
-T = TypeVar("T")
 ENV_DIR = "TANDEM_TRACES"
 _CHUNK = 1 << 20
 _TIMEOUT_S = 60
@@ -45,14 +46,6 @@ class TraceFormat(str, Enum):
     burstgpt = "burstgpt"
 
 
-def _guarded(action: Callable[[], T]) -> T:
-    # main.py owns the one place that turns an InputError into `error: ...` and exit 2;
-    # imported here, at call time, because main.py imports this module.
-    from tandem.cli.main import _guard
-
-    return _guard(action)
-
-
 @trace_app.command("fetch")
 def fetch(
     name: Annotated[str, typer.Argument(help="A trace from `tandem trace list`.", show_default=False)],
@@ -65,7 +58,7 @@ def fetch(
     no_verify: Annotated[bool, typer.Option("--no-verify", help="Do not check the digest at all.")] = False,
 ) -> None:
     """Download a public trace and check its sha256; a file already there and intact is kept."""
-    _guarded(lambda: fetch_trace(name, directory, sha256, verify=not no_verify))
+    guard(lambda: fetch_trace(name, directory, sha256, verify=not no_verify))
 
 
 @trace_app.command("list")
@@ -89,7 +82,7 @@ def info(
         trace = parse_trace(text, str(file), None if format is None else format.value)
         print_summary(trace.summary(), Console(highlight=False, soft_wrap=True))
 
-    _guarded(run)
+    guard(run)
 
 
 # -- fetch -------------------------------------------------------------------------------
@@ -239,14 +232,8 @@ def print_catalog(console: Console) -> None:
 
 
 def read_trace_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(Problem("", "is not UTF-8 text (expected a CSV or JSONL trace)", str(path))) from None
-    except IsADirectoryError:
-        raise InputError(Problem("", "is a directory, not a file", str(path))) from None
-    except OSError as exc:
-        raise InputError(Problem("", f"cannot read: {exc.strerror or exc}", str(path))) from None
+    (_, text), = read_sources([path], expected="a CSV or JSONL trace")
+    return text
 
 
 def print_summary(summary: dict, console: Console) -> None:
