@@ -98,7 +98,11 @@ def test_summary_has_the_documented_serving_keys_and_is_deterministic(tmp_path):
     assert set(figures) == {
         "requests", "completed", "restarts", "ttft_s", "itl_s", "e2e_s", "kv_transfer_s", "slo",
         "slo_attainment", "goodput_rps_per_gpu", "mean_gpus", "gpu_utilisation", "scale_events", "replicas",
+        "gpu_utilisation_over_time",
     }
+    over_time = figures["gpu_utilisation_over_time"]
+    assert over_time and all(0 <= u <= 1 for _, u in over_time)
+    assert [t for t, _ in over_time] == sorted(t for t, _ in over_time)
     kinds = {r["kind"] for r in figures["replicas"]}
     assert kinds == {"prefill", "decode"}
     for replica in figures["replicas"]:
@@ -123,7 +127,7 @@ def test_compare_runs_every_policy_on_the_same_requests_and_writes_the_report(tm
     requests = {name: figures["serving"]["serving/llama-70b-chat"]["requests"] for name, figures in summary.items()}
     assert len(set(requests.values())) == 1, "every policy must see the same trace"
     page = (out / "index.html").read_text()
-    for image in ("serving_slo.png", "serving_latency.png", "serving_replicas.png", "serving_replica_load.png"):
+    for image in ("serving_slo.png", "serving_latency.png", "serving_replicas.png", "serving_utilisation.png", "serving_replica_load.png"):
         assert (out / image).stat().st_size > 1000 and f'src="{image}"' in page
     assert "goodput_rps_per_gpu" in page and "SLO met" in result.stdout
 

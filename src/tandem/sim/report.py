@@ -26,6 +26,7 @@ SERVING_PLOTS = {
     "serving_slo.png": "SLO attainment and goodput per GPU, side by side",
     "serving_latency.png": "TTFT p90 and ITL p90 of the requests arriving in each 30 s, against the SLO",
     "serving_replicas.png": "Ready prefill and decode replicas over time (the autoscaler's changes as dots), and the request rate",
+    "serving_utilisation.png": "GPU utilisation of the serving replicas over time (share of Ready serving GPUs computing)",
     "serving_replica_load.png": "Per replica (first run): prefill queue depth and decode KV-cache utilisation over time",
 }
 # Per-group serving figures shown in the HTML table, in order.
@@ -149,6 +150,15 @@ def _serving_plots(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]]) ->
         rate_axis.set_ylabel("requests/s (grey)", fontsize=8)
         _decorate(ax, name, "Ready replicas")
     _save(figure, out / "serving_replicas.png", written)
+
+    figure, ax = plt.subplots(figsize=(12, 3.4))
+    for name in names:
+        for key, values in sorted(runs[name][1].get("serving", {}).items()):
+            points = values["gpu_utilisation_over_time"]
+            ax.plot([t for t, _ in points], [u for _, u in points], linewidth=1, label=f"{name}: {key}")
+    ax.set_ylim(0, 1.05)
+    _decorate(ax, "GPU utilisation of the serving replicas", "busy share")
+    _save(figure, out / "serving_utilisation.png", written)
 
     first = runs[names[0]][0]
     figure, axes = plt.subplots(1, 2, figsize=(12, 3.6), squeeze=False)

@@ -25,6 +25,8 @@
 - `gpu_utilisation`: GPU-seconds the serving replicas were computing / GPU-seconds they
   were Ready.
 - `scale_events`: (time, desired replicas per role) for every autoscaler change.
+- `gpu_utilisation_over_time`: (time, share of the Ready serving GPUs computing over
+  the interval that ends then) at the serving model's samples, at most ~400 points.
 - `replicas`: per replica that served — kind, GPUs, `ready_s` [from, until] (null while
   Ready at the end), tokens/s over its Ready time (prefill: prompt tokens; decode:
   generated), busy fraction, mean and max queue depth, mean and peak KV utilisation.
@@ -119,8 +121,23 @@ def _serving(key: str, served: ServingResults, result: Result, end: float) -> di
         "mean_gpus": round(mean_gpus, 2),
         "gpu_utilisation": None if ready <= 0 else round(busy / ready, 4),
         "scale_events": [[round(at, 3), dict(sorted(d.items()))] for at, d in result.scale_events.get(key, [])],
+        "gpu_utilisation_over_time": _downsample(utilisation_over_time(served), 400),
         "replicas": _replicas(served, end),
     }
+
+
+def utilisation_over_time(served: ServingResults) -> list[tuple[float, float]]:
+    """(sample time, share of the Ready serving GPUs that computed since the sample before),
+    at every sample of the serving model."""
+    samples = served.samples
+    if samples.at_s.size == 0:
+        return []
+    gpus = served.replica_gpus[samples.replica].astype(float)
+    busy = np.nan_to_num(samples.busy_fraction) * gpus
+    times, index = np.unique(samples.at_s, return_inverse=True)
+    held = np.bincount(index, weights=gpus, minlength=times.size)
+    used = np.bincount(index, weights=busy, minlength=times.size)
+    return [(round(float(t), 3), round(float(u / h), 4)) for t, u, h in zip(times, used, held) if h > 0]
 
 
 def _replicas(served: ServingResults, end: float) -> list[dict[str, Any]]:
@@ -217,7 +234,7 @@ def _affinity(result: Result, key: str, rules: list[dict[str, Any]] | None) -> f
     return None if total == 0 else round(satisfied / total, 4)
 
 
-def _downsample(points: list[tuple[float, int]], limit: int) -> list[tuple[float, int]]:
+def _downsample(points: list[tuple[float, Any]], limit: int) -> list[tuple[float, Any]]:
     if len(points) <= limit:
         return points
     step = len(points) / limit
