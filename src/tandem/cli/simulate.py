@@ -34,13 +34,11 @@ def run_simulation(path: Path, policy: str, compare: bool, out: Path, console: C
 
     def read_trace(name: str) -> tuple[str, str]:
         entry = lookup(name)
-        folders = [traces] if traces is not None else [default_directory()]
-        for folder in folders:
-            candidate = _find_trace(folder, entry)
-            if candidate is not None:
-                return str(candidate), read_trace_text(candidate)
-        where = ", ".join(str(f) for f in folders)
-        raise InputError(Problem("", f"{entry.file_name} is not in {where}: run 'tandem trace fetch {name}' or pass --traces DIR"))
+        folder = traces if traces is not None else default_directory()
+        found = _find_trace(folder, entry)
+        if found is None:
+            raise InputError(Problem("", f"{entry.file_name} is not in {folder}: run 'tandem trace fetch {name}' or pass --traces DIR"))
+        return str(found), read_trace_text(found)
 
     scenario = load_scenario(source, text, read, read_trace)
     if compare:
