@@ -250,7 +250,8 @@ def test_a_later_unit_starts_where_an_earlier_one_will_not_grow():
     g = group("grow", [role("prefill", 4, 1, gpus=8)], replicas=2, required="block")
     plan, _ = _plan(cluster("block=2,rack=1,host=4") + [g])
     assert [u.state for u in plan.units] == ["Placed", "Placed"]
-    assert {u.domain for u in plan.units} == {"block/block-0", "block/block-1"}
+    # One rack per block: the narrowest domain holding each unit is its rack.
+    assert {u.domain for u in plan.units} == {"rack/rack-0", "rack/rack-1"}
 
 
 def test_an_earlier_unit_moves_when_a_later_one_fits_nowhere_else():

@@ -1,6 +1,14 @@
-"""Counting what fits: pods per node, complete replicas per domain (upper bounds)."""
+"""Counting what fits: pods per node, complete replicas per domain (upper bounds).
+
+Counts are taken bottom-up over the nodes that can take at least one pod of the unit
+(`Counts.nodes`): on a busy cluster of tens of thousands of nodes those are a small share,
+and a node that takes none of the unit's pods adds nothing to any of its bounds.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
 
 import numpy as np
 
@@ -9,9 +17,20 @@ from tandem.placement.state import RoleState, UnitState
 
 def fit(free: np.ndarray, vec: np.ndarray, ok: np.ndarray) -> np.ndarray:
     """How many pods of shape `vec` each node (row of `free`) can still take."""
-    cols = vec > 0
-    counts = np.min(free[:, cols] // vec[cols], axis=1)
+    cols = np.flatnonzero(vec > 0)
+    counts = free[:, cols[0]] // vec[cols[0]]
+    for c in cols[1:]:
+        np.minimum(counts, free[:, c] // vec[c], out=counts)
     return np.where(ok, counts, 0)
+
+
+def sum_by(groups: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """Exact int64 sums of `values` per group: bincount while float64 holds the total exactly."""
+    if values.size == 0 or int(values.max()) * values.size < 2**53:
+        return np.bincount(groups, weights=values, minlength=size).astype(np.int64)
+    out = np.zeros(size, np.int64)
+    np.add.at(out, groups, values)
+    return out
 
 
 def replica_capacity(role: RoleState, k_leader: np.ndarray, k_worker: np.ndarray, groups: np.ndarray, size: int) -> np.ndarray:
@@ -30,16 +49,81 @@ def replica_depth(role: RoleState, unit_depth: int) -> int:
     return unit_depth if role.required_depth is None else max(unit_depth, role.required_depth)
 
 
+@dataclass
+class Counts:
+    """Bottom-up counts for one unit on one state of free capacity.
+
+    `nodes` are the unit's usable nodes that can take at least one of its pods now;
+    per-domain bounds at any depth are memoised, since choosing a domain asks for the
+    same depths several times.
+    """
+
+    unit: UnitState
+    nodes: np.ndarray  # snapshot node indices, ascending
+    free: np.ndarray  # free[nodes]
+    k_leader: list[np.ndarray]  # per role: leaders each of `nodes` can take
+    k_worker: list[np.ndarray]
+    _capacity: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
+    _free: dict[int, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, unit: UnitState, free: np.ndarray, within: np.ndarray | None = None) -> "Counts":
+        """Counts over all nodes, or over `within` (node indices) only."""
+        candidates = unit.allowed if within is None else within[unit.allowed[within]]
+        rows = free[candidates]
+        k_leader, k_worker = [], []
+        active = np.zeros(candidates.size, dtype=bool)
+        for role in unit.roles:
+            leaders = fit(rows, role.leader, role.leader_ok[candidates])
+            workers = leaders if role.same_shape else fit(rows, role.worker, role.worker_ok[candidates])
+            active |= leaders > 0
+            if role.pods > 1:
+                active |= workers > 0
+            k_leader.append(leaders)
+            k_worker.append(workers)
+        keep = np.flatnonzero(active)
+        return cls(unit, candidates[keep], rows[keep], [k[keep] for k in k_leader], [k[keep] for k in k_worker])
+
+    def capacity(self, r: int, depth: int) -> np.ndarray:
+        """[domains at depth]: upper bound on complete replicas of role `r` in each domain."""
+        key = (r, depth)
+        if key not in self._capacity:
+            view = self.unit.view
+            role = self.unit.roles[r]
+            inner = replica_depth(role, depth)
+            sub = view.dom[inner][self.nodes]
+            per_sub = replica_capacity(role, self.k_leader[r], self.k_worker[r], sub, view.domain_count(inner))
+            if inner == depth:
+                self._capacity[key] = per_sub
+            else:
+                ancestor = view.ancestor[inner][depth]
+                self._capacity[key] = np.bincount(ancestor, weights=per_sub, minlength=view.domain_count(depth)).astype(np.int64)
+        return self._capacity[key]
+
+    def free_by_domain(self, depth: int) -> np.ndarray:
+        """[domains at depth, resources]: free capacity of the counted nodes per domain."""
+        if depth not in self._free:
+            view = self.unit.view
+            groups = view.dom[depth][self.nodes]
+            size = view.domain_count(depth)
+            out = np.zeros((size, self.free.shape[1]), np.int64)
+            for c in np.flatnonzero(self.free.any(axis=0)):
+                out[:, c] = sum_by(groups, self.free[:, c], size)
+            self._free[depth] = out
+        return self._free[depth]
+
+    def wholly_free(self) -> np.ndarray:
+        """[counted nodes] bool: nothing on the node is in use."""
+        return np.all(self.free == self.unit.view.snapshot.allocatable[self.nodes], axis=1)
+
+    def vector(self, counts: Mapping[int, int]) -> np.ndarray:
+        """Total resources of `counts` (role index -> complete replicas)."""
+        out = np.zeros(self.free.shape[1], np.int64)
+        for r, count in counts.items():
+            out += count * self.unit.roles[r].replica_total
+        return out
+
+
 def domain_capacity(unit: UnitState, role: RoleState, free: np.ndarray, depth: int) -> np.ndarray:
     """[domains at depth]: upper bound on complete replicas of `role` in each domain."""
-    view = unit.view
-    nodes = view._order[depth]
-    rows = free[nodes]
-    k_leader = fit(rows, role.leader, role.leader_ok[nodes])
-    k_worker = k_leader if role.same_shape else fit(rows, role.worker, role.worker_ok[nodes])
-    inner = replica_depth(role, depth)
-    sub = view.dom[inner][nodes]
-    per_sub = replica_capacity(role, k_leader, k_worker, sub, view.domain_count(inner))
-    out = np.zeros(view.domain_count(depth), dtype=np.int64)
-    np.add.at(out, view.ancestor[inner][depth], per_sub)
-    return out
+    return Counts.of(unit, free).capacity(role.index, depth)

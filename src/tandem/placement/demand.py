@@ -34,6 +34,10 @@ class PodShape:
             tuple(t.model_dump_json() for t in self.tolerations),
         )
 
+    def shape(self) -> tuple:
+        """Hashable identity of everything placement reads: requests, selector, tolerations."""
+        return (tuple(sorted(self.requests.items())), self.key())
+
 
 @dataclass(frozen=True)
 class RoleDemand:
@@ -83,6 +87,15 @@ class UnitDemand:
     @property
     def key(self) -> tuple[str, str, int]:
         return (self.namespace, self.group, self.unit)
+
+    def shape(self) -> tuple:
+        """Hashable identity of what placement reads, without the unit's name and order:
+        two units of one shape on the same free capacity get the same answer."""
+        roles = tuple(
+            (r.name, r.desired, r.minimum, r.pods_per_replica, r.pack_required, r.pack_preferred, r.leader.shape(), r.worker.shape())
+            for r in self.roles
+        )
+        return (self.topology, self.pack_required, self.pack_preferred, self.affinity, roles, self.existing)
 
     @property
     def label(self) -> str:

@@ -27,9 +27,10 @@ from typing import Mapping, Sequence
 from tandem.placement.demand import UnitDemand
 from tandem.placement.explain import describe_gang_failure, unresolvable
 from tandem.placement.extras import place_extras
-from tandem.placement.gang import Reservation, place_gang
+from tandem.placement.gang import place_gang
 from tandem.placement.plan import Plan
 from tandem.placement.repair import REPAIR_ATTEMPTS, make_room
+from tandem.placement.reservations import Reservations
 from tandem.placement.state import UnitState
 from tandem.topology import ClusterSnapshot, TopologyView
 
@@ -51,23 +52,32 @@ def place(
     totals = snapshot.allocatable.sum(axis=0)
     prepared = [UnitState.prepare(order, unit, views[unit.topology], snapshot, totals) for order, unit in enumerate(units)]
 
-    reservations: dict[int, Reservation] = {}
+    reservations = Reservations()
     placed: list[UnitState] = []
     budget = [REPAIR_ATTEMPTS]
+    # Failures by unit shape since free capacity last changed: a unit of the same shape
+    # would fail the same way (placement reads nothing else), so it is not tried again.
+    failed: dict[tuple, tuple[str, bool]] = {}
     for unit in prepared:
         needs = unit.minimum_needs()
         if not needs:
             unit.functional = True
             continue
-        if place_gang(unit, free, needs, list(reservations.values())) or make_room(
-            unit, needs, placed, free, reservations, budget
+        shape = unit.demand.shape()
+        if shape in failed:
+            unit.failure, unit.unresolvable = failed[shape]
+            continue
+        if place_gang(unit, free, needs, reservations) or (
+            not unresolvable(unit, needs) and make_room(unit, needs, placed, free, reservations, budget)
         ):
             unit.functional = True
-            reservations[unit.order] = Reservation.of(unit)
+            reservations.note(unit)
             placed.append(unit)
+            failed.clear()
         else:
             unit.failure = describe_gang_failure(unit, free, needs)
             unit.unresolvable = unresolvable(unit, needs)
+            failed[shape] = (unit.failure, unit.unresolvable)
 
     if extras:
         place_extras(prepared, free)

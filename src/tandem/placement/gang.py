@@ -2,58 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import numpy as np
 
-from tandem.placement.capacity import domain_capacity
+from tandem.placement.capacity import Counts
 from tandem.placement.replica import place_replica
+from tandem.placement.reservations import Reservations
 from tandem.placement.state import Space, UnitState, all_replicas
 from tandem.topology import TopologyView
 
-# How many count-feasible domains are tried with a real assignment before giving up a level.
+# How many count-feasible domains of the required level get a real assignment before the
+# gang gives up, and how many domains of each narrower level inside one of them.
 MAX_DOMAIN_ATTEMPTS = 12
+MAX_SUB_ATTEMPTS = 4
 # Among equally ranked domains (same tier), how many real assignments are compared: the one
 # opening the fewest wholly free nodes wins, so fragments are used before whole nodes.
 GANG_TRIALS = 3
 
 
-@dataclass(frozen=True)
-class Reservation:
-    """What a placed unit still wants (desired minus placed), and where it will grow.
-
-    Soft: later units' minimums rank domains by the room left after reservations, so
-    they start where they can grow too; feasibility still uses real free capacity, so a
-    reservation never blocks a minimum.
-    """
-
-    view: TopologyView
-    depth: int
-    domain: int
-    demand: np.ndarray
-
-    @classmethod
-    def of(cls, unit: UnitState) -> "Reservation":
-        where = unit.preferred_domain or unit.domain or (0, 0)
-        outstanding = sum(
-            (max(role.demand.desired - len(role.placed), 0) * role.replica_total for role in unit.roles),
-            np.zeros(unit.roles[0].leader.size, np.int64),
-        )
-        return cls(unit.view, where[0], where[1], outstanding)
-
-
-def _reserved(view: TopologyView, depth: int, reservations: Sequence[Reservation], width: int) -> np.ndarray:
-    """[domains at depth, resources]: reserved demand inside each domain."""
-    out = np.zeros((view.domain_count(depth), width), np.int64)
-    for reservation in reservations:
-        if reservation.view is view and reservation.depth >= depth:
-            out[view.ancestor[reservation.depth][depth][reservation.domain]] += reservation.demand
-    return out
-
-
 def place_gang(
-    unit: UnitState, free: np.ndarray, needs: Mapping[int, int], reservations: Sequence[Reservation] = ()
+    unit: UnitState, free: np.ndarray, needs: Mapping[int, int], reservations: Reservations | None = None
 ) -> bool:
     """Place `needs` (role index -> replicas) as one gang; commit to `free` on success.
 
@@ -61,6 +30,7 @@ def place_gang(
     `from` replica needs one nearby), the gang is retried with more `to` replicas, up to
     their desired count: the affinity is a hard rule and the minimum only a lower bound.
     """
+    reservations = reservations or Reservations()
     if _place_gang_once(unit, free, needs, reservations):
         return True
     for grown in _grown_needs(unit, needs):
@@ -83,69 +53,145 @@ def _grown_needs(unit: UnitState, needs: Mapping[int, int]) -> list[dict[int, in
 
 
 def _place_gang_once(
-    unit: UnitState, free: np.ndarray, needs: Mapping[int, int], reservations: Sequence[Reservation]
+    unit: UnitState, free: np.ndarray, needs: Mapping[int, int], reservations: Reservations
 ) -> bool:
-    """One attempt with fixed `needs`, from the preferred level up to the required one.
+    """One attempt with fixed `needs`: choose the unit's domain, then a place inside it.
 
-    Candidate domains are ranked: first those where the whole unit (every role at its
-    desired count) would still fit beside what earlier units reserved, so a unit starts
-    where it can grow; then the tightest fit; then domain number. Up to GANG_TRIALS
-    candidates of the best tier get a real assignment, and the one that opens the fewest
-    wholly free nodes is kept.
+    The domain is chosen at the required level for the WHOLE unit (every role at its
+    desired count): candidates where the minimum fits are ranked by tier — the whole
+    unit fits beside what earlier units hold and reserve; else the minimum does; else it
+    must take reserved room, the least intrusion best — then by how well the preferred
+    level can hold it (a preferred domain for the whole unit, then for the minimum),
+    then the tightest fit. Inside the chosen domain the minimum goes to the best
+    preferred-level domain that takes it, else the next broader level, else anywhere in
+    the domain. Up to GANG_TRIALS domains of the best rank get a real assignment; the
+    one that stays at the narrowest level, then opens the fewest wholly free nodes, wins.
     """
     view = unit.view
-    zero = np.zeros(free.shape[1], np.int64)
-    demand = sum((count * unit.roles[r].replica_total for r, count in needs.items()), zero)
+    counts = Counts.of(unit, free)
+    if counts.nodes.size == 0:
+        return False
     wanted = {r: max(role.demand.desired, needs.get(r, 0)) for r, role in enumerate(unit.roles)}
-    full = sum((count * unit.roles[r].replica_total for r, count in wanted.items()), zero)
-    start = unit.preferred_depth if unit.preferred_depth is not None else unit.required_depth
-    for depth in range(start, unit.required_depth - 1, -1):
-        capacity = {r: domain_capacity(unit, unit.roles[r], free, depth) for r in wanted if wanted[r] > 0}
-        free_here = view.free_by_domain(free, depth)
-        feasible = np.all(free_here >= demand, axis=1)
-        for r, count in needs.items():
-            feasible &= capacity[r] >= count
-        if unit.domain is not None:
-            # Replicas already run: the unit stays in their domain.
-            feasible &= view.ancestor[depth][unit.required_depth] == unit.domain[1]
-        candidates = np.nonzero(feasible)[0]
-        if candidates.size == 0:
+    demand, full = counts.vector(needs), counts.vector(wanted)
+    top = unit.required_depth
+    inner = list(range(unit.preferred_depth, top, -1)) if unit.preferred_depth is not None else []
+    ranks = {depth: _rank(unit, counts, depth, needs, wanted, demand, full, reservations) for depth in [top, *inner]}
+    feasible, tier, leftover = ranks[top]
+    candidates = np.flatnonzero(feasible)
+    if candidates.size == 0:
+        return False
+    # How well the preferred level can hold the unit inside each candidate (3: not at all).
+    preferred = np.full(view.domain_count(top), 3, dtype=np.int64)
+    if inner:
+        ok, sub_tier, _ = ranks[inner[0]]
+        subs = np.flatnonzero(ok)
+        np.minimum.at(preferred, view.ancestor[inner[0]][top][subs], sub_tier[subs])
+    key = (candidates, np.where(tier[candidates] < 2, leftover[candidates], -leftover[candidates]), preferred[candidates], tier[candidates])
+    ranked = candidates[np.lexsort(key)]
+    # A domain whose counted nodes are all wholly free opens a node for every node it uses,
+    # so it cannot beat a trial that opened no more than the fewest nodes the gang needs.
+    narrowest = inner[0] if inner else top
+    fragments = np.bincount(view.dom[top][counts.nodes], weights=~counts.wholly_free(), minlength=view.domain_count(top))
+    largest = int(view.snapshot.allocatable[counts.nodes, unit.dominant].max())
+    bound = -(-int(demand[unit.dominant]) // max(largest, 1))
+    best: tuple[tuple[int, int, int, int], int, int, Space, dict[int, list[list[int]]]] | None = None
+    trials = 0
+    for domain in ranked[:MAX_DOMAIN_ATTEMPTS]:
+        rank = (int(tier[domain]), int(preferred[domain]))
+        if best is not None and (trials >= GANG_TRIALS or rank != best[0][:2]):
+            break
+        if best is not None and best[0][2:] <= (-narrowest, bound) and fragments[domain] == 0:
             continue
-        room = free_here[candidates] - _reserved(view, depth, reservations, free.shape[1])[candidates]
-        roomy = np.all(room >= full, axis=1)
-        for r, count in wanted.items():
-            if count > 0:
-                roomy &= capacity[r][candidates] >= count
-        # Tier 0: the whole unit fits beside reservations; 1: its minimum does; 2: it must
-        # take reserved room, where the least intrusion is best.
-        tier = np.where(roomy, 0, np.where(np.all(room >= demand, axis=1), 1, 2))
-        leftover = room[:, unit.dominant] - np.where(roomy, full[unit.dominant], demand[unit.dominant])
-        ranked = candidates[np.lexsort((candidates, np.where(tier < 2, leftover, -leftover), tier))]
-        ranked_tier = tier[np.searchsorted(candidates, ranked)]
-        best: tuple[int, int, Space, dict[int, list[list[int]]]] | None = None
-        trials = 0
-        for position, domain in enumerate(ranked[:MAX_DOMAIN_ATTEMPTS]):
-            if best is not None and (trials >= GANG_TRIALS or ranked_tier[position] != ranked_tier[best[1]]):
-                break
-            space = Space.of(view.members(depth, int(domain)), free)
+        found = _assign_in_domain(unit, free, needs, int(domain), inner, ranks, counts)
+        if found is None:
+            continue
+        trials += 1
+        depth, where, space, placed = found
+        score = (*rank, -depth, _empty_nodes_opened(view, free, space))
+        if best is None or score[2:] < best[0][2:]:
+            best = (score, depth, where, space, placed)
+        if score[2:] == (-narrowest, 0):
+            break  # at the narrowest level, opening no free node: no other trial can do better
+    if best is None:
+        return False
+    _, depth, where, space, placed = best
+    free[space.nodes] = space.free
+    for r, replicas in placed.items():
+        unit.roles[r].placed.extend(replicas)
+    unit.domain = (top, view.node_domain(int(space.nodes[0]), top))
+    unit.preferred_domain = (depth, where) if depth != top else None
+    return True
+
+
+def _rank(
+    unit: UnitState,
+    counts: Counts,
+    depth: int,
+    needs: Mapping[int, int],
+    wanted: Mapping[int, int],
+    demand: np.ndarray,
+    full: np.ndarray,
+    reservations: Reservations,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(feasible, tier, leftover) for every domain at `depth`.
+
+    Feasible: the minimum fits by the counts (and, for a unit already running, the
+    domain is inside its own). Tier 0: the whole unit fits beside what others reserved;
+    1: the minimum does; 2: it must take reserved room. Leftover: room in the dominant
+    resource after the unit (tiers 0-1) or the intrusion (tier 2).
+    """
+    view = unit.view
+    free_here = counts.free_by_domain(depth)
+    feasible = np.all(free_here >= demand, axis=1)
+    for r, count in needs.items():
+        feasible &= counts.capacity(r, depth) >= count
+    if unit.domain is not None:
+        # Replicas already run: the unit stays in their domain.
+        feasible &= view.ancestor[depth][unit.required_depth] == unit.domain[1]
+    room = free_here - reservations.reserved(view, depth, free_here.shape[1])
+    whole = np.all(room >= full, axis=1)
+    for r, count in wanted.items():
+        if count > 0:
+            whole &= counts.capacity(r, depth) >= count
+    tier = np.where(whole, 0, np.where(np.all(room >= demand, axis=1), 1, 2))
+    leftover = room[:, unit.dominant] - np.where(whole, full[unit.dominant], demand[unit.dominant])
+    return feasible, tier, leftover
+
+
+def _assign_in_domain(
+    unit: UnitState,
+    free: np.ndarray,
+    needs: Mapping[int, int],
+    domain: int,
+    inner: list[int],
+    ranks: Mapping[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
+    counts: Counts,
+) -> tuple[int, int, Space, dict[int, list[list[int]]]] | None:
+    """(depth, domain, space, replicas) of the narrowest place inside `domain` (of the
+    unit's required level) that takes the gang: the preferred level first, then each
+    broader one, then the whole domain."""
+    view = unit.view
+    top = unit.required_depth
+    for depth in inner:
+        feasible, tier, leftover = ranks[depth]
+        subs = np.flatnonzero(feasible & (view.ancestor[depth][top] == domain))
+        if unit.preferred_domain is not None and unit.preferred_domain[0] == depth:
+            subs = subs[subs == unit.preferred_domain[1]]
+        key = (subs, np.where(tier[subs] < 2, leftover[subs], -leftover[subs]), tier[subs])
+        for sub in subs[np.lexsort(key)][:MAX_SUB_ATTEMPTS]:
+            space = _space(view, depth, int(sub), counts, free)
             placed = _assign_gang(unit, space, needs, depth)
-            if placed is None:
-                continue
-            trials += 1
-            opened = _empty_nodes_opened(view, free, space)
-            if best is None or opened < best[0]:
-                best = (opened, position, space, placed)
-        if best is None:
-            continue
-        _, position, space, placed = best
-        free[space.nodes] = space.free
-        for r, replicas in placed.items():
-            unit.roles[r].placed.extend(replicas)
-        unit.domain = (unit.required_depth, view.node_domain(int(space.nodes[0]), unit.required_depth))
-        if depth != unit.required_depth:
-            unit.preferred_domain = (depth, int(ranked[position]))
-        return True
-    return False
+            if placed is not None:
+                return depth, int(sub), space, placed
+    space = _space(view, top, domain, counts, free)
+    placed = _assign_gang(unit, space, needs, top)
+    return None if placed is None else (top, domain, space, placed)
+
+
+def _space(view: TopologyView, depth: int, domain: int, counts: Counts, free: np.ndarray) -> Space:
+    """The counted nodes of one domain, with a private copy of their free capacity."""
+    nodes = counts.nodes[view.dom[depth][counts.nodes] == domain]
+    return Space.of(nodes, free)
 
 
 def _empty_nodes_opened(view: TopologyView, free: np.ndarray, space: Space) -> int:
@@ -177,7 +223,7 @@ def _assign_gang(unit: UnitState, space: Space, needs: Mapping[int, int], depth:
     """
     attempts = (False, True) if unit.rules else (False,)
     for spread in attempts:
-        trial = Space(space.nodes, space.free.copy())
+        trial = space.copy()
         placed = _try_gang(unit, trial, needs, depth, spread)
         if placed is not None:
             space.free[:] = trial.free

@@ -6,8 +6,8 @@ from typing import Mapping
 
 import numpy as np
 
-from tandem.placement.explain import unresolvable
-from tandem.placement.gang import Reservation, place_gang
+from tandem.placement.gang import place_gang
+from tandem.placement.reservations import Reservations
 from tandem.placement.state import UnitState
 
 # How many gang placements repairs may spend in one plan, in all, and for one stranded
@@ -21,7 +21,7 @@ def make_room(
     needs: Mapping[int, int],
     placed: list["UnitState"],
     free: np.ndarray,
-    reservations: dict[int, "Reservation"],
+    reservations: Reservations,
     budget: list[int],
 ) -> bool:
     """Place `unit` by moving earlier units' minimums elsewhere, if that works for all.
@@ -34,7 +34,7 @@ def make_room(
     smallest sets are tried first; `budget` caps the gang placements per plan, and
     REPAIR_PER_UNIT those spent on one unit.
     """
-    if budget[0] < 2 or unresolvable(unit, needs):
+    if budget[0] < 2:
         return False
     spent = 0
     for movers in _eviction_sets(unit, placed):
@@ -45,18 +45,19 @@ def make_room(
         spent += cost
         trial = free.copy()
         saved = [other.release(trial) for other in movers]
-        moved = {other.order for other in movers}
-        kept = [r for order, r in reservations.items() if order not in moved]
+        kept = reservations.copy()
+        for other in movers:
+            kept.drop(other.order)
         if place_gang(unit, trial, needs, kept):
-            kept.append(Reservation.of(unit))
+            kept.note(unit)
             for other in movers:
                 if not place_gang(other, trial, other.minimum_needs(), kept):
                     break
-                kept.append(Reservation.of(other))
+                kept.note(other)
             else:
                 free[:] = trial
                 for other in movers:
-                    reservations[other.order] = Reservation.of(other)
+                    reservations.note(other)
                 return True
             for other in movers:
                 other.release(None)

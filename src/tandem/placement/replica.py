@@ -7,6 +7,7 @@ from typing import Mapping
 import numpy as np
 
 from tandem.placement.capacity import fit, replica_capacity, replica_depth
+from tandem.placement.locality import locality_keys, unit_nodes
 from tandem.placement.state import RoleState, Space, UnitState, all_replicas
 
 # How many replica domains are tried for one replica before it is declared unplaceable.
@@ -78,12 +79,15 @@ def place_replica(
     waiting: Mapping[int, int],
     unit_preferred: np.ndarray | None,
     spread: bool = False,
+    rest: int = 0,
 ) -> list[int] | None:
     """Place one complete replica of `role` in `space` (committing to its free copy).
 
     Candidate replica domains (at the replica's pack depth) are ranked: affinity score,
-    inside the unit's preferred domain, tightest fit, then domain number. Returns the node
-    of each pod, or None when no candidate takes the whole replica.
+    inside the unit's preferred domain, locality at each level between the space and the
+    replica domain (`locality.py`; `rest` is what the unit still has to place, in its
+    dominant resource), tightest fit, then domain number. Returns the node of each pod,
+    or None when no candidate takes the whole replica.
     """
     view = unit.view
     nodes = space.nodes
@@ -106,12 +110,21 @@ def place_replica(
     if unit_preferred is not None:
         outside = np.bincount(groups, weights=unit_preferred, minlength=size) < 1
     leftover = np.bincount(groups, weights=space.free[:, unit.dominant], minlength=size) - role.replica_total[unit.dominant]
+    inner = replica_depth(role, depth)
+    used = unit_nodes(unit, fresh)
+    rest = max(rest, int(role.replica_total[unit.dominant]))
+    near: list[np.ndarray] = []
     if spread:
         leftover = -leftover
-    order = np.lexsort((compact[candidates], leftover[candidates], outside[candidates], -affinity[candidates]))
+    elif inner > depth:
+        first = np.zeros(size, dtype=np.int64)
+        first[groups[::-1]] = np.arange(groups.size - 1, -1, -1)
+        near = [key[first] for key in locality_keys(unit, space, range(depth + 1, inner + 1), used, rest)]
+    keys = (compact[candidates], leftover[candidates], *(key[candidates] for key in reversed(near)), outside[candidates], -affinity[candidates])
+    order = np.lexsort(keys)
     for group in candidates[order][:MAX_REPLICA_ATTEMPTS]:
         positions = np.nonzero(groups == group)[0]
-        chosen = _assign_pods(unit, role, space, positions, required, preferred, unit_preferred, spread)
+        chosen = _assign_pods(unit, role, space, positions, required, preferred, unit_preferred, spread, (inner, used, rest))
         if chosen is not None:
             return [int(nodes[p]) for p in chosen]
     return None
@@ -126,6 +139,7 @@ def _assign_pods(
     preferred: np.ndarray | None,
     unit_preferred: np.ndarray | None,
     spread: bool = False,
+    locality: tuple[int, np.ndarray, int] | None = None,
 ) -> list[int] | None:
     """Best-fit the pods of one replica onto `positions`; commit to the space on success.
 
@@ -158,7 +172,7 @@ def _assign_pods(
                 attempts.append(positions[groups == group])
     attempts.append(positions)
     for subset in attempts:
-        chosen = _greedy_pods(unit, role, space, subset, required, preferred, unit_preferred, spread)
+        chosen = _greedy_pods(unit, role, space, subset, required, preferred, unit_preferred, spread, locality)
         if chosen is not None:
             return chosen
     return None
@@ -173,9 +187,11 @@ def _greedy_pods(
     preferred: np.ndarray | None,
     unit_preferred: np.ndarray | None,
     spread: bool = False,
+    locality: tuple[int, np.ndarray, int] | None = None,
 ) -> list[int] | None:
     """Pods one by one, each to the node it fits best (least left over; most with `spread`);
-    the leader near counterparts."""
+    the leader near counterparts. With `locality` (replica depth, the unit's nodes, what it
+    still has to place) pods go to as few narrower domains as fit them first."""
     saved = space.free[subset].copy()
     chosen: list[int] = []
     # Spreading a `to` replica: its later pods go to affinity domains it does not cover yet.
@@ -184,7 +200,14 @@ def _greedy_pods(
         vec, ok = (role.leader, role.leader_ok) if pod == 0 else (role.worker, role.worker_ok)
         fits = fit(space.free[subset], vec, ok[space.nodes[subset]]) >= 1
         leftover = space.free[subset, unit.dominant] - vec[unit.dominant]
+        # Least significant first (np.lexsort): node number, fit, locality, the unit's
+        # preferred domain, then affinity for the leader.
         keys: list[np.ndarray] = [subset, -leftover if spread else leftover]
+        if locality is not None and not spread:
+            inner, used, rest = locality
+            here = np.concatenate((used, space.nodes[np.array(chosen, dtype=np.int64)]))
+            depths = range(inner + 1, unit.view.depth_count)
+            keys += reversed(locality_keys(unit, space, depths, here, rest - pod * int(vec[unit.dominant]), subset))
         if pod == 0:
             if required is not None:
                 fits &= required[subset]

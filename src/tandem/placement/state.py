@@ -74,6 +74,8 @@ class UnitState:
     required_depth: int
     preferred_depth: int | None
     dominant: int  # resource index the unit needs most of, relative to the cluster
+    eligible: np.ndarray  # [nodes] bool: some pod of the unit may go there (usable, selectors, taints)
+    allowed: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # node indices open to it now
     functional: bool = False
     failure: str | None = None
     unresolvable: bool = False
@@ -140,7 +142,11 @@ class UnitState:
             dominant = int(np.argmax(share))
         required_depth = view.depth(unit.pack_required)
         preferred_depth = None if unit.pack_preferred is None else view.depth(unit.pack_preferred)
-        state = cls(order, unit, view, roles, rules, required_depth, preferred_depth, dominant)
+        eligible = np.zeros(len(snapshot.node_names), dtype=bool)
+        for role in roles:
+            eligible |= role.leader_ok | (role.worker_ok if role.pods > 1 else False)
+        state = cls(order, unit, view, roles, rules, required_depth, preferred_depth, dominant, eligible)
+        state.allowed = np.flatnonzero(eligible)
         state.settle_existing()
         return state
 
@@ -181,6 +187,15 @@ class UnitState:
 
     # ------------------------------------------------------------------ results
 
+    def nodes(self) -> list[int]:
+        """Every node holding a pod of the unit in this plan (existing replicas included)."""
+        return [n for role in self.roles for replica in role.placed for n in replica]
+
+    def narrowest_domain(self) -> str | None:
+        """`level/name` of the narrowest domain holding every placed pod, None without pods."""
+        where = self.view.narrowest(np.array(self.nodes(), dtype=np.int64))
+        return None if where is None else self.view.label(*where)
+
     def result(self) -> UnitPlacement:
         view = self.view
         names = view.snapshot.node_names
@@ -206,10 +221,7 @@ class UnitState:
             )
             for role in self.roles
         )
-        domain = None
-        where = self.preferred_domain or self.domain
-        if where is not None:
-            domain = f"{view.level_names[where[0]]}/{view.domain_name(*where)}"
+        domain = self.narrowest_domain()
         if not self.functional:
             code = "UnschedulableAndUnresolvable" if self.unresolvable else "Unschedulable"
             return UnitPlacement(self.demand, "Unschedulable", self.failure or "", roles, None, code)
@@ -229,10 +241,20 @@ class Space:
 
     nodes: np.ndarray
     free: np.ndarray
+    _groups: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, nodes: np.ndarray, free: np.ndarray) -> "Space":
         return cls(nodes, free[nodes].copy())
+
+    def copy(self) -> "Space":
+        return Space(self.nodes, self.free.copy(), self._groups)
+
+    def groups(self, view: TopologyView, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """(domain ids, position -> index into them) of the space's nodes at `depth`."""
+        if depth not in self._groups:
+            self._groups[depth] = np.unique(view.dom[depth][self.nodes], return_inverse=True)
+        return self._groups[depth]
 
 
 def all_replicas(unit: UnitState, r: int, fresh: Mapping[int, list[list[int]]]) -> list[list[int]]:

@@ -42,7 +42,7 @@ def independent(snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], un
     for unit in units:
         pieces = [next(parts) for _ in unit.roles]
         roles = tuple(piece.roles[0] for piece in pieces)
-        domains = sorted({piece.domain for piece in pieces if piece.domain is not None})
+        domains = _split(views[unit.topology], unit, [reps for _, reps in roles])
         missing = [piece for piece in pieces if piece.state == "Unschedulable"]
         if missing:
             held = [f"{name} {len(reps)}" for name, reps in roles if reps]
@@ -55,8 +55,24 @@ def independent(snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], un
         notes = [p.message for p in pieces if p.message]
         if len(domains) > 1:
             notes.append(f"roles split over {', '.join(domains)}")
-        out.append(UnitPlacement(unit, state, "; ".join(notes), roles, domains[0] if len(domains) == 1 else None))
+        out.append(UnitPlacement(unit, state, "; ".join(notes), roles, _narrowest(views[unit.topology], roles)))
     return Plan(tuple(out))
+
+
+def _pod_nodes(view: TopologyView, replicas: Sequence[Sequence[ReplicaAssignment]]) -> np.ndarray:
+    index = view.snapshot.node_index
+    return np.array([index[pod.node] for reps in replicas for rep in reps for pod in rep.pods], dtype=np.int64)
+
+
+def _split(view: TopologyView, unit: UnitDemand, replicas: Sequence[Sequence[ReplicaAssignment]]) -> list[str]:
+    """The domains of the unit's required level that its pods occupy, as `level/name`."""
+    depth = view.depth(unit.pack_required)
+    return [view.label(depth, int(d)) for d in np.unique(view.dom[depth][_pod_nodes(view, replicas)])]
+
+
+def _narrowest(view: TopologyView, roles: Sequence[tuple[str, Sequence[ReplicaAssignment]]]) -> str | None:
+    where = view.narrowest(_pod_nodes(view, [reps for _, reps in roles]))
+    return None if where is None else view.label(*where)
 
 
 def sequential(snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], units: Sequence[UnitDemand]) -> Plan:
@@ -84,15 +100,15 @@ def sequential(snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], uni
             empty = tuple((role.name, ()) for role in unit.roles)
             out.append(UnitPlacement(unit, "Unschedulable", failure + " (not admitted, even at the minimums)", empty, None))
             continue
-        roles, domains, free = placed
+        roles, free = placed
         got = dict(roles)
         full = all(len(got[r.name]) >= r.desired for r in unit.roles)
-        distinct = sorted(set(domains))
+        distinct = _split(views[unit.topology], unit, [reps for _, reps in roles])
         notes = [] if full else ["partial admission: " + ", ".join(f"{r.name} {len(got[r.name])}/{r.desired}" for r in unit.roles)]
         if len(distinct) > 1:
             notes.append(f"roles split over {', '.join(distinct)}")
         state = "Placed" if full else "MinimumPlaced"
-        out.append(UnitPlacement(unit, state, "; ".join(notes), tuple(roles), distinct[0] if len(distinct) == 1 else None))
+        out.append(UnitPlacement(unit, state, "; ".join(notes), tuple(roles), _narrowest(views[unit.topology], roles)))
     return Plan(tuple(out))
 
 
@@ -113,12 +129,11 @@ def _sequential_unit(
     unit: UnitDemand,
     counts: Sequence[int],
     free: np.ndarray,
-) -> tuple[tuple[list[tuple[str, tuple[ReplicaAssignment, ...]]], list[str], np.ndarray] | None, str]:
-    """((roles, domains, free left), "") when every role fits at `counts`, else (None, why)."""
+) -> tuple[tuple[list[tuple[str, tuple[ReplicaAssignment, ...]]], np.ndarray] | None, str]:
+    """((roles, free left), "") when every role fits at `counts`, else (None, why)."""
     index = views[unit.topology].snapshot.node_index
     trial = free.copy()
     roles: list[tuple[str, tuple[ReplicaAssignment, ...]]] = []
-    domains: list[str] = []
     for role, count in zip(unit.roles, counts):
         if count == 0:
             roles.append((role.name, ()))
@@ -133,6 +148,4 @@ def _sequential_unit(
             for i, pod in enumerate(rep.pods):
                 trial[index[pod.node]] -= leader if i == 0 else worker
         roles.append((role.name, got.roles[0][1]))
-        if got.domain is not None:
-            domains.append(got.domain)
-    return (roles, domains, trial), ""
+    return (roles, trial), ""

@@ -117,6 +117,20 @@ class TopologyView:
     def node_domain(self, node: int, depth: int) -> int:
         return int(self.dom[depth][node])
 
+    def narrowest(self, nodes: np.ndarray) -> tuple[int, int] | None:
+        """(depth, domain) of the narrowest domain holding every one of `nodes` (node indices)."""
+        if nodes.size == 0:
+            return None
+        for depth in range(self.depth_count - 1, -1, -1):
+            doms = self.dom[depth][nodes]
+            if doms[0] >= 0 and np.all(doms == doms[0]):
+                return depth, int(doms[0])
+        return None
+
+    def label(self, depth: int, domain: int) -> str:
+        """`level/name`, as plans and status report a domain."""
+        return f"{self.level_names[depth]}/{self.domain_name(depth, domain)}"
+
     # ------------------------------------------------------------------ capacity
 
     def rollup(self, per_node: np.ndarray, depth: int) -> np.ndarray:

@@ -1,0 +1,80 @@
+"""Soft reservations: what placed units still want, summed per domain as units come and go.
+
+Once a unit's minimum is placed, its outstanding extras (desired minus placed) are noted
+against its domain, so later units start where they too can grow. Reservations only
+rank domains; feasibility always uses real free capacity, so a reservation never costs
+a unit its minimum. The per-domain sums are kept up to date on every change (cost: one
+row per cached depth), since a plan of a thousand units asks for them thousands of times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tandem.placement.state import UnitState
+from tandem.topology import TopologyView
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What a placed unit still wants, and the domain (depth, id) it will grow in."""
+
+    view: TopologyView
+    depth: int
+    domain: int
+    demand: np.ndarray
+
+    @classmethod
+    def of(cls, unit: UnitState) -> "Reservation":
+        where = unit.preferred_domain or unit.domain or (0, 0)
+        outstanding = np.zeros(unit.roles[0].leader.size, np.int64)
+        for role in unit.roles:
+            outstanding += max(role.demand.desired - len(role.placed), 0) * role.replica_total
+        return cls(unit.view, where[0], where[1], outstanding)
+
+
+class Reservations:
+    """Reservations by unit order, with their sums per (view, depth) maintained in place."""
+
+    def __init__(self) -> None:
+        self._by_unit: dict[int, Reservation] = {}
+        self._sums: dict[tuple[TopologyView, int], np.ndarray] = {}
+
+    def copy(self) -> "Reservations":
+        out = Reservations()
+        out._by_unit = dict(self._by_unit)
+        out._sums = {key: sums.copy() for key, sums in self._sums.items()}
+        return out
+
+    def put(self, order: int, reservation: Reservation) -> None:
+        self.drop(order)
+        self._by_unit[order] = reservation
+        self._apply(reservation, 1)
+
+    def note(self, unit: UnitState) -> None:
+        """Reserve what `unit` still wants where it was placed."""
+        self.put(unit.order, Reservation.of(unit))
+
+    def drop(self, order: int) -> None:
+        old = self._by_unit.pop(order, None)
+        if old is not None:
+            self._apply(old, -1)
+
+    def reserved(self, view: TopologyView, depth: int, width: int) -> np.ndarray:
+        """[domains at depth, resources]: demand reserved inside each domain."""
+        key = (view, depth)
+        if key not in self._sums:
+            sums = np.zeros((view.domain_count(depth), width), np.int64)
+            for reservation in self._by_unit.values():
+                if reservation.view is view and reservation.depth >= depth:
+                    sums[view.ancestor[reservation.depth][depth][reservation.domain]] += reservation.demand
+            self._sums[key] = sums
+        return self._sums[key]
+
+    def _apply(self, reservation: Reservation, sign: int) -> None:
+        view = reservation.view
+        for (other, depth), sums in self._sums.items():
+            if other is view and reservation.depth >= depth:
+                sums[view.ancestor[reservation.depth][depth][reservation.domain]] += sign * reservation.demand
