@@ -29,6 +29,7 @@ from tandem.placement.explain import describe_gang_failure, unresolvable
 from tandem.placement.extras import place_extras
 from tandem.placement.gang import place_gang
 from tandem.placement.plan import Plan
+from tandem.placement.relocate import relocate_short_units
 from tandem.placement.repair import REPAIR_ATTEMPTS, make_room
 from tandem.placement.reservations import Reservations
 from tandem.placement.state import UnitState
@@ -81,4 +82,8 @@ def place(
 
     if extras:
         place_extras(prepared, free)
+        if relocate_short_units(prepared, free):
+            for unit in prepared:
+                unit.reopen()
+            place_extras(prepared, free)
     return Plan(tuple(unit.result() for unit in prepared))

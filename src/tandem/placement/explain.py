@@ -16,7 +16,8 @@ import numpy as np
 
 from tandem.topology.snapshot import PODS, format_amount
 
-from tandem.placement.capacity import domain_capacity
+from tandem.placement.capacity import Counts, domain_capacity
+from tandem.placement.gang import place_gang
 from tandem.placement.state import RoleState, UnitState
 
 
@@ -38,17 +39,25 @@ def unresolvable(unit: UnitState, needs: Mapping[int, int]) -> bool:
     """True when the gang would not fit even if every usable node were empty.
 
     Such a unit waits for the cluster or the group to change, not for capacity to free up
-    (the scheduler framework's UnschedulableAndUnresolvable).
+    (the scheduler framework's UnschedulableAndUnresolvable). The counts answer most
+    cases; when they allow a fit, a real placement on the empty cluster decides, since
+    a Required affinity or the pods' shapes on the nodes can rule out what counts allow.
+    Domains held by other exclusive units count as empty too.
     """
     empty = unit.view.snapshot.allocatable
-    depth = unit.required_depth
-    fits = np.ones(unit.view.domain_count(depth), dtype=bool)
-    demand = np.zeros(empty.shape[1], np.int64)
-    for r, need in needs.items():
-        fits &= domain_capacity(unit, unit.roles[r], empty, depth) >= need
-        demand += need * unit.roles[r].replica_total
-    fits &= np.all(unit.view.free_by_domain(empty, depth) >= demand, axis=1)
-    return not fits.any()
+    allowed, saved = unit.allowed, unit.release(None)
+    unit.allowed = np.flatnonzero(unit.eligible)
+    try:
+        counts = Counts.of(unit, empty)
+        depth = unit.required_depth
+        fits = np.all(counts.free_by_domain(depth) >= counts.vector(needs), axis=1)
+        for r, need in needs.items():
+            fits &= counts.capacity(r, depth) >= need
+        return not fits.any() or not place_gang(unit, empty.copy(), needs)
+    finally:
+        unit.allowed = allowed
+        unit.release(None)
+        unit.restore(saved)
 
 
 def describe_gang_failure(unit: UnitState, free: np.ndarray, needs: Mapping[int, int]) -> str:

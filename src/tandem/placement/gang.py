@@ -60,12 +60,13 @@ def _place_gang_once(
     The domain is chosen at the required level for the WHOLE unit (every role at its
     desired count): candidates where the minimum fits are ranked by tier — the whole
     unit fits beside what earlier units hold and reserve; else the minimum does; else it
-    must take reserved room, the least intrusion best — then by how well the preferred
-    level can hold it (a preferred domain for the whole unit, then for the minimum),
-    then the tightest fit. Inside the chosen domain the minimum goes to the best
+    must take reserved room, the least intrusion best — then the tightest fit (large
+    domains stay whole for the units that need them), then how well the preferred level
+    can hold it (a preferred domain for the whole unit, then for the minimum). Inside the chosen domain the minimum goes to the best
     preferred-level domain that takes it, else the next broader level, else anywhere in
     the domain. Up to GANG_TRIALS domains of the best rank get a real assignment; the
-    one that stays at the narrowest level, then opens the fewest wholly free nodes, wins.
+    one that stays at the narrowest level, then opens the least capacity of wholly free
+    nodes, wins (fragments are used before whole nodes).
     """
     view = unit.view
     counts = Counts.of(unit, free)
@@ -86,31 +87,30 @@ def _place_gang_once(
         ok, sub_tier, _ = ranks[inner[0]]
         subs = np.flatnonzero(ok)
         np.minimum.at(preferred, view.ancestor[inner[0]][top][subs], sub_tier[subs])
-    key = (candidates, np.where(tier[candidates] < 2, leftover[candidates], -leftover[candidates]), preferred[candidates], tier[candidates])
+    key = (candidates, preferred[candidates], np.where(tier[candidates] < 2, leftover[candidates], -leftover[candidates]), tier[candidates])
     ranked = candidates[np.lexsort(key)]
-    # A domain whose counted nodes are all wholly free opens a node for every node it uses,
-    # so it cannot beat a trial that opened no more than the fewest nodes the gang needs.
+    # A domain whose counted nodes are all wholly free opens at least the gang's demand,
+    # so it cannot beat a trial that opened no more than that.
     narrowest = inner[0] if inner else top
     fragments = np.bincount(view.dom[top][counts.nodes], weights=~counts.wholly_free(), minlength=view.domain_count(top))
-    largest = int(view.snapshot.allocatable[counts.nodes, unit.dominant].max())
-    bound = -(-int(demand[unit.dominant]) // max(largest, 1))
-    best: tuple[tuple[int, int, int, int], int, int, Space, dict[int, list[list[int]]]] | None = None
+    bound = int(demand[unit.dominant])
+    best: tuple[tuple[int, int, int, int, int], int, int, Space, dict[int, list[list[int]]]] | None = None
     trials = 0
     for domain in ranked[:MAX_DOMAIN_ATTEMPTS]:
-        rank = (int(tier[domain]), int(preferred[domain]))
-        if best is not None and (trials >= GANG_TRIALS or rank != best[0][:2]):
+        rank = (int(tier[domain]), int(leftover[domain]), int(preferred[domain]))
+        if best is not None and (trials >= GANG_TRIALS or rank != best[0][:3]):
             break
-        if best is not None and best[0][2:] <= (-narrowest, bound) and fragments[domain] == 0:
+        if best is not None and best[0][3:] <= (-narrowest, bound) and fragments[domain] == 0:
             continue
         found = _assign_in_domain(unit, free, needs, int(domain), inner, ranks, counts)
         if found is None:
             continue
         trials += 1
         depth, where, space, placed = found
-        score = (*rank, -depth, _empty_nodes_opened(view, free, space))
-        if best is None or score[2:] < best[0][2:]:
+        score = (*rank, -depth, _opened(unit, free, space))
+        if best is None or score[3:] < best[0][3:]:
             best = (score, depth, where, space, placed)
-        if score[2:] == (-narrowest, 0):
+        if score[3:] == (-narrowest, 0):
             break  # at the narrowest level, opening no free node: no other trial can do better
     if best is None:
         return False
@@ -194,12 +194,14 @@ def _space(view: TopologyView, depth: int, domain: int, counts: Counts, free: np
     return Space.of(nodes, free)
 
 
-def _empty_nodes_opened(view: TopologyView, free: np.ndarray, space: Space) -> int:
-    """How many wholly free nodes a trial assignment starts using (whole nodes are precious)."""
+def _opened(unit: UnitState, free: np.ndarray, space: Space) -> int:
+    """Capacity (in the unit's dominant resource) of the wholly free nodes a trial
+    assignment starts using: whole nodes are precious, whatever their size."""
     before = free[space.nodes]
-    empty = np.all(before == view.snapshot.allocatable[space.nodes], axis=1)
+    allocatable = unit.view.snapshot.allocatable[space.nodes]
+    empty = np.all(before == allocatable, axis=1)
     touched = np.any(space.free != before, axis=1)
-    return int(np.count_nonzero(empty & touched))
+    return int(allocatable[empty & touched, unit.dominant].sum())
 
 
 def _gang_order(unit: UnitState, needs: Mapping[int, int]) -> list[int]:

@@ -180,6 +180,12 @@ class UnitState:
         self.settle_existing()
         return saved
 
+    def reopen(self) -> None:
+        """Forget why extras stopped: room may have been freed since."""
+        self.capped = None
+        for role in self.roles:
+            role.blocked = None
+
     def restore(self, saved: tuple) -> None:
         placements, self.domain, self.preferred_domain = saved
         for role, replicas in zip(self.roles, placements):
