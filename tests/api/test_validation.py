@@ -233,6 +233,20 @@ def test_affinity_rules(rule: dict[str, str], expected: list[tuple[str, str]]) -
     assert problems(make_group({"affinity": [rule]})) == expected
 
 
+def test_required_affinity_to_a_role_with_no_replicas() -> None:
+    rule = {"from": "prefill", "to": "decode", "level": "rack", "mode": "Required"}
+    assert problems(make_group({"affinity": [rule]}, prefill={"replicas": 4}, decode={"replicas": 0})) == [
+        (
+            "spec.affinity[0].to",
+            "Required affinity puts every prefill replica near a decode replica, but role 'decode' has replicas: 0 "
+            "(its prefill replicas could never be placed)",
+        )
+    ]
+    # Preferred is only a wish, and with no prefill replica either there is nothing to be near.
+    assert problems(make_group({"affinity": [rule | {"mode": "Preferred"}]}, prefill={"replicas": 4}, decode={"replicas": 0})) == []
+    assert problems(make_group({"affinity": [rule]}, prefill={"replicas": 0}, decode={"replicas": 0})) == []
+
+
 def test_duplicate_affinity_pair() -> None:
     rules = [
         {"from": "prefill", "to": "decode", "level": "rack"},

@@ -10,10 +10,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
 from tandem.api.loading import load_texts
+from tandem.topology import ClusterSnapshot, TopologyView
 
 STATES = {"Placed", "MinimumPlaced", "Unschedulable"}
 
@@ -185,6 +187,23 @@ def test_plan_output_is_byte_identical_across_runs(examples: Path) -> None:
             assert proc.returncode == 0, proc.stderr
             runs.append(proc.stdout)
         assert runs[0] == runs[1], output
+
+
+def test_plan_domain_is_the_narrowest_holding_every_pod_in_json_and_table(run_cli, examples: Path) -> None:
+    """`domain` in JSON names the narrowest domain with every placed pod; the table shows the same."""
+    args = ["plan", "-c", examples / "cluster.yaml", examples / "llama-70b.yaml", examples / "llama-8b.yaml"]
+    document = json.loads(run_cli(*args, "-o", "json").stdout)
+    table = run_cli(*args).stdout
+    inputs = load_texts([("c", (examples / "cluster.yaml").read_text(encoding="utf-8"))])
+    view = TopologyView.build(inputs.topologies["default"], ClusterSnapshot.build(inputs.nodes)[0])
+    for group in document["groups"]:
+        nodes = np.array([view.snapshot.node_index[p["node"]] for r in group["roles"] for rep in r["replicas"] for p in rep["pods"]])
+        where = view.narrowest(nodes)
+        assert group["domain"] == (None if where is None else view.label(*where))
+        for depth in range(where[0] + 1 if where else 0, view.depth_count):
+            assert len({int(view.dom[depth][n]) for n in nodes}) != 1 or nodes.size == 0
+        row = next(line for line in table.splitlines() if f"{group['namespace']}/{group['name']}[{group['unit']}]" in line)
+        assert (group["domain"] or "-") in row
 
 
 def test_plan_table_is_stable(run_cli, examples: Path) -> None:

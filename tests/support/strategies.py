@@ -85,12 +85,14 @@ def _group(draw: st.DrawFn, name: str, names: list[str]) -> dict[str, Any]:
         roles.append(role)
     affinity = []
     if role_count >= 2 and draw(st.booleans()):
+        # A Required rule towards a role with no replicas is invalid input (validate rejects it).
+        modes = ["Required", "Preferred"] if roles[1]["replicas"] or not roles[0]["replicas"] else ["Preferred"]
         affinity.append(
             {
                 "from": ROLE_NAMES[0],
                 "to": ROLE_NAMES[1],
                 "level": draw(st.sampled_from(names)),
-                "mode": draw(st.sampled_from(["Required", "Preferred"])),
+                "mode": draw(st.sampled_from(modes)),
             }
         )
     spec: dict[str, Any] = {

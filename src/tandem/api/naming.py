@@ -8,6 +8,9 @@ UNIT_LABEL = LABEL_PREFIX + "unit"
 ROLE_LABEL = LABEL_PREFIX + "role"
 REPLICA_LABEL = LABEL_PREFIX + "replica"
 POD_INDEX_LABEL = LABEL_PREFIX + "pod-index"
+# On pods of a group with `spec.topology.exclusive`: the level, so later plans know which
+# domains running exclusive units hold.
+EXCLUSIVE_LABEL = LABEL_PREFIX + "exclusive"
 MAX_POD_NAME = 63
 # The extended resource tandem counts as GPUs (capacity figures, serving, autoscaling budgets).
 GPU_RESOURCE = "nvidia.com/gpu"

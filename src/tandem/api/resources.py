@@ -117,6 +117,12 @@ class PlacementScope(StrictModel):
     pack: Pack = Field(default_factory=Pack)
 
 
+class UnitPlacementScope(PlacementScope):
+    """Where one unit may go; `exclusive` gives it the domains of that level it uses to itself."""
+
+    exclusive: DNSLabel | None = None
+
+
 class Role(StrictModel):
     name: DNSLabel
     replicas: NonNegativeInt = 1
@@ -183,7 +189,7 @@ class InferenceGroupSpec(StrictModel):
     topology_name: DNSLabel = "default"
     replicas: NonNegativeInt = 1
     priority: Int32 = 0
-    topology: PlacementScope = Field(default_factory=PlacementScope)
+    topology: UnitPlacementScope = Field(default_factory=UnitPlacementScope)
     roles: list[Role] = Field(min_length=1, max_length=32)
     affinity: list[Affinity] = Field(default_factory=list)
     coordination: Coordination = Field(default_factory=Coordination)

@@ -80,6 +80,7 @@ def _check_roles(group: InferenceGroup) -> list[Problem]:
 def _check_affinity(group: InferenceGroup) -> list[Problem]:
     problems: list[Problem] = []
     names = {role.name for role in group.spec.roles}
+    replicas = {role.name: role.replicas for role in group.spec.roles}
     pairs: dict[tuple[str, str], int] = {}
     for index, rule in enumerate(group.spec.affinity):
         path = f"spec.affinity[{index}]"
@@ -88,6 +89,14 @@ def _check_affinity(group: InferenceGroup) -> list[Problem]:
                 problems.append(Problem(f"{path}.{field}", f"names no role of this group: {value!r} (roles: {', '.join(sorted(names))})"))
         if rule.from_ == rule.to:
             problems.append(Problem(f"{path}.to", f"must differ from 'from' ({rule.from_!r})"))
+        elif rule.mode == "Required" and replicas.get(rule.to) == 0 and replicas.get(rule.from_, 0) > 0:
+            problems.append(
+                Problem(
+                    f"{path}.to",
+                    f"Required affinity puts every {rule.from_} replica near a {rule.to} replica, "
+                    f"but role {rule.to!r} has replicas: 0 (its {rule.from_} replicas could never be placed)",
+                )
+            )
         pair = (rule.from_, rule.to)
         if pair in pairs:
             problems.append(Problem(path, f"duplicate affinity {rule.from_}->{rule.to} (also spec.affinity[{pairs[pair]}])"))

@@ -69,7 +69,7 @@ class Counts:
     @classmethod
     def of(cls, unit: UnitState, free: np.ndarray, within: np.ndarray | None = None) -> "Counts":
         """Counts over all nodes, or over `within` (node indices) only."""
-        candidates = unit.allowed if within is None else within[unit.allowed[within]]
+        candidates = np.flatnonzero(unit.allowed) if within is None else within[unit.allowed[within]]
         rows = free[candidates]
         k_leader, k_worker = [], []
         active = np.zeros(candidates.size, dtype=bool)

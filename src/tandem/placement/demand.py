@@ -83,6 +83,8 @@ class UnitDemand:
     affinity: tuple[AffinityRule, ...] = ()
     # Replicas already running; their pods must be in the snapshot as bound pods.
     existing: tuple[PlacedReplica, ...] = ()
+    # A level whose domains this unit holds to itself among exclusive units.
+    exclusive: str | None = None
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -95,7 +97,7 @@ class UnitDemand:
             (r.name, r.desired, r.minimum, r.pods_per_replica, r.pack_required, r.pack_preferred, r.leader.shape(), r.worker.shape())
             for r in self.roles
         )
-        return (self.topology, self.pack_required, self.pack_preferred, self.affinity, roles, self.existing)
+        return (self.topology, self.pack_required, self.pack_preferred, self.affinity, roles, self.existing, self.exclusive)
 
     @property
     def label(self) -> str:
@@ -132,6 +134,7 @@ def units_from_group(group: InferenceGroup) -> list[UnitDemand]:
             pack_required=spec.topology.pack.required,
             pack_preferred=spec.topology.pack.preferred,
             affinity=affinity,
+            exclusive=spec.topology.exclusive,
         )
         for unit in range(spec.replicas)
     ]

@@ -26,6 +26,7 @@ from typing import Mapping, Sequence
 
 from tandem.placement.demand import UnitDemand
 from tandem.placement.explain import describe_gang_failure, unresolvable
+from tandem.placement.exclusive import Exclusivity
 from tandem.placement.extras import place_extras
 from tandem.placement.gang import place_gang
 from tandem.placement.plan import Plan
@@ -50,8 +51,8 @@ def place(
     change which units get their minimums).
     """
     free = snapshot.free
-    totals = snapshot.allocatable.sum(axis=0)
-    prepared = [UnitState.prepare(order, unit, views[unit.topology], snapshot, totals) for order, unit in enumerate(units)]
+    prepared = [UnitState.prepare(order, unit, views[unit.topology], snapshot, snapshot.totals) for order, unit in enumerate(units)]
+    exclusivity = Exclusivity.of(snapshot, views, prepared)
 
     reservations = Reservations()
     placed: list[UnitState] = []
@@ -68,10 +69,12 @@ def place(
         if shape in failed:
             unit.failure, unit.unresolvable = failed[shape]
             continue
+        unit.allowed = exclusivity.open_to(unit)
         if place_gang(unit, free, needs, reservations) or (
-            not unresolvable(unit, needs) and make_room(unit, needs, placed, free, reservations, budget)
+            not unresolvable(unit, needs) and make_room(unit, needs, placed, free, reservations, exclusivity, budget)
         ):
             unit.functional = True
+            exclusivity.claim(unit)
             reservations.note(unit)
             placed.append(unit)
             failed.clear()
@@ -81,9 +84,9 @@ def place(
             failed[shape] = (unit.failure, unit.unresolvable)
 
     if extras:
-        place_extras(prepared, free)
-        if relocate_short_units(prepared, free):
+        place_extras(prepared, free, exclusivity)
+        if relocate_short_units(prepared, free, exclusivity):
             for unit in prepared:
                 unit.reopen()
-            place_extras(prepared, free)
+            place_extras(prepared, free, exclusivity)
     return Plan(tuple(unit.result() for unit in prepared))

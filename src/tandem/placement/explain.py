@@ -46,7 +46,7 @@ def unresolvable(unit: UnitState, needs: Mapping[int, int]) -> bool:
     """
     empty = unit.view.snapshot.allocatable
     allowed, saved = unit.allowed, unit.release(None)
-    unit.allowed = np.flatnonzero(unit.eligible)
+    unit.allowed = unit.eligible
     try:
         counts = Counts.of(unit, empty)
         depth = unit.required_depth
@@ -74,6 +74,9 @@ def describe_gang_failure(unit: UnitState, free: np.ndarray, needs: Mapping[int,
 
     depth = unit.required_depth
     level = view.level_names[depth]
+    held = _held_by_exclusive_units(unit, free, needs)
+    if held:
+        return held
     capacity = {r: domain_capacity(unit, role, free, depth) for r, role in roles.items()}
     for r, need in needs.items():
         best = int(np.argmax(capacity[r])) if capacity[r].size else 0
@@ -117,6 +120,31 @@ def describe_gang_failure(unit: UnitState, free: np.ndarray, needs: Mapping[int,
     return (
         f"{count} {level}{'s' if count > 1 else ''} have room for the minimum gang ({gang}) by total capacity, "
         f"but not on their nodes (fragmented)"
+    )
+
+
+def _held_by_exclusive_units(unit: UnitState, free: np.ndarray, needs: Mapping[int, int]) -> str | None:
+    """The reason when the minimum would fit but for domains other exclusive units hold."""
+    if unit.exclusive_depth is None or np.array_equal(unit.allowed, unit.eligible):
+        return None
+    allowed = unit.allowed
+    unit.allowed = unit.eligible
+    try:
+        counts = Counts.of(unit, free)
+        depth = unit.required_depth
+        fits = np.all(counts.free_by_domain(depth) >= counts.vector(needs), axis=1)
+        for r, need in needs.items():
+            fits &= counts.capacity(r, depth) >= need
+    finally:
+        unit.allowed = allowed
+    if not fits.any():
+        return None
+    view = unit.view
+    level = view.level_names[unit.exclusive_depth]
+    held = np.unique(view.dom[unit.exclusive_depth][unit.eligible & ~allowed])
+    return (
+        f"exclusive {level}: every {view.level_names[depth] if depth else 'placement'} with room for the minimum gang "
+        f"needs a {level} that another exclusive unit holds ({len(held)} {level}{'s' if len(held) != 1 else ''} held)"
     )
 
 

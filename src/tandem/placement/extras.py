@@ -7,14 +7,20 @@ import math
 
 import numpy as np
 
+from tandem.placement.capacity import Counts
+from tandem.placement.exclusive import Exclusivity
 from tandem.placement.explain import describe_replica, short_role_list
 from tandem.placement.gang import place_gang, required_affinity_holds
 from tandem.placement.replica import place_replica
 from tandem.placement.state import RoleState, Space, UnitState
 
 
-def place_extras(units: list[UnitState], free: np.ndarray) -> None:
-    """Add replicas beyond the minimums, the (unit, role) furthest behind its target first."""
+def place_extras(units: list[UnitState], free: np.ndarray, exclusivity: Exclusivity) -> None:
+    """Add replicas beyond the minimums, the (unit, role) furthest behind its target first.
+
+    An exclusive unit's next replica goes only where no other exclusive unit holds the
+    domain, and what it takes is recorded before the next replica of anyone is placed.
+    """
     heap: list[tuple[int, float, int, int, int]] = []
 
     def push(unit: UnitState, role: RoleState) -> None:
@@ -38,11 +44,14 @@ def place_extras(units: list[UnitState], free: np.ndarray) -> None:
         cap = _ratio_cap(unit, role)
         if len(role.placed) + 1 > cap:
             continue
+        unit.allowed = exclusivity.open_to(unit)
         if _place_extra(unit, role, free):
+            exclusivity.claim(unit)
             push(unit, role)
         else:
             role.blocked = f"no room for another {role.demand.name} replica ({describe_replica(unit, role)})"
             _trim_to_ratio(unit, role, free, floors)
+            exclusivity.claim(unit)
             if unit.capped is None:
                 unit.capped = role.blocked
                 others = [o for o in unit.roles if o is not role and len(o.placed) < o.demand.desired]
@@ -86,7 +95,7 @@ def _place_extra(unit: UnitState, role: RoleState, free: np.ndarray) -> bool:
         # Every minimum is zero: the first replica picks the unit's domain like a gang of one.
         return place_gang(unit, free, {role.index: 1})
     view = unit.view
-    space = Space.of(view.members(*unit.domain), free)
+    space = Space.of(Counts.of(unit, free, within=view.members(*unit.domain)).nodes, free)
     unit_preferred = None
     if unit.preferred_domain is not None:
         depth, domain = unit.preferred_domain

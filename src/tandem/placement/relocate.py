@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tandem.placement.exclusive import Exclusivity
 from tandem.placement.gang import place_gang
 from tandem.placement.state import UnitState
 
@@ -19,7 +20,7 @@ from tandem.placement.state import UnitState
 RELOCATION_ATTEMPTS = 64
 
 
-def relocate_short_units(units: list[UnitState], free: np.ndarray) -> bool:
+def relocate_short_units(units: list[UnitState], free: np.ndarray, exclusivity: Exclusivity) -> bool:
     """Move short units whole into idle domains of their required level; True if any moved."""
     moved = False
     budget = RELOCATION_ATTEMPTS
@@ -32,15 +33,14 @@ def relocate_short_units(units: list[UnitState], free: np.ndarray) -> bool:
         key = (unit.view, unit.required_depth)
         if key not in busy:
             busy[key] = _busy_domains(unit, units)
-        candidates = unit.allowed
-        idle = candidates[~np.isin(unit.view.dom[unit.required_depth][candidates], busy[key])]
-        if idle.size == 0:
+        idle = exclusivity.open_to(unit) & ~np.isin(unit.view.dom[unit.required_depth], busy[key])
+        if not idle.any():
             continue
         budget -= 1
         trial = free.copy()
         saved = unit.release(trial)
         allowed = unit.allowed
-        unit.allowed = np.intersect1d(allowed, idle, assume_unique=True)
+        unit.allowed = idle
         whole = {r: role.demand.desired for r, role in enumerate(unit.roles) if role.demand.desired > 0}
         placed = place_gang(unit, trial, whole)
         unit.allowed = allowed
@@ -48,6 +48,7 @@ def relocate_short_units(units: list[UnitState], free: np.ndarray) -> bool:
             free[:] = trial
             moved = True
             busy.clear()
+            exclusivity.claim(unit)
         else:
             unit.release(None)
             unit.restore(saved)

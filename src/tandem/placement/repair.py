@@ -7,6 +7,7 @@ from typing import Mapping
 import numpy as np
 
 from tandem.placement.gang import place_gang
+from tandem.placement.exclusive import Exclusivity
 from tandem.placement.reservations import Reservations
 from tandem.placement.state import UnitState
 
@@ -22,6 +23,7 @@ def make_room(
     placed: list["UnitState"],
     free: np.ndarray,
     reservations: Reservations,
+    exclusivity: Exclusivity,
     budget: list[int],
 ) -> bool:
     """Place `unit` by moving earlier units' minimums elsewhere, if that works for all.
@@ -45,17 +47,23 @@ def make_room(
         spent += cost
         trial = free.copy()
         saved = [other.release(trial) for other in movers]
-        kept = reservations.copy()
+        kept, held = reservations.copy(), exclusivity.copy()
         for other in movers:
             kept.drop(other.order)
+            held.claim(other)  # released: it holds nothing now
+        unit.allowed = held.open_to(unit)
         if place_gang(unit, trial, needs, kept):
             kept.note(unit)
+            held.claim(unit)
             for other in movers:
+                other.allowed = held.open_to(other)
                 if not place_gang(other, trial, other.minimum_needs(), kept):
                     break
                 kept.note(other)
+                held.claim(other)
             else:
                 free[:] = trial
+                exclusivity.adopt(held)
                 for other in movers:
                     reservations.note(other)
                 return True

@@ -73,9 +73,10 @@ class UnitState:
     rules: list[Rule]
     required_depth: int
     preferred_depth: int | None
+    exclusive_depth: int | None
     dominant: int  # resource index the unit needs most of, relative to the cluster
     eligible: np.ndarray  # [nodes] bool: some pod of the unit may go there (usable, selectors, taints)
-    allowed: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # node indices open to it now
+    allowed: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # [nodes] bool: open to it now
     functional: bool = False
     failure: str | None = None
     unresolvable: bool = False
@@ -145,8 +146,9 @@ class UnitState:
         eligible = np.zeros(len(snapshot.node_names), dtype=bool)
         for role in roles:
             eligible |= role.leader_ok | (role.worker_ok if role.pods > 1 else False)
-        state = cls(order, unit, view, roles, rules, required_depth, preferred_depth, dominant, eligible)
-        state.allowed = np.flatnonzero(eligible)
+        exclusive_depth = None if unit.exclusive is None else view.depth(unit.exclusive)
+        state = cls(order, unit, view, roles, rules, required_depth, preferred_depth, exclusive_depth, dominant, eligible)
+        state.allowed = eligible
         state.settle_existing()
         return state
 

@@ -30,6 +30,7 @@ Kind = Literal[
     "replica-pack",  # a replica across several domains of its required pack
     "unit-pack",  # a unit across several domains of its required pack
     "affinity",  # a from-replica without its Required counterpart
+    "exclusive",  # an exclusive unit's domain holding a pod of another exclusive unit
 ]
 
 
@@ -76,6 +77,11 @@ def check_plan(
         problems.append(Violation(kind, key, message))
 
     by_key = {unit.key: unit for unit in units}
+    # (namespace, group, unit index as text) -> (level, nodes) of every exclusive unit,
+    # running ones from the snapshot and planned ones from the plan.
+    exclusive: dict[tuple[str, str, str], tuple[str, set[int]]] = {}
+    for node, level, owner in snapshot.exclusive_pods:
+        exclusive.setdefault(owner, (level, set()))[1].add(node)
     used = snapshot.used.copy()
     seen_names: set[str] = set()
     if len(plan.units) != len(units) or {u.unit.key for u in plan.units} != set(by_key):
@@ -173,6 +179,9 @@ def check_plan(
             report("state", key, f"{label}: state {placement.state} but the counts say {expected_state}")
         if placement.state != "Unschedulable" and not functional:
             report("unit-gang", key, f"{label}: {placement.state} below a role minimum (unit gang)")
+        if unit.exclusive is not None and unit_nodes:
+            owner = (unit.namespace, unit.group, str(unit.unit))
+            exclusive.setdefault(owner, (unit.exclusive, set()))[1].update(unit_nodes)
         if unit.pack_required is not None and unit_nodes:
             depth = view.depth(unit.pack_required)
             if len({int(view.dom[depth][n]) for n in unit_nodes}) > 1:
@@ -190,12 +199,43 @@ def check_plan(
                         "(Required affinity)",
                     )
 
+    problems += _exclusive_violations(exclusive, by_key, views)
     # Over capacity in a resource the plan added to (bound pods may already overcommit a node).
     broken = (used > snapshot.allocatable) & (used > snapshot.used)
     for node in np.nonzero(broken.any(axis=1))[0][:5]:
         columns = [snapshot.resources[c] for c in np.nonzero(broken[node])[0]]
         report("capacity", None, f"node {snapshot.node_names[node]} over capacity in {', '.join(columns)}")
     return problems
+
+
+def _exclusive_violations(
+    exclusive: Mapping[tuple[str, str, str], tuple[str, set[int]]],
+    by_key: Mapping[tuple[str, str, int], UnitDemand],
+    views: Mapping[str, TopologyView],
+) -> list[Violation]:
+    """A planned exclusive unit sharing a domain with another exclusive unit: one of them
+    holds the domain (at its own level) and the other has a pod in it."""
+
+    def overlap(view: TopologyView, level: str, holder: set[int], guest: set[int]) -> bool:
+        if level not in view.level_names:
+            return bool(holder & guest)
+        doms = view.dom[view.depth(level)]
+        held = {int(doms[n]) for n in holder}
+        return any(int(doms[n]) in held for n in guest)
+
+    out = []
+    for key, unit in sorted(by_key.items()):
+        owner = (unit.namespace, unit.group, str(unit.unit))
+        if unit.exclusive is None or owner not in exclusive:
+            continue
+        view = views[unit.topology]
+        mine = exclusive[owner][1]
+        for other, (level, nodes) in sorted(exclusive.items()):
+            if other != owner and (overlap(view, unit.exclusive, mine, nodes) or overlap(view, level, nodes, mine)):
+                out.append(
+                    Violation("exclusive", key, f"{unit.label}: a {unit.exclusive} it holds exclusively also holds pods of {'/'.join(other)}")
+                )
+    return out
 
 
 def _selector_ok(snapshot: ClusterSnapshot, node: int, selector: Mapping[str, str]) -> bool:

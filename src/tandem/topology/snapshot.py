@@ -10,11 +10,13 @@ over tens of thousands of nodes stay exact in int64. Each pod also uses one unit
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from tandem.api.kube import Node, Pod, Taint, Toleration
+from tandem.api.naming import EXCLUSIVE_LABEL, GROUP_LABEL, UNIT_LABEL
 from tandem.api.quantity import MILLI
 
 PODS = "pods"
@@ -51,6 +53,9 @@ class ClusterSnapshot:
     problems: tuple[str | None, ...]  # why a node is not schedulable, per node
     taints: tuple[tuple[Taint, ...], ...]  # NoSchedule/NoExecute taints only
     tainted_nodes: tuple[int, ...]  # indices of nodes with such taints
+    # (node, level, (namespace, group, unit)) for bound pods of units that asked for an
+    # exclusive level: the domains they hold are closed to other exclusive units.
+    exclusive_pods: tuple[tuple[int, str, tuple[str, str, str]], ...] = ()
     node_index: Mapping[str, int] = field(repr=False, default_factory=dict)
     resource_index: Mapping[str, int] = field(repr=False, default_factory=dict)
     # label key -> (value -> id, [nodes] value id or -1): selectors become array compares
@@ -77,6 +82,7 @@ class ClusterSnapshot:
                 allocatable[i, r_index[name]] = to_units(name, amount)
         used = np.zeros_like(allocatable)
         warnings: list[str] = []
+        exclusive: list[tuple[int, str, tuple[str, str, str]]] = []
         for pod, requests in pod_requests:
             i = n_index.get(pod.spec.node_name or "")
             if i is None:
@@ -86,6 +92,10 @@ class ClusterSnapshot:
                 )
                 continue
             used[i] += _vector(requests, r_index, len(resources)) + _pod_slot(r_index, len(resources))
+            labels = pod.metadata.labels
+            if EXCLUSIVE_LABEL in labels:
+                owner = (pod.metadata.namespace or "", labels.get(GROUP_LABEL, ""), labels.get(UNIT_LABEL, ""))
+                exclusive.append((i, labels[EXCLUSIVE_LABEL], owner))
         problems = tuple(_node_problem(node) for node in ordered)
         taints = tuple(tuple(t for t in node.spec.taints if t.effect in _REPELS) for node in ordered)
         snapshot = cls(
@@ -98,11 +108,19 @@ class ClusterSnapshot:
             problems=problems,
             taints=taints,
             tainted_nodes=tuple(i for i, node_taints in enumerate(taints) if node_taints),
+            exclusive_pods=tuple(exclusive),
             node_index=n_index,
             resource_index=r_index,
             label_index=_label_index(ordered),
         )
         return snapshot, warnings
+
+    @cached_property
+    def totals(self) -> np.ndarray:
+        """Allocatable summed over all nodes (read-only: shared by every decision)."""
+        totals = self.allocatable.sum(axis=0)
+        totals.flags.writeable = False
+        return totals
 
     @property
     def free(self) -> np.ndarray:
