@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test fuzz bench lint clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -20,6 +20,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+# Property tests with fresh seeds and FUZZ_SCALE times the examples (CI's are fixed).
+FUZZ_SCALE ?= 10
+fuzz: $(STAMP)
+	TANDEM_HYPOTHESIS_PROFILE=explore TANDEM_FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/python -m pytest -n 2 --dist loadfile \
+		tests/placement tests/coordination tests/autoscaling tests/backends tests/serving tests/traces
 
 bench: $(STAMP)
 	$(BIN)/python bench/placement.py

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import pytest
+from hypothesis import settings
 from typer.testing import CliRunner
+
+# Property tests: `ci` (the default) is reproducible, a seed fixed per test and no example
+# database; `explore` (`make fuzz`, or TANDEM_HYPOTHESIS_PROFILE=explore) draws fresh
+# seeds on every run, and TANDEM_FUZZ_SCALE multiplies every test's examples.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, database=None, print_blob=True)
+settings.load_profile(os.environ.get("TANDEM_HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

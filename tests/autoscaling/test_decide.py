@@ -11,10 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support.fuzz import examples
 from support.autoscaling import BOUNDS, GPUS, NAN, POLICIES, change_times, role, run, signals, spec, with_figure, world
 from tandem.autoscaling import AutoscalerState, Recommendation, decide
 
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def square(low: float, high: float, half_period: float):
@@ -228,7 +229,7 @@ def test_square_wave_with_the_default_windows_scales_once() -> None:
         assert len(change_times(steps)) == 1, (policy, [s.decision.reason for s in steps if s.decision.changed])
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     policy=st.sampled_from(POLICIES),
     low=st.floats(0.2, 8),

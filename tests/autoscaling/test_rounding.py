@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from support.fuzz import examples
 from tandem.autoscaling.bands import band_bounds
 from tandem.autoscaling.rounding import apportion, quotas_within_bounds
 
@@ -105,7 +106,7 @@ def problems(draw: st.DrawFn, max_roles: int = 5):
     return total, weights, bounds
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(problems())
 def test_split_keeps_the_total_and_every_bound(problem) -> None:
     total, weights, bounds = problem
@@ -118,7 +119,7 @@ def test_split_keeps_the_total_and_every_bound(problem) -> None:
     assert apportion(total, dict(weights), dict(bounds)) == split  # deterministic
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(problems())
 def test_every_count_is_within_one_of_its_quota(problem) -> None:
     total, weights, bounds = problem
@@ -130,7 +131,7 @@ def test_every_count_is_within_one_of_its_quota(problem) -> None:
         assert bounds[name][0] <= quotas[name] <= bounds[name][1]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(problems())
 def test_unbounded_split_is_the_hamilton_apportionment(problem) -> None:
     """With bounds that do not bind, each role gets floor or ceil of total × share."""
@@ -145,7 +146,7 @@ def test_unbounded_split_is_the_hamilton_apportionment(problem) -> None:
         assert math.floor(quota) <= count <= math.ceil(quota)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(problems(max_roles=2))
 def test_two_roles_never_lose_a_replica_when_the_total_grows(problem) -> None:
     """The property the stabilisation relies on: for two roles, a larger total never gives
@@ -174,7 +175,7 @@ def banded(draw: st.DrawFn):
     return draw(st.integers(0, 30)), weights, bands, bounds
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(banded())
 def test_bands_are_respected_whenever_any_split_could(problem) -> None:
     total, weights, bands, bounds = problem

@@ -7,6 +7,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 
+from support.fuzz import examples
 from support.builders import group, role
 from support.strategies import worlds
 from tandem.api.loading import Inputs
@@ -97,7 +98,7 @@ def _parent_exists(raw: dict[str, Any], path: str) -> bool:
     return True
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(worlds(max_groups=2))
 def test_every_problem_names_a_field_of_the_group_and_native_takes_everything(world: list[dict]) -> None:
     inputs = load(world)

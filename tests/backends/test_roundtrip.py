@@ -10,6 +10,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, assume, given, settings
 import pytest
 
+from support.fuzz import examples
 from support.strategies import worlds
 from tandem.api.loading import Inputs
 from tandem.backends.base import Backend
@@ -67,7 +68,7 @@ def test_native_renders_the_group_itself(example_inputs: Inputs) -> None:
         assert load([from_model]).groups[0] == group
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(worlds(max_groups=2))
 def test_generated_groups_read_back_exactly(world: list[dict]) -> None:
     inputs = load(world)

@@ -14,6 +14,7 @@ import copy
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
+from support.fuzz import examples
 from support.strategies import worlds
 from tandem.api.loading import Inputs
 from tandem.backends.base import Backend
@@ -99,7 +100,7 @@ def test_the_strict_schemas_catch_unknown_fields_and_wrong_kinds(example_inputs:
                 assert list(crd_validator(obj["apiVersion"], obj["kind"]).iter_errors(renamed))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(worlds(max_groups=2))
 def test_generated_groups_render_objects_the_upstream_schemas_accept(world: list[dict]) -> None:
     inputs = load(world)

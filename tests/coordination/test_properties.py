@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from support.fuzz import examples
 from support.coordination_world import counts, run
 from tandem.coordination.model import RoleSpec, UnitSpec
 from tandem.coordination.ratio import progress, scaled, skew_fraction
 from tandem.coordination.walkthrough import replicas_of
 
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NAMES = ["prefill", "decode", "router"]
 SKEWS = st.sampled_from([1, 2, "10%", "25%", "50%", "100%"])
 
@@ -65,7 +66,16 @@ def update_cases(draw):
     return spec, {NAMES[i]: initial[i] for i in range(n)}
 
 
+# Found under other seeds (issue 11): with maxSurge 0 and 25% failures, the bootstrap surge
+# grew decode again while prefill's new replica kept failing, leaving prefill behind.
+LOCKSTEP_COUNTEREXAMPLE = (
+    UnitSpec(roles=(RoleSpec("prefill", 1, 0), RoleSpec("decode", 4, 1)), revision="new", max_surge=0, max_unavailable=1),
+    {"prefill": 1, "decode": 1},
+)
+
+
 @SETTINGS
+@example(LOCKSTEP_COUNTEREXAMPLE, 15, True)
 @given(update_cases(), st.integers(0, 10_000), st.booleans())
 def test_rolling_update_keeps_surge_and_functional_units(case, seed, with_failures):
     spec, initial = case

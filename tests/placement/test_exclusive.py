@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support.fuzz import examples
 from support.builders import cluster, container, group, role, world
 from tandem.api.naming import EXCLUSIVE_LABEL, GROUP_LABEL, UNIT_LABEL
 from tandem.placement import place
@@ -126,7 +127,7 @@ def exclusive_worlds(draw: st.DrawFn) -> list[dict[str, Any]]:
     return objects
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(exclusive_worlds())
 def test_no_plan_shares_an_exclusive_domain(objects):
     snapshot, views, units = world(objects)

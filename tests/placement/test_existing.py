@@ -9,6 +9,7 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support.fuzz import examples
 from support.builders import bound_pod, cluster, group, role, world
 from support.strategies import worlds
 from tandem.placement import place
@@ -62,7 +63,7 @@ def test_missing_minimums_are_placed_beside_the_running_ones():
     assert {p.node for _, p in unit.pods()} <= {"n-004", "n-005", "n-006", "n-007"}, "rack-1, where replica 1 runs"
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds(), st.integers(0, 10_000))
 def test_replanning_with_running_replicas_keeps_every_promise(objects, seed):
     rng = random.Random(seed)

@@ -6,13 +6,14 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 
+from support.fuzz import examples
 from support.builders import world
 from support.strategies import worlds
 from tandem.placement import place
 from tandem.placement.plan import plan_to_dict
 from tandem.placement.verify import verify_plan
 
-SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS

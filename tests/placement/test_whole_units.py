@@ -15,6 +15,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support.fuzz import examples
 from support.builders import container, group, role, world
 from tandem.placement import place
 from tandem.placement.verify import verify_plan
@@ -173,7 +174,7 @@ def fitting_worlds(draw: st.DrawFn) -> list[dict[str, Any]]:
     return gke_cluster(blocks, subblocks, hosts, sizes=sizes, seed=seed) + groups
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fitting_worlds())
 def test_every_unit_is_placed_where_a_whole_unit_packing_exists(objects):
     snapshot, views, units = world(objects)
@@ -182,7 +183,7 @@ def test_every_unit_is_placed_where_a_whole_unit_packing_exists(objects):
     assert [u.state for u in plan.units] == ["Placed"] * len(units), [u.message for u in plan.units]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fitting_worlds(), st.data())
 def test_alone_on_an_empty_cluster_a_unit_that_fails_is_unresolvable(objects, data):
     """Planned alone on an empty cluster, a failure is never 'may fit later'."""

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support.fuzz import examples
 from support.builders import cluster, world
 from support.serving import H100, H100_BYTES_PER_S, H100_FLOPS, KV70, L8, L70, W70
 from tandem.errors import InputError
@@ -27,7 +28,7 @@ from tandem.sim.serving import (
 )
 from tandem.sim.serving.model import DECODE_LOAD_STEP
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def prefill(index: int, unit: int = 0, gpus: int = 8, node: str | None = None) -> ReplicaInfo:

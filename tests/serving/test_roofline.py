@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from support.fuzz import examples
 from support.serving import H100, H100_BYTES_PER_S, H100_FLOPS, H200, KV70, L8, L70, W70
 from tandem.errors import InputError
 from tandem.sim.serving import (
@@ -176,7 +177,7 @@ def test_throughput_ceilings():
     assert decode_tokens_per_s_max(L70, H100, 8, 256, 101) == pytest.approx(1 / per_token, rel=1e-12)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     batch=st.integers(1, 511),
     context=st.integers(1, 20_000),
@@ -204,7 +205,7 @@ def _run(batch: int, context: int, base_scale: float) -> BatchRun:
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     batch=st.integers(1, 512),
     context_each=st.integers(1, 30_000),
@@ -216,7 +217,7 @@ def test_elapsed_is_the_sum_of_the_steps(batch, context_each, base_scale, k):
     assert run.elapsed(k) == pytest.approx(math.fsum(run.step(i) for i in range(k)), rel=1e-9, abs=1e-15)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     batch=st.integers(1, 512),
     context_each=st.integers(1, 30_000),

@@ -7,10 +7,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support.fuzz import examples
 from tandem.errors import InputError
 from tandem.sim.traces import DEFAULT_INPUT, Lengths, synthetic
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _cv(values: np.ndarray) -> float:

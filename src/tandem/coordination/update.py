@@ -105,12 +105,13 @@ def plan_update(spec: UnitSpec, observed: Observed, now: float) -> Decision:
     # rollingUpdate.maxSkew of the slowest role's progress.
     ceiling = {r: max(initial[r], targets[r]) + surge[r] for r in roles}
     moving = [r for r in roles if targets[r] > 0]
+    window = {r: targets[r] for r in roles}
     if moving:
         slowest = min(progress(new_now[r], 0, targets[r]) for r in moving)
         grow = {}
         for r in moving:
-            window = position(0, targets[r], slowest + skew_fraction(spec.update_max_skew, 0, targets[r]))
-            allowed = min(targets[r], ceiling[r] - old_now[r], window)
+            window[r] = position(0, targets[r], slowest + skew_fraction(spec.update_max_skew, 0, targets[r]))
+            allowed = min(targets[r], ceiling[r] - old_now[r], window[r])
             if allowed > new_now[r]:
                 grow[r] = allowed
         if grow:
@@ -120,8 +121,14 @@ def plan_update(spec: UnitSpec, observed: Observed, now: float) -> Decision:
 
     # Bootstrap surge (KEP-766, generalised): with no ordinary move left, a role allowed no
     # surge goes one replica over its ceiling, once (never further), so the new revision
-    # can take over without the role dropping below its minimum or its availability.
-    bump = [r for r in roles if surge[r] == 0 and new_now[r] < targets[r] and old_now[r] + new_now[r] <= ceiling[r]]
+    # can take over without the role dropping below its minimum or its availability. Only
+    # a role held back by its ceiling, not one already ahead of the slowest role by
+    # maxSkew, may take it: lockstep holds through failures too.
+    bump = [
+        r
+        for r in roles
+        if surge[r] == 0 and new_now[r] < min(targets[r], window[r]) and old_now[r] + new_now[r] <= ceiling[r]
+    ]
     if bump:
         creates = tuple(Create(r, revision, 1) for r in bump)
         wanted = {(r, revision): new_now[r] + (1 if r in bump else 0) for r in roles}

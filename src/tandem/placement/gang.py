@@ -16,8 +16,8 @@ from tandem.topology import TopologyView
 # gang gives up, and how many domains of each narrower level inside one of them.
 MAX_DOMAIN_ATTEMPTS = 12
 MAX_SUB_ATTEMPTS = 4
-# Among equally ranked domains (same tier), how many real assignments are compared: the one
-# opening the fewest wholly free nodes wins, so fragments are used before whole nodes.
+# Among equally ranked domains, how many real assignments are compared: the one opening
+# the least capacity of wholly free nodes wins, so fragments are used before whole nodes.
 GANG_TRIALS = 3
 
 
@@ -30,7 +30,7 @@ def place_gang(
     `from` replica needs one nearby), the gang is retried with more `to` replicas, up to
     their desired count: the affinity is a hard rule and the minimum only a lower bound.
     """
-    reservations = reservations or Reservations()
+    reservations = Reservations() if reservations is None else reservations
     if _place_gang_once(unit, free, needs, reservations):
         return True
     for grown in _grown_needs(unit, needs):
