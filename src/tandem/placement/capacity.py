@@ -55,12 +55,15 @@ class Counts:
 
     `nodes` are the unit's usable nodes that can take at least one of its pods now;
     per-domain bounds at any depth are memoised, since choosing a domain asks for the
-    same depths several times.
+    same depths several times. Resource sums cover only the resources the unit asks
+    for (`columns`); `vector` and `free_by_domain` are over those, and `dominant` is the
+    position of the unit's dominant resource among them.
     """
 
     unit: UnitState
     nodes: np.ndarray  # snapshot node indices, ascending
-    free: np.ndarray  # free[nodes]
+    columns: np.ndarray  # resource indices the unit requests
+    free: np.ndarray  # free[nodes][:, columns]
     k_leader: list[np.ndarray]  # per role: leaders each of `nodes` can take
     k_worker: list[np.ndarray]
     _capacity: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
@@ -70,19 +73,54 @@ class Counts:
     def of(cls, unit: UnitState, free: np.ndarray, within: np.ndarray | None = None) -> "Counts":
         """Counts over all nodes, or over `within` (node indices) only."""
         candidates = np.flatnonzero(unit.allowed) if within is None else within[unit.allowed[within]]
-        rows = free[candidates]
+        asked = sum((role.replica_total for role in unit.roles), np.zeros(free.shape[1], np.int64))
+        columns = np.flatnonzero(asked > 0)
+        rows = free[np.ix_(candidates, columns)]
         k_leader, k_worker = [], []
         active = np.zeros(candidates.size, dtype=bool)
         for role in unit.roles:
-            leaders = fit(rows, role.leader, role.leader_ok[candidates])
-            workers = leaders if role.same_shape else fit(rows, role.worker, role.worker_ok[candidates])
+            leaders = fit(rows, role.leader[columns], role.leader_ok[candidates])
+            workers = leaders if role.same_shape or role.pods == 1 else fit(rows, role.worker[columns], role.worker_ok[candidates])
             active |= leaders > 0
             if role.pods > 1:
                 active |= workers > 0
             k_leader.append(leaders)
             k_worker.append(workers)
+        if active.all():
+            return cls(unit, candidates, columns, rows, k_leader, k_worker)
         keep = np.flatnonzero(active)
-        return cls(unit, candidates[keep], rows[keep], [k[keep] for k in k_leader], [k[keep] for k in k_worker])
+        return cls(unit, candidates[keep], columns, rows[keep], [k[keep] for k in k_leader], [k[keep] for k in k_worker])
+
+    def local(self, depth: int) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
+        """(domains, free, capacity per role) at `depth` over only the domains the counted
+        nodes are in: for a few hundred nodes inside a cluster of tens of thousands of
+        hosts, arrays over every domain would cost more than the counting."""
+        view = self.unit.view
+        groups = {depth: np.unique(view.dom[depth][self.nodes], return_inverse=True)}
+        domains, inverse = groups[depth]
+        free = np.stack([sum_by(inverse, self.free[:, c], domains.size) for c in range(self.free.shape[1])], axis=1)
+        capacity = {}
+        for r, role in enumerate(self.unit.roles):
+            inner = replica_depth(role, depth)
+            if inner not in groups:
+                groups[inner] = np.unique(view.dom[inner][self.nodes], return_inverse=True)
+            subs, sub_inverse = groups[inner]
+            per_sub = replica_capacity(role, self.k_leader[r], self.k_worker[r], sub_inverse, subs.size)
+            if inner == depth:
+                capacity[r] = per_sub
+                continue
+            where = np.searchsorted(domains, view.ancestor[inner][depth][subs])
+            capacity[r] = np.bincount(where, weights=per_sub, minlength=domains.size).astype(np.int64)
+        return domains, free, capacity
+
+    def restrict(self, mask: np.ndarray) -> "Counts":
+        """The same counts over the nodes where `mask` (over `nodes`) holds."""
+        keep = np.flatnonzero(mask)
+        return Counts(self.unit, self.nodes[keep], self.columns, self.free[keep], [k[keep] for k in self.k_leader], [k[keep] for k in self.k_worker])
+
+    @property
+    def dominant(self) -> int:
+        return int(np.searchsorted(self.columns, self.unit.dominant))
 
     def capacity(self, r: int, depth: int) -> np.ndarray:
         """[domains at depth]: upper bound on complete replicas of role `r` in each domain."""
@@ -107,21 +145,17 @@ class Counts:
             groups = view.dom[depth][self.nodes]
             size = view.domain_count(depth)
             out = np.zeros((size, self.free.shape[1]), np.int64)
-            for c in np.flatnonzero(self.free.any(axis=0)):
+            for c in range(self.free.shape[1]):
                 out[:, c] = sum_by(groups, self.free[:, c], size)
             self._free[depth] = out
         return self._free[depth]
 
-    def wholly_free(self) -> np.ndarray:
-        """[counted nodes] bool: nothing on the node is in use."""
-        return np.all(self.free == self.unit.view.snapshot.allocatable[self.nodes], axis=1)
-
     def vector(self, counts: Mapping[int, int]) -> np.ndarray:
-        """Total resources of `counts` (role index -> complete replicas)."""
-        out = np.zeros(self.free.shape[1], np.int64)
+        """Total resources of `counts` (role index -> complete replicas), over `columns`."""
+        out = np.zeros(self.unit.roles[0].replica_total.size, np.int64)
         for r, count in counts.items():
             out += count * self.unit.roles[r].replica_total
-        return out
+        return out[self.columns]
 
 
 def domain_capacity(unit: UnitState, role: RoleState, free: np.ndarray, depth: int) -> np.ndarray:

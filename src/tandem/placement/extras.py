@@ -107,7 +107,8 @@ def _place_extra(unit: UnitState, role: RoleState, free: np.ndarray) -> bool:
         for rule in unit.rules
         if rule.target == role.index
     }
-    replica = place_replica(unit, role, space, unit.domain[0], {}, waiting, unit_preferred)
+    rest = sum(max(o.demand.desired - len(o.placed), 0) * int(o.replica_total[unit.dominant]) for o in unit.roles)
+    replica = place_replica(unit, role, space, unit.domain[0], {}, waiting, unit_preferred, rest=rest)
     if replica is None:
         return False
     free[space.nodes] = space.free

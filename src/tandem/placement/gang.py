@@ -91,18 +91,18 @@ def _place_gang_once(
     ranked = candidates[np.lexsort(key)]
     # A domain whose counted nodes are all wholly free opens at least the gang's demand,
     # so it cannot beat a trial that opened no more than that.
-    narrowest = inner[0] if inner else top
-    fragments = np.bincount(view.dom[top][counts.nodes], weights=~counts.wholly_free(), minlength=view.domain_count(top))
-    bound = int(demand[unit.dominant])
+    narrowest = view.depth_count - 1
+    bound = int(demand[counts.dominant])
     best: tuple[tuple[int, int, int, int, int], int, int, Space, dict[int, list[list[int]]]] | None = None
     trials = 0
     for domain in ranked[:MAX_DOMAIN_ATTEMPTS]:
         rank = (int(tier[domain]), int(leftover[domain]), int(preferred[domain]))
         if best is not None and (trials >= GANG_TRIALS or rank != best[0][:3]):
             break
-        if best is not None and best[0][3:] <= (-narrowest, bound) and fragments[domain] == 0:
+        if best is not None and best[0][3:] <= (-narrowest, bound) and not _has_fragments(unit, counts, int(domain)):
             continue
-        found = _assign_in_domain(unit, free, needs, int(domain), inner, ranks, counts)
+        whole = _whole_inside(unit, counts, int(domain), needs, wanted, demand, full, reservations)
+        found = _assign_in_domain(unit, free, needs, int(domain), inner, ranks, counts, whole)
         if found is None:
             continue
         trials += 1
@@ -148,13 +148,14 @@ def _rank(
     if unit.domain is not None:
         # Replicas already run: the unit stays in their domain.
         feasible &= view.ancestor[depth][unit.required_depth] == unit.domain[1]
-    room = free_here - reservations.reserved(view, depth, free_here.shape[1])
+    room = free_here - reservations.reserved(view, depth, unit.roles[0].replica_total.size)[:, counts.columns]
     whole = np.all(room >= full, axis=1)
     for r, count in wanted.items():
         if count > 0:
             whole &= counts.capacity(r, depth) >= count
     tier = np.where(whole, 0, np.where(np.all(room >= demand, axis=1), 1, 2))
-    leftover = room[:, unit.dominant] - np.where(whole, full[unit.dominant], demand[unit.dominant])
+    dominant = counts.dominant
+    leftover = room[:, dominant] - np.where(whole, full[dominant], demand[dominant])
     return feasible, tier, leftover
 
 
@@ -166,12 +167,20 @@ def _assign_in_domain(
     inner: list[int],
     ranks: Mapping[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
     counts: Counts,
+    whole: list[tuple[int, int]],
 ) -> tuple[int, int, Space, dict[int, list[list[int]]]] | None:
     """(depth, domain, space, replicas) of the narrowest place inside `domain` (of the
-    unit's required level) that takes the gang: the preferred level first, then each
-    broader one, then the whole domain."""
+    unit's required level) that takes the gang: first the narrowest domain at any level
+    that holds the WHOLE unit beside reservations (tightest first, as Kueue picks the
+    lowest level whose best fit holds the set); else the preferred level's domains that
+    hold the minimum, then each broader level's; else the whole domain."""
     view = unit.view
     top = unit.required_depth
+    for depth, sub in whole:
+        space = _space(view, depth, sub, counts, free)
+        placed = _assign_gang(unit, space, needs, depth)
+        if placed is not None:
+            return depth, sub, space, placed
     for depth in inner:
         feasible, tier, leftover = ranks[depth]
         subs = np.flatnonzero(feasible & (view.ancestor[depth][top] == domain))
@@ -188,10 +197,59 @@ def _assign_in_domain(
     return None if placed is None else (top, domain, space, placed)
 
 
+def _whole_inside(
+    unit: UnitState,
+    counts: Counts,
+    domain: int,
+    needs: Mapping[int, int],
+    wanted: Mapping[int, int],
+    demand: np.ndarray,
+    full: np.ndarray,
+    reservations: Reservations,
+) -> list[tuple[int, int]]:
+    """(depth, domain) of the narrower domains inside `domain` (of the required level)
+    that hold the whole unit beside what others hold and reserve — they and each of
+    their ancestors below `domain`, since a unit packed at a broad level reserves room
+    there, not in one rack: the narrowest level that has one, its tightest first, at
+    most MAX_SUB_ATTEMPTS. Counted over that domain's nodes only."""
+    view = unit.view
+    top = unit.required_depth
+    if unit.domain is not None or top == view.depth_count - 1:
+        return []  # a unit with running replicas stays around them instead
+    local = counts.restrict(view.dom[top][counts.nodes] == domain)
+    width = unit.roles[0].replica_total.size
+    dominant = counts.dominant
+    found: list[tuple[int, int]] = []
+    holding = np.zeros(0, np.int64)  # domains of the level above that hold the whole unit
+    for depth in range(top + 1, view.depth_count):
+        domains, free_here, capacity = local.local(depth)
+        room = free_here - reservations.reserved(view, depth, width)[np.ix_(domains, counts.columns)]
+        whole = np.all(room >= full, axis=1)
+        for r, count in wanted.items():
+            if count > 0:
+                whole &= capacity[r] >= count
+        if depth > top + 1:
+            whole &= np.isin(view.ancestor[depth][depth - 1][domains], holding)
+        if not whole.any():
+            break
+        holding = domains[whole]
+        subs = np.flatnonzero(whole)
+        order = np.lexsort((domains[subs], room[subs, dominant]))
+        found = [(depth, int(domains[sub])) for sub in subs[order][:MAX_SUB_ATTEMPTS]]
+    return found
+
+
 def _space(view: TopologyView, depth: int, domain: int, counts: Counts, free: np.ndarray) -> Space:
     """The counted nodes of one domain, with a private copy of their free capacity."""
     nodes = counts.nodes[view.dom[depth][counts.nodes] == domain]
     return Space.of(nodes, free)
+
+
+def _has_fragments(unit: UnitState, counts: Counts, domain: int) -> bool:
+    """Whether a counted node of `domain` (at the required level) is partly in use."""
+    inside = unit.view.dom[unit.required_depth][counts.nodes] == domain
+    allocatable = unit.view.snapshot.allocatable[np.ix_(counts.nodes[inside], counts.columns)]
+    return bool(np.any(counts.free[inside] != allocatable))
 
 
 def _opened(unit: UnitState, free: np.ndarray, space: Space) -> int:
@@ -243,7 +301,8 @@ def _try_gang(
     for r in _gang_order(unit, needs):
         role = unit.roles[r]
         for _ in range(needs[r]):
-            replica = place_replica(unit, role, space, depth, placed, waiting, None, spread and r in targets)
+            rest = sum(int(unit.roles[o].replica_total[unit.dominant]) * n for o, n in waiting.items())
+            replica = place_replica(unit, role, space, depth, placed, waiting, None, spread and r in targets, rest)
             if replica is None:
                 return None
             placed[r].append(replica)

@@ -11,6 +11,10 @@ Volcano's HyperNode bin-packing do:
 3. then the tightest (least room), so a domain that holds the rest exactly is used
    before a larger one.
 
+At the narrowest level (hosts) step 2 only puts first a host that holds all the rest
+(Kueue: "the node that can accommodate all pods"); otherwise hosts go best fit, so
+small pods fill fragments and whole hosts stay for the unit's large pods.
+
 Room is counted in the unit's dominant resource on the space's nodes, which are the
 nodes that can take a pod of the unit. Every key depends on capacities, never on names,
 so renaming nodes does not change how many domains a unit spans.
@@ -49,5 +53,8 @@ def locality_keys(
             used = np.isin(compact, view.dom[depth][used_nodes])
         else:
             used = np.zeros(compact.size, dtype=bool)
-        keys += [~used[inverse], -np.minimum(room, rest)[inverse], room[inverse]]
+        if depth == view.depth_count - 1:
+            keys += [~used[inverse], (room < rest)[inverse], room[inverse]]
+        else:
+            keys += [~used[inverse], -np.minimum(room, rest)[inverse], room[inverse]]
     return keys

@@ -92,7 +92,7 @@ def place_replica(
     view = unit.view
     nodes = space.nodes
     k_leader = fit(space.free, role.leader, role.leader_ok[nodes])
-    k_worker = fit(space.free, role.worker, role.worker_ok[nodes])
+    k_worker = k_leader if role.same_shape or role.pods == 1 else fit(space.free, role.worker, role.worker_ok[nodes])
     required, preferred = _affinity_masks(unit, role, space, fresh, waiting)
     compact, groups = np.unique(view.dom[replica_depth(role, depth)][nodes], return_inverse=True)
     size = compact.size
@@ -113,18 +113,22 @@ def place_replica(
     inner = replica_depth(role, depth)
     used = unit_nodes(unit, fresh)
     rest = max(rest, int(role.replica_total[unit.dominant]))
+    # A `to` replica whose `from` replicas are still to come goes where they fit beside it
+    # (the affinity score), not where the unit already is: locality stops above the
+    # rule's level, or the `to` side would crowd out the `from` side it is there for.
+    stop = min([rule.depth for rule in unit.rules if rule.target == role.index and waiting.get(rule.source, 0) > 0], default=unit.view.depth_count)
     near: list[np.ndarray] = []
     if spread:
         leftover = -leftover
-    elif inner > depth:
+    elif min(inner, stop - 1) > depth:
         first = np.zeros(size, dtype=np.int64)
         first[groups[::-1]] = np.arange(groups.size - 1, -1, -1)
-        near = [key[first] for key in locality_keys(unit, space, range(depth + 1, inner + 1), used, rest)]
+        near = [key[first] for key in locality_keys(unit, space, range(depth + 1, min(inner, stop - 1) + 1), used, rest)]
     keys = (compact[candidates], leftover[candidates], *(key[candidates] for key in reversed(near)), outside[candidates], -affinity[candidates])
     order = np.lexsort(keys)
     for group in candidates[order][:MAX_REPLICA_ATTEMPTS]:
         positions = np.nonzero(groups == group)[0]
-        chosen = _assign_pods(unit, role, space, positions, required, preferred, unit_preferred, spread, (inner, used, rest))
+        chosen = _assign_pods(unit, role, space, positions, required, preferred, unit_preferred, spread, (inner, used, rest, stop))
         if chosen is not None:
             return [int(nodes[p]) for p in chosen]
     return None
@@ -139,7 +143,7 @@ def _assign_pods(
     preferred: np.ndarray | None,
     unit_preferred: np.ndarray | None,
     spread: bool = False,
-    locality: tuple[int, np.ndarray, int] | None = None,
+    locality: tuple[int, np.ndarray, int, int] | None = None,
 ) -> list[int] | None:
     """Best-fit the pods of one replica onto `positions`; commit to the space on success.
 
@@ -187,11 +191,12 @@ def _greedy_pods(
     preferred: np.ndarray | None,
     unit_preferred: np.ndarray | None,
     spread: bool = False,
-    locality: tuple[int, np.ndarray, int] | None = None,
+    locality: tuple[int, np.ndarray, int, int] | None = None,
 ) -> list[int] | None:
     """Pods one by one, each to the node it fits best (least left over; most with `spread`);
     the leader near counterparts. With `locality` (replica depth, the unit's nodes, what it
-    still has to place) pods go to as few narrower domains as fit them first."""
+    still has to place, the depth locality stops at) pods go to as few narrower domains
+    as fit them first."""
     saved = space.free[subset].copy()
     chosen: list[int] = []
     # Spreading a `to` replica: its later pods go to affinity domains it does not cover yet.
@@ -204,9 +209,9 @@ def _greedy_pods(
         # preferred domain, then affinity for the leader.
         keys: list[np.ndarray] = [subset, -leftover if spread else leftover]
         if locality is not None and not spread:
-            inner, used, rest = locality
+            inner, used, rest, stop = locality
             here = np.concatenate((used, space.nodes[np.array(chosen, dtype=np.int64)]))
-            depths = range(inner + 1, unit.view.depth_count)
+            depths = range(inner + 1, stop)
             keys += reversed(locality_keys(unit, space, depths, here, rest - pod * int(vec[unit.dominant]), subset))
         if pod == 0:
             if required is not None:

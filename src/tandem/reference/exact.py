@@ -32,6 +32,38 @@ Objective, lexicographic, solved in two stages so big weights never meet a MIP g
    tightness: the other way round the solver would refuse every extra that needs one
    more node, which no scheduler does. Cosmetic: shorter time limits, and tightness is
    only improved, not proven.
+
+`objective="replicas"`: the reference that sees extras (issue 10), lexicographic, by
+sequential solves — each tier's optimum is fixed as a constraint before the next, so no
+weight ever has to separate two tiers and a MIP gap on one tier cannot leak into another:
+1. units' minimums in placement order. `order="strict"`: units are taken in blocks of
+   `LEX_BLOCK` (16); within a block unit `j` weighs `2^(15-j)`, more than all later units
+   of the block together (`2^(15-j) - 1`), so the block's optimum is the lexicographic
+   best of its functional vector; it is fixed (every `y`), then the next block is solved.
+   The objective is an integer below `2^16`, solved with an absolute gap of 0.5, so the
+   weights never approach the solver's tolerances (one 2^35 weight for 36 units would).
+   `order="none"`: one solve, the number of functional units.
+2. with every unit's `y` fixed: the number of complete replicas placed (minimums and
+   extras, each role up to its desired count; a replica counts when all its pods are
+   placed, which the model's replica gang makes the only way to place pods).
+3. with that count fixed: `from` replicas of Preferred rules that share their domain.
+4. cosmetic, with `polish_time_limit`: fewest (unit, node) pairs, improved, not proven.
+Every tier gets `time_limit` seconds; `ExactResult.tiers` reports each solve, and
+`proven` is true only when tiers 1-3 all are proven optimal (else the plan is the best
+found, still feasible: a tier that is not proven fixes its incumbent, not its bound).
+
+`ratio=True` (the default with `objective="replicas"`): extras in the ratio of the
+desired counts, as the engine keeps them (docs/placement.md, Phase 2): a role above its
+minimum has at most `ceil(c_o * d_r / d_o)` replicas for every other role `o` of its unit
+(`c` placed, `d` desired, `m` minimum): a binary `b_r` says "above the minimum",
+`c_r <= m_r + (d_r - m_r) b_r` and `d_o c_r - d_r c_o <= d_o - 1 + M (1 - b_r)` with
+`M = d_o (d_r - 1) + 1` (the left side is at most `d_o d_r`). This is the engine's promise
+("no role's extras run ahead of the slowest role's fraction, rounded up; what the minimum
+phase placed is never taken back"), so every plan the engine may produce is feasible here
+and the optimum is an upper bound it can be compared with fairly. The one exception the
+engine makes is mirrored: the `to` role of a Required rule is never bound by the rule
+(the minimum gang may need more `to` replicas than the minimum, and the engine never
+takes back a `to` replica a `from` replica depends on); it still bounds the other roles.
 """
 
 from __future__ import annotations
@@ -46,7 +78,9 @@ from tandem.placement import Plan, PodAssignment, ReplicaAssignment, RoleDemand,
 from tandem.topology import ClusterSnapshot, TopologyView
 
 MAX_NODES = 32
+LEX_BLOCK = 16  # units per solve of the minimums tier with order="strict" (weights < 2^16)
 Order = Literal["none", "strict"]
+Objective = Literal["functional", "replicas"]
 
 
 class ExactSolverUnavailable(RuntimeError):
@@ -54,17 +88,43 @@ class ExactSolverUnavailable(RuntimeError):
 
 
 @dataclass(frozen=True)
+class Tier:
+    """One solve of a lexicographic objective (`objective="replicas"`)."""
+
+    name: str  # "minimums" (or "minimums[16:32]" for a later block of units), "replicas", "affinity", "tightness"
+    status: str  # HiGHS model status
+    proven: bool
+    value: float  # the tier's objective in the solution kept
+    bound: float  # its dual bound
+    seconds: float
+
+    def as_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "proven": self.proven,
+            "value": self.value,
+            "bound": self.bound if np.isfinite(self.bound) else None,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+@dataclass(frozen=True)
 class ExactResult:
     plan: Plan
     order: str
-    proven: bool  # stage 1 (functional units, then Preferred affinity) proven optimal
-    status: str  # HiGHS model status of stage 1
+    proven: bool  # stage 1 proven optimal; with objective="replicas", tiers 1-3 all proven
+    status: str  # HiGHS model status of stage 1 (objective="replicas": of the first tier not proven, else "Optimal")
     functional: int
     preferred_satisfied: int
-    objective: float  # stage 1
-    bound: float  # stage 1 dual bound
+    objective: float  # stage 1 (objective="replicas": the replicas tier)
+    bound: float  # its dual bound
     seconds: float
-    polished: bool  # stage 2 proven optimal too
+    polished: bool  # stage 2 proven optimal too (objective="replicas": the tightness solve)
+    goal: str = "functional"  # the `objective` option solved for
+    replicas: int = 0  # complete replicas placed
+    ratio: bool = False  # extras were kept in the ratio of the desired counts
+    tiers: tuple[Tier, ...] = ()  # objective="replicas": every solve, in order
 
 
 def exact(
@@ -73,10 +133,11 @@ def exact(
     units: Sequence[UnitDemand],
     *,
     order: Order = "none",
+    objective: Objective = "functional",
     time_limit: float = 20.0,
 ) -> Plan:
     """Same signature as `tandem.placement.place`: the exact optimum's plan."""
-    return solve(snapshot, views, units, order=order, time_limit=time_limit).plan
+    return solve(snapshot, views, units, order=order, objective=objective, time_limit=time_limit).plan
 
 
 def solve(
@@ -85,21 +146,34 @@ def solve(
     units: Sequence[UnitDemand],
     *,
     order: Order = "none",
+    objective: Objective = "functional",
+    ratio: bool | None = None,
     time_limit: float = 20.0,
     polish_time_limit: float | None = 5.0,
 ) -> ExactResult:
     """Solve to optimality within `time_limit` seconds per stage; see the module docstring.
 
-    `polish_time_limit=None` skips stage 2 (extras and tightness): the plan then holds
-    whatever extras stage 1 happened to choose.
+    `objective="functional"`: functional units (weighed by `order`), then Preferred
+    affinity; stage 2 adds replicas and tightness. `polish_time_limit=None` skips stage
+    2: the plan then holds whatever extras stage 1 happened to choose.
+
+    `objective="replicas"`: the lexicographic reference — units' minimums (by `order`;
+    `"strict"` is the engine's promise), then complete replicas placed, then Preferred
+    affinity, each solved within `time_limit`; `polish_time_limit` is for tightness
+    (`None` skips it). `ratio` (default: true for `"replicas"`, false otherwise) keeps
+    extras in the ratio of the desired counts, as the engine does.
     """
     highspy = _highspy()
     if order not in ("none", "strict"):
         raise ValueError(f"order must be 'none' or 'strict', got {order!r}")
+    if objective not in ("functional", "replicas"):
+        raise ValueError(f"objective must be 'functional' or 'replicas', got {objective!r}")
     if len(snapshot.node_names) > MAX_NODES:
         raise ValueError(f"the exact solver is for small instances: {len(snapshot.node_names)} nodes > {MAX_NODES}")
+    if ratio is None:
+        ratio = objective == "replicas"
     started = time.perf_counter()
-    model = _Model.build(snapshot, views, units, order)
+    model = _Model.build(snapshot, views, units, order, ratio=ratio)
 
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
@@ -107,21 +181,23 @@ def solve(
     h.setOptionValue("mip_rel_gap", 0.0)
     h.setOptionValue("mip_abs_gap", 0.5)  # the stage 1 objective is integer
     h.passModel(model.lp(highspy))
+    if objective == "replicas":
+        return _lexicographic(h, highspy, model, order, time_limit, polish_time_limit, started)
     h.run()
     status = h.getModelStatus()
     proven = status in (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kModelEmpty)
     info = h.getInfo()
     if info.primal_solution_status != 2:  # no feasible solution: place nothing
         values = np.zeros(model.size)
-        objective, bound = 0.0, float(info.mip_dual_bound)
+        objective_value, bound = 0.0, float(info.mip_dual_bound)
     else:
         values = np.array(h.getSolution().col_value)
-        objective, bound = float(info.objective_function_value), float(info.mip_dual_bound)
+        objective_value, bound = float(info.objective_function_value), float(info.mip_dual_bound)
     values = np.rint(values)
     polished = False
     if polish_time_limit is not None and values.any():
         values, polished = _polish(h, highspy, model, values, polish_time_limit)
-    plan = model.plan(values, order)
+    plan = model.plan(values, f"order={order}")
     return ExactResult(
         plan=plan,
         order=order,
@@ -129,10 +205,13 @@ def solve(
         status=h.modelStatusToString(status),
         functional=sum(int(values[u.y]) for u in model.units),
         preferred_satisfied=int(sum(values[s] for u in model.units for s in u.preferred)),
-        objective=objective,
+        objective=objective_value,
         bound=bound,
         seconds=time.perf_counter() - started,
         polished=polished,
+        goal=objective,
+        replicas=model.replica_count(values),
+        ratio=ratio,
     )
 
 
@@ -144,6 +223,97 @@ def _highspy():
             "the exact solver needs highspy: pip install 'tandem[exact]' (or highspy==1.15.1)"
         ) from exc
     return highspy
+
+
+def _lexicographic(
+    h, highspy, model: "_Model", order: str, time_limit: float, polish_time_limit: float | None, started: float
+) -> ExactResult:
+    """`objective="replicas"`: tiers solved one after another, each optimum fixed (module docstring)."""
+    columns = np.arange(model.size, dtype=np.int32)
+    values = np.zeros(model.size)  # placing nothing is always feasible
+    tiers: list[Tier] = []
+
+    def run(name: str, cost: np.ndarray, limit: float) -> Tier:
+        nonlocal values
+        h.changeColsCost(model.size, columns, cost)
+        h.setOptionValue("time_limit", float(limit))
+        h.setSolution(model.size, columns, values.astype(float))
+        begun = time.perf_counter()
+        h.run()
+        status = h.getModelStatus()
+        info = h.getInfo()
+        if info.primal_solution_status == 2:
+            found = np.rint(np.array(h.getSolution().col_value))
+            if float(cost @ found) >= float(cost @ values) - 1e-6:  # never worse than the start
+                values = found
+        proven = status in (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kModelEmpty)
+        bound = float(info.mip_dual_bound)
+        tier = Tier(name, h.modelStatusToString(status), proven, float(cost @ values), bound, time.perf_counter() - begun)
+        tiers.append(tier)
+        return tier
+
+    def fix_at_least(cols: np.ndarray, value: float) -> None:
+        if cols.size:
+            h.addRow(value, highspy.kHighsInf, cols.size, cols, np.ones(cols.size))
+
+    # 1. minimums, in placement order (blocks of LEX_BLOCK units) or by count.
+    ys = np.array([u.y for u in model.units], np.int32)
+    open_ys = [int(y) for y in ys if model.upper[y] > 0]
+    if order == "strict":
+        blocks = [ys[i : i + LEX_BLOCK] for i in range(0, ys.size, LEX_BLOCK)]
+    else:
+        blocks = [ys]
+    for start, block in zip(range(0, ys.size, LEX_BLOCK), blocks):
+        if not any(int(y) in open_ys for y in block):
+            continue
+        cost = np.zeros(model.size)
+        if order == "strict":
+            cost[block] = [2.0 ** (LEX_BLOCK - 1 - j) for j in range(block.size)]
+        else:
+            cost[block] = 1.0
+        name = "minimums" if start == 0 or order != "strict" else f"minimums[{start}:{start + block.size}]"
+        run(name, cost, time_limit)
+        for y in block:
+            h.changeColBounds(int(y), float(values[y]), float(values[y]))
+
+    # 2. complete replicas; 3. Preferred affinity — each fixed before the next.
+    replicas = np.array([x for u in model.units for role in u.roles for x in role.replicas.values()], np.int32)
+    preferred = np.array([s for u in model.units for s in u.preferred], np.int32)
+    for name, cols in (("replicas", replicas), ("affinity", preferred)):
+        if not cols.size or not values[ys].any():
+            continue
+        cost = np.zeros(model.size)
+        cost[cols] = 1.0
+        tier = run(name, cost, time_limit)
+        fix_at_least(cols, tier.value)
+
+    # 4. cosmetic: fewest (unit, node) pairs.
+    polished = False
+    used = np.array([c for u in model.units for c in u.used.values()], np.int32)
+    if polish_time_limit is not None and used.size and values[ys].any():
+        cost = np.zeros(model.size)
+        cost[used] = -1.0
+        polished = run("tightness", cost, max(0.1, polish_time_limit)).proven
+
+    lexicographic = [t for t in tiers if t.name != "tightness"]
+    unproven = [t for t in lexicographic if not t.proven]
+    replica_tier = next((t for t in tiers if t.name == "replicas"), None)
+    return ExactResult(
+        plan=model.plan(values, f"order={order}, objective=replicas"),
+        order=order,
+        proven=not unproven,
+        status=unproven[0].status if unproven else "Optimal",
+        functional=int(values[ys].sum()) if ys.size else 0,
+        preferred_satisfied=int(values[preferred].sum()) if preferred.size else 0,
+        objective=replica_tier.value if replica_tier else 0.0,
+        bound=replica_tier.bound if replica_tier else 0.0,
+        seconds=time.perf_counter() - started,
+        polished=polished,
+        goal="replicas",
+        replicas=model.replica_count(values),
+        ratio=model.ratio,
+        tiers=tuple(tiers),
+    )
 
 
 def _polish(h, highspy, model: "_Model", values: np.ndarray, time_limit: float) -> tuple[np.ndarray, bool]:
@@ -224,10 +394,15 @@ class _Model:
     index: list[int] = field(default_factory=list)
     value: list[float] = field(default_factory=list)
     units: list[_UnitVars] = field(default_factory=list)
+    ratio: bool = False
 
     @property
     def size(self) -> int:
         return len(self.lower)
+
+    def replica_count(self, values: np.ndarray) -> int:
+        """Complete replicas placed (by functional units: the others place nothing)."""
+        return int(sum(values[x] for u in self.units for role in u.roles for x in role.replicas.values()))
 
     def var(self, upper: float, lower: float = 0.0) -> int:
         self.lower.append(lower)
@@ -264,13 +439,21 @@ class _Model:
 
     @classmethod
     def build(
-        cls, snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], units: Sequence[UnitDemand], order: str
+        cls,
+        snapshot: ClusterSnapshot,
+        views: Mapping[str, TopologyView],
+        units: Sequence[UnitDemand],
+        order: str,
+        *,
+        ratio: bool = False,
     ) -> "_Model":
-        model = cls()
+        model = cls(ratio=ratio)
         free = snapshot.free
         usage: dict[tuple[int, int], list[tuple[int, float]]] = {}
         for unit in units:
             model.units.append(model._unit(snapshot, views[unit.topology], unit, usage))
+            if ratio:
+                model._ratio(model.units[-1])
         for (node, resource), terms in sorted(usage.items()):
             model.row(terms, -np.inf, float(free[node, resource]))
         ceiling = sum(model.upper[s] for u in model.units for s in u.preferred)
@@ -361,6 +544,25 @@ class _Model:
             self.row([(x, 1.0) for x in per_domain.get(d, [])] + [(z, -float(most))], -np.inf, 0)
         return role
 
+    def _ratio(self, unit: _UnitVars) -> None:
+        """Extras in the ratio of the desired counts (see the module docstring)."""
+        roles = [r for r in unit.roles if r.demand.desired > 0]
+        needed = {rule.to_role for rule in unit.demand.affinity if rule.required}
+        for r in roles:
+            d_r, m_r = r.demand.desired, r.demand.minimum
+            if d_r <= m_r or not r.replicas or r.demand.name in needed:
+                continue
+            above = self.var(1)  # b_r: the role has extras
+            c_r = [(x, 1.0) for x in r.replicas.values()]
+            self.row(c_r + [(above, -float(d_r - m_r))], -np.inf, float(m_r))
+            for o in roles:
+                if o is r:
+                    continue
+                d_o = o.demand.desired
+                big = float(d_o * (d_r - 1) + 1)
+                terms = [(x, float(d_o)) for x in r.replicas.values()] + [(x, -float(d_r)) for x in o.replicas.values()]
+                self.row(terms + [(above, big)], -np.inf, float(d_o - 1) + big)
+
     def _affinity(
         self,
         view: TopologyView,
@@ -413,13 +615,13 @@ class _Model:
 
     # ------------------------------------------------------------------ reading the solution
 
-    def plan(self, values: np.ndarray, order: str) -> Plan:
+    def plan(self, values: np.ndarray, how: str) -> Plan:
         out = []
         for unit in self.units:
             demand, view = unit.demand, unit.view
             if values[unit.y] < 0.5:
                 empty = tuple((r.demand.name, ()) for r in unit.roles)
-                out.append(UnitPlacement(demand, "Unschedulable", f"not functional in the exact optimum (order={order})", empty, None))
+                out.append(UnitPlacement(demand, "Unschedulable", f"not functional in the exact optimum ({how})", empty, None))
                 continue
             pods_of: dict[str, list[int]] = {}
             for role in unit.roles:

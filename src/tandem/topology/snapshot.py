@@ -125,6 +125,10 @@ class ClusterSnapshot:
     @property
     def free(self) -> np.ndarray:
         """Capacity left on each node (a new array; overcommitted nodes show 0)."""
+        return self._free.copy()
+
+    @cached_property
+    def _free(self) -> np.ndarray:
         return np.maximum(self.allocatable - self.used, 0)
 
     def vector(self, requests: Mapping[str, int]) -> np.ndarray:
