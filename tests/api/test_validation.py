@@ -247,6 +247,15 @@ def test_required_affinity_to_a_role_with_no_replicas() -> None:
     assert problems(make_group({"affinity": [rule]}, prefill={"replicas": 0}, decode={"replicas": 0})) == []
 
 
+def test_exclusive_level() -> None:
+    assert problems(make_group({"topology": {"exclusive": "rack", "pack": {"required": "rack"}}})) == []
+    assert problems(make_group({"topology": {"exclusive": "row"}})) == [
+        ("spec.topology.exclusive", "unknown level 'row' (levels of ClusterTopology 'default': block, rack, host)")
+    ]
+    with pytest.raises(ValidationError, match="exclusive"):  # a unit-level field only
+        InferenceGroup.model_validate(make_group(prefill={"replicas": 1, "topology": {"exclusive": "rack"}}))
+
+
 def test_duplicate_affinity_pair() -> None:
     rules = [
         {"from": "prefill", "to": "decode", "level": "rack"},

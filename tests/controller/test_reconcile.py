@@ -168,3 +168,19 @@ def test_a_released_unit_is_requeued_with_exponential_backoff():
     for n in store.list("Node").items:  # capacity is back, but only some: prefill fits, decode does not
         store.patch("Node", None, n["metadata"]["name"], {"spec": {"unschedulable": None}})
     assert reconcile(store, 1152.0).created > 0, "retried after the backoff"
+
+
+def test_exclusive_units_get_a_rack_each_through_the_controller_and_their_pods_say_so():
+    """Pods of an exclusive group carry `tandem.dev/exclusive`, so later passes (whose
+    snapshot is built from the pods) keep every unit's rack its own."""
+    g = group("nvl", [role("prefill", 1, gpus=8), role("decode", 1, gpus=8)], replicas=3, required="rack")
+    g["spec"]["topology"]["exclusive"] = "rack"
+    store = world(g, shape="block=1,rack=4,host=4")
+    run(store)
+    pods = store.list("Pod", "serving").items
+    assert len(pods) == 6 and all(p["metadata"]["labels"]["tandem.dev/exclusive"] == "rack" for p in pods)
+    racks: dict[str, set[str]] = {}
+    for p in pods:
+        rack = store.get("Node", None, p["spec"]["nodeName"])["metadata"]["labels"]["network.tandem.dev/rack"]
+        racks.setdefault(p["metadata"]["labels"]["tandem.dev/unit"], set()).add(rack)
+    assert all(len(r) == 1 for r in racks.values()) and len(set().union(*racks.values())) == 3

@@ -243,6 +243,9 @@ def _check_against_topology(group: InferenceGroup, topology: ClusterTopology) ->
     for index, rule in enumerate(group.spec.affinity):
         if rule.level not in levels:
             problems.append(Problem(f"spec.affinity[{index}].level", f"unknown level {rule.level!r} ({known})"))
+    exclusive = group.spec.topology.exclusive
+    if exclusive is not None and exclusive not in levels:
+        problems.append(Problem("spec.topology.exclusive", f"unknown level {exclusive!r} ({known})"))
     return problems
 
 

@@ -14,7 +14,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from tandem.api.naming import GATE, GPU_RESOURCE, GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL, pod_name
+from tandem.api.naming import EXCLUSIVE_LABEL, GATE, GPU_RESOURCE, GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL, pod_name
 from tandem.api.quantity import MILLI, parse_quantity
 from tandem.api.resources import InferenceGroup
 from tandem.controller.cluster import seconds
@@ -60,6 +60,8 @@ def replica_pods(group: dict[str, Any], typed: InferenceGroup, unit: int, role: 
                 REVISION_LABEL: revision,
             }
         )
+        if typed.spec.topology.exclusive is not None:
+            labels[EXCLUSIVE_LABEL] = typed.spec.topology.exclusive
         annotations = dict(template.get("metadata", {}).get("annotations", {}))
         if admitted:
             annotations[ADMITTED] = "true"
