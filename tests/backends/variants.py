@@ -118,6 +118,9 @@ def feature_examples() -> dict[str, dict[str, Any]]:
         "affinity-preferred": _pd(affinity=[{"from": "prefill", "to": "decode", "level": "rack", "mode": "Preferred"}]),
         "priority": group("pr", [role("prefill", 1, 1, gpus=1)], priority=7),
     }
+    exclusive = group("ex", [role("prefill", 1, 1, gpus=1)], required="rack")
+    exclusive["spec"]["topology"]["exclusive"] = "rack"
+    examples["exclusive"] = exclusive
     timeout = group("gt", [role("prefill", 1, 1, gpus=1)])
     timeout["spec"]["scheduler"] = {"gangTimeoutSeconds": 60}
     examples["gang-timeout"] = timeout

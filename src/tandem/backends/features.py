@@ -164,6 +164,11 @@ def _affinity(mode: str) -> Callable[[InferenceGroup, ClusterTopology | None], l
     return detect
 
 
+def _exclusive(group: InferenceGroup, _: ClusterTopology | None) -> list[Usage]:
+    level = group.spec.topology.exclusive
+    return [Usage("spec.topology.exclusive", f"each unit's {level} domains its own")] if level is not None else []
+
+
 def _priority(group: InferenceGroup, _: ClusterTopology | None) -> list[Usage]:
     priority = group.spec.priority
     return [Usage("spec.priority", f"priority {priority}")] if priority != 0 else []
@@ -254,6 +259,12 @@ FEATURES: tuple[Feature, ...] = (
         "preferred cross-role affinity",
         "`affinity` mode Preferred: as many `from` replicas as possible near a `to` replica.",
         _affinity("Preferred"),
+    ),
+    Feature(
+        "exclusive",
+        "exclusive domains",
+        "`topology.exclusive`: a domain of that level holding a pod of an exclusive unit holds pods of no other exclusive unit.",
+        _exclusive,
     ),
     Feature("priority", "priority", "`spec.priority`: higher-priority units are placed first.", _priority),
     Feature(

@@ -82,6 +82,10 @@ class KaiBackend(Backend):
             ),
             "affinity-preferred": PREFERRED_AFFINITY_AS_POD_AFFINITY,
             "priority": Full("priorityClassName on the PodGroup and the pods"),
+            "exclusive": Unsupported(
+                "KAI's topologyConstraint packs a PodGroup into a level but keeps no domain to one PodGroup; LWS gets exclusivity from pod anti-affinity, which tandem does not emulate here: "
+                "use backend 'native'"
+            ),
             "gang-timeout": Approximate("the PodGroup has no timeout; KAI allocates a gang whole, so nothing is held while it waits"),
             **controller_only(),
         }

@@ -95,6 +95,10 @@ class KoordinatorBackend(Backend):
             ),
             "affinity-preferred": PREFERRED_AFFINITY_AS_POD_AFFINITY,
             "priority": Full("priorityClassName on the pods"),
+            "exclusive": Unsupported(
+                "Koordinator's network-topology-spec gathers a gang into a layer but keeps no layer to one gang; LWS gets exclusivity from pod anti-affinity, which tandem does not emulate here: "
+                "use backend 'native'"
+            ),
             "gang-timeout": Full("PodGroup scheduleTimeoutSeconds"),
             **controller_only(),
         }

@@ -138,6 +138,10 @@ class KueueBackend(Backend):
             ),
             "affinity-preferred": Approximate("dropped: Kueue TAS ignores pod affinity"),
             "priority": Full("the Workload's priorityClassRef and priority, and the pods' priorityClassName"),
+            "exclusive": Unsupported(
+                "Kueue's topology request packs a pod set into a level but keeps no domain to one Workload; LWS gets exclusivity from pod anti-affinity, which tandem does not emulate here: "
+                "use backend 'native'"
+            ),
             "gang-timeout": Approximate(
                 "Kueue's waitForPodsReady timeout is set cluster-wide in Kueue's Configuration, not per group"
             ),

@@ -79,6 +79,10 @@ class VolcanoBackend(Backend):
             ),
             "affinity-preferred": PREFERRED_AFFINITY_AS_POD_AFFINITY,
             "priority": Full("priorityClassName on the PodGroup and the pods"),
+            "exclusive": Unsupported(
+                "Volcano's networkTopology bounds a PodGroup's tier but keeps no HyperNode to one PodGroup; LWS gets exclusivity from pod anti-affinity, which tandem does not emulate here: "
+                "use backend 'native'"
+            ),
             "gang-timeout": Approximate(
                 "the PodGroup has no timeout; Volcano allocates a gang whole, so nothing is held while it waits"
             ),

@@ -122,6 +122,10 @@ class WorkloadApiBackend(Backend):
             ),
             "affinity-preferred": PREFERRED_AFFINITY_AS_POD_AFFINITY,
             "priority": Full("priorityClassName on the groups and the pods"),
+            "exclusive": Unsupported(
+                "the Workload API's topology constraints pack a pod group but keep no domain to one group; LWS gets exclusivity from pod anti-affinity, which tandem does not emulate here: "
+                "use backend 'native'"
+            ),
             "gang-timeout": Approximate("pod groups have no timeout; kube-scheduler binds a gang only when all of it fits"),
             **controller_only(),
         }
