@@ -152,7 +152,7 @@ def _main_request(unit: UnitState, vec: np.ndarray) -> str:
     """The resource a pod asks most of relative to the cluster, e.g. `8 nvidia.com/gpu`."""
     snapshot = unit.view.snapshot
     resources = snapshot.resources
-    totals = snapshot.allocatable.sum(axis=0)
+    totals = snapshot.totals
     best, best_share = None, -1.0
     for c, res in enumerate(resources):
         if res == PODS or vec[c] <= 0:

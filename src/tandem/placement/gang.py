@@ -22,7 +22,7 @@ GANG_TRIALS = 3
 
 
 def place_gang(
-    unit: UnitState, free: np.ndarray, needs: Mapping[int, int], reservations: Reservations | None = None
+    unit: UnitState, free: np.ndarray, needs: Mapping[int, int], reservations: Reservations | None = None, trials: int = GANG_TRIALS
 ) -> bool:
     """Place `needs` (role index -> replicas) as one gang; commit to `free` on success.
 
@@ -31,10 +31,10 @@ def place_gang(
     their desired count: the affinity is a hard rule and the minimum only a lower bound.
     """
     reservations = Reservations() if reservations is None else reservations
-    if _place_gang_once(unit, free, needs, reservations):
+    if _place_gang_once(unit, free, needs, reservations, trials):
         return True
     for grown in _grown_needs(unit, needs):
-        if _place_gang_once(unit, free, grown, reservations):
+        if _place_gang_once(unit, free, grown, reservations, trials):
             return True
     return False
 
@@ -53,7 +53,7 @@ def _grown_needs(unit: UnitState, needs: Mapping[int, int]) -> list[dict[int, in
 
 
 def _place_gang_once(
-    unit: UnitState, free: np.ndarray, needs: Mapping[int, int], reservations: Reservations
+    unit: UnitState, free: np.ndarray, needs: Mapping[int, int], reservations: Reservations, trials_allowed: int
 ) -> bool:
     """One attempt with fixed `needs`: choose the unit's domain, then a place inside it.
 
@@ -97,7 +97,7 @@ def _place_gang_once(
     trials = 0
     for domain in ranked[:MAX_DOMAIN_ATTEMPTS]:
         rank = (int(tier[domain]), int(leftover[domain]), int(preferred[domain]))
-        if best is not None and (trials >= GANG_TRIALS or rank != best[0][:3]):
+        if best is not None and (trials >= trials_allowed or rank != best[0][:3]):
             break
         if best is not None and best[0][3:] <= (-narrowest, bound) and not _has_fragments(unit, counts, int(domain)):
             continue

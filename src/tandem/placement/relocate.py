@@ -42,7 +42,7 @@ def relocate_short_units(units: list[UnitState], free: np.ndarray, exclusivity: 
         allowed = unit.allowed
         unit.allowed = idle
         whole = {r: role.demand.desired for r, role in enumerate(unit.roles) if role.demand.desired > 0}
-        placed = place_gang(unit, trial, whole)
+        placed = place_gang(unit, trial, whole, trials=1)  # any idle domain that takes it whole will do
         unit.allowed = allowed
         if placed and not _short(unit):
             free[:] = trial
