@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from support.builders import cluster, group, role
+from tandem.controller.cluster import seconds
 from tandem.controller.pods import GATE, HOSTNAME
 from tandem.controller.reconcile import reconcile
 from tandem.sim.store import MemoryStore
@@ -111,16 +114,21 @@ def test_scaling_the_spec_down_removes_replicas_and_units():
     assert sum(1 for n in names if "-prefill-" in n) == 2
 
 
-def test_a_pod_placed_but_never_bound_is_released_after_the_gang_timeout():
+@pytest.mark.parametrize("epoch", [0.0, 1_764_003_217.25])  # a simulated start, and a real wall clock (2025)
+def test_a_pod_placed_but_never_bound_is_released_after_the_gang_timeout(epoch):
     g = design_group()
     g["spec"]["scheduler"] = {"gangTimeoutSeconds": 60}
     store = world(g)
-    reconcile(store, 0.0)  # creates the minimum gang and places it; nothing binds it
+    reconcile(store, epoch)  # creates the minimum gang and places it; nothing binds it
     assigned = [p for p in store.list("Pod", "serving").items if p["spec"].get("nodeSelector")]
     assert assigned and all(not p["spec"].get("nodeName") for p in assigned)
-    report = reconcile(store, 30.0)
+    # The assignment time is RFC 3339 to the microsecond: at a real epoch a `%g` float
+    # would round it by more than an hour and fire (or not) the timeout at the wrong time.
+    stamp = assigned[0]["metadata"]["annotations"]["tandem.dev/assigned-at"]
+    assert stamp.endswith("Z") and abs(seconds(stamp) - epoch) < 1e-3
+    report = reconcile(store, epoch + 59.5)
     assert report.deleted == 0, "still within the timeout"
-    report = reconcile(store, 61.0)
+    report = reconcile(store, epoch + 61.0)
     assert report.deleted == len(assigned)
     assert any("not bound within gangTimeoutSeconds" in e for e in report.events)
     run(store, passes=30)  # re-created, placed, bound

@@ -22,7 +22,7 @@ from tandem.coordination.model import Replica
 
 REVISION_LABEL = "tandem.dev/revision"
 ADMITTED = "tandem.dev/admitted"
-ASSIGNED_AT = "tandem.dev/assigned-at"  # when tandem chose the pod's node (seconds, for the gang timeout)
+ASSIGNED_AT = "tandem.dev/assigned-at"  # when tandem chose the pod's node (RFC 3339, for the gang timeout)
 HOSTNAME = "kubernetes.io/hostname"
 
 

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from tandem.api.kube import Node, Pod
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
-from tandem.controller.cluster import ApiError, Cluster, Conflict, NotFound
+from tandem.controller.cluster import ApiError, Cluster, Conflict, NotFound, rfc3339, seconds
 from tandem.controller.pods import ADMITTED, ASSIGNED_AT, GATE, HOSTNAME, assigned_node, replica_pods, replicas_of_unit, revision_of
 from tandem.coordination.model import CoordinationStatus, Decision, Observed, UnitSpec
 from tandem.coordination.planner import plan as coordinate
@@ -131,7 +131,7 @@ def _release_stuck(cluster: Cluster, raw: dict[str, Any], typed: InferenceGroup,
             report.deleted += _delete_pod(cluster, namespace, meta["name"])
             continue
         assigned = meta.get("annotations", {}).get(ASSIGNED_AT)
-        if assigned is not None and not spec.get("nodeName") and now - float(assigned) > timeout:
+        if assigned is not None and not spec.get("nodeName") and now - seconds(assigned) > timeout:
             report.deleted += _delete_pod(cluster, namespace, meta["name"])
             report.events.append(f"{meta['name']}: not bound within gangTimeoutSeconds ({timeout}s); released")
     for unit in sorted(expired):
@@ -252,7 +252,7 @@ def _place(
                             unit.unit.namespace,
                             assignment.name,
                             {
-                                "metadata": {"annotations": {ASSIGNED_AT: f"{now:g}"}},
+                                "metadata": {"annotations": {ASSIGNED_AT: rfc3339(now)}},
                                 "spec": {"nodeSelector": {HOSTNAME: assignment.node}, "schedulingGates": gates or None},
                             },
                             resource_version=pod["metadata"]["resourceVersion"],
