@@ -628,3 +628,48 @@ def test_typed_list_items_take_the_lists_api_version() -> None:
     assert [g.metadata.name for g in inputs.groups] == ["g"]
     with pytest.raises(InputError, match=r"items\[0\]\.kind: unsupported v1/ConfigMap"):
         load_texts([("cm.yaml", "apiVersion: v1\nkind: ConfigMapList\nitems: [{metadata: {name: x}}]\n")])
+
+
+# ----------------------------------------------------------------------------- large dumps
+
+
+def _dump_with_unread_subtrees(nodes: int) -> str:
+    """A `kubectl get nodes -o yaml` List over 1 MB, with the subtrees the loader skips."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from loading import aks_node  # the bench's AKS-shaped node
+
+    return "apiVersion: v1\nitems:\n" + "".join(yaml.safe_dump([aks_node(i)], sort_keys=True, width=10**6) for i in range(nodes)) + "kind: List\n"
+
+
+def test_a_large_dump_reads_the_same_nodes_with_its_unread_subtrees_skipped():
+    from tandem.api import loading
+
+    text = _dump_with_unread_subtrees(120)
+    assert len(text) > loading._TRIM_ABOVE and "images:" in text and "managedFields:" in text
+    trimmed = loading._without_unread_subtrees(text)
+    assert trimmed.count("\n") == text.count("\n"), "line numbers are kept"
+    assert "images:" not in trimmed and "sizeBytes" not in trimmed and "managedFields" not in trimmed
+    fast = load_texts([("nodes.yaml", text)]).nodes
+    slow = [loading.Node.model_validate(item) for item in yaml.load(text, Loader=yaml.SafeLoader)["items"]]
+    assert fast == slow and len(fast) == 120
+
+
+def test_errors_after_skipped_subtrees_name_the_right_line():
+    text = _dump_with_unread_subtrees(80)
+    lines = text.splitlines()
+    broken = next(i for i in range(len(lines) - 1, 0, -1) if lines[i].strip().startswith("nvidia.com/gpu:") and "allocatable" not in lines[i])
+    lines[broken] = lines[broken] + " {"  # a syntax error on this line
+    with pytest.raises(InputError) as error:
+        load_texts([("nodes.yaml", "\n".join(lines) + "\n")])
+    assert f"line {broken + 1}," in str(error.value) or f"line {broken + 2}," in str(error.value)
+
+
+def test_duplicate_keys_are_still_refused_by_the_c_loader():
+    text = _dump_with_unread_subtrees(70)
+    at = text.index("    allocatable:\n", len(text) // 2) + len("    allocatable:\n")
+    text = text[:at] + "      cpu: '1'\n" + text[at:]  # allocatable.cpu twice, deep in the dump
+    with pytest.raises(InputError, match="duplicate key 'cpu'"):
+        load_texts([("nodes.yaml", text)])

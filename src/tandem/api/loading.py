@@ -7,6 +7,7 @@ and single objects. Pure: takes text, never opens files (the CLI reads them).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +40,12 @@ _EXPECTED = {
 }
 
 
-class _Loader(yaml.SafeLoader):
+# libyaml's parser when PyYAML was built with it (the wheels are), else the Python one;
+# the constructor, and so the duplicate-key check below, is the same Python code.
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_SafeLoader):  # type: ignore[misc, valid-type]
     """SafeLoader that rejects duplicate keys: with last-one-wins, a repeated key is a silent typo."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -65,6 +71,46 @@ class _Loader(yaml.SafeLoader):
 
 class _DuplicateKey(ValueError):
     pass
+
+
+# Subtrees of `kubectl get nodes|pods -o yaml` that tandem never reads and that make up
+# most of a node dump: the image list, server-side-apply bookkeeping, and node status
+# parts no placement reads. Keys that appear nowhere else tandem reads (a pod template
+# has none of them). Blanked before parsing, line numbers kept, so errors still point
+# at the right line and a large dump is not built in memory whole.
+_UNREAD_SUBTREES = re.compile(
+    r"^(?P<indent>[ ]*)(?:images|managedFields|nodeInfo|daemonEndpoints|volumesAttached|volumesInUse):[ ]*\n"
+    r"(?:(?P=indent)(?:[ ]|- ).*\n|[ ]*\n)*",
+    re.MULTILINE,
+)
+_TRIM_ABOVE = 1 << 20  # bytes; smaller texts are parsed as they are
+
+
+# Deeper than any Kubernetes object tandem reads; libyaml itself would go much further.
+MAX_NESTING = 100
+
+
+def _deeper_than(document: Any, limit: int) -> bool:
+    """Whether mappings and lists nest more than `limit` levels (iterative: no recursion)."""
+    stack = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def _without_unread_subtrees(text: str) -> str:
+    if len(text) < _TRIM_ABOVE:
+        return text
+    return _UNREAD_SUBTREES.sub(lambda match: "\n" * match.group(0).count("\n"), text)
 
 
 def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -146,7 +192,10 @@ def load_documents(source: str, text: str) -> list[Any]:
         except RecursionError:
             raise InputError(Problem("", "not valid JSON: nested too deeply", source)) from None
     try:
-        return list(yaml.load_all(text, Loader=_Loader))  # noqa: S506 - _Loader is a SafeLoader
+        documents = list(yaml.load_all(_without_unread_subtrees(text), Loader=_Loader))  # noqa: S506 - _Loader is a SafeLoader
+        if any(_deeper_than(doc, MAX_NESTING) for doc in documents):
+            raise RecursionError
+        return documents
     except yaml.YAMLError as exc:
         if json_error:
             raise InputError(Problem("", json_error, source)) from None

@@ -26,5 +26,18 @@ def read_sources(paths: list[Path], expected: str = "YAML or JSON") -> list[tupl
     return sources
 
 
+# About a second of reading: below it no progress display, above it one on stderr.
+PROGRESS_ABOVE_BYTES = 8 << 20
+
+
 def load_files(paths: list[Path]) -> Inputs:
-    return load_texts(read_sources(paths))
+    sources = read_sources(paths)
+    size = sum(len(text) for _, text in sources)
+    if size < PROGRESS_ABOVE_BYTES:
+        return load_texts(sources)
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=Console(stderr=True), transient=True) as progress:
+        progress.add_task(f"reading {len(sources)} file{'s' if len(sources) > 1 else ''} ({size / 2**20:.0f} MB)", total=None)
+        return load_texts(sources)
