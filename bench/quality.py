@@ -78,16 +78,24 @@ def run_quality(
     dump_dir: Path | None = DUMP_DIR,
 ) -> list[dict[str, Any]]:
     """One row per instance (seeds `seed*10000 + i`), then a summary row."""
+    rows, instances = _rows("quality", seed, count, random_instance, lambda i: _quality_row(i, time_limit, polish_time_limit), progress)
+    return rows + [_quality_summary(seed, rows, instances, dump_dir)]
+
+
+def _rows(
+    label: str, seed: int, count: int, make: Callable[[int], Instance], row: Callable[[Instance], dict[str, Any]], progress: bool
+) -> tuple[list[dict[str, Any]], dict[str, Instance]]:
+    """`row` of each instance `make` gives for seeds `seed*10000 + i`, with a progress bar."""
     rows, instances = [], {}
     with _progress(progress) as bar:
-        task = bar.add_task("quality", total=count)
+        task = bar.add_task(label, total=count)
         for i in range(count):
-            instance = random_instance(seed * 10000 + i)
+            instance = make(seed * 10000 + i)
             instances[instance.name] = instance
-            bar.update(task, description=f"quality {instance.name}")
-            rows.append(_quality_row(instance, time_limit, polish_time_limit))
+            bar.update(task, description=f"{label} {instance.name}")
+            rows.append(row(instance))
             bar.advance(task)
-    return rows + [_quality_summary(seed, rows, instances, dump_dir)]
+    return rows, instances
 
 
 def run_fits_whole(
@@ -99,15 +107,7 @@ def run_fits_whole(
     dump_dir: Path | None = DUMP_DIR,
 ) -> list[dict[str, Any]]:
     """One row per "everything fits whole" instance (seeds `seed*10000 + i`), then a summary row."""
-    rows, instances = [], {}
-    with _progress(progress) as bar:
-        task = bar.add_task("fits-whole", total=count)
-        for i in range(count):
-            instance = fits_whole_instance(seed * 10000 + i)
-            instances[instance.name] = instance
-            bar.update(task, description=f"fits-whole {instance.name}")
-            rows.append(_fits_whole_row(instance, time_limit))
-            bar.advance(task)
+    rows, instances = _rows("fits-whole", seed, count, fits_whole_instance, lambda i: _fits_whole_row(i, time_limit), progress)
     return rows + [_fits_whole_summary(seed, rows, instances, dump_dir)]
 
 

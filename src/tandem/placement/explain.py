@@ -48,12 +48,7 @@ def unresolvable(unit: UnitState, needs: Mapping[int, int]) -> bool:
     allowed, saved = unit.allowed, unit.release(None)
     unit.allowed = unit.eligible
     try:
-        counts = Counts.of(unit, empty)
-        depth = unit.required_depth
-        fits = np.all(counts.free_by_domain(depth) >= counts.vector(needs), axis=1)
-        for r, need in needs.items():
-            fits &= counts.capacity(r, depth) >= need
-        return not fits.any() or not place_gang(unit, empty.copy(), needs)
+        return not _fits_by_counts(unit, empty, needs).any() or not place_gang(unit, empty.copy(), needs)
     finally:
         unit.allowed = allowed
         unit.release(None)
@@ -123,6 +118,16 @@ def describe_gang_failure(unit: UnitState, free: np.ndarray, needs: Mapping[int,
     )
 
 
+def _fits_by_counts(unit: UnitState, free: np.ndarray, needs: Mapping[int, int]) -> np.ndarray:
+    """[domains at the required level]: where the gang fits by the counts on `free`."""
+    counts = Counts.of(unit, free)
+    depth = unit.required_depth
+    fits = np.all(counts.free_by_domain(depth) >= counts.vector(needs), axis=1)
+    for r, need in needs.items():
+        fits &= counts.capacity(r, depth) >= need
+    return fits
+
+
 def _held_by_exclusive_units(unit: UnitState, free: np.ndarray, needs: Mapping[int, int]) -> str | None:
     """The reason when the minimum would fit but for domains other exclusive units hold."""
     if unit.exclusive_depth is None or np.array_equal(unit.allowed, unit.eligible):
@@ -130,15 +135,12 @@ def _held_by_exclusive_units(unit: UnitState, free: np.ndarray, needs: Mapping[i
     allowed = unit.allowed
     unit.allowed = unit.eligible
     try:
-        counts = Counts.of(unit, free)
-        depth = unit.required_depth
-        fits = np.all(counts.free_by_domain(depth) >= counts.vector(needs), axis=1)
-        for r, need in needs.items():
-            fits &= counts.capacity(r, depth) >= need
+        fits = _fits_by_counts(unit, free, needs)
     finally:
         unit.allowed = allowed
     if not fits.any():
         return None
+    depth = unit.required_depth
     view = unit.view
     level = view.level_names[unit.exclusive_depth]
     held = np.unique(view.dom[unit.exclusive_depth][unit.eligible & ~allowed])
