@@ -79,7 +79,7 @@ class _DuplicateKey(ValueError):
 # has none of them). Blanked before parsing, line numbers kept, so errors still point
 # at the right line and a large dump is not built in memory whole.
 _UNREAD_SUBTREES = re.compile(
-    r"^(?P<indent>[ ]*)(?:images|managedFields|nodeInfo|daemonEndpoints|volumesAttached|volumesInUse):[ ]*\n"
+    r"^(?P<indent>[ ]*)(?:images|managedFields|nodeInfo|daemonEndpoints|volumesAttached|volumesInUse|addresses|capacity):[ ]*\n"
     r"(?:(?P=indent)(?:[ ]|- ).*\n|[ ]*\n)*",
     re.MULTILINE,
 )
