@@ -28,14 +28,15 @@ def test_no_plan_breaks_a_promise(objects):
 @SETTINGS
 @given(worlds())
 def test_minimums_come_before_extras(objects):
-    """Extras never change which units get their minimums, nor where the minimums go."""
+    """Extras never change which units get their minimums, nor where the minimums go,
+    except for a unit placed again whole by relocation (it then ends `Placed`)."""
     snapshot, views, units = world(objects)
     with_extras = place(snapshot, views, units)
     minimums_only = place(snapshot, views, units, extras=False)
     for full, bare in zip(with_extras.units, minimums_only.units):
         assert (full.state == "Unschedulable") == (bare.state == "Unschedulable"), full.unit.label
-        for role in full.unit.roles:
-            assert full.replicas(role.name)[: role.minimum] == bare.replicas(role.name)[: role.minimum]
+        moved = any(full.replicas(r.name)[: r.minimum] != bare.replicas(r.name)[: r.minimum] for r in full.unit.roles)
+        assert not moved or full.state == "Placed", full.unit.label
 
 
 @SETTINGS

@@ -1,11 +1,15 @@
-"""Relocation: a unit short of its desired counts moves whole into an idle domain.
+"""Relocation: a unit short of its desired counts is placed again whole, in an idle
+domain or repacked in its own.
 
 Minimums come first and extras grow in order, so a unit can end short of its desired
-counts in a domain that later units' minimums filled, while a domain of its required
-level holds nothing of this plan and would take the whole unit. Every unit in a plan is
-still pending, so such a unit (with no replica already running) is moved there whole;
-the room it leaves lets the units it shared a domain with grow. No unit loses anything
-it had: the move is kept only when the whole unit fits, and the others only gain room.
+counts: in a domain that later units' minimums filled while a domain of its required
+level holds nothing of this plan and would take the whole unit, or in its own domain
+because replica by replica its pods fragmented the nodes (small pods on the hosts its
+large pods needed). Every unit in a plan is still pending, so such a unit (with no
+replica already running) is placed again as one gang of its desired counts, in an idle
+domain or in its own with its own pods lifted; the room it leaves lets the units it
+shared a domain with grow. No unit loses anything it had: the move is kept only when
+the whole unit fits, and the others only gain room.
 """
 
 from __future__ import annotations
@@ -21,28 +25,29 @@ RELOCATION_ATTEMPTS = 64
 
 
 def relocate_short_units(units: list[UnitState], free: np.ndarray, exclusivity: Exclusivity) -> bool:
-    """Move short units whole into idle domains of their required level; True if any moved."""
+    """Place short units again whole, in an idle domain of their required level or their
+    own; True if any moved."""
     moved = False
     budget = RELOCATION_ATTEMPTS
     busy: dict[tuple, np.ndarray] = {}  # (view, depth) -> domains holding a pod of this plan
     for unit in units:
         if budget <= 0:
             break
-        if not _short(unit) or any(role.existing for role in unit.roles) or unit.required_depth == 0:
+        if not _short(unit) or any(role.existing for role in unit.roles):
             continue
         key = (unit.view, unit.required_depth)
         if key not in busy:
             busy[key] = _busy_domains(unit, units)
-        idle = exclusivity.open_to(unit) & ~np.isin(unit.view.dom[unit.required_depth], busy[key])
-        if not idle.any():
-            continue
+        doms = unit.view.dom[unit.required_depth]
+        own = unit.domain[1] if unit.domain is not None else -1
+        where = exclusivity.open_to(unit) & (~np.isin(doms, busy[key]) | (doms == own))
         budget -= 1
         trial = free.copy()
         saved = unit.release(trial)
         allowed = unit.allowed
-        unit.allowed = idle
+        unit.allowed = where
         whole = {r: role.demand.desired for r, role in enumerate(unit.roles) if role.demand.desired > 0}
-        placed = place_gang(unit, trial, whole, trials=1)  # any idle domain that takes it whole will do
+        placed = place_gang(unit, trial, whole, trials=1)  # any domain that takes it whole will do
         unit.allowed = allowed
         if placed and not _short(unit):
             free[:] = trial
