@@ -40,14 +40,19 @@ def relocate_short_units(units: list[UnitState], free: np.ndarray, exclusivity: 
             busy[key] = _busy_domains(unit, units)
         doms = unit.view.dom[unit.required_depth]
         own = unit.domain[1] if unit.domain is not None else -1
-        where = exclusivity.open_to(unit) & (~np.isin(doms, busy[key]) | (doms == own))
+        open_to = exclusivity.open_to(unit)
         budget -= 1
         trial = free.copy()
         saved = unit.release(trial)
         allowed = unit.allowed
-        unit.allowed = where
         whole = {r: role.demand.desired for r, role in enumerate(unit.roles) if role.demand.desired > 0}
-        placed = place_gang(unit, trial, whole, trials=1)  # any domain that takes it whole will do
+        placed = False
+        # Idle domains first (the unit's room goes to its neighbours), then its own, repacked.
+        for where in (open_to & ~np.isin(doms, busy[key]), open_to & (doms == own)):
+            unit.allowed = where
+            if where.any() and place_gang(unit, trial, whole, trials=1):  # any domain that takes it whole will do
+                placed = True
+                break
         unit.allowed = allowed
         if placed and not _short(unit):
             free[:] = trial
