@@ -247,6 +247,17 @@ def test_required_affinity_to_a_role_with_no_replicas() -> None:
     assert problems(make_group({"affinity": [rule]}, prefill={"replicas": 0}, decode={"replicas": 0})) == []
 
 
+@pytest.mark.parametrize("skew", [0, "0%"])
+def test_scaling_max_skew_zero_is_refused(skew: int | str) -> None:
+    assert problems(make_group({"coordination": {"scaling": {"maxSkew": skew}}})) == [
+        (
+            "spec.coordination.scaling.maxSkew",
+            "must be at least 1 (or a percentage above 0%): with 0 no role may move ahead of another, so scaling could never start",
+        )
+    ]
+    assert problems(make_group({"coordination": {"scaling": {"maxSkew": "1%"}}})) == []
+
+
 def test_exclusive_level() -> None:
     assert problems(make_group({"topology": {"exclusive": "rack", "pack": {"required": "rack"}}})) == []
     assert problems(make_group({"topology": {"exclusive": "row"}})) == [

@@ -113,6 +113,13 @@ def _check_coordination(group: InferenceGroup) -> list[Problem]:
             problems.append(
                 Problem(f"spec.coordination.rollout.steps{key_path(role_name)}", f"names no role of this group (roles: {', '.join(names)})")
             )
+    if _is_zero(group.spec.coordination.scaling.max_skew):
+        problems.append(
+            Problem(
+                "spec.coordination.scaling.maxSkew",
+                "must be at least 1 (or a percentage above 0%): with 0 no role may move ahead of another, so scaling could never start",
+            )
+        )
     update = group.spec.coordination.rolling_update
     if _is_zero(update.max_surge) and _is_zero(update.max_unavailable):
         problems.append(
