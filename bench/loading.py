@@ -3,26 +3,32 @@
     python bench/loading.py                       # 5,000 and 50,000 nodes, YAML and JSON
     python bench/loading.py --sizes 5000 --formats yaml
 
-The dump is shaped as `kubectl get nodes -o yaml` prints AKS nodes: about 30 labels,
-annotations, a `status.images` list of 30 images with their sizes, conditions,
-addresses, nodeInfo, and `metadata.managedFields`, about 8 KB of YAML a node. It is
-written once per size and format into a temporary folder; each case runs the real CLI
-in a child process, whose peak resident memory is read from the operating system.
-Prints one JSON object per case (nodes, format, bytes, seconds, peak_mb).
+The dump is shaped as `kubectl get nodes -o yaml|json` prints AKS nodes: 31 labels,
+annotations, a `status.images` list of 50 images with their sizes, conditions,
+addresses, capacity, nodeInfo, and `metadata.managedFields`; about 17 KB of YAML a node.
+It is written once per size and format into a temporary folder (or --folder, kept for
+the next run); each case runs the real CLI in a child process, whose peak resident
+memory the operating system reports to this one (wait4). Prints one JSON object per case (nodes, format, bytes, seconds,
+peak_mb, and the machine's one-minute load average before the case: other processes
+sharing the CPU make `seconds` longer).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # the same text, written faster
 
 TOPOLOGY = {
     "apiVersion": "tandem.dev/v1alpha1",
@@ -81,7 +87,7 @@ def aks_node(i: int) -> dict[str, Any]:
             ],
             "sizeBytes": 10_000_000 + k * 1_234_567,
         }
-        for k in range(30)
+        for k in range(50)
     ]
     conditions = [
         {
@@ -149,37 +155,36 @@ def write_dump(folder: Path, nodes: int, fmt: str) -> Path:
     path = folder / f"nodes-{nodes}.{fmt}"
     if path.exists():
         return path
-    with path.open("w", encoding="utf-8") as out:
+    partial = path.with_name(path.name + ".partial")  # a dump cut short by ^C is never taken for whole
+    with partial.open("w", encoding="utf-8") as out:
+        # One item at a time, as kubectl lays it out: the dump of 50,000 nodes never sits in memory.
         if fmt == "json":
-            out.write('{"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": [\n')
+            out.write('{\n    "apiVersion": "v1",\n    "items": [\n')
             for i in range(nodes):
-                out.write(("," if i else "") + json.dumps(aks_node(i), indent=4) + "\n")
-            out.write("]}\n")
+                out.write((",\n" if i else "") + textwrap.indent(json.dumps(aks_node(i), indent=4), " " * 8))
+            out.write('\n    ],\n    "kind": "List",\n    "metadata": {\n        "resourceVersion": ""\n    }\n}\n')
         else:
             out.write("apiVersion: v1\nitems:\n")
-            for i in range(nodes):  # one item at a time: the dump of 50,000 nodes never sits in memory
-                out.write(yaml.safe_dump([aks_node(i)], sort_keys=True, width=10**6))
+            for i in range(nodes):
+                out.write(yaml.dump([aks_node(i)], Dumper=DUMPER, sort_keys=True, width=10**6))
             out.write('kind: List\nmetadata:\n  resourceVersion: ""\n')
+    partial.rename(path)
     return path
 
 
-PEAK = (
-    "import resource, sys\n"
-    "from tandem.cli.main import main\n"
-    "code = main(sys.argv[1:])\n"
-    "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
-    "sys.exit(code)\n"
-)
-
-
 def measure(path: Path, topology: Path) -> tuple[float, float]:
-    """(seconds, peak MB) of `tandem validate NODES TOPOLOGY` in a fresh child process."""
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", PEAK, "validate", str(path), str(topology)], capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"tandem validate failed: {done.stderr.strip()}")
-    return seconds, int(done.stderr.strip().splitlines()[-1]) / 1024
+    """(seconds, peak MB) of `tandem validate NODES TOPOLOGY` in a fresh child process,
+    its peak resident memory as the operating system counted it for that child alone."""
+    with tempfile.TemporaryFile() as errors:
+        start = time.perf_counter()
+        child = subprocess.Popen([sys.executable, "-m", "tandem.cli.main", "validate", str(path), str(topology)], stdout=subprocess.DEVNULL, stderr=errors)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            errors.seek(0)
+            raise SystemExit(f"tandem validate failed: {errors.read().decode(errors='replace').strip()}")
+    return seconds, usage.ru_maxrss / 1024  # KB on Linux
 
 
 def main() -> None:
@@ -196,8 +201,10 @@ def main() -> None:
         for nodes in (int(n) for n in args.sizes.split(",")):
             for fmt in args.formats.split(","):
                 path = write_dump(folder, nodes, fmt)
+                load = os.getloadavg()[0]
                 seconds, peak = measure(path, topology)
-                print(json.dumps({"nodes": nodes, "format": fmt, "bytes": path.stat().st_size, "seconds": round(seconds, 2), "peak_mb": round(peak)}), flush=True)
+                case = {"nodes": nodes, "format": fmt, "bytes": path.stat().st_size, "seconds": round(seconds, 2), "peak_mb": round(peak)}
+                print(json.dumps(case | {"load": round(load, 2)}), flush=True)
 
 
 if __name__ == "__main__":

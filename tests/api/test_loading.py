@@ -631,10 +631,16 @@ def test_typed_list_items_take_the_lists_api_version() -> None:
 
 
 # ----------------------------------------------------------------------------- large dumps
+#
+# A large `kubectl` List is read item by item (`whole_below` characters and up; 0 forces it
+# here): the same objects, and the same errors, as parsing the text whole. Only what lies
+# inside the subtrees of Nodes and Pods that no model reads goes unchecked.
+
+WHOLE, ITEMS = 10**12, 0  # whole_below: parse whole / item by item
 
 
-def _dump_with_unread_subtrees(nodes: int) -> str:
-    """A `kubectl get nodes -o yaml` List over 1 MB, with the subtrees the loader skips."""
+def _aks_dump(nodes: int) -> str:
+    """`kubectl get nodes -o yaml` of the bench's AKS-shaped nodes (50 images, managed fields, ...)."""
     import sys
     from pathlib import Path
 
@@ -644,32 +650,204 @@ def _dump_with_unread_subtrees(nodes: int) -> str:
     return "apiVersion: v1\nitems:\n" + "".join(yaml.safe_dump([aks_node(i)], sort_keys=True, width=10**6) for i in range(nodes)) + "kind: List\n"
 
 
-def test_a_large_dump_reads_the_same_nodes_with_its_unread_subtrees_skipped():
+def _outcome(sources: list[tuple[str, str]], whole_below: int, piece: int | None = None) -> object:
+    """Everything loaded, or every problem as printed; texts given in pieces of `piece` characters."""
+    from tandem.api.loading import load_sources
+
+    def reader(text: str):
+        return lambda: [text[at : at + piece] for at in range(0, len(text), piece)] if piece else [text]
+
+    try:
+        inputs = load_sources([(name, reader(text)) for name, text in sources], whole_below=whole_below)
+    except InputError as exc:
+        return [str(problem) for problem in exc.problems]
+    return inputs.nodes, inputs.pods, inputs.topologies, inputs.groups, inputs.manifests
+
+
+def _same_both_ways(*sources: tuple[str, str]) -> object:
+    whole = _outcome(list(sources), WHOLE)
+    assert _outcome(list(sources), ITEMS) == whole
+    return whole
+
+
+def test_the_c_loader_refuses_duplicate_keys_with_their_line() -> None:
+    from tandem.api.loading import _Loader
+
+    if yaml.__with_libyaml__:
+        assert issubclass(_Loader, yaml.CSafeLoader)
+    text = "apiVersion: v1\nkind: Node\nmetadata: {name: a}\nstatus:\n  allocatable:\n    cpu: 1\n    memory: 1Gi\n    cpu: 2\n"
+    with pytest.raises(InputError) as caught:
+        load_texts([("n.yaml", text)])
+    assert str(caught.value) == "n.yaml: not valid YAML or JSON: duplicate key 'cpu' (first at line 6) at line 8, column 5"
+
+
+@pytest.mark.parametrize("piece", [None, 1, 7, 4096])
+def test_a_list_read_item_by_item_gives_the_same_objects(piece: int | None) -> None:
+    groups = yaml.safe_dump({"apiVersion": "v1", "items": [yaml.safe_load(GROUP)], "kind": "List"})
+    texts = [("nodes.yaml", KUBECTL_NODES), ("pods.yaml", KUBECTL_PODS), ("topology.yaml", TOPOLOGY), ("groups.yaml", groups)]
+    as_json = [(name.replace(".yaml", ".json"), json.dumps(yaml.safe_load(text), indent=4)) for name, text in texts]
+    whole = _outcome(texts, WHOLE)
+    assert isinstance(whole, tuple) and len(whole[0]) == 3 and len(whole[1]) == 6 and len(whole[4]) == 1  # one manifest
+    assert _outcome(texts, ITEMS, piece) == whole
+    assert _outcome(as_json, ITEMS, piece) == _outcome(as_json, WHOLE) == whole
+
+
+def test_aks_nodes_read_item_by_item_are_the_nodes_read_whole() -> None:
+    text = _aks_dump(30)
+    nodes = _same_both_ways(("nodes.yaml", text))[0]
+    assert len(nodes) == 30 and len(nodes[0].metadata.labels) == 31
+    as_json = json.dumps(yaml.safe_load(text), indent=4)
+    assert _outcome([("nodes.json", as_json)], ITEMS, 1 << 16)[0] == nodes
+
+
+def test_unread_subtrees_are_cut_before_parsing() -> None:
+    from tandem.api import dumps, loading
+
+    shape = dumps.layout(0)
+    first = next(iter(dumps.YamlItems(iter([_aks_dump(1).split("items:\n", 1)[1]]), shape)))
+    assert dumps.type_of(first, shape) == ("v1", "Node")
+    cut = dumps.trimmed(first, shape, loading._PROJECTIONS[("v1", "Node")])
+    item = yaml.safe_load(cut)[0]
+    assert item["metadata"]["managedFields"] is None and item["status"]["images"] is None and item["status"]["nodeInfo"] is None
+    assert len(item["metadata"]["labels"]) == 31 and item["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    assert len(cut) < len(first) / 3
+
+
+def _kubectl_nodes_with(old: str, new: str) -> str:
+    assert KUBECTL_NODES.count(old) >= 1, old
+    return KUBECTL_NODES.replace(old, new, 1)
+
+
+SAME_ERRORS = [
+    # problems of the objects: found item by item
+    ("missing-field", _kubectl_nodes_with("    allocatable: {cpu: \"96\", memory: 1Ti, nvidia.com/gpu: \"8\", pods: \"64\"}\n", "")),
+    ("bad-quantity", _kubectl_nodes_with("cpu: 191450m", "cpu: lots")),
+    ("label-not-a-string", _kubectl_nodes_with("      beta.kubernetes.io/os: linux\n", "      beta.kubernetes.io/os:\n        a: b\n")),
+    ("unknown-kind", _kubectl_nodes_with("  kind: Node\n  metadata:\n    creationTimestamp", "  kind: Nod\n  metadata:\n    creationTimestamp")),
+    ("item-not-a-mapping", _kubectl_nodes_with("kind: List\n", "- just a string\nkind: List\n")),
+    ("duplicate-node", _kubectl_nodes_with("    name: gpu-node-2\n", "    name: gpu-node-1\n")),
+    ("status-only-unread", _kubectl_nodes_with("  status:\n    allocatable: {cpu", "  status:\n    images:\n    - names: [x]\n  statu:\n    allocatable: {cpu")),
+    # problems of the text: the item-by-item path hands the file to the whole parse, which names the line
+    ("duplicate-label", _kubectl_nodes_with("      beta.kubernetes.io/os: linux\n", "      beta.kubernetes.io/os: linux\n      kubernetes.io/arch: arm64\n")),
+    ("syntax-error", _kubectl_nodes_with("      network.example.com/rack: rack-a2\n", "      network.example.com/rack: [rack-a2\n")),
+    ("tab", _kubectl_nodes_with("      kubernetes.io/os: linux\n", "\tkubernetes.io/os: linux\n")),
+    ("nested-too-deeply", _kubectl_nodes_with("      pods: \"110\"\n", "      pods: " + "[" * 120 + "]" * 120 + "\n")),
+    ("duplicate-top-level-key", KUBECTL_NODES + "kind: List\n"),
+    ("not-a-list", KUBECTL_NODES.replace("kind: List\n", "kind: Node\n")),
+    ("no-kind", KUBECTL_NODES.replace("kind: List\n", "")),
+    ("second-document", KUBECTL_NODES + "---\napiVersion: v1\nkind: Node\nmetadata: {name: x}\nstatus: {}\n"),
+    ("alias-across-items", _kubectl_nodes_with("    - {status: \"False\", type: MemoryPressure}", "    - *nowhere")),
+]
+
+
+@pytest.mark.parametrize("text", [pytest.param(text, id=name) for name, text in SAME_ERRORS])
+def test_errors_are_the_same_item_by_item(text: str) -> None:
+    problems = _same_both_ways(("nodes.yaml", text))
+    assert isinstance(problems, list) and problems
+    assert all(line.startswith("nodes.yaml") for line in problems)
+
+
+def test_errors_name_the_item_and_the_line() -> None:
+    assert _same_both_ways(("nodes.yaml", SAME_ERRORS[0][1])) == ["nodes.yaml: items[2].status.allocatable: required field is missing"]
+    syntax = dict(SAME_ERRORS)["syntax-error"]
+    line = syntax.splitlines().index("      network.example.com/rack: [rack-a2") + 1
+    [problem] = _same_both_ways(("nodes.yaml", syntax))
+    assert problem.startswith("nodes.yaml: not valid YAML or JSON: ") and f"at line {line + 1}," in problem
+
+
+def test_syntax_errors_deep_in_a_large_dump_name_their_line() -> None:
+    text = _aks_dump(20)
+    lines = text.splitlines()
+    broken = max(i for i, line in enumerate(lines) if line.startswith("      kubernetes.io/os:"))
+    lines[broken] += ": x"
+    [problem] = _same_both_ways(("nodes.yaml", "\n".join(lines) + "\n"))
+    column = len(lines[broken]) - 2
+    assert problem == f"nodes.yaml: not valid YAML or JSON: mapping values are not allowed in this context at line {broken + 1}, column {column}"
+
+
+def test_duplicate_keys_in_what_is_read_are_refused_in_a_large_dump() -> None:
+    text = _aks_dump(20)
+    at = text.index("    allocatable:\n", len(text) // 2) + len("    allocatable:\n")
+    line = text[:at].count("\n") + 1
+    [problem] = _same_both_ways(("nodes.yaml", text[:at] + "      cpu: '1'\n" + text[at:]))
+    assert "duplicate key 'cpu'" in problem and f"at line {line + 1}," in problem
+
+
+def test_what_no_model_reads_goes_unchecked_item_by_item() -> None:
+    """The price of reading a 50,000-node dump in seconds: a repeated key inside
+    `status.images` or `managedFields` is not looked at (it is refused below WHOLE_BELOW)."""
+    text = _kubectl_nodes_with("      sizeBytes: 320368\n", "      sizeBytes: 320368\n      sizeBytes: 1\n")
+    assert "duplicate key 'sizeBytes'" in _outcome([("nodes.yaml", text)], WHOLE)[0]
+    assert _outcome([("nodes.yaml", text)], ITEMS) == _outcome([("nodes.yaml", KUBECTL_NODES)], WHOLE)
+
+
+IRREGULAR = [
+    ("items-indented", "apiVersion: v1\nitems:\n" + "".join("  " + line + "\n" for line in KUBECTL_NODES.split("items:\n", 1)[1].split("kind: List")[0].splitlines()) + "kind: List\n"),
+    ("comments", KUBECTL_NODES.replace("\n- apiVersion: v1\n", "\n# a node\n\n- apiVersion: v1\n").replace("items:\n# a node\n\n", "items:\n")),
+    ("crlf", KUBECTL_NODES.replace("\n", "\r\n")),
+    ("byte-order-mark", "\ufeff" + KUBECTL_NODES),
+    ("flow-style", yaml.safe_dump(yaml.safe_load(KUBECTL_NODES), default_flow_style=True, width=10**6)),
+    ("multi-document", "---\n" + yaml.safe_dump(yaml.safe_load(KUBECTL_NODES)["items"][0]) + "---\n" + KUBECTL_PODS),
+    ("typed-list", yaml.safe_dump({"apiVersion": "v1", "items": [{k: v for k, v in item.items() if k != "kind"} for item in yaml.safe_load(KUBECTL_NODES)["items"]], "kind": "NodeList"})),
+    ("anchors", KUBECTL_NODES.replace("    labels:\n      kubernetes.io/hostname: gpu-node-2", "    labels: &labels\n      kubernetes.io/hostname: gpu-node-2")
+     .replace("    name: gpu-node-2\n", "    name: gpu-node-2\n    annotations: *labels\n")),
+]
+
+
+@pytest.mark.parametrize("text", [pytest.param(text, id=name) for name, text in IRREGULAR])
+def test_other_shapes_give_what_the_whole_parse_gives(text: str) -> None:
+    loaded = _same_both_ways(("nodes.yaml", text))
+    assert isinstance(loaded, tuple) and len(loaded[0]) >= 1, loaded
+
+
+_LIST = yaml.safe_load(KUBECTL_NODES)
+_UNTYPED = [{key: value for key, value in item.items() if key not in ("apiVersion", "kind")} for item in _LIST["items"]]
+_KUBECTL_JSON = json.dumps(_LIST, indent=4)
+
+JSON_CASES = [
+    ("kubectl", _KUBECTL_JSON),
+    ("duplicate-key", _KUBECTL_JSON.replace('"kind": "Node",', '"kind": "Node", "kind": "Node",', 1)),
+    ("cut-short", _KUBECTL_JSON[: len(_KUBECTL_JSON) // 2]),
+    ("trailing-garbage", _KUBECTL_JSON + "]"),
+    ("trailing-comma", _KUBECTL_JSON.rstrip()[:-1] + ",}"),
+    ("items-not-a-list", json.dumps({**_LIST, "items": {"a": 1}})),
+    ("no-items", json.dumps({**_LIST, "items": []})),
+    ("missing-field", _KUBECTL_JSON.replace('"allocatable"', '"allocatable_"', 1)),
+    ("typed-list-kind-first", json.dumps({"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": _UNTYPED}, indent=4)),
+    ("typed-list-kind-last", json.dumps({"apiVersion": "v1", "items": _UNTYPED, "kind": "NodeList"}, indent=4)),
+    ("not-a-list", json.dumps({**_LIST, "kind": "Node"})),
+    ("array", json.dumps([_LIST])),
+]
+
+
+@pytest.mark.parametrize("text", [pytest.param(text, id=name) for name, text in JSON_CASES])
+def test_json_item_by_item_is_json_read_whole(text: str) -> None:
+    whole = _outcome([("nodes.json", text)], WHOLE)
+    for piece in (None, 3, 64):
+        assert _outcome([("nodes.json", text)], ITEMS, piece) == whole
+
+
+@pytest.mark.parametrize(
+    ("text", "item_by_item"),
+    [
+        pytest.param(KUBECTL_NODES, True, id="kubectl-yaml"),
+        pytest.param(dict(IRREGULAR)["items-indented"], True, id="items-indented"),
+        pytest.param(dict(IRREGULAR)["comments"], True, id="comments"),
+        pytest.param(dict(IRREGULAR)["anchors"], True, id="anchors-within-an-item"),
+        pytest.param(dict(SAME_ERRORS)["missing-field"], True, id="problems-of-objects"),
+        pytest.param(dict(IRREGULAR)["typed-list"], False, id="typed-list-kind-last"),
+        pytest.param(dict(IRREGULAR)["multi-document"], False, id="multi-document"),
+        pytest.param(dict(SAME_ERRORS)["syntax-error"], False, id="syntax-error"),
+        pytest.param(_KUBECTL_JSON, True, id="kubectl-json"),
+        pytest.param(dict(JSON_CASES)["typed-list-kind-first"], True, id="json-typed-list-kind-first"),
+        pytest.param(dict(JSON_CASES)["duplicate-key"], False, id="json-duplicate-key"),
+    ],
+)
+def test_which_inputs_are_read_item_by_item(monkeypatch: pytest.MonkeyPatch, text: str, item_by_item: bool) -> None:
     from tandem.api import loading
 
-    text = _dump_with_unread_subtrees(120)
-    assert len(text) > loading._TRIM_ABOVE and "images:" in text and "managedFields:" in text
-    trimmed = loading._without_unread_subtrees(text)
-    assert trimmed.count("\n") == text.count("\n"), "line numbers are kept"
-    assert "images:" not in trimmed and "sizeBytes" not in trimmed and "managedFields" not in trimmed
-    fast = load_texts([("nodes.yaml", text)]).nodes
-    slow = [loading.Node.model_validate(item) for item in yaml.load(text, Loader=yaml.SafeLoader)["items"]]
-    assert fast == slow and len(fast) == 120
-
-
-def test_errors_after_skipped_subtrees_name_the_right_line():
-    text = _dump_with_unread_subtrees(80)
-    lines = text.splitlines()
-    broken = next(i for i in range(len(lines) - 1, 0, -1) if lines[i].strip().startswith("nvidia.com/gpu:") and "allocatable" not in lines[i])
-    lines[broken] = lines[broken] + " {"  # a syntax error on this line
-    with pytest.raises(InputError) as error:
-        load_texts([("nodes.yaml", "\n".join(lines) + "\n")])
-    assert f"line {broken + 1}," in str(error.value) or f"line {broken + 2}," in str(error.value)
-
-
-def test_duplicate_keys_are_still_refused_by_the_c_loader():
-    text = _dump_with_unread_subtrees(70)
-    at = text.index("    allocatable:\n", len(text) // 2) + len("    allocatable:\n")
-    text = text[:at] + "      cpu: '1'\n" + text[at:]  # allocatable.cpu twice, deep in the dump
-    with pytest.raises(InputError, match="duplicate key 'cpu'"):
-        load_texts([("nodes.yaml", text)])
+    whole: list[str] = []
+    parse_whole = loading._whole_entries
+    monkeypatch.setattr(loading, "_whole_entries", lambda source, text: whole.append(source) or parse_whole(source, text))
+    _outcome([("nodes", text)], ITEMS, 4096)
+    assert (not whole) == item_by_item

@@ -249,6 +249,7 @@ CASES = [
     ("directory", DIRECTORY, FILE, "is a directory"),
     ("not-utf8", b"apiVersion: v1\nkind: Node\nmetadata: {name: \xff\xfe}\n", FILE, "is not UTF-8"),
     ("deeply-nested", "a: " + "[" * 1000 + "]" * 1000 + "\n", FILE, "nested too deeply"),
+    ("impossible-date", node().replace("metadata: {name: n1}", "metadata: {name: n1, creationTimestamp: 2026-13-45}"), FILE, "not a valid date or time (month must be in 1..12) at line 3"),
 ]
 
 PLAN_ONLY = [

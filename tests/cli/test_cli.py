@@ -360,3 +360,83 @@ def test_explain_rejects_a_bad_scale_from(run_cli, examples):
     result = run_cli("explain", examples / "llama-70b.yaml", "--scale-from", "prefill=1")
     assert result.exit_code == 2
     assert result.stderr.strip().startswith("error: --scale-from: must name every role")
+
+
+# ----------------------------------------------------------------------------- large inputs
+
+
+def _aks_nodes(path: Path, count: int) -> Path:
+    """`kubectl get nodes -o yaml` of the bench's AKS-shaped nodes: over 1 MB, so read item by item."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from loading import DUMPER, aks_node  # the bench's AKS-shaped node
+
+    items = "".join(yaml.dump([aks_node(i)], Dumper=DUMPER, sort_keys=True, width=10**6) for i in range(count))
+    path.write_text("apiVersion: v1\nitems:\n" + items + "kind: List\n", encoding="utf-8")
+    return path
+
+
+def test_large_files_are_read_in_pieces_with_the_same_result(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tandem.cli import files
+
+    nodes = _aks_nodes(tmp_path / "nodes.yaml", 70)
+    assert nodes.stat().st_size > 1 << 20
+    topology = tmp_path / "topology.yaml"
+    topology.write_text(
+        "apiVersion: tandem.dev/v1alpha1\nkind: ClusterTopology\nmetadata: {name: default}\n"
+        "spec: {levels: [{name: zone, nodeLabel: topology.kubernetes.io/zone}, {name: host, nodeLabel: kubernetes.io/hostname}]}\n",
+        encoding="utf-8",
+    )
+    whole = run_cli("validate", nodes, topology)
+    monkeypatch.setattr(files, "STREAM_ABOVE_BYTES", 0)
+    monkeypatch.setattr(files, "PIECE_CHARS", 4096)
+    streamed = run_cli("validate", nodes, topology)
+    assert whole.exit_code == streamed.exit_code == 0, streamed.stderr
+    assert streamed.stdout == whole.stdout == "ok: 70 node(s), 0 pod(s), 1 topology(ies), 0 group(s)\n"
+
+
+def test_a_large_file_that_is_not_utf8_is_one_problem(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tandem.cli import files
+
+    monkeypatch.setattr(files, "STREAM_ABOVE_BYTES", 0)
+    bad = tmp_path / "nodes.yaml"
+    bad.write_bytes(b"apiVersion: v1\nitems:\n" + b"- {apiVersion: v1, kind: Node}\n" * 1000 + b"- \xff\n")
+    result = run_cli("validate", bad)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"error: {bad}: is not UTF-8 text (expected YAML or JSON)"]
+
+
+def test_the_progress_bar_shows_only_after_a_while_and_only_on_a_terminal() -> None:
+    import io
+    import time
+
+    from rich.console import Console
+
+    from tandem.cli.files import progress_bar
+
+    def shown(terminal: bool, after: float) -> str:
+        out = io.StringIO()
+        with progress_bar(10 << 20, Console(file=out, force_terminal=terminal, width=100), after) as show:
+            show("reading nodes.yaml", 5 << 20)
+            time.sleep(0.3)
+        return out.getvalue()
+
+    assert "reading nodes.yaml" in shown(terminal=True, after=0)
+    assert shown(terminal=True, after=5) == ""  # a quick load shows nothing
+    assert shown(terminal=False, after=0) == ""  # nor does a pipe or a log
+
+
+def test_the_progress_bar_never_touches_stdout(run_cli, tmp_path: Path, examples: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from tandem.cli import files
+
+    bar = io.StringIO()
+    monkeypatch.setattr(files, "_stderr", lambda: Console(file=bar, force_terminal=True, width=100))
+    monkeypatch.setattr(files, "PROGRESS_AFTER_SECONDS", 0)
+    nodes = _aks_nodes(tmp_path / "nodes.yaml", 70)
+    result = run_cli("plan", "-c", nodes, "-c", examples / "cluster.yaml", examples / "llama-8b.yaml", "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["groups"] and result.stderr == ""
+    assert "reading" in bar.getvalue() and "1.2 MB" in bar.getvalue()  # the bar went to stderr alone

@@ -1,19 +1,29 @@
 """Turn YAML/JSON text into typed objects, with one-line errors naming file, document and field.
 
 Accepts what `kubectl get ... -o yaml|json` prints (a `v1` `List`), multi-document YAML,
-and single objects. Pure: takes text, never opens files (the CLI reads them).
+and single objects. Pure: takes text, or a way to read it in pieces, and never opens
+files (the CLI reads them).
+
+A large `kubectl` List is read item by item (api/dumps.py): only one item is held as a
+tree at a time, and in YAML the subtrees of Nodes and Pods that no model reads (image
+lists, managed fields, ...) are cut before parsing, unchecked. Anything else, and any
+input in which that path finds something wrong with the syntax, is parsed whole, so
+syntax errors are always reported as the whole-file parse reports them.
 """
 
 from __future__ import annotations
 
 import json
-import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import chain
+from types import MappingProxyType
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from tandem.api import dumps
 from tandem.api.kube import Node, Pod
 from tandem.api.resources import API_VERSION, ClusterTopology, InferenceGroup
 from tandem.api.validation import check_group, check_topology
@@ -26,6 +36,15 @@ KINDS: dict[tuple[str, str], type[BaseModel]] = {
     (API_VERSION, "InferenceGroup"): InferenceGroup,
 }
 _KNOWN = ", ".join(f"{api}/{kind}" for api, kind in KINDS)
+# What a large dump's items of each kind are trimmed to before parsing (Node, Pod).
+_PROJECTIONS = MappingProxyType(
+    {key: keys for key, keys in ((key, dumps.projection(model)) for key, model in KINDS.items()) if keys is not None}
+)
+
+# A source reread from its start on each call, in pieces of text (a file, read as it is parsed).
+Reader = Callable[[], Iterable[str]]
+# Sources shorter than this (characters) are parsed whole: every key of every subtree checked.
+WHOLE_BELOW = 1 << 20
 
 _MESSAGES = {
     "extra_forbidden": "unknown field",
@@ -68,22 +87,19 @@ class _Loader(_SafeLoader):  # type: ignore[misc, valid-type]
             seen[key] = key_node
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> Any:
+        """An unquoted date that does not exist (2026-13-45) is a mistake on a line, not a crash."""
+        try:
+            return super().construct_yaml_timestamp(node)
+        except ValueError as exc:
+            raise yaml.constructor.ConstructorError(None, None, f"not a valid date or time ({exc})", node.start_mark) from None
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_timestamp)
+
 
 class _DuplicateKey(ValueError):
     pass
-
-
-# Subtrees of `kubectl get nodes|pods -o yaml` that tandem never reads and that make up
-# most of a node dump: the image list, server-side-apply bookkeeping, and node status
-# parts no placement reads. Keys that appear nowhere else tandem reads (a pod template
-# has none of them). Blanked before parsing, line numbers kept, so errors still point
-# at the right line and a large dump is not built in memory whole.
-_UNREAD_SUBTREES = re.compile(
-    r"^(?P<indent>[ ]*)(?:images|managedFields|nodeInfo|daemonEndpoints|volumesAttached|volumesInUse|addresses|capacity):[ ]*\n"
-    r"(?:(?P=indent)(?:[ ]|- ).*\n|[ ]*\n)*",
-    re.MULTILINE,
-)
-_TRIM_ABOVE = 1 << 20  # bytes; smaller texts are parsed as they are
 
 
 # Deeper than any Kubernetes object tandem reads; libyaml itself would go much further.
@@ -107,18 +123,14 @@ def _deeper_than(document: Any, limit: int) -> bool:
     return False
 
 
-def _without_unread_subtrees(text: str) -> str:
-    if len(text) < _TRIM_ABOVE:
-        return text
-    return _UNREAD_SUBTREES.sub(lambda match: "\n" * match.group(0).count("\n"), text)
-
-
 def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(f"duplicate key {key!r}")
-        out[key] = value
+    out = dict(pairs)  # built in C; only a mapping with a repeated key is walked again
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(f"duplicate key {key!r}")
+            seen.add(key)
     return out
 
 
@@ -140,26 +152,34 @@ class Inputs:
         return self.sources.get(("InferenceGroup", f"{group.metadata.namespace}/{group.metadata.name}"), ("", ""))
 
 
-def load_texts(sources: list[tuple[str, str]]) -> Inputs:
+def load_texts(sources: list[tuple[str, str]], *, whole_below: int = WHOLE_BELOW) -> Inputs:
     """Parse and validate every document of every (name, text) source.
 
     Raises InputError carrying all problems found; nothing is returned half-valid.
     """
+    return load_sources([(source, _once(text)) for source, text in sources], whole_below=whole_below)
+
+
+def load_sources(sources: list[tuple[str, Reader]], *, whole_below: int = WHOLE_BELOW) -> Inputs:
+    """`load_texts` for sources read in pieces (a reader may raise InputError, e.g. for a
+    file that is not UTF-8: a problem of that source). Sources of `whole_below` characters
+    or more that are a `kubectl` List are read item by item, never held whole."""
     inputs = Inputs()
     problems: list[Problem] = []
     origins: dict[tuple[str, str], tuple[str, str]] = {}
-    for source, text in sources:
+    for source, reader in sources:
         try:
-            documents = _documents(source, text)
+            entries = _entries(source, reader, whole_below)
         except InputError as exc:
             problems += exc.problems
             continue
-        for where, path, raw in documents:
-            obj = _parse(where, path, raw, problems)
-            if obj is not None:
-                _add(inputs, obj, where, path, origins, problems)
-                if isinstance(obj, InferenceGroup):
-                    inputs.manifests.setdefault((obj.metadata.namespace, obj.metadata.name), raw)
+        for where, path, parsed, raw in entries:
+            if isinstance(parsed, list):
+                problems += parsed
+                continue
+            _add(inputs, parsed, where, path, origins, problems)
+            if isinstance(parsed, InferenceGroup):
+                inputs.manifests.setdefault((parsed.metadata.namespace, parsed.metadata.name), raw)
     for group in inputs.groups:
         topology = inputs.topologies.get(group.spec.topology_name)
         where, path = _origin(origins, group)
@@ -192,7 +212,7 @@ def load_documents(source: str, text: str) -> list[Any]:
         except RecursionError:
             raise InputError(Problem("", "not valid JSON: nested too deeply", source)) from None
     try:
-        documents = list(yaml.load_all(_without_unread_subtrees(text), Loader=_Loader))  # noqa: S506 - _Loader is a SafeLoader
+        documents = list(yaml.load_all(text, Loader=_Loader))  # noqa: S506 - _Loader is a SafeLoader
         if any(_deeper_than(doc, MAX_NESTING) for doc in documents):
             raise RecursionError
         return documents
@@ -224,7 +244,7 @@ def _documents(source: str, text: str) -> list[tuple[str, str, dict[str, Any]]]:
             problems.append(Problem("", f"must be a mapping (an object), got {_type_name(doc)}", where))
             continue
         kind = doc.get("kind")
-        if kind == "List" or (isinstance(kind, str) and kind.endswith("List") and "items" in doc):
+        if _is_list(doc):
             items = doc.get("items")
             if not isinstance(items, list):
                 problems.append(Problem("items", f"must be a list, got {_type_name(items)}", where))
@@ -243,6 +263,174 @@ def _documents(source: str, text: str) -> list[tuple[str, str, dict[str, Any]]]:
     if problems:
         raise InputError(problems)
     return out
+
+
+def _is_list(doc: dict[str, Any]) -> bool:
+    kind = doc.get("kind")
+    return kind == "List" or (isinstance(kind, str) and kind.endswith("List") and "items" in doc)
+
+
+# (where, path prefix, the object or its problems, the document as written for an InferenceGroup)
+_Entry = tuple[str, str, BaseModel | list[Problem], dict[str, Any] | None]
+
+
+def _once(text: str) -> Reader:
+    return lambda: (text,)
+
+
+def _entries(source: str, reader: Reader, whole_below: int) -> list[_Entry]:
+    """Every object of one source: a large List item by item, anything else parsed whole."""
+    pieces = iter(reader())
+    head = dumps.at_least(pieces, max(whole_below, 1))
+    if len(head) < whole_below:  # all of it
+        return _whole_entries(source, head)
+    head = head.removeprefix("\ufeff")
+    read_list = _json_list if head.lstrip(" \t\r\n")[:1] == "{" else _yaml_list
+    try:
+        return read_list(source, chain([head], pieces))
+    except dumps.Irregular:
+        return _whole_entries(source, "".join(reader()))
+
+
+def _whole_entries(source: str, text: str) -> list[_Entry]:
+    return [_entry(where, path, raw) for where, path, raw in _documents(source, text)]
+
+
+def _entry(where: str, path: str, raw: dict[str, Any]) -> _Entry:
+    problems: list[Problem] = []
+    obj = _parse(where, path, raw, problems)
+    if obj is None:
+        return where, path, problems, None
+    return where, path, obj, raw if isinstance(obj, InferenceGroup) else None
+
+
+def _list_entries(source: str, start: dict[str, Any], items: Iterable[Any]) -> list[_Entry]:
+    """What `_documents` makes of the items of a List, one item at a time; `start` holds
+    the List's keys that come before its items."""
+    entries: list[_Entry] = []
+    shapes: list[Problem] = []
+    kind = start.get("kind")
+    if "kind" in start and not _is_list({**start, "items": []}):
+        raise dumps.Irregular  # an object that merely has `items`: not a List
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            shapes.append(Problem(f"items[{index}]", f"must be a mapping (an object), got {_type_name(item)}", source))
+            continue
+        if kind != "List" and ("apiVersion" not in item or "kind" not in item):
+            if not isinstance(kind, str) or "apiVersion" not in start:
+                raise dumps.Irregular  # the List's own kind and apiVersion come after its items
+            item = {"apiVersion": start["apiVersion"] or "v1", "kind": kind[: -len("List")], **item}
+        if not shapes:
+            entries.append(_entry(source, f"items[{index}]", item))
+    if shapes:
+        raise InputError(shapes)
+    return entries
+
+
+def _yaml_list(source: str, pieces: Iterable[str]) -> list[_Entry]:
+    """A YAML List in block style (what `kubectl get -o yaml` prints), item by item."""
+    blocks = dumps.whole_lines(pieces)
+    first = dumps.at_least(blocks, 1 << 16)
+    head = dumps.yaml_list_head(first)
+    if head is None:
+        raise dumps.Irregular
+    header, indent, at = head
+    shape = dumps.layout(indent)
+    items = dumps.YamlItems(chain([first[at:]], blocks), shape)
+    entries = _list_entries(source, _yaml_skeleton(header, ""), (_yaml_item(text, shape) for text in items))
+    if not _is_list(_yaml_skeleton(header, items.tail)):
+        raise dumps.Irregular
+    return entries
+
+
+def _yaml_skeleton(header: str, tail: str) -> dict[str, Any]:
+    """The List's own keys: what comes before and after its items, with the items left out."""
+    try:
+        documents = list(yaml.load_all(header + "items: []\n" + tail, Loader=_Loader))  # noqa: S506 - a SafeLoader
+    except (yaml.YAMLError, RecursionError):
+        raise dumps.Irregular from None
+    if len(documents) != 1 or not isinstance(documents[0], dict) or _deeper_than(documents[0], MAX_NESTING):
+        raise dumps.Irregular
+    return documents[0]
+
+
+def _yaml_item(text: str, shape: dumps.Layout) -> Any:
+    """One item, parsed on its own; a Node or Pod without the subtrees no model reads."""
+    stated = dumps.type_of(text, shape)
+    keys = _PROJECTIONS.get(stated) if stated else None
+    if keys is not None:
+        text = dumps.trimmed(text, shape, keys)
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if not isinstance(node, yaml.SequenceNode) or len(node.value) != 1:
+            raise dumps.Irregular
+        item = _built(loader, node.value[0], 3, set())  # under the List and `items`
+    except (yaml.YAMLError, RecursionError):
+        raise dumps.Irregular from None
+    finally:
+        loader.dispose()
+    if keys is not None and not (isinstance(item, dict) and (item.get("apiVersion"), item.get("kind")) == stated):
+        raise dumps.Irregular  # the lines read as its kind were not its own
+    return item
+
+
+_STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
+
+
+def _built(loader: _Loader, node: yaml.Node, depth: int, building: set[int]) -> Any:
+    """What `loader` constructs from `node`, built directly for strings, mappings and lists
+    (several times faster than PyYAML's general constructor, which builds the rest). Raises
+    Irregular for what the whole-file parse must report: a repeated or unhashable key, a
+    merge key, nesting deeper than MAX_NESTING, an alias of a node inside itself."""
+    if node.tag == _STR and isinstance(node, yaml.ScalarNode):
+        return node.value
+    if node.tag not in (_MAP, _SEQ) or isinstance(node, yaml.ScalarNode):
+        return loader.construct_object(node, deep=True)
+    if depth > MAX_NESTING or id(node) in building:
+        raise dumps.Irregular
+    building.add(id(node))
+    built: Any
+    if isinstance(node, yaml.SequenceNode):
+        built = [_built(loader, child, depth + 1, building) for child in node.value]
+    else:
+        built = {}
+        for key, value in node.value:
+            if key.tag != _STR or not isinstance(key, yaml.ScalarNode) or key.value in built:
+                raise dumps.Irregular
+            is_text = value.tag == _STR and isinstance(value, yaml.ScalarNode)
+            built[key.value] = value.value if is_text else _built(loader, value, depth + 1, building)
+    building.discard(id(node))
+    return built
+
+
+def _json_list(source: str, pieces: Iterable[str]) -> list[_Entry]:
+    """A JSON object with an `items` array (what `kubectl get -o json` prints), item by item."""
+    text = dumps.JsonText(pieces, dumps.json_decoder(_json_object))
+    doc: dict[str, Any] = {}
+    entries: list[_Entry] | None = None
+    text.take("{")
+    more = text.peek() != "}"
+    while more:
+        if text.peek() != '"':
+            raise dumps.Irregular
+        key = text.value()
+        text.take(":")
+        if key in doc:
+            raise dumps.Irregular
+        if key == "items" and text.peek() == "[":
+            start = dict(doc)
+            doc[key] = []
+            entries = _list_entries(source, start, text.array())
+        else:
+            doc[key] = text.value()
+        more = text.peek() == ","
+        if more:
+            text.pos += 1
+    text.take("}")
+    if text.peek() or entries is None or not _is_list(doc):
+        raise dumps.Irregular
+    return entries
 
 
 def _parse(where: str, path: str, raw: dict[str, Any], problems: list[Problem]) -> BaseModel | None:
