@@ -263,8 +263,60 @@ def test_exclusive_level() -> None:
     assert problems(make_group({"topology": {"exclusive": "row"}})) == [
         ("spec.topology.exclusive", "unknown level 'row' (levels of ClusterTopology 'default': block, rack, host)")
     ]
+    assert problems(make_group({"topology": {"exclusive": "row"}}), topology=None) == []  # no topology: not checked
     with pytest.raises(ValidationError, match="exclusive"):  # a unit-level field only
         InferenceGroup.model_validate(make_group(prefill={"replicas": 1, "topology": {"exclusive": "rack"}}))
+
+
+@pytest.mark.parametrize(
+    ("pack", "exclusive"),
+    [
+        ({"required": "rack"}, "rack"),  # the common case: one rack per unit, its own
+        ({"required": "rack"}, "block"),  # the unit's block is its own too
+        ({"required": "block"}, "rack"),  # the racks the unit uses are its own
+        ({"preferred": "rack"}, "host"),
+        ({}, "block"),  # exclusive alone does not pack: every block the unit touches is its own
+    ],
+)
+def test_exclusive_may_be_broader_equal_or_narrower_than_the_pack(pack: dict[str, str], exclusive: str) -> None:
+    spec = {"topology": {"pack": pack, "exclusive": exclusive}}
+    assert problems(make_group(spec)) == []
+    group = InferenceGroup.model_validate(make_group(spec))
+    assert group.spec.topology.exclusive == exclusive and group.spec.topology.pack.model_dump(exclude_none=True) == pack
+    assert InferenceGroup.model_validate(make_group()).spec.topology.exclusive is None
+
+
+def test_exclusive_field_paths() -> None:
+    assert field_error(make_group(prefill={"replicas": 1, "topology": {"exclusive": "rack"}})) == (
+        "g.json: spec.roles[0].topology.exclusive: unknown field"
+    )
+    assert field_error(make_group(decode={"replicas": 1, "topology": {"pack": {"required": "host"}, "exclusive": "host"}})) == (
+        "g.json: spec.roles[0].topology.exclusive: unknown field"
+    )
+    assert field_error(make_group({"topology": {"exclusive": "Rack_1"}})).startswith("g.json: spec.topology.exclusive: ")
+    assert field_error(make_group({"topology": {"exclusive": 3}})).startswith("g.json: spec.topology.exclusive: ")
+
+
+def test_validate_exits_2_on_exclusive_mistakes(run_cli, tmp_path) -> None:
+    import json
+
+    topology = tmp_path / "topology.json"
+    topology.write_text(TOPOLOGY.model_dump_json(by_alias=True, exclude_none=True), encoding="utf-8")
+    unknown, on_role, fine = tmp_path / "unknown.json", tmp_path / "role.json", tmp_path / "fine.json"
+    unknown.write_text(json.dumps(make_group({"topology": {"exclusive": "row"}})), encoding="utf-8")
+    on_role.write_text(json.dumps(make_group(prefill={"replicas": 1, "topology": {"exclusive": "rack"}})), encoding="utf-8")
+    fine.write_text(json.dumps(make_group({"topology": {"pack": {"required": "block"}, "exclusive": "rack"}})), encoding="utf-8")
+
+    result = run_cli("validate", topology, unknown)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"error: {unknown}: spec.topology.exclusive: unknown level 'row' (levels of ClusterTopology 'default': block, rack, host)"
+    ]
+    result = run_cli("validate", topology, on_role)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [f"error: {on_role}: spec.roles[0].topology.exclusive: unknown field"]
+    result = run_cli("validate", topology, fine)
+    assert result.exit_code == 0, result.stderr
 
 
 def test_duplicate_affinity_pair() -> None:

@@ -44,6 +44,10 @@ def _one_role_with_minimum(raw: dict[str, Any]) -> None:
             kept = True
 
 
+def _drop_exclusive(raw: dict[str, Any]) -> None:
+    raw["spec"].get("topology", {}).pop("exclusive", None)
+
+
 def _drop_unit_pack(raw: dict[str, Any]) -> None:
     raw["spec"].pop("topology", None)
 
@@ -61,6 +65,7 @@ RELAX_STEPS: tuple[Callable[[dict[str, Any]], None], ...] = (
     _whole_roles,
     _drop_role_packs,
     _one_role_with_minimum,
+    _drop_exclusive,
     _drop_unit_pack,
     _first_role_only,
 )

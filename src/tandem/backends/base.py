@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Iterator, Mapping, Sequence, TypeVar
 
 from tandem.api.kube import Node
-from tandem.api.naming import GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
+from tandem.api.naming import EXCLUSIVE_LABEL, GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.backends.features import FEATURES, Feature, Usage
 from tandem.backends.pods import pod_identity, unit_pods
@@ -166,7 +166,8 @@ class Backend(ABC):
 
     def prepare_pod(self, pod: Mapping[str, Any], group: InferenceGroup, topology: ClusterTopology | None = None) -> dict[str, Any]:
         """A copy of `pod` (one of the group's, with tandem's labels) carrying what this
-        scheduler needs: scheduler name, group membership, priority, preferred affinity."""
+        scheduler needs: scheduler name, group membership, priority, preferred affinity,
+        exclusive anti-affinity."""
         out = copy.deepcopy(dict(pod))
         spec = out.setdefault("spec", {})
         if self.scheduler_name:
@@ -204,7 +205,7 @@ class Backend(ABC):
 
 
 def referenced_levels(group: InferenceGroup) -> set[str]:
-    levels = {group.spec.topology.pack.required, group.spec.topology.pack.preferred}
+    levels = {group.spec.topology.pack.required, group.spec.topology.pack.preferred, group.spec.topology.exclusive}
     for role in group.spec.roles:
         levels |= {role.topology.pack.required, role.topology.pack.preferred}
     levels |= {rule.level for rule in group.spec.affinity}
@@ -279,3 +280,75 @@ def add_preferred_affinity(pod: dict[str, Any], group: InferenceGroup, topology:
     pod_affinity = affinity.setdefault("podAffinity", {})
     pod_affinity.setdefault("preferredDuringSchedulingIgnoredDuringExecution", []).extend(terms)
 
+
+
+# How backends whose scheduler runs kube-scheduler's InterPodAffinity filter keep `exclusive`
+# (each names where that filter runs in its scheduler).
+EXCLUSIVE_AS_ANTI_AFFINITY = (
+    "required pod anti-affinity on the level's node label towards every pod of another exclusive unit, as LWS renders "
+    "exclusive-topology (label values name the domains: a rack name reused in two blocks repels as one rack)"
+)
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every Namespace
+
+
+def add_exclusive_anti_affinity(pod: dict[str, Any], group: InferenceGroup, topology: ClusterTopology | None) -> None:
+    """`spec.topology.exclusive` as required inter-pod anti-affinity, the way LWS keeps exclusive-topology.
+
+    The terms repel every pod labelled `tandem.dev/exclusive` that is not of this unit: in other
+    namespaces, of other groups here, of other units of this group. kube-scheduler checks required
+    anti-affinity both ways (an existing pod's terms repel a newcomer in the existing pod's domain),
+    so units asking for different levels are each held to their own level, as the engine holds them;
+    pods of groups without `exclusive` carry no label and are not repelled. A node without the
+    level's label is in no domain, so anti-affinity could not see it: the pod is kept off such nodes,
+    as tandem's engine excludes them.
+    """
+    level = group.spec.topology.exclusive
+    if level is None:
+        return
+    key = node_label(topology, level)
+    unit, _, _, _ = pod_identity(pod)
+    namespace, name = group.metadata.namespace, group.metadata.name
+    # Fresh dicts for every term: YAML would print a shared one as an anchor and aliases.
+    others = [
+        {"labelSelector": {"matchExpressions": [_exists(EXCLUSIVE_LABEL)]}, "namespaceSelector": _not_namespace(namespace), "topologyKey": key},
+        {
+            "labelSelector": {"matchExpressions": [_exists(EXCLUSIVE_LABEL), _label_not(GROUP_LABEL, name)]},
+            "namespaces": [namespace],
+            "topologyKey": key,
+        },
+        {
+            "labelSelector": {"matchExpressions": [_exists(EXCLUSIVE_LABEL), _label_in(GROUP_LABEL, name), _label_not(UNIT_LABEL, str(unit))]},
+            "namespaces": [namespace],
+            "topologyKey": key,
+        },
+    ]
+    affinity = pod["spec"].setdefault("affinity", {})
+    anti = affinity.setdefault("podAntiAffinity", {})
+    anti.setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).extend(others)
+    _require_node_label(affinity, key)
+
+
+def _exists(key: str) -> dict[str, Any]:
+    return {"key": key, "operator": "Exists"}
+
+
+def _label_in(key: str, value: str) -> dict[str, Any]:
+    return {"key": key, "operator": "In", "values": [value]}
+
+
+def _label_not(key: str, value: str) -> dict[str, Any]:
+    return {"key": key, "operator": "NotIn", "values": [value]}
+
+
+def _not_namespace(namespace: str) -> dict[str, Any]:
+    return {"matchExpressions": [_label_not(NAMESPACE_NAME_LABEL, namespace)]}
+
+
+def _require_node_label(affinity: dict[str, Any], key: str) -> None:
+    """Nodes must carry `key`. Node selector terms are ORed, so every existing term gets it."""
+    required = affinity.setdefault("nodeAffinity", {}).setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.setdefault("nodeSelectorTerms", [])
+    if not terms:
+        terms.append({})
+    for term in terms:
+        term.setdefault("matchExpressions", []).append(_exists(key))

@@ -24,12 +24,14 @@ from typing import Any, Mapping, Sequence
 from tandem.api.kube import Node
 from tandem.api.resources import ClusterTopology, InferenceGroup, Pack
 from tandem.backends.base import (
+    EXCLUSIVE_AS_ANTI_AFFINITY,
     PREFERRED_AFFINITY_AS_POD_AFFINITY,
     Approximate,
     Backend,
     Full,
     Support,
     Unsupported,
+    add_exclusive_anti_affinity,
     add_preferred_affinity,
     controller_only,
     node_label,
@@ -82,9 +84,9 @@ class KaiBackend(Backend):
             ),
             "affinity-preferred": PREFERRED_AFFINITY_AS_POD_AFFINITY,
             "priority": Full("priorityClassName on the PodGroup and the pods"),
-            "exclusive": Unsupported(
-                "KAI's topologyConstraint packs a PodGroup into a level but keeps no domain to one PodGroup; LWS gets exclusivity from pod anti-affinity, which tandem does not emulate here: "
-                "use backend 'native'"
+            "exclusive": Full(
+                f"{EXCLUSIVE_AS_ANTI_AFFINITY}: KAI's predicates plugin runs kube-scheduler's InterPodAffinity filter "
+                "on every pod, in each candidate topology domain it tries"
             ),
             "gang-timeout": Approximate("the PodGroup has no timeout; KAI allocates a gang whole, so nothing is held while it waits"),
             **controller_only(),
@@ -137,6 +139,7 @@ class KaiBackend(Backend):
         labels[SUBGROUP_LABEL] = leaf_name(role, replica)
         labels[QUEUE_LABEL] = self.options.queue
         add_preferred_affinity(pod, group, topology)
+        add_exclusive_anti_affinity(pod, group, topology)
 
     # ------------------------------------------------------------------ topology
 

@@ -21,12 +21,14 @@ from typing import Any, Mapping, Sequence
 from tandem.api.kube import Node
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.backends.base import (
+    EXCLUSIVE_AS_ANTI_AFFINITY,
     PREFERRED_AFFINITY_AS_POD_AFFINITY,
     Approximate,
     Backend,
     Full,
     Support,
     Unsupported,
+    add_exclusive_anti_affinity,
     add_preferred_affinity,
     controller_only,
     topology_defining,
@@ -95,9 +97,9 @@ class KoordinatorBackend(Backend):
             ),
             "affinity-preferred": PREFERRED_AFFINITY_AS_POD_AFFINITY,
             "priority": Full("priorityClassName on the pods"),
-            "exclusive": Unsupported(
-                "Koordinator's network-topology-spec gathers a gang into a layer but keeps no layer to one gang; LWS gets exclusivity from pod anti-affinity, which tandem does not emulate here: "
-                "use backend 'native'"
+            "exclusive": Full(
+                f"{EXCLUSIVE_AS_ANTI_AFFINITY}: koord-scheduler keeps kube-scheduler's default filters, InterPodAffinity "
+                "among them, and schedules a gang pod by pod through them"
             ),
             "gang-timeout": Full("PodGroup scheduleTimeoutSeconds"),
             **controller_only(),
@@ -157,6 +159,7 @@ class KoordinatorBackend(Backend):
         unit, role, _, _ = pod_identity(pod)
         pod["metadata"].setdefault("labels", {})[POD_GROUP_LABEL] = unit_object_name(group, unit, role)
         add_preferred_affinity(pod, group, topology)
+        add_exclusive_anti_affinity(pod, group, topology)
 
     # ------------------------------------------------------------------ topology
 

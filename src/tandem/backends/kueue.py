@@ -139,8 +139,11 @@ class KueueBackend(Backend):
             "affinity-preferred": Approximate("dropped: Kueue TAS ignores pod affinity"),
             "priority": Full("the Workload's priorityClassRef and priority, and the pods' priorityClassName"),
             "exclusive": Unsupported(
-                "Kueue's topology request packs a pod set into a level but keeps no domain to one Workload; LWS gets exclusivity from pod anti-affinity, which tandem does not emulate here: "
-                "use backend 'native'"
+                "Kueue's topology-aware scheduling assigns domains by capacity and ignores pod affinities "
+                "(kubernetes-sigs/kueue#15057, open, asks for LWS's exclusive-topology), so the anti-affinity that "
+                "keeps a domain to one unit could leave an admitted unit Pending in a domain another unit holds; its "
+                "Topology Spreading (KEP-13746, alpha) caps a domain's share of one namespace's workloads, which is not "
+                "exclusivity; use backend 'native', 'volcano', 'koordinator', 'kai' or 'workload-api'"
             ),
             "gang-timeout": Approximate(
                 "Kueue's waitForPodsReady timeout is set cluster-wide in Kueue's Configuration, not per group"

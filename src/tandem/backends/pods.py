@@ -2,7 +2,9 @@
 
 Backends that hand placement to another scheduler render the pods themselves: the pod
 template as the user wrote it (every field kept when the raw manifest is given), plus
-tandem's labels so selectors can tell units, roles and replicas apart. Gates and owner
+tandem's labels so selectors can tell units, roles and replicas apart (and, for a group
+with `spec.topology.exclusive`, `tandem.dev/exclusive`, which other exclusive units'
+anti-affinity and tandem's engine look for, as on the controller's pods). Gates and owner
 references are the controller's business and are not added here.
 """
 
@@ -12,7 +14,7 @@ import copy
 from typing import Any, Mapping
 
 from tandem.api.kube import PodTemplateSpec
-from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL, pod_name
+from tandem.api.naming import EXCLUSIVE_LABEL, GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL, pod_name
 from tandem.api.quantity import MILLI
 from tandem.api.resources import InferenceGroup
 
@@ -36,6 +38,8 @@ def unit_pods(group: InferenceGroup, unit: int, manifest: Mapping[str, Any] | No
                         POD_INDEX_LABEL: str(index),
                     }
                 )
+                if group.spec.topology.exclusive is not None:
+                    labels[EXCLUSIVE_LABEL] = group.spec.topology.exclusive
                 metadata: dict[str, Any] = {
                     "name": pod_name(group.metadata.name, unit, role.name, replica, index),
                     "namespace": group.metadata.namespace,

@@ -24,12 +24,14 @@ from tandem.api.kube import Node
 from tandem.api.naming import REPLICA_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.backends.base import (
+    EXCLUSIVE_AS_ANTI_AFFINITY,
     PREFERRED_AFFINITY_AS_POD_AFFINITY,
     Approximate,
     Backend,
     Full,
     Support,
     Unsupported,
+    add_exclusive_anti_affinity,
     add_preferred_affinity,
     controller_only,
     topology_defining,
@@ -79,9 +81,9 @@ class VolcanoBackend(Backend):
             ),
             "affinity-preferred": PREFERRED_AFFINITY_AS_POD_AFFINITY,
             "priority": Full("priorityClassName on the PodGroup and the pods"),
-            "exclusive": Unsupported(
-                "Volcano's networkTopology bounds a PodGroup's tier but keeps no HyperNode to one PodGroup; LWS gets exclusivity from pod anti-affinity, which tandem does not emulate here: "
-                "use backend 'native'"
+            "exclusive": Full(
+                f"{EXCLUSIVE_AS_ANTI_AFFINITY}: Volcano's predicates plugin runs kube-scheduler's InterPodAffinity "
+                "filter (predicate.PodAffinityEnable, on by default) and counts pods allocated in the same session"
             ),
             "gang-timeout": Approximate(
                 "the PodGroup has no timeout; Volcano allocates a gang whole, so nothing is held while it waits"
@@ -142,6 +144,7 @@ class VolcanoBackend(Backend):
         annotations[GROUP_ANNOTATION] = unit_object_name(group, unit)
         annotations[TASK_ANNOTATION] = role
         add_preferred_affinity(pod, group, topology)
+        add_exclusive_anti_affinity(pod, group, topology)
 
     # ------------------------------------------------------------------ topology
 

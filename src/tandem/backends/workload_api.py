@@ -36,6 +36,7 @@ from tandem.api.naming import GROUP_LABEL
 from tandem.api.resources import API_VERSION as TANDEM_API_VERSION
 from tandem.api.resources import ClusterTopology, InferenceGroup, Role
 from tandem.backends.base import (
+    EXCLUSIVE_AS_ANTI_AFFINITY,
     PREFERRED_AFFINITY_AS_POD_AFFINITY,
     Approximate,
     Backend,
@@ -43,6 +44,7 @@ from tandem.backends.base import (
     Full,
     Support,
     Unsupported,
+    add_exclusive_anti_affinity,
     add_preferred_affinity,
     controller_only,
     node_label,
@@ -122,9 +124,9 @@ class WorkloadApiBackend(Backend):
             ),
             "affinity-preferred": PREFERRED_AFFINITY_AS_POD_AFFINITY,
             "priority": Full("priorityClassName on the groups and the pods"),
-            "exclusive": Unsupported(
-                "the Workload API's topology constraints pack a pod group but keep no domain to one group; LWS gets exclusivity from pod anti-affinity, which tandem does not emulate here: "
-                "use backend 'native'"
+            "exclusive": Full(
+                f"{EXCLUSIVE_AS_ANTI_AFFINITY}: kube-scheduler runs its InterPodAffinity filter for every pod of a "
+                "pod group"
             ),
             "gang-timeout": Approximate("pod groups have no timeout; kube-scheduler binds a gang only when all of it fits"),
             **controller_only(),
@@ -314,6 +316,7 @@ class WorkloadApiBackend(Backend):
         else:
             spec["schedulingGroup"] = {"podGroupName": unit_object_name(group, unit, role)}
         add_preferred_affinity(pod, group, topology)
+        add_exclusive_anti_affinity(pod, group, topology)
 
     def render_topology(self, topology: ClusterTopology, nodes: Sequence[Node]) -> list[dict[str, Any]]:
         return []  # constraints name node labels directly; kube-scheduler needs no topology object
