@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from support.builders import cluster, group, role
-from tandem.controller.cluster import seconds
+from tandem.api.timestamps import rfc3339, seconds
 from tandem.controller.pods import GATE, HOSTNAME
 from tandem.controller.reconcile import reconcile
 from tandem.sim.store import MemoryStore
@@ -16,13 +16,13 @@ from tandem.sim.store import MemoryStore
 def kubelet(store: MemoryStore) -> int:
     """Bind every ungated pod to the node tandem chose; make every bound pod Ready."""
     changes = 0
-    for pod in store.list("Pod").items:
+    for pod in store.list("Pod"):
         spec = pod["spec"]
         gated = any(g.get("name") == GATE for g in spec.get("schedulingGates", []))
         if not gated and not spec.get("nodeName") and spec.get("nodeSelector", {}).get(HOSTNAME):
             store.bind(pod["metadata"]["namespace"], pod["metadata"]["name"], spec["nodeSelector"][HOSTNAME])
             changes += 1
-    for pod in store.list("Pod").items:
+    for pod in store.list("Pod"):
         if pod["spec"].get("nodeName") and not pod.get("status", {}).get("conditions"):
             pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
             store.update_status(pod)
@@ -64,7 +64,7 @@ def design_group(**kw):
 def test_a_group_rolls_out_in_steps_is_placed_and_becomes_available():
     store = world(design_group())
     reports = run(store)
-    pods = store.list("Pod", "serving").items
+    pods = store.list("Pod", "serving")
     assert len(pods) == 8 and all(p["spec"].get("nodeName") for p in pods)
     assert len({p["spec"]["nodeName"] for p in pods}) == 8, "8 pods of 8 GPUs on 8 hosts"
     racks = {store.get("Node", None, p["spec"]["nodeName"])["metadata"]["labels"]["network.tandem.dev/rack"] for p in pods}
@@ -73,7 +73,7 @@ def test_a_group_rolls_out_in_steps_is_placed_and_becomes_available():
     status = g["status"]
     assert {r["name"]: (r["replicas"], r["readyReplicas"]) for r in status["roles"]} == {"prefill": (4, 4), "decode": (2, 2)}
     assert {c["type"]: c["status"] for c in status["conditions"]}["Available"] == "True"
-    assert status["units"]["0"]["state"] == "Complete"
+    assert status["units"][0]["state"] == "Complete"
     assert status["observedGeneration"] == g["metadata"]["generation"]
     # the first steps were the minimums, then +2 prefill / +1 decode
     assert [r.created for r in reports if r.created][:2] == [3, 4]
@@ -94,7 +94,7 @@ def test_a_failed_replica_is_replaced_and_placed_again():
     victim["status"] = {"phase": "Failed"}
     store.update_status(victim)
     run(store)
-    pods = {p["metadata"]["name"]: p for p in store.list("Pod", "serving").items}
+    pods = {p["metadata"]["name"]: p for p in store.list("Pod", "serving")}
     assert "llama-0-prefill-1-0" in pods and pods["llama-0-prefill-1-0"].get("status", {}).get("phase") == "Running"
     assert len(pods) == 8
 
@@ -102,14 +102,14 @@ def test_a_failed_replica_is_replaced_and_placed_again():
 def test_scaling_the_spec_down_removes_replicas_and_units():
     store = world(design_group(replicas=2))
     run(store, passes=40)
-    assert len(store.list("Pod", "serving").items) == 16
+    assert len(store.list("Pod", "serving")) == 16
     g = store.get("InferenceGroup", "serving", "llama")
     g = copy.deepcopy(g)
     g["spec"]["replicas"] = 1
     g["spec"]["roles"][0]["replicas"] = 2
     store.update(g)
     run(store)
-    names = sorted(p["metadata"]["name"] for p in store.list("Pod", "serving").items)
+    names = sorted(p["metadata"]["name"] for p in store.list("Pod", "serving"))
     assert all(name.startswith("llama-0-") for name in names)
     assert sum(1 for n in names if "-prefill-" in n) == 2
 
@@ -120,7 +120,7 @@ def test_a_pod_placed_but_never_bound_is_released_after_the_gang_timeout(epoch):
     g["spec"]["scheduler"] = {"gangTimeoutSeconds": 60}
     store = world(g)
     reconcile(store, epoch)  # creates the minimum gang and places it; nothing binds it
-    assigned = [p for p in store.list("Pod", "serving").items if p["spec"].get("nodeSelector")]
+    assigned = [p for p in store.list("Pod", "serving") if p["spec"].get("nodeSelector")]
     assert assigned and all(not p["spec"].get("nodeName") for p in assigned)
     # The assignment time is RFC 3339 to the microsecond: at a real epoch a `%g` float
     # would round it by more than an hour and fire (or not) the timeout at the wrong time.
@@ -132,7 +132,7 @@ def test_a_pod_placed_but_never_bound_is_released_after_the_gang_timeout(epoch):
     assert report.deleted == len(assigned)
     assert any("not bound within gangTimeoutSeconds" in e for e in report.events)
     run(store, passes=30)  # re-created, placed, bound
-    assert all(p["spec"].get("nodeName") for p in store.list("Pod", "serving").items)
+    assert all(p["spec"].get("nodeName") for p in store.list("Pod", "serving"))
 
 
 def test_a_unit_below_its_minimum_is_released_whole_after_the_gang_timeout():
@@ -140,21 +140,21 @@ def test_a_unit_below_its_minimum_is_released_whole_after_the_gang_timeout():
     g["spec"]["scheduler"] = {"gangTimeoutSeconds": 120}
     store = world(g)
     run(store)
-    for n in store.list("Node").items:  # nothing new can be placed anywhere
+    for n in store.list("Node"):  # nothing new can be placed anywhere
         store.patch("Node", None, n["metadata"]["name"], {"spec": {"unschedulable": True}})
-    for pod in store.list("Pod", "serving", "tandem.dev/role=decode").items:
+    for pod in store.list("Pod", "serving", "tandem.dev/role=decode"):
         pod["status"] = {"phase": "Failed"}
         store.update_status(pod)
     reconcile(store, 1000.0)
-    unit = store.get("InferenceGroup", "serving", "llama")["status"]["units"]["0"]
-    assert unit["partialSince"] == 1000.0
-    held = [p for p in store.list("Pod", "serving").items if p["spec"].get("nodeName")]
+    unit = store.get("InferenceGroup", "serving", "llama")["status"]["units"][0]
+    assert unit["partialSince"] == rfc3339(1000.0) == "1970-01-01T00:16:40Z"
+    held = [p for p in store.list("Pod", "serving") if p["spec"].get("nodeName")]
     assert held, "prefill still holds its GPUs while the timeout runs"
     reconcile(store, 1100.0)
-    assert [p for p in store.list("Pod", "serving").items if p["spec"].get("nodeName")], "within the timeout"
+    assert [p for p in store.list("Pod", "serving") if p["spec"].get("nodeName")], "within the timeout"
     report = reconcile(store, 1121.0)
     assert any("released to be placed again as a unit" in e for e in report.events)
-    assert not [p for p in store.list("Pod", "serving").items if p["spec"].get("nodeName")], "nothing held"
+    assert not [p for p in store.list("Pod", "serving") if p["spec"].get("nodeName")], "nothing held"
 
 
 def test_a_released_unit_is_requeued_with_exponential_backoff():
@@ -162,18 +162,18 @@ def test_a_released_unit_is_requeued_with_exponential_backoff():
     g["spec"]["scheduler"] = {"gangTimeoutSeconds": 120}
     store = world(g)
     run(store)
-    for n in store.list("Node").items:
+    for n in store.list("Node"):
         store.patch("Node", None, n["metadata"]["name"], {"spec": {"unschedulable": True}})
-    for pod in store.list("Pod", "serving", "tandem.dev/role=decode").items:
+    for pod in store.list("Pod", "serving", "tandem.dev/role=decode"):
         pod["status"] = {"phase": "Failed"}
         store.update_status(pod)
     reconcile(store, 1000.0)
     reconcile(store, 1121.0)  # released
-    unit = store.get("InferenceGroup", "serving", "llama")["status"]["units"]["0"]
-    assert (unit["releases"], unit["retryAfter"]) == (1, 1151.0)
+    unit = store.get("InferenceGroup", "serving", "llama")["status"]["units"][0]
+    assert (unit["releases"], unit["retryAfter"]) == (1, rfc3339(1151.0))
     assert reconcile(store, 1140.0).created == 0, "backing off"
-    assert store.list("Pod", "serving").items == []
-    for n in store.list("Node").items:  # capacity is back, but only some: prefill fits, decode does not
+    assert store.list("Pod", "serving") == []
+    for n in store.list("Node"):  # capacity is back, but only some: prefill fits, decode does not
         store.patch("Node", None, n["metadata"]["name"], {"spec": {"unschedulable": None}})
     assert reconcile(store, 1152.0).created > 0, "retried after the backoff"
 
@@ -185,7 +185,7 @@ def test_exclusive_units_get_a_rack_each_through_the_controller_and_their_pods_s
     g["spec"]["topology"]["exclusive"] = "rack"
     store = world(g, shape="block=1,rack=4,host=4")
     run(store)
-    pods = store.list("Pod", "serving").items
+    pods = store.list("Pod", "serving")
     assert len(pods) == 6 and all(p["metadata"]["labels"]["tandem.dev/exclusive"] == "rack" for p in pods)
     racks: dict[str, set[str]] = {}
     for p in pods:

@@ -54,8 +54,8 @@ def test_random_scenario_keeps_the_invariants(seed):
     reconcile(store, 700.0)
     assert reconcile(store, 700.0).writes == 0
     # status agrees with the pods
-    for g in store.list("InferenceGroup").items:
-        pods = [p for p in store.list("Pod", g["metadata"]["namespace"], {"tandem.dev/group": g["metadata"]["name"]}).items]
+    for g in store.list("InferenceGroup"):
+        pods = [p for p in store.list("Pod", g["metadata"]["namespace"], {"tandem.dev/group": g["metadata"]["name"]})]
         for entry in g["status"]["roles"]:
             spec_role = next(r for r in g["spec"]["roles"] if r["name"] == entry["name"])
             ready = 0
@@ -84,7 +84,7 @@ def test_a_controller_crash_changes_nothing_but_timing(seed):
     def shape(result):
         return sorted(
             (p["metadata"]["labels"]["tandem.dev/group"], p["metadata"]["labels"]["tandem.dev/unit"], p["metadata"]["labels"]["tandem.dev/role"])
-            for p in result.store.list("Pod").items
+            for p in result.store.list("Pod")
             if p.get("status", {}).get("phase") != "Failed"
         )
 

@@ -64,7 +64,7 @@ def test_a_synthetic_load_is_served_and_scaled_through_the_coordination_planner(
     final = result.store.get("InferenceGroup", "serving", "llama-70b-chat")
     assert {r["name"]: r["replicas"] for r in final["spec"]["roles"]} == events[-1][1]
     assert final["status"]["autoscaling"]["desired"] == events[-1][1]
-    assert "coordination" in final["status"]["units"]["0"], "reconcile's status must keep its own keys"
+    assert "coordination" in final["status"]["units"][0], "reconcile's status must keep its own keys"
     assert result.store.get("InferenceGroup", "serving", "llama-70b-chat")["status"]["autoscaling"]["state"]["history"]
     # FixedRatio keeps prefill:decode at the configured 2:1 (within rounding of the split).
     for _, desired in events:
@@ -197,17 +197,18 @@ def test_the_autoscaler_pass_writes_spec_and_status_with_compare_and_swap():
     assert report.changes == [("serving/llama-70b-chat", {"decode": 4, "prefill": 8})]
     stored = store.get("InferenceGroup", "serving", "llama-70b-chat")
     assert [r["replicas"] for r in stored["spec"]["roles"]] == [8, 4]
-    assert stored["metadata"]["generation"] == 2 and stored["status"]["autoscaling"]["lastDecisionAt"] == 0.0
+    assert stored["metadata"]["generation"] == 2 and stored["status"]["autoscaling"]["lastDecisionAt"] == "1970-01-01T00:00:00Z"
     # Not due again before intervalSeconds; the controller's status write keeps the autoscaler's memory.
     assert autoscale(store, 5.0, lambda *a: _signals(5.0, 0.0)).changes == []
     reconcile(store, 6.0)
-    assert store.get("InferenceGroup", "serving", "llama-70b-chat")["status"]["autoscaling"]["lastDecisionAt"] == 0.0
+    assert store.get("InferenceGroup", "serving", "llama-70b-chat")["status"]["autoscaling"]["lastDecisionAt"] == "1970-01-01T00:00:00Z"
     # A group changed by someone else between read and write is left for the next pass.
-    def racing_update(obj):
+    def racing_snapshot():
+        reader = MemoryStore.snapshot(store)
         store.patch("InferenceGroup", "serving", "llama-70b-chat", {"metadata": {"labels": {"touched": "yes"}}})
-        return MemoryStore.update(store, obj)
+        return reader
 
-    store.update = racing_update  # type: ignore[method-assign]
+    store.snapshot = racing_snapshot  # type: ignore[method-assign]
     report = autoscale(store, 400.0, lambda *a: _signals(400.0, 100.0))
     assert report.conflicts == 1 and report.changes == []
     assert [r["replicas"] for r in store.get("InferenceGroup", "serving", "llama-70b-chat")["spec"]["roles"]] == [8, 4]
@@ -260,21 +261,26 @@ def test_the_rack_affinity_keeps_every_prefill_near_decode_and_locality_keeps_tr
     assert abs(near["ttft_s"]["p50"] - far["ttft_s"]["p50"]) < 0.02
 
 
-def test_a_conflicting_status_write_is_retried_so_the_decision_is_remembered():
+def test_the_autoscaler_and_the_reconcile_pass_each_patch_only_their_own_status_keys():
+    """The autoscaler's memory is a merge patch of `status.autoscaling` alone: a reconcile
+    status written between its read and its write survives, and is not copied back."""
     store = MemoryStore()
     store.create(yaml.safe_load(GROUP.read_text()))
-    real = store.update_status
-    calls = []
 
-    def conflict_once(obj):
-        calls.append(obj["metadata"]["resourceVersion"])
-        if len(calls) == 1:  # the controller wrote its status between our read and write
-            store.patch("InferenceGroup", "serving", "llama-70b-chat", {"metadata": {"annotations": {"x": "y"}}})
-        return real(obj)
+    def racing_snapshot():
+        reader = MemoryStore.snapshot(store)
+        del store.snapshot  # once
+        reconcile(store, 0.0)  # the controller writes its status meanwhile
+        return reader
 
-    store.update_status = conflict_once  # type: ignore[method-assign]
+    store.snapshot = racing_snapshot  # type: ignore[method-assign]
     report = autoscale(store, 0.0, lambda ns, name, now: _signals(now, 12_000.0))
-    assert report.conflicts == 1 and len(calls) == 2
+    assert report.changes == [] and report.conflicts == 1, "the spec was decided from an old version: not written"
+    status = store.get("InferenceGroup", "serving", "llama-70b-chat")["status"]
+    assert status["conditions"] and "autoscaling" not in status, "the reconcile pass wrote its keys, and only those"
+    autoscale(store, 20.0, lambda ns, name, now: _signals(now, 12_000.0))
     memory = store.get("InferenceGroup", "serving", "llama-70b-chat")["status"]["autoscaling"]
-    assert memory["lastDecisionAt"] == 0.0 and memory["desired"] == {"decode": 4, "prefill": 8}
-    assert memory["state"]["history"], "the stabilisation history must survive the conflict"
+    assert memory["desired"] == {"decode": 4, "prefill": 8} and memory["state"]["history"], "remembered"
+    reconcile(store, 21.0)
+    assert store.get("InferenceGroup", "serving", "llama-70b-chat")["status"]["autoscaling"] == memory
+

@@ -1,11 +1,12 @@
-"""The in-memory API server keeps the semantics a real one has."""
+"""What the in-memory store does as a world beyond the controller's ports (those are in
+`tests/contract`): whole-object updates, watches, binding, copies."""
 
 from __future__ import annotations
 
 import pytest
 
-from tandem.controller.cluster import AlreadyExists, Conflict, Gone, Invalid, NotFound
-from tandem.controller.selectors import matches, parse
+from tandem.controller.selectors import matches
+from tandem.errors import AlreadyExists, Conflict, Gone, Invalid, NotFound
 from tandem.sim.store import MemoryStore
 
 
@@ -82,50 +83,12 @@ def test_watch_from_a_resource_version_and_gone_when_too_old():
     s.create(group("d"))
     with pytest.raises(Gone):
         s.watch("InferenceGroup", since=start)
-    latest = s.list("InferenceGroup")
+    latest = s.list_with_version("InferenceGroup")
     assert [o["metadata"]["name"] for o in latest.items] == ["b", "c", "d"]
     assert s.watch("InferenceGroup", since=latest.resource_version) == []
 
 
-def test_label_selectors_equality_and_sets(store):
-    store.create(pod("p1", {"tandem.dev/role": "prefill", "tandem.dev/unit": "0"}))
-    store.create(pod("d1", {"tandem.dev/role": "decode", "tandem.dev/unit": "0"}))
-    store.create(pod("r1", {"tandem.dev/role": "router"}))
-    names = lambda sel: [o["metadata"]["name"] for o in store.list("Pod", "serving", sel).items]  # noqa: E731
-    assert names("tandem.dev/role=prefill") == ["p1"]
-    assert names("tandem.dev/role in (prefill, decode)") == ["d1", "p1"]
-    assert names("tandem.dev/role notin (prefill),tandem.dev/unit") == ["d1"]
-    assert names("!tandem.dev/unit") == ["r1"]
-    assert names({"tandem.dev/role": "router"}) == ["r1"]
-    assert names("tandem.dev/role!=router") == ["d1", "p1"]
-    with pytest.raises(Invalid):
-        parse("role in prefill")
-    assert matches(None, {}) and not matches("a", {})
 
-
-def test_finalizers_hold_deletion_until_removed(store):
-    g = group()
-    g["metadata"]["finalizers"] = ["tandem.dev/cleanup"]
-    store.create(g)
-    store.clock["now"] = 5.0
-    store.delete("InferenceGroup", "serving", "g")
-    held = store.get("InferenceGroup", "serving", "g")
-    assert held["metadata"]["deletionTimestamp"] == "1970-01-01T00:00:05Z"
-    held["metadata"]["finalizers"] = ["tandem.dev/cleanup", "other"]
-    with pytest.raises(Invalid):
-        store.update(held)
-    store.patch("InferenceGroup", "serving", "g", {"metadata": {"finalizers": None}})
-    with pytest.raises(NotFound):
-        store.get("InferenceGroup", "serving", "g")
-
-
-def test_owner_references_cascade(store):
-    g = store.create(group())
-    store.create(pod("a", owner=g))
-    store.create(pod("b", owner=g))
-    store.create(pod("c"))
-    store.delete("InferenceGroup", "serving", "g")
-    assert [o["metadata"]["name"] for o in store.list("Pod").items] == ["c"]
 
 
 def test_scheduling_gates_and_binding(store):
@@ -154,3 +117,7 @@ def test_reads_are_copies(store):
     g = store.get("InferenceGroup", "serving", "g")
     g["spec"]["replicas"] = 99
     assert store.get("InferenceGroup", "serving", "g")["spec"]["replicas"] == 1
+
+
+def test_label_selector_helpers():
+    assert matches(None, {}) and not matches("a", {}) and matches("a,!b", {"a": "1"})

@@ -17,7 +17,7 @@ from typing import Any
 from tandem.api.naming import EXCLUSIVE_LABEL, GATE, GPU_RESOURCE, GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL, pod_name
 from tandem.api.quantity import MILLI, parse_quantity
 from tandem.api.resources import InferenceGroup
-from tandem.controller.cluster import seconds
+from tandem.api.timestamps import seconds
 from tandem.coordination.model import Replica
 
 REVISION_LABEL = "tandem.dev/revision"
@@ -110,12 +110,41 @@ def replicas_of_unit(pods: list[dict[str, Any]], pods_per_replica: dict[str, int
     return replicas, dict(by_replica)
 
 
+def pod_ready(pod: dict[str, Any]) -> bool:
+    """The pod's Ready condition is True (the one Ready check every part of tandem uses)."""
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions", []))
+
+
+def pod_failed(pod: dict[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
+
+
+def unit_replicas(pods: list[dict[str, Any]], group: InferenceGroup) -> dict[str, list[Replica]]:
+    """One unit's replicas per role (every role present, possibly empty)."""
+    replicas, _ = replicas_of_unit(pods, {r.name: r.pods_per_replica for r in group.spec.roles})
+    out: dict[str, list[Replica]] = {r.name: [] for r in group.spec.roles}
+    for replica in replicas:
+        out.setdefault(replica.role, []).append(replica)
+    return out
+
+
+def is_functional(replicas: dict[str, list[Replica]], group: InferenceGroup) -> bool:
+    """Every role has at least its minimum of complete, Ready replicas: the unit serves."""
+    return all(sum(1 for r in replicas.get(role.name, []) if r.phase == "Ready") >= role.minimum for role in group.spec.roles)
+
+
+def minimum_placed(replicas: dict[str, list[Replica]], group: InferenceGroup) -> bool:
+    """Every role has at least its minimum of complete replicas bound to nodes."""
+    return all(
+        sum(1 for r in replicas.get(role.name, []) if r.phase in ("Scheduled", "Ready")) >= role.minimum for role in group.spec.roles
+    )
+
+
 def _pod_phase(pod: dict[str, Any]) -> str:
-    if pod.get("metadata", {}).get("deletionTimestamp") or pod.get("status", {}).get("phase") in ("Failed", "Succeeded"):
+    if pod.get("metadata", {}).get("deletionTimestamp") or pod_failed(pod):
         return "Failed"
-    for condition in pod.get("status", {}).get("conditions", []):
-        if condition.get("type") == "Ready" and condition.get("status") == "True":
-            return "Ready"
+    if pod_ready(pod):
+        return "Ready"
     if pod.get("spec", {}).get("nodeName"):
         return "Scheduled"
     if pod.get("metadata", {}).get("annotations", {}).get(ADMITTED) == "true":

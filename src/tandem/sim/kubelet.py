@@ -13,8 +13,8 @@ from typing import Mapping
 
 import numpy as np
 
-from tandem.controller.cluster import ApiError
-from tandem.controller.pods import GATE, HOSTNAME
+from tandem.errors import ApiError
+from tandem.controller.pods import GATE, HOSTNAME, pod_ready
 from tandem.api.naming import ROLE_LABEL
 from tandem.sim.events import EventLoop
 from tandem.sim.store import MemoryStore
@@ -40,7 +40,7 @@ class Kubelet:
 
     def react(self) -> None:
         """Schedule binds and readiness for pods that newly need them."""
-        for pod in self.store.list("Pod").items:
+        for pod in self.store.list("Pod"):
             meta, spec = pod["metadata"], pod.get("spec", {})
             key = (meta["namespace"], meta["name"], meta["uid"])
             if meta.get("deletionTimestamp") or pod.get("status", {}).get("phase") == "Failed":
@@ -50,7 +50,7 @@ class Kubelet:
             if not gated and node and not spec.get("nodeName") and ("bind",) + key not in self._scheduled:
                 self._scheduled.add(("bind",) + key)  # type: ignore[arg-type]
                 self.loop.schedule(self.loop.now + self.bind_latency_s, "bind", namespace=meta["namespace"], name=meta["name"], uid=meta["uid"], node=node)
-            if spec.get("nodeName") and not _ready(pod) and ("ready",) + key not in self._scheduled:
+            if spec.get("nodeName") and not pod_ready(pod) and ("ready",) + key not in self._scheduled:
                 self._scheduled.add(("ready",) + key)  # type: ignore[arg-type]
                 role = meta.get("labels", {}).get(ROLE_LABEL, "*")
                 start = self.startup.get(role) or self.startup.get("*") or Startup()
@@ -88,7 +88,7 @@ class Kubelet:
             node["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
             self.store.update_status(node)
         down = set(names)
-        for pod in self.store.list("Pod").items:
+        for pod in self.store.list("Pod"):
             if pod.get("spec", {}).get("nodeName") in down and pod.get("status", {}).get("phase") != "Failed":
                 pod["status"] = {"phase": "Failed", "reason": "NodeLost"}
                 self.store.update_status(pod)
@@ -100,10 +100,6 @@ class Kubelet:
             node = self.store.get("Node", None, name)
             node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
             self.store.update_status(node)
-
-
-def _ready(pod: dict) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []))
 
 
 def _node_ready(node: dict) -> bool:

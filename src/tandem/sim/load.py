@@ -16,7 +16,7 @@ from tandem.api.kube import Node
 from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import ClusterTopology
 from tandem.autoscaling.signals import Signals
-from tandem.controller.pods import pod_gpus
+from tandem.controller.pods import pod_failed, pod_gpus, pod_ready
 from tandem.sim.serving import GpuProfile, ModelProfile, ReplicaInfo, ServingModel, ServingResults
 from tandem.sim.traces import Trace
 from tandem.topology import ClusterSnapshot, TopologyView
@@ -134,9 +134,9 @@ def _ready_replicas(pods: list[dict[str, Any]], load: ServingLoad) -> tuple[Repl
 
 
 def _serving(pod: dict[str, Any]) -> bool:
-    if pod["metadata"].get("deletionTimestamp") or not pod["spec"].get("nodeName"):
+    if pod["metadata"].get("deletionTimestamp") or not pod["spec"].get("nodeName") or pod_failed(pod):
         return False
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []))
+    return pod_ready(pod)
 
 
 def _bandwidth(cluster: list[dict[str, Any]]):

@@ -2,8 +2,11 @@
 
 After every batch of events (arrivals, spec changes, faults, binds, pods becoming Ready)
 the controller runs one pass and the kubelet model reacts to what it wrote; a pass that
-wrote anything is followed by another shortly after, so the world converges as it would
-with watches. Metrics are sampled at every event time.
+wrote anything is followed by another shortly after (its own writes, as a watch would
+deliver them), and the pass's `requeue_after` schedules the next one when a deadline
+is due (a gang timeout, a backoff, a step timeout): passes follow events and deadlines,
+not a poll. A periodic resync (`resync_s`, 60 s by default) is the safety net an
+operator also keeps. Metrics are sampled at every event time.
 
 With serving load, each group's serving model runs its requests up to every batch's time
 on the replicas that were Ready until then, and is told the new Ready set after the pass
@@ -19,10 +22,13 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from pydantic import ValidationError
+
 from tandem.api.naming import GPU_RESOURCE, GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.quantity import MILLI, parse_quantity
+from tandem.api.resources import InferenceGroup
 from tandem.controller.autoscale import autoscale
-from tandem.controller.pods import assigned_node, pod_gpus
+from tandem.controller.pods import assigned_node, is_functional, pod_failed, pod_gpus, unit_replicas
 from tandem.controller.reconcile import Placer, reconcile
 from tandem.placement import place
 from tandem.sim.events import EventLoop
@@ -69,7 +75,7 @@ class Scenario:
     seed: int = 0
     bind_latency_s: float = 1.0
     startup: Mapping[str, Startup] = field(default_factory=dict)
-    resync_s: float = 10.0
+    resync_s: float = 60.0
     # Windows (start, end) when the controller is down (crashed, restarting): no pass runs.
     # The controller keeps nothing between passes, so a crash can only change timing.
     controller_down: list[tuple[float, float]] = field(default_factory=list)
@@ -139,6 +145,7 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
     log: list[tuple[float, str]] = []
     passes = 0
     pending_follow_up = False
+    requeued: set[float] = set()  # pass times already asked for by requeue_after
     while len(loop) and (loop.next_time() or 0.0) <= scenario.duration_s:
         batch = loop.pop_batch()
         if driver is not None:
@@ -154,6 +161,8 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
                         scale_events.setdefault(key, []).append((loop.now, desired))
                     quiet = quiet and not scaled.changes
                 continue
+            if event.kind == "requeue":
+                requeued.discard(loop.now)
             quiet = False
             line = _apply(event.kind, event.data, store, kubelet)
             if line:
@@ -175,6 +184,11 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
         if report.writes and not pending_follow_up:
             loop.schedule(loop.now + FOLLOW_UP_S, "follow-up")
             pending_follow_up = True
+        if report.requeue_after is not None:
+            due = loop.now + report.requeue_after
+            if due not in requeued and due <= scenario.duration_s:
+                loop.schedule(due, "requeue")
+                requeued.add(due)
         samples.append(_sample(store, loop.now))
         if progress:
             progress(loop.now)
@@ -187,7 +201,7 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
 
 def _sync(driver: LoadDriver | None, store: MemoryStore, now: float) -> None:
     if driver is not None:
-        driver.sync(store.list("Pod").items, now)
+        driver.sync(store.list("Pod"), now)
 
 
 def _apply(kind: str, data: dict[str, Any], store: MemoryStore, kubelet: Kubelet) -> str | None:
@@ -211,38 +225,48 @@ def _apply(kind: str, data: dict[str, Any], store: MemoryStore, kubelet: Kubelet
 
 
 def _sample(store: MemoryStore, at: float) -> Sample:
-    groups = store.list("InferenceGroup").items
-    pods = [p for p in store.list("Pod").items if p.get("status", {}).get("phase") != "Failed"]
+    """Figures at one moment; functional and Ready are counted as the controller counts
+    them (complete replicas, `controller.pods`), GPUs per pod."""
+    reader = store.snapshot()
+    pods = [p for p in reader.list("Pod") if not pod_failed(p)]
+    by_group: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for pod in pods:
+        owner = pod["metadata"].get("labels", {}).get(GROUP_LABEL)
+        if owner is not None:
+            by_group.setdefault((pod["metadata"].get("namespace", "default"), owner), []).append(pod)
     functional: dict[str, int] = {}
     partial: dict[str, int] = {}
     partially_placed: list[str] = []
     ready_counts: dict[str, dict[str, int]] = {}
     desired_counts: dict[str, dict[str, int]] = {}
     held: dict[str, int] = {}
-    for group in groups:
-        key = f"{group['metadata'].get('namespace', 'default')}/{group['metadata']['name']}"
-        mine = [p for p in pods if p["metadata"]["labels"].get(GROUP_LABEL) == group["metadata"]["name"]]
+    for raw in reader.list("InferenceGroup"):
+        try:
+            group = InferenceGroup.model_validate({k: v for k, v in raw.items() if k != "status"})
+        except ValidationError:
+            continue
+        key = f"{group.metadata.namespace}/{group.metadata.name}"
+        mine = by_group.get((group.metadata.namespace, group.metadata.name), [])
         functional[key] = partial[key] = 0
         held[key] = sum(pod_gpus(p) for p in mine if p["spec"].get("nodeName"))
-        units = group["spec"].get("replicas", 1)
-        ready_counts[key] = {}
-        desired_counts[key] = {}
-        for role in group["spec"]["roles"]:
-            per_replica = role.get("podsPerReplica", 1)
-            role_pods = [p for p in mine if p["metadata"]["labels"].get(ROLE_LABEL) == role["name"]]
-            ready_counts[key][role["name"]] = sum(1 for p in role_pods if _ready(p)) // per_replica
-            desired_counts[key][role["name"]] = role.get("replicas", 1) * units
+        units = group.spec.replicas
+        ready_counts[key] = {r.name: 0 for r in group.spec.roles}
+        desired_counts[key] = {r.name: r.replicas * units for r in group.spec.roles}
+        members_of: dict[int, list[dict[str, Any]]] = {}
+        for pod in mine:
+            members_of.setdefault(int(pod["metadata"]["labels"][UNIT_LABEL]), []).append(pod)
         for unit in range(units):
-            members = [p for p in mine if p["metadata"]["labels"].get(UNIT_LABEL) == str(unit)]
-            ok = placed = True
-            for role in group["spec"]["roles"]:
-                minimum = role.get("minReplicas", min(1, role.get("replicas", 1)))
-                per_replica = role.get("podsPerReplica", 1)
-                mine_role = [p for p in members if p["metadata"]["labels"].get(ROLE_LABEL) == role["name"]]
-                ok &= sum(1 for p in mine_role if _ready(p)) // per_replica >= minimum
-                placed &= sum(1 for p in mine_role if assigned_node(p)) // per_replica >= minimum
-            if ok:
+            members = members_of.get(unit, [])
+            replicas = unit_replicas(members, group)
+            for role, rs in replicas.items():
+                if role in ready_counts[key]:
+                    ready_counts[key][role] += sum(1 for r in rs if r.phase == "Ready")
+            if is_functional(replicas, group):
                 functional[key] += 1
+            placed = True
+            for role in group.spec.roles:
+                mine_role = [p for p in members if p["metadata"]["labels"].get(ROLE_LABEL) == role.name]
+                placed &= sum(1 for p in mine_role if assigned_node(p)) // role.pods_per_replica >= role.minimum
             if not placed and any(assigned_node(p) for p in members):
                 # Holding GPUs without every minimum placed: the waste a unit gang prevents.
                 partially_placed.append(f"{key}[{unit}]")
@@ -254,11 +278,7 @@ def _sample(store: MemoryStore, at: float) -> Sample:
             used[node] = used.get(node, 0) + pod_gpus(pod)
     over = [
         n["metadata"]["name"]
-        for n in store.list("Node").items
+        for n in reader.list("Node")
         if used.get(n["metadata"]["name"], 0) > parse_quantity(n["status"]["allocatable"].get(GPU_RESOURCE, 0)) // MILLI
     ]
     return Sample(at, functional, partial, sum(used.values()), over, partially_placed, ready_counts, desired_counts, held)
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []))

@@ -185,7 +185,7 @@ class ScenarioSpec(StrictModel):
     duration_seconds: float = Field(gt=0)
     cluster: ClusterSpec
     bind_latency_seconds: float = Field(1.0, ge=0)
-    resync_seconds: float = Field(10.0, gt=0)
+    resync_seconds: float = Field(60.0, gt=0)
     startup: dict[str, StartupSpec] = Field(default_factory=dict)
     groups: list[GroupArrival] = Field(min_length=1)
     changes: list[ChangeSpec] = Field(default_factory=list)

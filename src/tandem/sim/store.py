@@ -1,15 +1,23 @@
 """An in-memory API server: small, and exact about the semantics the controller relies on.
 
-- Every write bumps one global `resourceVersion`; `update`/`patch`/`delete` with a stale
-  one fail with `Conflict` (compare-and-swap).
+- It serves the controller's ports (`tandem.controller.ports`): `snapshot()` is a
+  `Reader` frozen at one resourceVersion (stored objects are never changed in place, so
+  it costs one dict copy), and the store itself is the `Writer`.
+- Every write bumps one global `resourceVersion` (opaque text to callers); `update`,
+  `patch`, `patch_status` and `delete` with a stale one fail with `Conflict`
+  (compare-and-swap), and so does `delete` with a uid that is not the object's.
 - `metadata.generation` counts spec changes only; status and metadata changes keep it.
 - Kinds with a status subresource (Pod, Node, InferenceGroup) ignore `status` on `update`
   and change only `status` on `update_status`.
 - `delete` of an object with finalizers sets `deletionTimestamp` and keeps it until the
   last finalizer is removed; finalizers cannot be added once deletion started.
-- Removing an object deletes its dependents (owner references by uid), recursively.
+- Removing an object deletes its dependents (owner references by uid), recursively,
+  unless the delete asks for `Orphan` propagation (then their references are dropped).
+- `record_event` keeps one `Event` object per (object, type, reason, message) and
+  counts repeats, as the Kubernetes event recorder aggregates them.
 - `watch(kind, since)` returns every change after `since`; a `since` older than the
   retained history raises `Gone`, so the caller re-lists, as with a real server.
+- Watching (`watch`) and binding (`bind`) are the world's, not the controller's.
 - Pods: `spec` is immutable except removing scheduling gates, and adding `nodeSelector`
   entries while the pod is still gated (KEP-3838); `bind` sets `spec.nodeName` and is
   refused while the pod is gated or already bound.
@@ -21,15 +29,51 @@ is written as RFC 3339 text like a real server writes it.
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections import deque
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Mapping
 
-from tandem.controller.cluster import AlreadyExists, Conflict, Event, Gone, Invalid, ListResult, NotFound, Object, rfc3339
-from tandem.controller.selectors import matches
+from tandem.api.timestamps import rfc3339
+from tandem.controller.ports import AlreadyExists, Conflict, EventType, Gone, Invalid, NotFound, Object, ObjectRef, Propagation, Selector
+from tandem.controller.selectors import matches, matches_fields, parse_fields
 
 STATUS_SUBRESOURCE = frozenset({"Pod", "Node", "InferenceGroup"})
 CLUSTER_SCOPED = frozenset({"Node", "ClusterTopology"})
 HISTORY = 10_000
+EVENT_SOURCE = "tandem"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One change, as a watch delivers it."""
+
+    type: Literal["ADDED", "MODIFIED", "DELETED"]
+    object: Object
+    resource_version: int
+
+
+@dataclass(frozen=True)
+class ListResult:
+    items: list[Object]
+    resource_version: int  # watch from here to see every later change
+
+
+class Snapshot:
+    """A `Reader` over the store as it was at one resourceVersion; objects are shared, read-only."""
+
+    def __init__(self, objects: dict[tuple[str, str, str], Object], version: int):
+        self._objects = objects
+        self.resource_version = str(version)
+
+    def get(self, kind: str, namespace: str | None, name: str) -> Object:
+        obj = self._objects.get(_key(kind, namespace, name))
+        if obj is None:
+            raise NotFound(f"{kind} {_where(namespace, name)} not found")
+        return obj
+
+    def list(self, kind: str, namespace: str | None = None, labels: Selector = None, fields: Selector = None) -> list[Object]:
+        return _select(self._objects, kind, namespace, labels, fields)
 
 
 class MemoryStore:
@@ -42,19 +86,22 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ reads
 
+    def snapshot(self) -> Snapshot:
+        return Snapshot(dict(self._objects), self._version)
+
     def get(self, kind: str, namespace: str | None, name: str) -> Object:
         obj = self._objects.get(self._key(kind, namespace, name))
         if obj is None:
             raise NotFound(f"{kind} {self._where(namespace, name)} not found")
         return copy.deepcopy(obj)
 
-    def list(self, kind: str, namespace: str | None = None, selector: str | Mapping[str, str] | None = None) -> ListResult:
-        items = [
-            copy.deepcopy(obj)
-            for (k, ns, _), obj in sorted(self._objects.items())
-            if k == kind and (namespace is None or ns == namespace) and matches(selector, obj["metadata"].get("labels", {}))
-        ]
-        return ListResult(items, self._version)
+    def list(self, kind: str, namespace: str | None = None, labels: Selector = None, fields: Selector = None) -> list[Object]:
+        """Copies of the matching objects (callers may change them and write them back)."""
+        return copy.deepcopy(_select(self._objects, kind, namespace, labels, fields))
+
+    def list_with_version(self, kind: str, namespace: str | None = None, labels: Selector = None) -> ListResult:
+        """A list and the resourceVersion to watch from, as an informer starts."""
+        return ListResult(self.list(kind, namespace, labels), self._version)
 
     def watch(
         self, kind: str, since: int, namespace: str | None = None, selector: str | Mapping[str, str] | None = None
@@ -114,26 +161,87 @@ class MemoryStore:
         return self._replace(current, new)
 
     def patch(
-        self, kind: str, namespace: str | None, name: str, patch: Mapping[str, Any], resource_version: str | None = None
+        self, kind: str, namespace: str | None, name: str, patch: Mapping[str, Any], *, resource_version: str | None = None
     ) -> Object:
         """JSON merge patch (RFC 7386) of everything but status; optional resourceVersion precondition."""
         current = self.get(kind, namespace, name)
-        if resource_version is not None and current["metadata"]["resourceVersion"] != resource_version:
-            raise Conflict(self._stale(kind, namespace, name))
-        new = _merge(copy.deepcopy(current), {k: v for k, v in patch.items() if k != "status"})
+        self._precondition(current, resource_version, None)
+        body = {k: v for k, v in patch.items() if k != "status" or kind not in STATUS_SUBRESOURCE}
+        new = _merge(copy.deepcopy(current), body)
         new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         return self._replace(current, new)
 
-    def delete(self, kind: str, namespace: str | None, name: str, resource_version: str | None = None) -> None:
+    def patch_status(
+        self, kind: str, namespace: str | None, name: str, patch: Mapping[str, Any], *, resource_version: str | None = None
+    ) -> Object:
+        """JSON merge patch of the `/status` subresource: only `status` changes."""
+        if kind not in STATUS_SUBRESOURCE:
+            raise NotFound(f"{kind} has no status subresource")
         current = self.get(kind, namespace, name)
-        if resource_version is not None and current["metadata"]["resourceVersion"] != resource_version:
-            raise Conflict(self._stale(kind, namespace, name))
+        self._precondition(current, resource_version, None)
+        new = copy.deepcopy(current)
+        merged = _merge(new.get("status") or {}, patch.get("status", {}))
+        if merged:
+            new["status"] = merged
+        else:
+            new.pop("status", None)
+        if new == current:
+            return current  # nothing changed: no new resourceVersion, as a real server
+        return self._replace(current, new)
+
+    def delete(
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        propagation: Propagation = "Background",
+    ) -> None:
+        current = self.get(kind, namespace, name)
+        self._precondition(current, resource_version, uid)
         if current["metadata"].get("finalizers"):
             if not current["metadata"].get("deletionTimestamp"):
                 current["metadata"]["deletionTimestamp"] = self._now()
                 self._write(self._key(kind, namespace, name), current, "MODIFIED")
             return
-        self._remove(self._key(kind, namespace, name))
+        self._remove(self._key(kind, namespace, name), orphan=propagation == "Orphan")
+
+    def record_event(self, involved: ObjectRef, type: EventType, reason: str, message: str) -> None:
+        """One Event per (object, type, reason, message); a repeat raises its `count`."""
+        namespace = involved.namespace or "default"
+        digest = hashlib.sha256("\x00".join((involved.kind, involved.uid, involved.name, type, reason, message)).encode()).hexdigest()[:16]
+        name = f"{involved.name}.{digest}"
+        now = self._now()
+        existing = self._objects.get(self._key("Event", namespace, name))
+        if existing is not None:
+            new = copy.deepcopy(existing)
+            new["count"] = existing.get("count", 1) + 1
+            new["lastTimestamp"] = now
+            self._replace(existing, new)
+            return
+        self.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": name, "namespace": namespace},
+                "involvedObject": {
+                    "kind": involved.kind,
+                    "namespace": involved.namespace,
+                    "name": involved.name,
+                    "uid": involved.uid,
+                    "apiVersion": involved.api_version,
+                },
+                "type": type,
+                "reason": reason,
+                "message": message,
+                "count": 1,
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "source": {"component": EVENT_SOURCE},
+            }
+        )
 
     def bind(self, namespace: str, pod: str, node: str) -> Object:
         current = self.get("Pod", namespace, pod)
@@ -149,6 +257,16 @@ class MemoryStore:
         return self._write(self._key("Pod", namespace, pod), current, "MODIFIED")
 
     # ------------------------------------------------------------------ internals
+
+    def _precondition(self, current: Object, resource_version: str | None, uid: str | None) -> None:
+        meta = current["metadata"]
+        if uid is not None and meta.get("uid") != uid:
+            raise Conflict(
+                f"{current['kind']} {self._where(meta.get('namespace'), meta['name'])}: precondition failed: "
+                f"uid in precondition {uid}, uid in object {meta.get('uid')}"
+            )
+        if resource_version is not None and meta["resourceVersion"] != resource_version:
+            raise Conflict(self._stale(current["kind"], meta.get("namespace"), meta["name"]))
 
     def _current(self, obj: Object) -> Object:
         meta = obj.get("metadata", {})
@@ -186,7 +304,7 @@ class MemoryStore:
         self._events.append(Event(kind_of_event, copy.deepcopy(obj), self._version))  # type: ignore[arg-type]
         return copy.deepcopy(obj)
 
-    def _remove(self, key: tuple[str, str, str]) -> None:
+    def _remove(self, key: tuple[str, str, str], orphan: bool = False) -> None:
         obj = self._objects.pop(key)
         self._version += 1
         self._events.append(Event("DELETED", copy.deepcopy(obj), self._version))
@@ -195,23 +313,56 @@ class MemoryStore:
             k for k, o in sorted(self._objects.items()) if any(ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences", []))
         ]
         for dependent in dependents:
-            if dependent in self._objects:
-                kind, namespace, name = dependent
+            if dependent not in self._objects:
+                continue
+            kind, namespace, name = dependent
+            if orphan:
+                current = self._objects[dependent]
+                new = copy.deepcopy(current)
+                new["metadata"]["ownerReferences"] = [r for r in current["metadata"]["ownerReferences"] if r.get("uid") != uid] or None
+                if new["metadata"]["ownerReferences"] is None:
+                    del new["metadata"]["ownerReferences"]
+                self._replace(current, new)
+            else:
                 self.delete(kind, namespace or None, name)
 
     def _now(self) -> str:
         """The injected clock (seconds) as the RFC 3339 text a real API server writes."""
         return rfc3339(self._clock())
 
-    def _key(self, kind: str, namespace: str | None, name: str) -> tuple[str, str, str]:
-        return (kind, "" if kind in CLUSTER_SCOPED else (namespace or "default"), name)
+    @staticmethod
+    def _key(kind: str, namespace: str | None, name: str) -> tuple[str, str, str]:
+        return _key(kind, namespace, name)
 
     @staticmethod
     def _where(namespace: str | None, name: str) -> str:
-        return f"{namespace}/{name}" if namespace else name
+        return _where(namespace, name)
 
     def _stale(self, kind: str, namespace: str | None, name: str) -> str:
         return f"{kind} {self._where(namespace, name)} was modified since it was read; re-read and retry"
+
+
+def _key(kind: str, namespace: str | None, name: str) -> tuple[str, str, str]:
+    return (kind, "" if kind in CLUSTER_SCOPED else (namespace or "default"), name)
+
+
+def _where(namespace: str | None, name: str) -> str:
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _select(
+    objects: Mapping[tuple[str, str, str], Object], kind: str, namespace: str | None, labels: Selector, fields: Selector
+) -> list[Object]:
+    """The stored objects of `kind` that match, in (namespace, name) order."""
+    field_requirements = parse_fields(fields)
+    return [
+        obj
+        for (k, ns, _), obj in sorted(objects.items())
+        if k == kind
+        and (namespace is None or ns == namespace)
+        and matches(labels, obj["metadata"].get("labels", {}))
+        and matches_fields(field_requirements, obj)
+    ]
 
 
 def _merge(target: Any, patch: Any) -> Any:

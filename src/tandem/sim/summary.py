@@ -213,12 +213,12 @@ def _affinity(result: Result, key: str, rules: list[dict[str, Any]] | None) -> f
     rules = group["spec"].get("affinity", []) if rules is None else rules
     if not rules:
         return None
-    topology = next(iter(store.list("ClusterTopology").items), None)
+    topology = next(iter(store.list("ClusterTopology")), None)
     if topology is None:
         return None
     labels = {lv["name"]: lv["nodeLabel"] for lv in topology["spec"]["levels"]}
-    nodes = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in store.list("Node").items}
-    pods = [p for p in store.list("Pod", namespace, {GROUP_LABEL: name}).items if p["spec"].get("nodeName")]
+    nodes = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in store.list("Node")}
+    pods = [p for p in store.list("Pod", namespace, {GROUP_LABEL: name}) if p["spec"].get("nodeName")]
     satisfied = total = 0
     for rule in rules:
         label = labels.get(rule["level"])

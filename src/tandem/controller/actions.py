@@ -1,0 +1,106 @@
+"""What a pass decided to do: writes and events, per group, in the order they must run.
+
+Decide returns these; apply executes them. Each names its object fully, carries its
+preconditions, and says in words why it exists, so a report or a test can read a pass
+without a cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from tandem.controller.ports import EventType, Object, ObjectRef
+
+
+@dataclass(frozen=True)
+class CreateObject:
+    obj: Object
+    why: str = ""
+
+    @property
+    def target(self) -> tuple[str, str | None, str]:
+        meta = self.obj["metadata"]
+        return (self.obj["kind"], meta.get("namespace"), meta["name"])
+
+
+@dataclass(frozen=True)
+class PatchObject:
+    """A JSON merge patch of an object (not its status)."""
+
+    kind: str
+    namespace: str | None
+    name: str
+    patch: Mapping[str, Any]
+    resource_version: str | None = None
+    why: str = ""
+
+    @property
+    def target(self) -> tuple[str, str | None, str]:
+        return (self.kind, self.namespace, self.name)
+
+
+@dataclass(frozen=True)
+class PatchStatus:
+    """A JSON merge patch of the `/status` subresource."""
+
+    kind: str
+    namespace: str | None
+    name: str
+    patch: Mapping[str, Any]
+    resource_version: str | None = None
+    why: str = "status"
+
+    @property
+    def target(self) -> tuple[str, str | None, str]:
+        return (self.kind, self.namespace, self.name)
+
+
+@dataclass(frozen=True)
+class DeleteObject:
+    kind: str
+    namespace: str | None
+    name: str
+    uid: str | None = None  # delete this object, not a namesake created since
+    resource_version: str | None = None
+    why: str = ""
+
+    @property
+    def target(self) -> tuple[str, str | None, str]:
+        return (self.kind, self.namespace, self.name)
+
+
+@dataclass(frozen=True)
+class RecordEvent:
+    involved: ObjectRef
+    type: EventType
+    reason: str
+    message: str
+
+    @property
+    def line(self) -> str:
+        where = "/".join(p for p in (self.involved.namespace, self.involved.name) if p)
+        return f"{where}: {self.reason}: {self.message}"
+
+
+Write = CreateObject | PatchObject | PatchStatus | DeleteObject
+Action = Write | RecordEvent
+
+
+@dataclass(frozen=True)
+class GroupActions:
+    """One group's actions: apply runs them in order and stops none for another group's failure."""
+
+    namespace: str
+    name: str
+    actions: tuple[Action, ...] = ()
+
+
+@dataclass(frozen=True)
+class Decisions:
+    groups: tuple[GroupActions, ...] = ()
+    # Seconds until the earliest deadline the pass knows of (a gang timeout, a backoff, a
+    # step timeout); None when nothing waits on time.
+    requeue_after: float | None = None
+    placed: int = 0  # pods given a node by this pass
+    notes: tuple[str, ...] = field(default_factory=tuple)  # lines for a log that no event carries

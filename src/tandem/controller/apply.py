@@ -1,0 +1,121 @@
+"""Apply: run a pass's actions through the `Writer`, one group at a time.
+
+A failed write of one group never stops another group. Inside a group the actions run
+in order; a write that depends on an object whose create failed is skipped. Every
+failure is kept with its object and whether it is retryable (409, 429, 5xx, time-outs:
+the next pass tries again) or terminal (403, 404, 422: it will not succeed as sent).
+A delete of an object already gone counts as done. An event that cannot be recorded is
+counted and dropped: events are best effort, as in Kubernetes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tandem.controller.actions import CreateObject, Decisions, DeleteObject, GroupActions, PatchObject, PatchStatus, RecordEvent, Write
+from tandem.controller.ports import ApiError, NotFound, Writer
+
+
+@dataclass(frozen=True)
+class WriteError:
+    group: str  # namespace/name
+    action: str  # e.g. "create Pod serving/llama-0-prefill-0-0"
+    code: int
+    reason: str
+    retryable: bool
+    message: str
+
+    def __str__(self) -> str:
+        kind = "retryable" if self.retryable else "terminal"
+        return f"{self.group}: {self.action}: {self.code} {self.reason} ({kind}): {self.message}"
+
+
+@dataclass
+class PassReport:
+    """What one pass did, for logs, the simulator's event log and tests."""
+
+    created: int = 0
+    deleted: int = 0
+    patched: int = 0  # object patches (admissions and placements of pods)
+    status_patches: int = 0
+    placed: int = 0  # pods given a node (in a create or a patch)
+    events: list[str] = field(default_factory=list)  # one line per event recorded (or not)
+    errors: list[WriteError] = field(default_factory=list)
+    skipped: int = 0  # writes not tried because one they depend on failed
+    events_dropped: int = 0
+    requeue_after: float | None = None
+
+    @property
+    def writes(self) -> int:
+        return self.created + self.deleted + self.patched + self.status_patches
+
+    @property
+    def conflicts(self) -> int:
+        return sum(1 for e in self.errors if e.code == 409)
+
+    @property
+    def retryable(self) -> list[WriteError]:
+        return [e for e in self.errors if e.retryable]
+
+    @property
+    def terminal(self) -> list[WriteError]:
+        return [e for e in self.errors if not e.retryable]
+
+
+def apply(writer: Writer, decisions: Decisions) -> PassReport:
+    report = PassReport(placed=decisions.placed, requeue_after=decisions.requeue_after, events=list(decisions.notes))
+    for group in decisions.groups:
+        _apply_group(writer, group, report)
+    return report
+
+
+def _apply_group(writer: Writer, group: GroupActions, report: PassReport) -> None:
+    failed: set[tuple[str, str | None, str]] = set()  # objects whose create failed
+    where = f"{group.namespace}/{group.name}"
+    for action in group.actions:
+        if isinstance(action, RecordEvent):
+            report.events.append(action.line)
+            try:
+                writer.record_event(action.involved, action.type, action.reason, action.message)
+            except ApiError:
+                report.events_dropped += 1
+            continue
+        if action.target in failed:
+            report.skipped += 1
+            continue
+        try:
+            _write(writer, action, report)
+        except NotFound:
+            if isinstance(action, DeleteObject):
+                continue  # already gone: what the delete wanted
+            _fail(report, where, action, NotFound(f"{_describe(action)}: not found"))
+        except ApiError as exc:
+            _fail(report, where, action, exc)
+            if isinstance(action, CreateObject):
+                failed.add(action.target)
+
+
+def _write(writer: Writer, action: Write, report: PassReport) -> None:
+    if isinstance(action, CreateObject):
+        writer.create(action.obj)
+        report.created += 1
+    elif isinstance(action, PatchObject):
+        writer.patch(action.kind, action.namespace, action.name, action.patch, resource_version=action.resource_version)
+        report.patched += 1
+    elif isinstance(action, PatchStatus):
+        writer.patch_status(action.kind, action.namespace, action.name, action.patch, resource_version=action.resource_version)
+        report.status_patches += 1
+    else:
+        writer.delete(action.kind, action.namespace, action.name, uid=action.uid, resource_version=action.resource_version)
+        report.deleted += 1
+
+
+def _fail(report: PassReport, where: str, action: Write, exc: ApiError) -> None:
+    report.errors.append(WriteError(where, _describe(action), exc.code, exc.reason, exc.retryable, exc.message))
+    report.events.append(str(report.errors[-1]))
+
+
+def _describe(action: Write) -> str:
+    verb = {CreateObject: "create", PatchObject: "patch", PatchStatus: "patch status of", DeleteObject: "delete"}[type(action)]
+    kind, namespace, name = action.target
+    return f"{verb} {kind} {namespace}/{name}" if namespace else f"{verb} {kind} {name}"

@@ -1,0 +1,502 @@
+"""Decide: the whole pass as a pure function of one snapshot and the time.
+
+`decide(state, now, placer)` returns every write and event of the pass, per group, and
+when the next pass is due (`requeue_after`). It reads nothing but its arguments and
+keeps nothing: the same snapshot and time give the same actions.
+
+For each valid group, in order:
+
+1. **Release** what holds capacity half-done for longer than
+   `scheduler.gangTimeoutSeconds`: a pod placed but not bound in time, and every pod of a
+   unit below some role's minimum since `partialSince`; such a unit is rolled out again
+   after a backoff.
+2. **Coordinate**: units beyond `spec.replicas` go whole; per unit, the coordination
+   planner turns its replicas and remembered state into deletes, admissions and creates
+   (pods are created with tandem's scheduling gate, owned by the group).
+3. **Place** (all groups together): admitted pods still gated go to the engine, with each
+   unit's running replicas fixed and every other pod's node taken. A pod created in
+   this pass is created already placed (`nodeSelector` on `kubernetes.io/hostname`,
+   without tandem's gate); an existing one gets the same in one preconditioned patch.
+4. **Status**: the typed status of what the group will be after these writes, merge-
+   patched (only the reconcile pass's keys) when it differs from what is stored.
+
+An invalid group (see `validity`) gets only an `Accepted=False` condition and a Warning
+event; its pods are left as they are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pydantic import ValidationError
+
+from tandem.api.kube import Node, Pod
+from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL, UNIT_LABEL
+from tandem.api.resources import InferenceGroup
+from tandem.api.status import RECONCILE_KEYS, Condition, InferenceGroupStatus, RoleStatus, UnitStatus
+from tandem.api.timestamps import rfc3339, seconds
+from tandem.controller.actions import (
+    Action,
+    CreateObject,
+    Decisions,
+    DeleteObject,
+    GroupActions,
+    PatchObject,
+    PatchStatus,
+    RecordEvent,
+)
+from tandem.controller.observe import ClusterState, GroupState
+from tandem.controller.pods import (
+    ADMITTED,
+    ASSIGNED_AT,
+    GATE,
+    HOSTNAME,
+    assigned_node,
+    is_functional,
+    minimum_placed,
+    pod_failed,
+    replica_pods,
+    replicas_of_unit,
+    revision_of,
+    unit_replicas,
+)
+from tandem.controller.ports import Object, ObjectRef
+from tandem.controller.status import coordination_of, condition, memory_of, owned_patch, read_status, unchanged
+from tandem.coordination.model import CoordinationStatus, Decision, Observed, UnitSpec, backoff_seconds
+from tandem.coordination.planner import plan as coordinate
+from tandem.placement import Plan, place
+from tandem.placement.demand import PlacedReplica, UnitDemand, units_from_group
+from tandem.topology import ClusterSnapshot, TopologyView
+
+Placer = Callable[..., Plan]
+PodKey = tuple[str, str]  # (namespace, name)
+# A deadline reached exactly is not yet passed (timeouts compare with `>`): wake just after.
+_AFTER_DEADLINE_S = 1e-3
+
+
+def decide(state: ClusterState, now: float, placer: Placer = place) -> Decisions:
+    expected: dict[PodKey, Object] = {_pod_key(p): p for p in state.pods}  # pods as they will be
+    drafts = [_Draft(group) for group in state.groups]
+    for draft in drafts:
+        if draft.group.valid:
+            _release(draft, now, expected)
+            _coordinate(draft, now, expected)
+    placed, notes = _place(state, drafts, now, expected, placer)
+    for draft in drafts:
+        if draft.group.valid:
+            _status(draft, now, expected)
+        else:
+            _invalid(draft, now)
+    deadlines = [d for draft in drafts for d in draft.deadlines]
+    requeue = max(min(deadlines) - now, 0.0) + _AFTER_DEADLINE_S if deadlines else None
+    groups = tuple(GroupActions(*draft.group.key, actions=tuple(draft.actions)) for draft in drafts)
+    return Decisions(groups, requeue, placed, tuple(notes))
+
+
+@dataclass
+class _Draft:
+    """One group's actions as the pass builds them."""
+
+    group: GroupState
+    actions: list[Action] = field(default_factory=list)
+    released: set[int] = field(default_factory=set)
+    decisions: dict[int, Decision] = field(default_factory=dict)
+    deadlines: list[float] = field(default_factory=list)
+    pod_write: dict[PodKey, int] = field(default_factory=dict)  # a pod's create or patch in `actions`
+
+    @property
+    def typed(self) -> InferenceGroup:
+        assert self.group.typed is not None
+        return self.group.typed
+
+    @property
+    def before(self) -> InferenceGroupStatus:
+        return read_status(self.group.raw)
+
+    def event(self, type_: str, reason: str, message: str) -> None:
+        self.actions.append(RecordEvent(ObjectRef.of(self.group.raw), type_, reason, message))  # type: ignore[arg-type]
+
+    def delete_pod(self, pod: Object, why: str, expected: dict[PodKey, Object]) -> None:
+        key = _pod_key(pod)
+        if key not in expected:
+            return
+        meta = pod["metadata"]
+        self.actions.append(DeleteObject("Pod", meta.get("namespace"), meta["name"], uid=meta.get("uid"), why=why))
+        del expected[key]
+
+
+# ----------------------------------------------------------------------------- 1. release
+
+
+def _release(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> None:
+    timeout = draft.typed.spec.scheduler.gang_timeout_seconds
+    expired = set()
+    for unit in draft.before.units:
+        if unit.partial_since is None:
+            continue
+        deadline = seconds(unit.partial_since) + timeout
+        if now > deadline:
+            expired.add(unit.index)
+        else:
+            draft.deadlines.append(deadline)
+    for pod in draft.group.pods:
+        meta, spec = pod["metadata"], pod.get("spec", {})
+        if meta.get("deletionTimestamp"):
+            continue
+        if int((meta.get("labels") or {}).get(UNIT_LABEL, -1)) in expired:
+            draft.delete_pod(pod, "its unit outlived the gang timeout partially placed", expected)
+            continue
+        assigned = (meta.get("annotations") or {}).get(ASSIGNED_AT)
+        if assigned is None or spec.get("nodeName") or pod_failed(pod):
+            continue
+        if now - seconds(assigned) > timeout:
+            draft.delete_pod(pod, "not bound within the gang timeout", expected)
+            draft.event("Warning", "NotBound", f"pod {meta['name']} not bound within gangTimeoutSeconds ({timeout}s); released")
+        else:
+            draft.deadlines.append(seconds(assigned) + timeout)
+    for unit in sorted(expired):
+        draft.event(
+            "Warning", "GangTimeout", f"unit {unit} partially placed for more than {timeout}s; released to be placed again as a unit"
+        )
+    draft.released = expired
+
+
+# ----------------------------------------------------------------------------- 2. coordinate
+
+
+def _coordinate(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> None:
+    raw, typed = draft.group.raw, draft.typed
+    revision = revision_of(typed)
+    spec = UnitSpec.from_group(typed, revision)
+    pods_per_replica = {r.name: r.pods_per_replica for r in typed.spec.roles}
+    by_unit = _live_by_unit(draft.group, expected)
+    for unit in sorted(u for u in by_unit if u >= typed.spec.replicas):
+        for pod in by_unit[unit]:
+            draft.delete_pod(pod, f"unit {unit} is beyond spec.replicas ({typed.spec.replicas})", expected)
+    before = draft.before
+    for unit in range(typed.spec.replicas):
+        replicas, pods_of = replicas_of_unit(by_unit.get(unit, []), pods_per_replica)
+        saved = before.unit(unit)
+        memory = coordination_of(saved.coordination) if saved is not None else CoordinationStatus()
+        retry_after = seconds(saved.retry_after) if saved is not None and saved.retry_after else None
+        if unit in draft.released or (retry_after is not None and now < retry_after and not replicas):
+            draft.decisions[unit] = Decision("Stalled", "requeued after a gang timeout; backing off", {}, (), (), memory)
+            if retry_after is not None and unit not in draft.released:
+                draft.deadlines.append(retry_after)
+            continue
+        decision = coordinate(spec, Observed(tuple(replicas), memory), now)
+        draft.decisions[unit] = decision
+        if decision.status.step_started is not None and decision.state == "Progressing":
+            draft.deadlines.append(decision.status.step_started + spec.step_timeout)
+        if decision.status.retry_after is not None and decision.status.retry_after > now:
+            draft.deadlines.append(decision.status.retry_after)
+        for delete in decision.delete:
+            for pod in pods_of.get((delete.role, delete.index), []):
+                draft.delete_pod(pod, f"coordination: {delete.why}", expected)
+        for ungate in decision.ungate:
+            for pod in pods_of.get((ungate.role, ungate.index), []):
+                meta = pod["metadata"]
+                patch = {"metadata": {"annotations": {ADMITTED: "true"}}}
+                draft.pod_write[_pod_key(pod)] = len(draft.actions)
+                draft.actions.append(
+                    PatchObject("Pod", meta.get("namespace"), meta["name"], patch, meta.get("resourceVersion"), "admitted by the step")
+                )
+                expected[_pod_key(pod)] = _merged(pod, patch)
+        gone = {(d.role, d.index) for d in decision.delete}
+        used = {(r.role, r.index) for r in replicas if (r.role, r.index) not in gone}
+        for create in decision.create:
+            for index in _lowest_free({i for role, i in used if role == create.role}, create.count):
+                used.add((create.role, index))
+                for pod in replica_pods(raw, typed, unit, create.role, index, create.revision, admitted=True):
+                    pod["metadata"]["creationTimestamp"] = rfc3339(now)  # what the server will stamp; read by status
+                    draft.pod_write[_pod_key(pod)] = len(draft.actions)
+                    draft.actions.append(CreateObject(_without_server_fields(pod), f"unit {unit}: {create.role} replica {index}"))
+                    expected[_pod_key(pod)] = pod
+        if decision.state == "Stalled":
+            draft.event("Warning", "Stalled", f"unit {unit}: {decision.reason}")
+
+
+def _live_by_unit(group: GroupState, expected: dict[PodKey, Object]) -> dict[int, list[Object]]:
+    by_unit: dict[int, list[Object]] = {}
+    for pod in group.pods:
+        current = expected.get(_pod_key(pod))
+        if current is None or current["metadata"].get("deletionTimestamp"):
+            continue
+        by_unit.setdefault(int(current["metadata"]["labels"][UNIT_LABEL]), []).append(current)
+    return by_unit
+
+
+def _pods_after(draft: _Draft, expected: dict[PodKey, Object]) -> dict[int, list[Object]]:
+    """The group's live pods per unit as they will be after this pass, created ones included."""
+    by_unit = _live_by_unit(draft.group, expected)
+    for key, action in draft.pod_write.items():
+        if isinstance(draft.actions[action], CreateObject) and key in expected:
+            pod = expected[key]
+            by_unit.setdefault(int(pod["metadata"]["labels"][UNIT_LABEL]), []).append(pod)
+    return by_unit
+
+
+def _lowest_free(taken: set[int], count: int) -> list[int]:
+    out, candidate = [], 0
+    while len(out) < count:
+        if candidate not in taken:
+            out.append(candidate)
+        candidate += 1
+    return out
+
+
+# ----------------------------------------------------------------------------- 3. place
+
+
+def _place(
+    state: ClusterState, drafts: list[_Draft], now: float, expected: dict[PodKey, Object], placer: Placer
+) -> tuple[int, list[str]]:
+    pods = list(expected.values())
+    waiting = {_pod_key(p): p for p in pods if _waits_for_placement(p)}
+    valid = [d for d in drafts if d.group.valid]
+    if not waiting or not valid:
+        return 0, []
+    notes: list[str] = []
+    nodes = []
+    for raw in state.nodes:
+        try:
+            nodes.append(Node.model_validate(raw))
+        except ValidationError as exc:
+            notes.append(f"node {raw['metadata'].get('name', '?')} skipped: {exc.errors()[0]['msg']}")
+    holding = []
+    for pod in pods:
+        node = assigned_node(pod)
+        if node and not pod_failed(pod):
+            try:
+                holding.append(Pod.model_validate({**pod, "spec": {**pod.get("spec", {}), "nodeName": node}}))
+            except ValidationError as exc:
+                notes.append(f"pod {pod['metadata'].get('name', '?')} not counted: {exc.errors()[0]['msg']}")
+    snapshot, _ = ClusterSnapshot.build(nodes, holding)
+    views = {name: TopologyView.build(t, snapshot) for name, t in state.topologies.items()}
+    demands: list[UnitDemand] = []
+    by_group: dict[tuple[str, str], _Draft] = {}
+    for draft in valid:
+        by_group[draft.group.key] = draft
+        demands += _unit_demands(draft, expected)
+    plan = placer(snapshot, views, demands)
+    placed = 0
+    for unit in plan.units:
+        draft = by_group[(unit.unit.namespace, unit.unit.group)]
+        if unit.state == "Unschedulable":
+            draft.event("Warning", "Unschedulable", f"unit {unit.unit.unit}: {unit.message}")
+        for _, replicas in unit.roles:
+            for replica in replicas:
+                if replica.existing:
+                    continue
+                for assignment in replica.pods:
+                    key = (unit.unit.namespace, assignment.name)
+                    if key in waiting:
+                        _assign(draft, waiting[key], assignment.node, now, expected)
+                        placed += 1
+    return placed, notes
+
+
+def _assign(draft: _Draft, pod: Object, node: str, now: float, expected: dict[PodKey, Object]) -> None:
+    """Write the node choice and lift tandem's gate: into the pod's create if this pass
+    creates it, else into one patch (with its admission, if this pass admits it)."""
+    key = _pod_key(pod)
+    gates = [g for g in pod["spec"].get("schedulingGates", []) if g.get("name") != GATE]
+    assignment = {
+        "metadata": {"annotations": {ASSIGNED_AT: rfc3339(now)}},
+        "spec": {"nodeSelector": {HOSTNAME: node}, "schedulingGates": gates or None},
+    }
+    expected[key] = _merged(pod, assignment)
+    index = draft.pod_write.get(key)
+    earlier = draft.actions[index] if index is not None else None
+    if isinstance(earlier, CreateObject):
+        draft.actions[index] = dataclasses.replace(  # type: ignore[index]
+            earlier, obj=_without_server_fields(_merged(earlier.obj, assignment)), why=f"{earlier.why}, placed on {node}"
+        )
+        return
+    meta = pod["metadata"]
+    if isinstance(earlier, PatchObject):
+        draft.actions[index] = dataclasses.replace(  # type: ignore[index]
+            earlier, patch=_merge_patches(earlier.patch, assignment), why=f"admitted and placed on {node}"
+        )
+        return
+    draft.pod_write[key] = len(draft.actions)
+    draft.actions.append(PatchObject("Pod", meta.get("namespace"), meta["name"], assignment, meta.get("resourceVersion"), f"placed on {node}"))
+
+
+def _waits_for_placement(pod: Object) -> bool:
+    meta, spec = pod["metadata"], pod.get("spec", {})
+    return (
+        GROUP_LABEL in (meta.get("labels") or {})
+        and (meta.get("annotations") or {}).get(ADMITTED) == "true"
+        and any(g.get("name") == GATE for g in spec.get("schedulingGates", []))
+        and not meta.get("deletionTimestamp")
+    )
+
+
+def _unit_demands(draft: _Draft, expected: dict[PodKey, Object]) -> list[UnitDemand]:
+    """Per unit with waiting pods: the admitted replicas as the demand, the running ones as existing."""
+    typed = draft.typed
+    by_unit = _pods_after(draft, expected)
+    pods_per_replica = {r.name: r.pods_per_replica for r in typed.spec.roles}
+    out = []
+    for demand in units_from_group(typed):
+        members = by_unit.get(demand.unit, [])
+        if not any(_waits_for_placement(p) for p in members):
+            continue
+        replicas, pods_of = replicas_of_unit(members, pods_per_replica)
+        admitted = {r.name: 0 for r in typed.spec.roles}
+        existing = []
+        for replica in replicas:
+            if replica.phase in ("Gated", "Failed"):
+                continue
+            admitted[replica.role] += 1
+            members_of = sorted(pods_of[(replica.role, replica.index)], key=lambda p: int(p["metadata"]["labels"][POD_INDEX_LABEL]))
+            nodes = [assigned_node(p) for p in members_of]
+            if all(nodes):
+                existing.append(PlacedReplica(replica.role, replica.index, tuple(n for n in nodes if n)))
+        roles = tuple(dataclasses.replace(r, desired=admitted[r.name]) for r in demand.roles)
+        out.append(dataclasses.replace(demand, roles=roles, existing=tuple(existing)))
+    return out
+
+
+# ----------------------------------------------------------------------------- 4. status
+
+
+def _status(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> None:
+    raw, typed, before = draft.group.raw, draft.typed, draft.before
+    generation = int(raw["metadata"].get("generation", 1))
+    revision = revision_of(typed)
+    by_unit = _pods_after(draft, expected)
+    units = {unit: unit_replicas(by_unit.get(unit, []), typed) for unit in range(typed.spec.replicas)}
+    roles: list[RoleStatus] = []
+    available = scheduled_all = True
+    for role in typed.spec.roles:
+        every = [r for replicas in units.values() for r in replicas[role.name]]
+        scheduled = sum(1 for r in every if r.phase in ("Scheduled", "Ready"))
+        scheduled_all &= scheduled >= role.replicas * typed.spec.replicas
+        available &= all(sum(1 for r in replicas[role.name] if r.phase == "Ready") >= role.minimum for replicas in units.values())
+        roles.append(
+            RoleStatus(
+                name=role.name,
+                replicas=sum(1 for r in every if r.phase != "Failed"),
+                scheduled_replicas=scheduled,
+                ready_replicas=sum(1 for r in every if r.phase == "Ready"),
+                updated_replicas=sum(1 for r in every if r.revision == revision and r.phase != "Failed"),
+            )
+        )
+    unit_statuses = []
+    for unit, decision in sorted(draft.decisions.items()):
+        replicas = units[unit]
+        holding = any(p["spec"].get("nodeName") for p in by_unit.get(unit, []))
+        enough = minimum_placed(replicas, typed)
+        saved = before.unit(unit)
+        partial_since = None
+        if holding and not enough:
+            partial_since = saved.partial_since if saved is not None and saved.partial_since else rfc3339(now)
+            draft.deadlines.append(seconds(partial_since) + typed.spec.scheduler.gang_timeout_seconds)
+        releases, retry_after = (saved.releases, saved.retry_after) if saved is not None else (0, None)
+        if unit in draft.released:
+            releases += 1
+            retry_at = now + backoff_seconds(releases)
+            retry_after = rfc3339(retry_at)
+            draft.deadlines.append(retry_at)
+        elif holding and enough:
+            releases, retry_after = 0, None  # placed whole again: the backoff starts over
+        unit_statuses.append(
+            UnitStatus(
+                index=unit,
+                state=decision.state,
+                reason=decision.reason,
+                functional=is_functional(replicas, typed),
+                partial_since=partial_since,
+                releases=releases,
+                retry_after=retry_after,
+                coordination=memory_of(decision.status),
+            )
+        )
+    stalled = [f"unit {u.index}: {u.reason}" for u in unit_statuses if u.state == "Stalled"]
+    progressing = any(u.state == "Progressing" for u in unit_statuses)
+    degraded = not available and any(r.ready_replicas for r in roles)
+    previous = before.conditions
+
+    def cond(kind: str, value: bool, reason: str, message: str = "") -> Condition:
+        return condition(previous, kind, value, reason, message, now, generation)
+
+    status = InferenceGroupStatus(
+        observed_generation=generation,
+        revision=revision,
+        replicas=sum(1 for replicas in units.values() if any(r.phase != "Failed" for rs in replicas.values() for r in rs)),
+        functional_units=sum(1 for u in unit_statuses if u.functional),
+        selector=f"{GROUP_LABEL}={raw['metadata']['name']}",
+        conditions=[
+            cond("Accepted", True, "Valid"),
+            cond("Scheduled", scheduled_all, "AllScheduled" if scheduled_all else "Waiting"),
+            cond("Available", available, "MinimumsReady" if available else "BelowMinimum"),
+            cond("Progressing", progressing, "Progressing" if progressing else "Settled"),
+            cond("Stalled", bool(stalled), "StepTimedOut" if stalled else "None", "; ".join(stalled)),
+            cond("Degraded", degraded, "BelowMinimum" if degraded else "None"),
+        ],
+        roles=roles,
+        units=unit_statuses,
+    )
+    _patch_status(draft, status, RECONCILE_KEYS)
+
+
+def _invalid(draft: _Draft, now: float) -> None:
+    """Say what is wrong, once per change; touch nothing else."""
+    raw = draft.group.raw
+    generation = int(raw["metadata"].get("generation", 1))
+    message = "; ".join(str(p) for p in draft.group.problems)
+    before = read_status(raw)
+    accepted = condition(before.conditions, "Accepted", False, "InvalidSpec", message, now, generation)
+    others = [c for c in before.conditions if c.type != "Accepted"]
+    status = before.model_copy(update={"conditions": [accepted, *others], "observed_generation": generation})
+    if _patch_status(draft, status, ("conditions", "observedGeneration")):
+        draft.event("Warning", "InvalidSpec", message)
+
+
+def _patch_status(draft: _Draft, status: InferenceGroupStatus, keys: tuple[str, ...]) -> bool:
+    patch = owned_patch(status, keys)
+    raw = draft.group.raw
+    if unchanged(raw, patch):
+        return False
+    meta = raw["metadata"]
+    draft.actions.append(PatchStatus("InferenceGroup", meta.get("namespace"), meta["name"], patch, meta.get("resourceVersion")))
+    return True
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _pod_key(pod: Object) -> PodKey:
+    return (pod["metadata"].get("namespace", "default"), pod["metadata"]["name"])
+
+
+def _merge_patches(first: Any, second: Any) -> Any:
+    """Two merge patches as one (the second wins)."""
+    if not isinstance(first, dict) or not isinstance(second, dict):
+        return second
+    out = dict(first)
+    for key, value in second.items():
+        out[key] = _merge_patches(out.get(key), value) if key in out else value
+    return out
+
+
+def _merged(obj: Object, patch: Any) -> Object:
+    """`obj` with a merge patch applied (RFC 7386), as a new dict; `obj` is not changed."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(obj) if isinstance(obj, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merged(out.get(key), value) if isinstance(value, dict) else value
+    return out
+
+
+def _without_server_fields(pod: Object) -> Object:
+    meta = {k: v for k, v in pod["metadata"].items() if k != "creationTimestamp"}
+    return {**pod, "metadata": meta}

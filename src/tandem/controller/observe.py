@@ -1,0 +1,65 @@
+"""Observe: one snapshot of everything a pass decides from, read once.
+
+Four lists (InferenceGroups, ClusterTopologies, Nodes, Pods) through the `Reader` of
+one consistent snapshot; pods are grouped by the group that owns them, and each group is
+validated once (see `validity`). Nothing here writes, and nothing later in the pass reads
+the cluster again.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from tandem.api.naming import GROUP_LABEL
+from tandem.api.resources import ClusterTopology, InferenceGroup
+from tandem.controller.ports import Object, Reader
+from tandem.controller.validity import group_problems, topologies_of
+from tandem.errors import Problem
+
+
+@dataclass(frozen=True)
+class GroupState:
+    raw: Object
+    typed: InferenceGroup | None  # None when the object does not even parse
+    problems: tuple[Problem, ...]  # empty for a valid group
+    pods: tuple[Object, ...]  # the group's pods, deleting ones included
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.raw["metadata"].get("namespace", "default"), self.raw["metadata"]["name"])
+
+    @property
+    def valid(self) -> bool:
+        return self.typed is not None and not self.problems
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    groups: tuple[GroupState, ...]
+    topologies: dict[str, ClusterTopology]
+    nodes: tuple[Object, ...]
+    pods: tuple[Object, ...]  # every pod (other workloads hold capacity too)
+    deleting_groups: tuple[Object, ...] = field(default_factory=tuple)
+
+
+def observe(reader: Reader) -> ClusterState:
+    raw_groups = reader.list("InferenceGroup")
+    topologies, _ = topologies_of(reader.list("ClusterTopology"))
+    nodes = tuple(reader.list("Node"))
+    pods = tuple(reader.list("Pod"))
+    by_group: dict[tuple[str, str], list[Object]] = defaultdict(list)
+    for pod in pods:
+        meta = pod["metadata"]
+        owner = (meta.get("labels") or {}).get(GROUP_LABEL)
+        if owner is not None:
+            by_group[(meta.get("namespace", "default"), owner)].append(pod)
+    groups, deleting = [], []
+    for raw in raw_groups:
+        if raw["metadata"].get("deletionTimestamp"):
+            deleting.append(raw)  # its pods go with it (owner references); nothing to decide
+            continue
+        typed, problems = group_problems(raw, topologies)
+        key = (raw["metadata"].get("namespace", "default"), raw["metadata"]["name"])
+        groups.append(GroupState(raw, typed, tuple(problems), tuple(by_group.get(key, ()))))
+    return ClusterState(tuple(groups), topologies, nodes, pods, tuple(deleting))

@@ -1,0 +1,51 @@
+"""Is a group, as it stands in the cluster, one the controller can act on?
+
+The same checks as `tandem validate`: the model (field types, names, enums), the
+cross-field rules, the ClusterTopology it names and that topology's levels, and what its
+`scheduler.backend` can honour. A group that fails any of them gets the problems, with
+field paths, in an `Accepted=False` condition and a Warning event; its running pods are
+left alone and the other groups go on.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from pydantic import ValidationError
+
+from tandem.api.loading import validation_problems
+from tandem.api.resources import ClusterTopology, InferenceGroup
+from tandem.api.validation import check_group
+from tandem.backends.registry import get_backend
+from tandem.controller.ports import Object
+from tandem.errors import Problem
+
+
+def topologies_of(raws: Iterable[Object]) -> tuple[dict[str, ClusterTopology], list[Problem]]:
+    """The ClusterTopologies that parse, by name, and the problems of those that do not."""
+    out: dict[str, ClusterTopology] = {}
+    problems: list[Problem] = []
+    for raw in raws:
+        try:
+            topology = ClusterTopology.model_validate(raw)
+        except ValidationError as exc:
+            problems += validation_problems(raw, exc, f"ClusterTopology {raw['metadata'].get('name', '?')}")
+            continue
+        out[topology.metadata.name] = topology
+    return out, problems
+
+
+def group_problems(raw: Object, topologies: dict[str, ClusterTopology]) -> tuple[InferenceGroup | None, list[Problem]]:
+    """The typed group (None if it does not parse) and every problem found, at field paths."""
+    body: dict[str, Any] = {k: v for k, v in raw.items() if k != "status"}
+    try:
+        group = InferenceGroup.model_validate(body)
+    except ValidationError as exc:
+        return None, validation_problems(body, exc, "")
+    topology = topologies.get(group.spec.topology_name)
+    problems = list(check_group(group, topology))
+    if topology is None:
+        problems.append(Problem("spec.topologyName", f"ClusterTopology {group.spec.topology_name!r} not found"))
+    else:
+        problems += get_backend(group.spec.scheduler.backend).validate(group, topology)
+    return group, problems
