@@ -23,8 +23,6 @@ from dataclasses import replace
 from typing import Mapping
 
 from tandem.coordination.model import (
-    BACKOFF_BASE,
-    BACKOFF_CAP,
     REACHED,
     CoordinationStatus,
     Create,
@@ -33,6 +31,7 @@ from tandem.coordination.model import (
     Observed,
     UnitSpec,
     Ungate,
+    backoff_seconds,
     surplus,
 )
 from tandem.coordination.steps import rollout_step, scaling_step
@@ -128,7 +127,7 @@ def _stall(
 ) -> Decision:
     """Release what the timed-out step could not complete; retry after a backoff."""
     stalls = status.stalls + 1
-    delay = min(BACKOFF_BASE * 2 ** (stalls - 1), BACKOFF_CAP)
+    delay = backoff_seconds(stalls)
     releases = []
     kept = {}
     for role in current:
