@@ -6,37 +6,10 @@ import copy
 
 import pytest
 
-from support.builders import cluster, group, role
+from support.builders import group, role
+from support.controller_world import design_group, kubelet, world
 from tandem.api.timestamps import rfc3339, seconds
-from tandem.controller.pods import GATE, HOSTNAME
 from tandem.controller.reconcile import reconcile
-from tandem.sim.store import MemoryStore
-
-
-def kubelet(store: MemoryStore) -> int:
-    """Bind every ungated pod to the node tandem chose; make every bound pod Ready."""
-    changes = 0
-    for pod in store.list("Pod"):
-        spec = pod["spec"]
-        gated = any(g.get("name") == GATE for g in spec.get("schedulingGates", []))
-        if not gated and not spec.get("nodeName") and spec.get("nodeSelector", {}).get(HOSTNAME):
-            store.bind(pod["metadata"]["namespace"], pod["metadata"]["name"], spec["nodeSelector"][HOSTNAME])
-            changes += 1
-    for pod in store.list("Pod"):
-        if pod["spec"].get("nodeName") and not pod.get("status", {}).get("conditions"):
-            pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-            store.update_status(pod)
-            changes += 1
-    return changes
-
-
-def world(*groups, shape="block=2,rack=2,host=8"):
-    store = MemoryStore()
-    for obj in cluster(shape):
-        store.create(obj)
-    for g in groups:
-        store.create(g)
-    return store
 
 
 def run(store, passes=30):
@@ -46,19 +19,6 @@ def run(store, passes=30):
         if kubelet(store) == 0 and reports[-1].writes == 0:
             break
     return reports
-
-
-def design_group(**kw):
-    g = group(
-        "llama",
-        [role("prefill", 4, 1, gpus=8, required="host"), role("decode", 2, 1, gpus=8, pods=2, required="rack")],
-        required="block",
-        preferred="rack",
-        affinity=[{"from": "prefill", "to": "decode", "level": "rack", "mode": "Preferred"}],
-        **kw,
-    )
-    g["spec"]["coordination"] = {"rollout": {"steps": {"prefill": 2, "decode": 1}}}
-    return g
 
 
 def test_a_group_rolls_out_in_steps_is_placed_and_becomes_available():

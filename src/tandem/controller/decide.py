@@ -308,6 +308,7 @@ def _assign(draft: _Draft, pod: Object, node: str, now: float, expected: dict[Po
         "spec": {"nodeSelector": {HOSTNAME: node}, "schedulingGates": gates or None},
     }
     expected[key] = _merged(pod, assignment)
+    draft.deadlines.append(now + draft.typed.spec.scheduler.gang_timeout_seconds)  # bound by then, or released
     index = draft.pod_write.get(key)
     earlier = draft.actions[index] if index is not None else None
     if isinstance(earlier, CreateObject):

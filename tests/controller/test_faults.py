@@ -1,0 +1,232 @@
+"""The controller beyond the happy path: API errors on each kind of write, a crash
+between any two writes, invalid groups beside valid ones, and a pass that is pure."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from support.builders import group, role
+from support.controller_world import Crash, FaultyWriter, design_group, kubelet, over_committed, settle, world
+from tandem.controller.decide import decide
+from tandem.controller.observe import observe
+from tandem.controller.reconcile import reconcile
+from tandem.errors import Conflict, Forbidden, Invalid, ServerTimeout, ServiceUnavailable, TooManyRequests
+
+VERBS = ("create", "patch", "patch_status", "delete")
+
+
+def final_state(store):
+    """What a converged cluster looks like, without versions and times."""
+    pods = sorted(
+        (p["metadata"]["name"], p["spec"].get("nodeName") is not None, bool(p.get("status", {}).get("conditions"))) for p in store.list("Pod")
+    )
+    groups = {
+        g["metadata"]["name"]: (
+            {c["type"]: c["status"] for c in g["status"]["conditions"]},
+            g["status"]["functionalUnits"],
+            g["status"]["observedGeneration"],
+        )
+        for g in store.list("InferenceGroup")
+    }
+    return pods, groups
+
+
+def two_groups():
+    a = design_group("llama")
+    b = group("small", [role("prefill", 2, 1, gpus=8), role("decode", 1, 1, gpus=8)], required="block")
+    return a, b
+
+
+def reference():
+    store = world(*two_groups())
+    settle(store, store)
+    return final_state(store)
+
+
+def cordon(store, unschedulable):
+    for node in store.list("Node"):
+        store.patch("Node", None, node["metadata"]["name"], {"spec": {"unschedulable": unschedulable or None}})
+
+
+def scale_down_world():
+    """A settled world about to shrink: every kind of write (deletes included) comes next."""
+    a, b = two_groups()
+    store = world(a, b)
+    settle(store, store)
+    store.patch("InferenceGroup", "serving", "llama", {"spec": {"roles": [{**a["spec"]["roles"][0], "replicas": 2}, a["spec"]["roles"][1]]}})
+    store.patch_status("Pod", "serving", "small-0-decode-0-0", {"status": {"phase": "Failed"}})
+    return store
+
+
+@pytest.mark.parametrize("verb", VERBS)
+@pytest.mark.parametrize("error", [Conflict, TooManyRequests, ServiceUnavailable, ServerTimeout])
+def test_a_retryable_error_on_each_kind_of_write_is_reported_and_the_next_passes_converge(verb, error):
+    store = scale_down_world() if verb == "delete" else world(*two_groups())
+    if verb == "patch":  # pods created while nothing fits are placed by a later patch
+        cordon(store, True)
+        reconcile(store, 0.0)
+        cordon(store, False)
+    faults = {"left": 1}
+
+    def fail(n, kind):
+        if kind == verb and faults["left"]:
+            faults["left"] -= 1
+            return error("injected")
+        return None
+
+    writer = FaultyWriter(store, fail)
+    now, report = 0.0, None
+    while not writer.log and now < 40:  # passes until the first write of this kind fails
+        report = reconcile(writer, now)
+        kubelet(store)
+        now += 1.0
+    assert writer.log and report is not None, f"a {verb} happened"
+    assert len(report.errors) == 1 and report.errors[0].retryable and report.errors[0].code == error.code
+    assert not report.terminal
+    settle(writer, store, start=now)
+    assert not over_committed(store)
+    if verb != "delete":
+        assert final_state(store) == reference()
+    else:
+        pods = [p["metadata"]["name"] for p in store.list("Pod")]
+        assert sum(1 for p in pods if p.startswith("llama-0-prefill")) == 2 and "small-0-decode-0-0" in pods
+
+
+@pytest.mark.parametrize("error", [Forbidden, Invalid])
+def test_a_terminal_error_is_reported_as_terminal_and_stops_no_other_group(error):
+    store = world(*two_groups())
+
+    # the first three creates (pods of the first group) are refused
+    writer = FaultyWriter(store, lambda n, kind: error("refused by policy") if kind == "create" and n < 3 else None)
+    report = reconcile(writer, 0.0)
+    assert report.terminal and all(e.code == error.code and not e.retryable for e in report.terminal)
+    assert any(p["metadata"]["name"].startswith("small-") for p in store.list("Pod")), "the other group went on"
+    settle(writer, store, start=1.0)
+    assert final_state(store) == reference()
+
+
+def test_a_failed_create_skips_the_writes_that_depend_on_it():
+    store = world(group("one", [role("prefill", 1, 1, gpus=8, pods=2)]))
+    writer = FaultyWriter(store, lambda n, kind: Conflict("injected") if n == 0 else None)
+    report = reconcile(writer, 0.0)
+    assert report.errors and report.created == 1 and report.skipped == 0
+    assert report.status_patches == 1
+
+
+def story(store, writer, check=lambda report: None):
+    """Roll out two groups, scale one up, lose a pod, shrink, grow while nothing fits and
+    free the room again: every kind of write.
+    Each step runs passes (each followed by the kubelet) until nothing moves; a controller
+    that crashes is replaced by a fresh one (nothing kept but the cluster), which carries
+    on with the same step. Returns the final state."""
+    steps = [
+        (0.0, lambda: None),
+        (100.0, lambda: store.patch("InferenceGroup", "serving", "llama", {"spec": {"replicas": 2}})),
+        (200.0, lambda: store.patch_status("Pod", "serving", "small-0-decode-0-0", {"status": {"phase": "Failed"}})),
+        (300.0, lambda: store.patch("InferenceGroup", "serving", "llama", {"spec": {"replicas": 1}})),
+        (400.0, lambda: (cordon(store, True), store.patch("InferenceGroup", "serving", "small", {"spec": {"replicas": 2}}))),
+        (500.0, lambda: cordon(store, False)),  # the waiting pods are placed by patches
+    ]
+    for start, change in steps:
+        change()
+        now = start
+        for _ in range(40):
+            try:
+                report = reconcile(writer, now)
+            except Crash:
+                writer = FaultyWriter(store)
+                continue
+            check(report)
+            if kubelet(store) == 0 and report.writes == 0:
+                break
+            now += 1.0
+    return final_state(store)
+
+
+def story_writes():
+    store = world(*two_groups())
+    writer = FaultyWriter(store)
+    story(store, writer)
+    return writer.writes
+
+
+def test_the_story_uses_every_kind_of_write():
+    store = world(*two_groups())
+    verbs: set[str] = set()
+    story(store, FaultyWriter(store, lambda n, verb: verbs.add(verb)))
+    assert verbs == set(VERBS)
+
+
+@pytest.mark.parametrize("crash_at", range(story_writes()))
+def test_a_crash_between_any_two_writes_converges_without_creating_twice_or_over_committing(crash_at):
+    """The controller dies before its `crash_at`-th write of the story; a fresh one takes
+    over. No pod is ever created twice (a create never meets AlreadyExists), no node is
+    over-committed after any pass, and the story ends where it ends without the crash."""
+    clean = world(*two_groups())
+    expected = story(clean, FaultyWriter(clean))
+    store = world(*two_groups())
+
+    def check(report):
+        assert not [e for e in report.errors if e.reason == "AlreadyExists"], "a pod created twice"
+        assert not over_committed(store)
+
+    writer = FaultyWriter(store, lambda n, verb: Crash() if n == crash_at else None)
+    assert story(store, writer, check) == expected
+    assert writer.writes > crash_at, "the crash happened"
+
+
+def test_an_invalid_group_gets_a_condition_and_an_event_its_pods_stay_and_the_others_go_on():
+    a, b = two_groups()
+    store = world(a, b)
+    settle(store, store)
+    before = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in store.list("Pod", labels="tandem.dev/group=small")}
+    broken = store.get("InferenceGroup", "serving", "small")
+    broken["spec"]["roles"][0]["minReplicas"] = 5  # above its replicas (2)
+    broken["spec"]["replicas"] = 2
+    store.update(broken)
+    store.patch("InferenceGroup", "serving", "llama", {"spec": {"replicas": 2}})
+    settle(store, store, start=100.0)
+    small = store.get("InferenceGroup", "serving", "small")
+    accepted = next(c for c in small["status"]["conditions"] if c["type"] == "Accepted")
+    assert accepted["status"] == "False" and accepted["reason"] == "InvalidSpec"
+    assert "spec.roles[0].minReplicas" in accepted["message"] and accepted["observedGeneration"] == small["metadata"]["generation"]
+    events = [e for e in store.list("Event", "serving") if e["involvedObject"]["name"] == "small"]
+    assert [(e["type"], e["reason"], e["count"]) for e in events] == [("Warning", "InvalidSpec", 1)], "once, not every pass"
+    after = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in store.list("Pod", labels="tandem.dev/group=small")}
+    assert after == before, "its running pods are left alone (not even unit 1 is created)"
+    llama = store.get("InferenceGroup", "serving", "llama")
+    assert llama["status"]["functionalUnits"] == 2, "the valid group scaled on"
+
+
+def test_a_group_naming_a_missing_topology_is_not_accepted():
+    g = design_group()
+    g["spec"]["topologyName"] = "elsewhere"
+    store = world(g)
+    report = reconcile(store, 0.0)
+    assert report.created == 0 and any("InvalidSpec" in line for line in report.events)
+    status = store.get("InferenceGroup", "serving", "llama")["status"]
+    accepted = {c["type"]: c for c in status["conditions"]}["Accepted"]
+    assert accepted["status"] == "False" and "spec.topologyName" in accepted["message"] and "'elsewhere' not found" in accepted["message"]
+
+
+def test_decide_is_a_pure_function_of_the_snapshot_and_the_time():
+    store = world(*two_groups())
+    settle(store, store)
+    store.patch("InferenceGroup", "serving", "llama", {"spec": {"replicas": 2}})
+    state = observe(store.snapshot())
+    frozen = copy.deepcopy(state)
+    first, second = decide(state, 50.0), decide(state, 50.0)
+    assert first == second and first.groups, "same snapshot and time, same actions"
+    assert state == frozen, "the snapshot is not changed by deciding"
+
+
+def test_requeue_after_names_the_earliest_deadline():
+    g = design_group()
+    g["spec"]["scheduler"] = {"gangTimeoutSeconds": 90}
+    store = world(g)
+    report = reconcile(store, 1000.0)  # placed, never bound: the gang timeout is the deadline
+    assert report.requeue_after == pytest.approx(90.0, abs=0.01)
+    settle(store, store, start=1001.0)
+    assert reconcile(store, 2000.0).requeue_after is None, "a settled group waits on nothing"
