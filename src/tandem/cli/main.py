@@ -202,10 +202,7 @@ def cluster_generate(
     """Write Nodes (a v1 List) and a matching ClusterTopology as YAML."""
 
     def run() -> None:
-        try:
-            levels = parse_shape(shape)
-        except ValueError as exc:
-            raise InputError(Problem("--shape", str(exc))) from None
+        levels = parse_shape(shape, "--shape")
         topology, nodes = generate_cluster(levels, gpus, topology_name=topology_name)
         # Never write a file that `tandem validate` would reject: level and topology names
         # must be DNS-1123 labels. Problems are named after the option that caused them.

@@ -232,10 +232,7 @@ def load_scenario(
         raise InputError(Problem(path, error["msg"].removeprefix("Value error, "), source)) from None
     spec = parsed.spec
     if spec.cluster.shape is not None:
-        try:
-            topology, nodes = generate_cluster(parse_shape(spec.cluster.shape), spec.cluster.gpus)
-        except ValueError as exc:
-            raise InputError(Problem("spec.cluster.shape", str(exc), source)) from None
+        topology, nodes = generate_cluster(parse_shape(spec.cluster.shape, "spec.cluster.shape", source), spec.cluster.gpus)
         cluster = [topology, *nodes]
     else:
         inputs = load_texts([read(path) for path in spec.cluster.files])

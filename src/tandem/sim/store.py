@@ -50,13 +50,13 @@ class Event:
 
     type: Literal["ADDED", "MODIFIED", "DELETED"]
     object: Object
-    resource_version: int
+    resource_version: str
 
 
 @dataclass(frozen=True)
 class ListResult:
     items: list[Object]
-    resource_version: int  # watch from here to see every later change
+    resource_version: str  # watch from here to see every later change
 
 
 class Snapshot:
@@ -101,25 +101,26 @@ class MemoryStore:
 
     def list_with_version(self, kind: str, namespace: str | None = None, labels: Selector = None) -> ListResult:
         """A list and the resourceVersion to watch from, as an informer starts."""
-        return ListResult(self.list(kind, namespace, labels), self._version)
+        return ListResult(self.list(kind, namespace, labels), str(self._version))
 
     def watch(
-        self, kind: str, since: int, namespace: str | None = None, selector: str | Mapping[str, str] | None = None
+        self, kind: str, since: str, namespace: str | None = None, selector: str | Mapping[str, str] | None = None
     ) -> list[Event]:
-        if self._events and since < self._events[0].resource_version - 1:
+        after = int(since)  # this world's versions count up; callers treat them as opaque
+        if self._events and after < int(self._events[0].resource_version) - 1:
             raise Gone(f"too old resource version: {since} (oldest kept: {self._events[0].resource_version})")
         return [
             Event(e.type, copy.deepcopy(e.object), e.resource_version)
             for e in self._events
-            if e.resource_version > since
+            if int(e.resource_version) > after
             and e.object["kind"] == kind
             and (namespace is None or e.object["metadata"].get("namespace") == namespace)
             and matches(selector, e.object["metadata"].get("labels", {}))
         ]
 
     @property
-    def resource_version(self) -> int:
-        return self._version
+    def resource_version(self) -> str:
+        return str(self._version)
 
     # ------------------------------------------------------------------ writes
 
@@ -301,13 +302,13 @@ class MemoryStore:
         self._version += 1
         obj["metadata"]["resourceVersion"] = str(self._version)
         self._objects[key] = obj
-        self._events.append(Event(kind_of_event, copy.deepcopy(obj), self._version))  # type: ignore[arg-type]
+        self._events.append(Event(kind_of_event, copy.deepcopy(obj), str(self._version)))  # type: ignore[arg-type]
         return copy.deepcopy(obj)
 
     def _remove(self, key: tuple[str, str, str], orphan: bool = False) -> None:
         obj = self._objects.pop(key)
         self._version += 1
-        self._events.append(Event("DELETED", copy.deepcopy(obj), self._version))
+        self._events.append(Event("DELETED", copy.deepcopy(obj), str(self._version)))
         uid = obj["metadata"]["uid"]
         dependents = [
             k for k, o in sorted(self._objects.items()) if any(ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences", []))

@@ -11,24 +11,25 @@ from __future__ import annotations
 import itertools
 from typing import Any, Sequence
 
+from tandem.errors import InputError, Problem
+
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 # Bandwidth by distance from the narrowest level: same host, same rack, same block, wider.
 _BANDWIDTH_GBPS = (7200.0, 400.0, 200.0, 100.0)
 
 
-def parse_shape(text: str) -> list[tuple[str, int]]:
-    """`block=4,rack=4,host=8` -> [("block", 4), ("rack", 4), ("host", 8)]."""
+def parse_shape(text: str, path: str = "shape", source: str = "") -> list[tuple[str, int]]:
+    """`block=4,rack=4,host=8` -> [("block", 4), ("rack", 4), ("host", 8)]; a bad shape is an
+    `InputError` at `path` (the option or field the user wrote it in)."""
     levels: list[tuple[str, int]] = []
     for part in text.split(","):
         name, sep, count = part.strip().partition("=")
         if not sep or not name or not count.strip().isdigit() or int(count) < 1:
-            raise ValueError(f"{part.strip()!r} is not LEVEL=COUNT with COUNT >= 1 (e.g. block=4,rack=4,host=8)")
+            raise InputError(Problem(path, f"{part.strip()!r} is not LEVEL=COUNT with COUNT >= 1 (e.g. block=4,rack=4,host=8)", source))
         levels.append((name.strip(), int(count)))
-    if not levels:
-        raise ValueError("needs at least one LEVEL=COUNT")
     names = [name for name, _ in levels]
     if len(set(names)) != len(names):
-        raise ValueError(f"level names must be unique, got {', '.join(names)}")
+        raise InputError(Problem(path, f"level names must be unique, got {', '.join(names)}", source))
     return levels
 
 
