@@ -107,11 +107,12 @@ def test_a_terminal_error_is_reported_as_terminal_and_stops_no_other_group(error
     assert final_state(store) == reference()
 
 
-def test_a_failed_create_skips_the_writes_that_depend_on_it():
+def test_a_failed_create_stops_neither_the_other_pods_nor_the_status():
     store = world(group("one", [role("prefill", 1, 1, gpus=8, pods=2)]))
-    writer = FaultyWriter(store, lambda n, kind: Conflict("injected") if n == 0 else None)
+    # writes: the Service, the peers ConfigMap, then the replica's two pods
+    writer = FaultyWriter(store, lambda n, kind: Conflict("injected") if n == 2 else None)
     report = reconcile(writer, 0.0)
-    assert report.errors and report.created == 1 and report.skipped == 0
+    assert report.errors and report.count("create", "Pod") == 1 and report.skipped == 0
     assert report.status_patches == 1
 
 

@@ -36,7 +36,8 @@ def test_a_group_rolls_out_in_steps_is_placed_and_becomes_available():
     assert status["units"][0]["state"] == "Complete"
     assert status["observedGeneration"] == g["metadata"]["generation"]
     # the first steps were the minimums, then +2 prefill / +1 decode
-    assert [r.created for r in reports if r.created][:2] == [3, 4]
+    assert [r.count("create", "Pod") for r in reports if r.count("create", "Pod")][:2] == [3, 4]
+    assert reports[0].count("create", "Service") == 1 and reports[0].count("create", "ConfigMap") == 1
 
 
 def test_a_pass_on_a_settled_cluster_writes_nothing():

@@ -21,3 +21,23 @@ GATE = LABEL_PREFIX + "placement"
 def pod_name(group: str, unit: int, role: str, replica: int, pod: int) -> str:
     """`<group>-<unit>-<role>-<replica>-<pod>`, e.g. llama-70b-0-prefill-0-0."""
     return f"{group}-{unit}-{role}-{replica}-{pod}"
+
+
+# Every group has a headless Service of its own name, so each pod is reachable as
+# `<pod>.<group>.<namespace>.svc`; every unit a ConfigMap of its Ready peers.
+PEERS_DIR = "/etc/tandem"
+PEERS_FILE = "peers.json"
+PEERS_VOLUME = "tandem-peers"
+
+
+def service_name(group: str) -> str:
+    return group
+
+
+def peers_config_map(group: str, unit: int) -> str:
+    return f"{group}-{unit}-peers"
+
+
+def pod_address(pod: str, group: str, namespace: str) -> str:
+    """A pod's DNS name through its group's headless Service (hostname + subdomain)."""
+    return f"{pod}.{service_name(group)}.{namespace}.svc"

@@ -51,6 +51,10 @@ def check_group(group: InferenceGroup, topology: ClusterTopology | None) -> list
 def _check_roles(group: InferenceGroup) -> list[Problem]:
     problems: list[Problem] = []
     spec = group.spec
+    if not group.metadata.name[:1].isalpha():
+        problems.append(
+            Problem("metadata.name", f"{group.metadata.name!r} must start with a letter: it also names the group's headless Service (a DNS-1035 label)")
+        )
     first_index: dict[str, int] = {}
     for index, role in enumerate(spec.roles):
         path = f"spec.roles[{index}]"

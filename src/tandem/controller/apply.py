@@ -10,6 +10,7 @@ counted and dropped: events are best effort, as in Kubernetes.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from tandem.controller.actions import CreateObject, Decisions, DeleteObject, GroupActions, PatchObject, PatchStatus, RecordEvent, Write
@@ -44,6 +45,10 @@ class PassReport:
     skipped: int = 0  # writes not tried because one they depend on failed
     events_dropped: int = 0
     requeue_after: float | None = None
+    by_kind: Counter[tuple[str, str]] = field(default_factory=Counter)  # (verb, kind) -> successful writes
+
+    def count(self, verb: str, kind: str) -> int:
+        return self.by_kind[(verb, kind)]
 
     @property
     def writes(self) -> int:
@@ -96,6 +101,12 @@ def _apply_group(writer: Writer, group: GroupActions, report: PassReport) -> Non
 
 
 def _write(writer: Writer, action: Write, report: PassReport) -> None:
+    _send(writer, action, report)
+    verb = {CreateObject: "create", PatchObject: "patch", PatchStatus: "patch_status", DeleteObject: "delete"}[type(action)]
+    report.by_kind[(verb, action.target[0])] += 1
+
+
+def _send(writer: Writer, action: Write, report: PassReport) -> None:
     if isinstance(action, CreateObject):
         writer.create(action.obj)
         report.created += 1

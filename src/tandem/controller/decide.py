@@ -10,14 +10,17 @@ For each valid group, in order:
    `scheduler.gangTimeoutSeconds`: a pod placed but not bound in time, and every pod of a
    unit below some role's minimum since `partialSince`; such a unit is rolled out again
    after a backoff.
-2. **Coordinate**: units beyond `spec.replicas` go whole; per unit, the coordination
+2. **Companions**: the group's headless Service, and per unit the peers ConfigMap
+   (`/etc/tandem/peers.json`: each role's Ready replicas and their pods' addresses),
+   created or brought up to date; a unit beyond `spec.replicas` loses its ConfigMap.
+3. **Coordinate**: units beyond `spec.replicas` go whole; per unit, the coordination
    planner turns its replicas and remembered state into deletes, admissions and creates
    (pods are created with tandem's scheduling gate, owned by the group).
-3. **Place** (all groups together): admitted pods still gated go to the engine, with each
+4. **Place** (all groups together): admitted pods still gated go to the engine, with each
    unit's running replicas fixed and every other pod's node taken. A pod created in
    this pass is created already placed (`nodeSelector` on `kubernetes.io/hostname`,
    without tandem's gate); an existing one gets the same in one preconditioned patch.
-4. **Status**: the typed status of what the group will be after these writes, merge-
+5. **Status**: the typed status of what the group will be after these writes, merge-
    patched (only the reconcile pass's keys) when it differs from what is stored.
 
 An invalid group (see `validity`) gets only an `Accepted=False` condition and a Warning
@@ -33,7 +36,7 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from tandem.api.kube import Node, Pod
-from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL, UNIT_LABEL
+from tandem.api.naming import GROUP_LABEL, PEERS_FILE, POD_INDEX_LABEL, UNIT_LABEL
 from tandem.api.resources import InferenceGroup
 from tandem.api.status import RECONCILE_KEYS, Condition, InferenceGroupStatus, RoleStatus, UnitStatus
 from tandem.api.timestamps import rfc3339, seconds
@@ -54,8 +57,11 @@ from tandem.controller.pods import (
     GATE,
     HOSTNAME,
     assigned_node,
+    headless_service,
     is_functional,
     minimum_placed,
+    peers_config_map_object,
+    peers_document,
     pod_failed,
     replica_pods,
     replicas_of_unit,
@@ -82,6 +88,7 @@ def decide(state: ClusterState, now: float, placer: Placer = place) -> Decisions
     for draft in drafts:
         if draft.group.valid:
             _release(draft, now, expected)
+            _companions(draft, expected)
             _coordinate(draft, now, expected)
     placed, notes = _place(state, drafts, now, expected, placer)
     for draft in drafts:
@@ -163,7 +170,36 @@ def _release(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> None:
     draft.released = expired
 
 
-# ----------------------------------------------------------------------------- 2. coordinate
+# ----------------------------------------------------------------------------- 2. companions
+
+
+def _companions(draft: _Draft, expected: dict[PodKey, Object]) -> None:
+    """Service first, then the peers files, so a pod created in this pass finds its
+    ConfigMap; the files list only Ready replicas, so creating pods changes none."""
+    raw, typed = draft.group.raw, draft.typed
+    existing = {(c["kind"], c["metadata"]["name"]): c for c in draft.group.companions}
+    service = headless_service(raw)
+    if ("Service", service["metadata"]["name"]) not in existing:
+        draft.actions.append(CreateObject(service, "the group's headless Service"))
+    by_unit = _live_by_unit(draft.group, expected)
+    for unit in range(typed.spec.replicas):
+        document = peers_document(raw, unit, by_unit.get(unit, []), typed)
+        wanted = peers_config_map_object(raw, unit, document)
+        current = existing.get(("ConfigMap", wanted["metadata"]["name"]))
+        if current is None:
+            draft.actions.append(CreateObject(wanted, f"unit {unit}: peers file"))
+        elif (current.get("data") or {}).get(PEERS_FILE) != document:
+            meta = current["metadata"]
+            patch = {"data": {PEERS_FILE: document}}
+            draft.actions.append(PatchObject("ConfigMap", meta.get("namespace"), meta["name"], patch, meta.get("resourceVersion"), f"unit {unit}: peers changed"))
+    for (kind, _), obj in sorted(existing.items()):
+        index = (obj["metadata"].get("labels") or {}).get(UNIT_LABEL)
+        if kind == "ConfigMap" and index is not None and index.isdigit() and int(index) >= typed.spec.replicas:
+            meta = obj["metadata"]
+            draft.actions.append(DeleteObject("ConfigMap", meta.get("namespace"), meta["name"], uid=meta.get("uid"), why=f"unit {index} is beyond spec.replicas"))
+
+
+# ----------------------------------------------------------------------------- 3. coordinate
 
 
 def _coordinate(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> None:
@@ -247,7 +283,7 @@ def _lowest_free(taken: set[int], count: int) -> list[int]:
     return out
 
 
-# ----------------------------------------------------------------------------- 3. place
+# ----------------------------------------------------------------------------- 4. place
 
 
 def _place(
@@ -362,7 +398,7 @@ def _unit_demands(draft: _Draft, expected: dict[PodKey, Object]) -> list[UnitDem
     return out
 
 
-# ----------------------------------------------------------------------------- 4. status
+# ----------------------------------------------------------------------------- 5. status
 
 
 def _status(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> None:

@@ -1,8 +1,9 @@
 """Observe: one snapshot of everything a pass decides from, read once.
 
-Four lists (InferenceGroups, ClusterTopologies, Nodes, Pods) through the `Reader` of
-one consistent snapshot; pods are grouped by the group that owns them, and each group is
-validated once (see `validity`). Nothing here writes, and nothing later in the pass reads
+Six lists (InferenceGroups, ClusterTopologies, Nodes, Pods, and the Services and
+ConfigMaps tandem made) through the `Reader` of one consistent snapshot; pods and those
+companions are grouped by the group that owns them, and each group is validated once
+(see `validity`). Nothing here writes, and nothing later in the pass reads
 the cluster again.
 """
 
@@ -24,6 +25,7 @@ class GroupState:
     typed: InferenceGroup | None  # None when the object does not even parse
     problems: tuple[Problem, ...]  # empty for a valid group
     pods: tuple[Object, ...]  # the group's pods, deleting ones included
+    companions: tuple[Object, ...] = ()  # its headless Service and peers ConfigMaps
 
     @property
     def key(self) -> tuple[str, str]:
@@ -48,12 +50,8 @@ def observe(reader: Reader) -> ClusterState:
     topologies, _ = topologies_of(reader.list("ClusterTopology"))
     nodes = tuple(reader.list("Node"))
     pods = tuple(reader.list("Pod"))
-    by_group: dict[tuple[str, str], list[Object]] = defaultdict(list)
-    for pod in pods:
-        meta = pod["metadata"]
-        owner = (meta.get("labels") or {}).get(GROUP_LABEL)
-        if owner is not None:
-            by_group[(meta.get("namespace", "default"), owner)].append(pod)
+    by_group = _by_group(pods)
+    companions = _by_group([*reader.list("Service", labels=GROUP_LABEL), *reader.list("ConfigMap", labels=GROUP_LABEL)])
     groups, deleting = [], []
     for raw in raw_groups:
         if raw["metadata"].get("deletionTimestamp"):
@@ -61,5 +59,15 @@ def observe(reader: Reader) -> ClusterState:
             continue
         typed, problems = group_problems(raw, topologies)
         key = (raw["metadata"].get("namespace", "default"), raw["metadata"]["name"])
-        groups.append(GroupState(raw, typed, tuple(problems), tuple(by_group.get(key, ()))))
+        groups.append(GroupState(raw, typed, tuple(problems), tuple(by_group.get(key, ())), tuple(companions.get(key, ()))))
     return ClusterState(tuple(groups), topologies, nodes, pods, tuple(deleting))
+
+
+def _by_group(objects: list[Object] | tuple[Object, ...]) -> dict[tuple[str, str], list[Object]]:
+    out: dict[tuple[str, str], list[Object]] = defaultdict(list)
+    for obj in objects:
+        meta = obj["metadata"]
+        owner = (meta.get("labels") or {}).get(GROUP_LABEL)
+        if owner is not None:
+            out[(meta.get("namespace", "default"), owner)].append(obj)
+    return out

@@ -4,6 +4,14 @@ Labels name group, unit, role, replica, pod index and revision; tandem's own sch
 gate keeps kube-scheduler away until the engine has chosen a node. The annotation
 `tandem.dev/admitted` marks a replica the coordination planner let through (a gated pod
 without it is held back by coordination, not waiting for placement).
+
+So a serving engine can find its peers, every pod gets (DESIGN.md §5): a DNS name
+through the group's headless Service (`hostname` = pod name, `subdomain` = group); the
+`TANDEM_*` environment (group, unit, role, replica, pod index with 0 the leader, replica
+size, the leader's address, the peers file); and its unit's peers file, a ConfigMap
+mounted at `/etc/tandem/peers.json` listing each role's Ready replicas and their pods'
+addresses (`peers_config_map`). What the template says is kept as the user wrote it: an
+environment variable or volume of the same name is not overridden.
 """
 
 from __future__ import annotations
@@ -14,7 +22,23 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from tandem.api.naming import EXCLUSIVE_LABEL, GATE, GPU_RESOURCE, GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL, pod_name
+from tandem.api.naming import (
+    EXCLUSIVE_LABEL,
+    GATE,
+    GPU_RESOURCE,
+    GROUP_LABEL,
+    PEERS_DIR,
+    PEERS_FILE,
+    PEERS_VOLUME,
+    POD_INDEX_LABEL,
+    REPLICA_LABEL,
+    ROLE_LABEL,
+    UNIT_LABEL,
+    peers_config_map,
+    pod_address,
+    pod_name,
+    service_name,
+)
 from tandem.api.quantity import MILLI, parse_quantity
 from tandem.api.resources import InferenceGroup
 from tandem.api.timestamps import seconds
@@ -67,23 +91,123 @@ def replica_pods(group: dict[str, Any], typed: InferenceGroup, unit: int, role: 
             annotations[ADMITTED] = "true"
         spec = template["spec"]
         spec["schedulingGates"] = [*spec.get("schedulingGates", []), {"name": GATE}]
+        namespace = meta.get("namespace", "default")
+        name = pod_name(meta["name"], unit, role, replica, index)
+        spec.setdefault("hostname", name)
+        spec.setdefault("subdomain", service_name(meta["name"]))
+        leader = pod_address(pod_name(meta["name"], unit, role, replica, 0), meta["name"], namespace)
+        environment = {
+            "TANDEM_GROUP": meta["name"],
+            "TANDEM_UNIT": str(unit),
+            "TANDEM_ROLE": role,
+            "TANDEM_REPLICA": str(replica),
+            "TANDEM_POD_INDEX": str(index),
+            "TANDEM_REPLICA_SIZE": str(spec_role.pods_per_replica),
+            "TANDEM_LEADER_ADDRESS": leader,
+            "TANDEM_PEERS_FILE": f"{PEERS_DIR}/{PEERS_FILE}",
+        }
+        _add_peers_volume(spec, peers_config_map(meta["name"], unit))
+        for container in spec.get("containers", []):
+            _add_environment(container, environment)
         pods.append(
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
                 "metadata": {
-                    "name": pod_name(meta["name"], unit, role, replica, index),
-                    "namespace": meta.get("namespace", "default"),
+                    "name": name,
+                    "namespace": namespace,
                     "labels": labels,
                     "annotations": annotations,
-                    "ownerReferences": [
-                        {"apiVersion": group["apiVersion"], "kind": "InferenceGroup", "name": meta["name"], "uid": meta["uid"], "controller": True}
-                    ],
+                    "ownerReferences": [owner_reference(group)],
                 },
                 "spec": spec,
             }
         )
     return pods
+
+
+def _add_environment(container: dict[str, Any], values: dict[str, str]) -> None:
+    env = list(container.get("env", []))
+    taken = {e.get("name") for e in env}
+    env += [{"name": k, "value": v} for k, v in values.items() if k not in taken]
+    container["env"] = env
+    mounts = list(container.get("volumeMounts", []))
+    if not any(m.get("name") == PEERS_VOLUME or m.get("mountPath") == PEERS_DIR for m in mounts):
+        mounts.append({"name": PEERS_VOLUME, "mountPath": PEERS_DIR, "readOnly": True})
+    container["volumeMounts"] = mounts
+
+
+def _add_peers_volume(spec: dict[str, Any], config_map: str) -> None:
+    volumes = list(spec.get("volumes", []))
+    if not any(v.get("name") == PEERS_VOLUME for v in volumes):
+        volumes.append({"name": PEERS_VOLUME, "configMap": {"name": config_map, "items": [{"key": PEERS_FILE, "path": PEERS_FILE}]}})
+    spec["volumes"] = volumes
+
+
+def owner_reference(group: dict[str, Any]) -> dict[str, Any]:
+    meta = group["metadata"]
+    return {"apiVersion": group["apiVersion"], "kind": "InferenceGroup", "name": meta["name"], "uid": meta["uid"], "controller": True}
+
+
+def headless_service(group: dict[str, Any]) -> dict[str, Any]:
+    """The group's headless Service: a DNS name for every pod, Ready or not (an engine
+    must reach its leader before anything is Ready)."""
+    meta = group["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": service_name(meta["name"]),
+            "namespace": meta.get("namespace", "default"),
+            "labels": {GROUP_LABEL: meta["name"]},
+            "ownerReferences": [owner_reference(group)],
+        },
+        "spec": {"clusterIP": "None", "selector": {GROUP_LABEL: meta["name"]}, "publishNotReadyAddresses": True},
+    }
+
+
+def peers_document(group: dict[str, Any], unit: int, pods: list[dict[str, Any]], typed: InferenceGroup) -> str:
+    """The unit's peers file: per role, its Ready replicas (complete and Ready) with each
+    pod's address and index (0 = leader), in a fixed order so equal peers are equal bytes."""
+    meta = group["metadata"]
+    namespace = meta.get("namespace", "default")
+    replicas, pods_of = replicas_of_unit(pods, {r.name: r.pods_per_replica for r in typed.spec.roles})
+    roles: dict[str, list[dict[str, Any]]] = {r.name: [] for r in typed.spec.roles}
+    for replica in replicas:
+        if replica.phase != "Ready" or replica.role not in roles:
+            continue
+        members = sorted(pods_of[(replica.role, replica.index)], key=lambda p: int(p["metadata"]["labels"][POD_INDEX_LABEL]))
+        roles[replica.role].append(
+            {
+                "replica": replica.index,
+                "pods": [
+                    {
+                        "name": p["metadata"]["name"],
+                        "index": int(p["metadata"]["labels"][POD_INDEX_LABEL]),
+                        "address": pod_address(p["metadata"]["name"], meta["name"], namespace),
+                        **({"ip": p["status"]["podIP"]} if (p.get("status") or {}).get("podIP") else {}),
+                    }
+                    for p in members
+                ],
+            }
+        )
+    document = {"group": meta["name"], "namespace": namespace, "unit": unit, "roles": roles}
+    return json.dumps(document, sort_keys=True, indent=1) + "\n"
+
+
+def peers_config_map_object(group: dict[str, Any], unit: int, document: str) -> dict[str, Any]:
+    meta = group["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": peers_config_map(meta["name"], unit),
+            "namespace": meta.get("namespace", "default"),
+            "labels": {GROUP_LABEL: meta["name"], UNIT_LABEL: str(unit)},
+            "ownerReferences": [owner_reference(group)],
+        },
+        "data": {PEERS_FILE: document},
+    }
 
 
 def replicas_of_unit(pods: list[dict[str, Any]], pods_per_replica: dict[str, int]) -> tuple[list[Replica], dict[tuple[str, int], list[dict[str, Any]]]]:
