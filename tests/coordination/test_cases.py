@@ -112,3 +112,76 @@ def test_gated_replicas_are_admitted_only_up_to_the_step():
     decision = plan(spec, Observed(tuple(world)), 0.0)
     assert sorted((u.role, u.index) for u in decision.ungate) == [("decode", 0), ("prefill", 0)]
     assert decision.create == ()
+
+
+def test_a_rollout_from_nothing_follows_the_steps_when_no_role_has_a_minimum():
+    """Every minReplicas 0: the first step is the steps (capped at the targets), not the whole target."""
+    spec = UnitSpec(roles=(RoleSpec("prefill", 4, 0), RoleSpec("decode", 2, 0)), revision="r1", rollout_steps={"prefill": 2, "decode": 1})
+    rows = walk(spec, [])
+    assert _series(rows, "prefill", "decode") == [(0, 0), (2, 1), (4, 2), (4, 2)]
+    capped = UnitSpec(roles=(RoleSpec("prefill", 4, 0), RoleSpec("decode", 2, 0)), revision="r1", rollout_steps={"prefill": 6})
+    # decode, which the steps do not name, goes straight to its target
+    assert _series(walk(capped, []), "prefill", "decode")[:2] == [(0, 0), (4, 2)]
+    first = plan(spec, Observed(()), 0.0)
+    assert first.status.mode == "Rollout" and sorted((c.role, c.count) for c in first.create) == [("decode", 1), ("prefill", 2)]
+
+
+def _explained(text: str) -> str:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from tandem.api.loading import load_texts
+    from tandem.cli.explain import explain_group
+
+    out = StringIO()
+    group = load_texts([("group.yaml", text)]).groups[0]
+    explain_group(group, None, Console(file=out, width=200, color_system=None))
+    return out.getvalue()
+
+
+def test_explain_says_what_the_planner_does_from_nothing(examples):
+    """`tandem explain`'s first title agrees with its table for every minimums/steps combination."""
+    text = (examples / "llama-70b.yaml").read_text()
+    with_minimums = _explained(text)
+    assert "rollout from nothing (minimums first, then steps {prefill: 2, decode: 1}; OrderScheduled)" in with_minimums
+    assert "prefill +1, decode +1" in with_minimums.split("scaling from")[0]
+
+    no_minimums = _explained(text.replace("minReplicas: 1", "minReplicas: 0"))
+    rollout, scaling = no_minimums.split("rolling update")[0].split("scaling from")
+    assert "rollout from nothing (no minimums, so steps {prefill: 2, decode: 1} from zero; OrderScheduled)" in rollout
+    assert "prefill +2, decode +1" in rollout and "prefill +1, decode +1" not in rollout
+    # the scaling table starts from the minimums, zero here: that is the same rollout
+    assert scaling.startswith(" {prefill: 0, decode: 0} (a rollout: no minimums, so steps") and "prefill +2, decode +1" in scaling
+
+    neither = _explained(text.replace("minReplicas: 1", "minReplicas: 0").replace("steps: {prefill: 2, decode: 1}, ", ""))
+    first = neither.split("scaling from {")[0]
+    assert "scaling from nothing (no minimums and no steps, so no rollout: maxSkew 1; OrderScheduled)" in first
+    assert "prefill +1, decode +1" in first
+
+
+def test_a_shrinking_update_sheds_the_surplus_before_it_creates():
+    """8P:4D -> 4P:2D, maxSurge 1: old + new never above target + maxSurge (5P, 3D) once a
+    new replica exists (KEP-766 property 4); the surplus old replicas go first, a batch a
+    step, never below the target. Step for step what LWS's planner gives."""
+    spec = UnitSpec(roles=(RoleSpec("prefill", 4, 1), RoleSpec("decode", 2, 1)), revision="new", max_surge=1, max_unavailable=0)
+    rows = walk(spec, replicas_of({("prefill", "old"): 8, ("decode", "old"): 4}))
+    assert rows[-1].state == "Complete"
+    table = [tuple(row.counts.get(k, 0) for k in [("prefill", "old"), ("decode", "old"), ("prefill", "new"), ("decode", "new")]) for row in rows[:-1]]
+    assert table == [
+        (8, 4, 0, 0),
+        (7, 4, 0, 0),
+        (6, 3, 0, 0),
+        (5, 3, 0, 0),
+        (4, 2, 0, 0),  # surplus gone: 4 + 1 new <= 5, 2 + 1 new <= 3
+        (4, 2, 1, 1),
+        (3, 2, 1, 1),
+        (3, 2, 2, 1),
+        (2, 1, 2, 1),
+        (2, 1, 3, 2),
+        (1, 1, 3, 2),
+        (1, 1, 4, 2),
+        (0, 0, 4, 2),
+    ]
+    assert all(p_old + p_new <= 5 and d_old + d_new <= 3 for p_old, d_old, p_new, d_new in table[4:])
+    assert all(p_old + p_new >= 4 and d_old + d_new >= 2 for p_old, d_old, p_new, d_new in table), "never below the target"

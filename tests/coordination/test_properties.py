@@ -98,6 +98,44 @@ def test_rolling_update_keeps_surge_and_functional_units(case, seed, with_failur
     if not with_failures:
         spans = max(max(initial.values()), max(r.replicas for r in spec.roles))
         assert len(trace.steps) <= 4 * spans + 4, "bounded number of steps"
+        for world, _ in trace.steps:
+            for role in spec.roles:
+                # drains go by a batch, but never below target - maxUnavailable Ready (or
+                # below where the role started, if it started lower)
+                floor = role.replicas - scaled(spec.max_unavailable, role.replicas, round_up=False)
+                assert counts(world, role.name, ready=True) >= min(floor, initial[role.name]), ("maxUnavailable", role.name)
+
+
+@st.composite
+def shrinking_update_cases(draw):
+    """Update cases where the first role shrinks with the new template (target < initial)."""
+    spec, initial = draw(update_cases())
+    first = spec.roles[0]
+    start = draw(st.integers(first.replicas + 1, first.replicas + 6))
+    return spec, {**initial, first.name: start}
+
+
+@SETTINGS
+@given(shrinking_update_cases(), st.integers(0, 10_000), st.booleans())
+def test_a_shrinking_update_never_creates_above_target_plus_surge(case, seed, with_failures):
+    """KEP-766 property 4: old + new <= target + maxSurge per role. A role that shrinks
+    starts above it; the planner sheds old replicas first and creates none while above."""
+    spec, initial = case
+    old = replicas_of({(role, "old"): count for role, count in initial.items()})
+    trace = run(spec, old, seed=seed, fail_rate=0.25 if with_failures else 0.0, fail_until=20)
+    assert trace.last.state == "Complete", trace.last.reason
+    for role in spec.roles:
+        surge = scaled(spec.max_surge, role.replicas, round_up=True)
+        bound = role.replicas + surge + (1 if surge == 0 else 0)  # plus KEP-766's bootstrap replica
+        created = False
+        for world, decision in trace.steps:
+            have = counts(world, role.name)
+            if created:
+                assert have <= bound, ("above target + maxSurge", role.name, have)
+            adds = sum(c.count for c in decision.create if c.role == role.name)
+            if adds:
+                assert have + adds <= bound, ("created above target + maxSurge", role.name, have, adds)
+                created = True
 
 
 @SETTINGS
@@ -157,3 +195,36 @@ def test_rollout_gives_minimums_first_then_grows_to_the_target(spec, seed, with_
             assert all(now[r] >= previous[r] for r in now), "never shrinks"
             previous = now
         assert len(trace.steps) <= max(r.replicas for r in spec.roles) + 3, "bounded number of steps"
+
+
+@st.composite
+def rollout_from_zero_cases(draw):
+    n = draw(st.integers(1, 3))
+    target = [draw(st.integers(0, 8)) for _ in range(n)]
+    steps = {NAMES[i]: draw(st.integers(1, 4)) for i in range(n) if draw(st.booleans())}
+    if not steps or not any(target):
+        steps, target = {NAMES[0]: draw(st.integers(1, 4))}, [max(target[0], 1)] + target[1:]
+    roles = tuple(RoleSpec(NAMES[i], target[i], 0) for i in range(n))
+    return UnitSpec(roles=roles, revision="r1", rollout_steps=steps)
+
+
+@SETTINGS
+@given(rollout_from_zero_cases(), st.integers(0, 10_000), st.booleans())
+def test_a_rollout_without_minimums_follows_the_steps_from_zero(spec, seed, with_failures):
+    """Every minReplicas 0: from nothing the rollout is the steps (capped at the targets)
+    from the first step, as `tandem explain` says, not the whole target at once."""
+    steps = dict(spec.rollout_steps)
+    trace = run(spec, [], seed=seed, fail_rate=0.3 if with_failures else 0.0, fail_until=6)
+    assert trace.last.state == "Complete", trace.last.reason
+    first = trace.steps[0][1]
+    expected = {r.name: min(r.replicas, steps.get(r.name, r.replicas)) for r in spec.roles}
+    assert {c.role: c.count for c in first.create} == {r: n for r, n in expected.items() if n}, "the steps first"
+    assert first.status.mode == "Rollout"
+    if not with_failures:
+        previous = {r.name: 0 for r in spec.roles}
+        for world, _ in trace.steps:
+            now = {r.name: counts(world, r.name) for r in spec.roles}
+            for r in spec.roles:
+                assert previous[r.name] <= now[r.name] <= r.replicas, "never shrinks, never past the target"
+                assert now[r.name] - previous[r.name] <= steps.get(r.name, r.replicas), "one step at a time"
+            previous = now

@@ -8,6 +8,7 @@ from rich.table import Table
 
 from tandem.api.resources import InferenceGroup
 from tandem.coordination.model import RoleSpec, UnitSpec
+from tandem.coordination.planner import rolls_out
 from tandem.coordination.walkthrough import Row, replicas_of, walk
 
 
@@ -17,13 +18,12 @@ def explain_group(group: InferenceGroup, scale_from: dict[str, int] | None, cons
     name = f"{group.metadata.namespace}/{group.metadata.name}"
     c = group.spec.coordination
 
-    steps = c.rollout.steps or {}
-    title = f"{name}: rollout from nothing (minimums first, then steps {steps or 'to the target'}; {c.rollout.progression})"
+    title = f"{name}: {'rollout' if rolls_out(spec, {}) else 'scaling'} from nothing ({_how(spec, {})})"
     _print(console, title, walk(spec, []), spec, ["new"])
 
     start = scale_from or {r.name: r.minimum for r in spec.roles}
     scaled = UnitSpec.from_group(group, revision="new")
-    title = f"{name}: scaling from {_fmt(start)} (maxSkew {c.scaling.max_skew}; {c.scaling.progression})"
+    title = f"{name}: scaling from {_fmt(start)} ({_how(scaled, start)})"
     _print(console, title, walk(scaled, replicas_of({(role, "new"): n for role, n in start.items()})), scaled, ["new"])
 
     update = c.rolling_update
@@ -33,6 +33,20 @@ def explain_group(group: InferenceGroup, scale_from: dict[str, int] | None, cons
         f"maxUnavailable {update.max_unavailable}, maxSkew {update.max_skew})"
     )
     _print(console, title, walk(spec, old), spec, ["old", "new"])
+
+
+def _how(spec: UnitSpec, start: dict[str, int]) -> str:
+    """How the planner grows from `start`, in words: the rule of `planner.rolls_out`."""
+    if not rolls_out(spec, start):
+        nothing = all(n == 0 for n in start.values())
+        because = "no minimums and no steps, so no rollout: " if nothing else ""
+        return f"{because}maxSkew {spec.scaling_max_skew}; {spec.scaling_progression}"
+    steps = f"steps {_fmt(dict(spec.rollout_steps))}" if spec.rollout_steps else "to the target"
+    if any(start.get(r.name, 0) < r.minimum for r in spec.roles):
+        how = f"minimums first, then {steps}"
+    else:
+        how = f"no minimums, so {steps} from zero"
+    return f"{'' if not start else 'a rollout: '}{how}; {spec.rollout_progression}"
 
 
 def _print(console: Console, title: str, rows: list[Row], spec: UnitSpec, revisions: list[str]) -> None:

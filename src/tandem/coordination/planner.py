@@ -3,9 +3,12 @@
 `plan(spec, observed, now)` first syncs what the world reports (failed replicas are
 deleted and count for nothing), then decides:
 
-- **Rollout** while the unit is not functional (some role below its minimum), and until
-  the change it started is complete: the first step is every role's minimum, then
-  `rollout.steps` per step (`steps.rollout_step`), gated by `rollout.progression`.
+- **Rollout** while the unit is not functional (some role below its minimum), or starts
+  from nothing with `rollout.steps` set (`rolls_out`), and until the change it started is
+  complete: the first step is every role's minimum, then `rollout.steps` per step
+  (`steps.rollout_step`), gated by `rollout.progression`. With every minimum zero the
+  first step is the steps themselves; with no minimums and no steps, growing from zero
+  is scaling.
 - **Scaling** when the spec's counts differ from what runs: steps within
   `scaling.maxSkew` (`steps.scaling_step`), gated by `scaling.progression`; growth is
   applied before shrinkage inside a step.
@@ -48,6 +51,21 @@ def plan(spec: UnitSpec, observed: Observed, now: float) -> Decision:
     return replace(decision, delete=failed + decision.delete, ungate=_ungates(observed, decision))
 
 
+def rolls_out(spec: UnitSpec, current: Mapping[str, int]) -> bool:
+    """Whether `current` (admitted replicas of the spec's revision) starts a rollout.
+
+    A unit below a role's minimum is not functional: the rollout brings it up, minimums
+    first. A unit with nothing running rolls out too when `rollout.steps` is set, even if
+    no role has a minimum (its first step is then the steps themselves). Without minimums
+    or steps there is nothing a rollout would add: growing from zero is scaling, within
+    `scaling.maxSkew` (RBG's documented cadence from 0P:0D).
+    """
+    if any(current.get(r.name, 0) < r.minimum for r in spec.roles):
+        return True
+    from_nothing = all(current.get(r.name, 0) == 0 for r in spec.roles) and any(r.replicas > 0 for r in spec.roles)
+    return from_nothing and bool(spec.rollout_steps)
+
+
 def _ungates(observed: Observed, decision: Decision) -> tuple[Ungate, ...]:
     """Gated replicas the step's counts admit (lowest index first); the rest stay gated."""
     gone = {(d.role, d.index) for d in decision.delete}
@@ -67,9 +85,7 @@ def _plan_counts(spec: UnitSpec, observed: Observed, now: float) -> Decision:
     # the gated ones are a pool a step admits from before it creates anything.
     current = {role: observed.count(role, revision) - _gated(observed, role, revision) for role in targets}
     status = observed.status
-    below_minimum = any(current[r.name] < r.minimum for r in spec.roles)
-
-    if below_minimum or (status.mode == "Rollout" and dict(status.goal) == targets):
+    if rolls_out(spec, current) or (status.mode == "Rollout" and dict(status.goal) == targets):
         mode, progression = "Rollout", spec.rollout_progression
     elif current != targets or (status.mode == "Scaling" and dict(status.goal) == targets and status.step != targets):
         mode, progression = "Scaling", spec.scaling_progression

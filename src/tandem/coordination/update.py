@@ -6,19 +6,28 @@ old revision keeps `old(j) = initial - floor(j * initial / T)`. A common index k
 roles in lockstep (within one replica's rounding), and `floor(j * initial / T)` reaches
 `initial` only at j = T, so all roles drain together.
 
-Each step changes one side only, scale-up first:
+Both sides move by LWS's batch (`batchSize`): `maxSurge`, or `maxUnavailable` when there
+is no surge, at least 1. A role holds at most target + maxSurge replicas, old and new
+together (KEP-766 property 4); one that shrinks with the template sheds its surplus old
+replicas first. Each step changes one side only, scale-up first:
 
-- **up** by `s` grid steps (s = the smallest role's `maxSurge` expressed on the grid),
-  when every role's old + new stays within max(initial, target) + maxSurge;
-- else **down** by `u` grid steps (from `maxUnavailable`; at least one), when every role
-  keeps old + new Ready at or above both target - maxUnavailable and its minReplicas
-  (so a unit that was functional stays functional); once the new side is complete, the
-  rest of the old side goes at once;
+- **up** by the most grid steps that grow no role by more than its batch, when every role
+  that grows stays within its ceiling, target + maxSurge;
+- else **down** by a batch (`T // B` grid steps, B = LWS's `totalSteps`, the most batches
+  any role needs) or by `maxUnavailable`'s share of the grid, whichever is further, but
+  only as far as every role keeps old + new Ready at or above both target -
+  maxUnavailable and its minReplicas (so a unit that was functional stays functional);
+  once the new side is complete, the rest of the old side goes at once;
+- else, when the next up step is blocked by a role's ceiling, that role's old side alone
+  goes **down to what the step needs** (LWS's force drain), within the same floors;
 - else, when lockstep is blocked (one role at its surge ceiling while counts change with
   the template), each role **grows on its own** within its ceiling and within
   `rollingUpdate.maxSkew` of the slowest role's progress;
 - with none of these possible (maxSurge 0 and a role at its minimum), a **bootstrap surge**:
   one replica over the ceiling for such a role, as KEP-766 allows for a missing role.
+
+Percentages (`maxSurge`, `maxUnavailable`) are of the role's new count, as Kubernetes
+and LWS resolve them.
 
 Nothing is remembered but the old revision's counts when the update began (the LWS
 `initial-replicas` annotation), which the controller persists in the status; the grid
@@ -56,10 +65,25 @@ def plan_update(spec: UnitSpec, observed: Observed, now: float) -> Decision:
     if grid == 0 or (all(old_now[r] == 0 for r in roles) and all(new_ready[r] >= targets[r] for r in roles)):
         return _done(spec, observed, targets)
 
-    surge = {r: scaled(spec.max_surge, max(initial[r], targets[r]), round_up=True) for r in roles}
-    unavailable = {r: scaled(spec.max_unavailable, max(initial[r], targets[r]), round_up=False) for r in roles}
-    up_step = max(1, min((surge[r] * grid // targets[r] for r in roles if targets[r] > 0), default=1))
-    down_step = max(1, min((unavailable[r] * grid // initial[r] for r in roles if initial[r] > 0), default=1))
+    # Percentages are of the role's new count (Kubernetes, LWS). A role may hold at most
+    # target + maxSurge replicas, old and new together (KEP-766 property 4): one that
+    # shrinks sheds its surplus old replicas before any new one is created.
+    surge = {r: scaled(spec.max_surge, targets[r], round_up=True) for r in roles}
+    unavailable = {r: scaled(spec.max_unavailable, targets[r], round_up=False) for r in roles}
+    ceiling = {r: targets[r] + surge[r] for r in roles}
+    # Both sides move by LWS's batch: maxSurge, or maxUnavailable when there is no surge
+    # (at least 1). Up: the largest number of grid steps that grows no role by more than
+    # its batch. Down: B batches cover the largest role (LWS's totalSteps), so a batch is
+    # grid // B grid steps, rounded down so that no role loses more than its batch; or
+    # maxUnavailable's share of the grid, if that is further.
+    batch = {r: surge[r] if surge[r] > 0 else max(1, unavailable[r]) for r in roles}
+    batches = max(-(-max(initial[r], targets[r]) // batch[r]) for r in roles)
+    up_step = max(1, min((batch[r] * grid // targets[r] for r in roles if targets[r] > 0), default=1))
+    down_step = max(
+        1,
+        grid // batches,
+        min((unavailable[r] * grid // initial[r] for r in roles if initial[r] > 0), default=1),
+    )
 
     i = min(_new_index(new_now[r], targets[r], grid) for r in roles)
     j = min(_old_index(old_now[r], initial[r], grid) for r in roles)
@@ -74,36 +98,52 @@ def plan_update(spec: UnitSpec, observed: Observed, now: float) -> Decision:
         creates = tuple(Create(r, revision, n) for r, n in behind.items() if n > 0)
         return Decision("Progressing", f"update: refill new side to step {i}/{grid}", keys, creates, (), status)
 
+    up = min(grid, i + up_step)
+    new_next = {r: interpolate_new(up, grid, targets[r]) for r in roles}
     if i < grid:
-        nxt = min(grid, i + up_step)
-        new_next = {r: interpolate_new(nxt, grid, targets[r]) for r in roles}
         # Only roles that grow are held to the surge ceiling (one already past it, after a
         # bootstrap surge, is not grown further but does not block the others).
-        if all(new_next[r] <= new_now[r] or old_now[r] + new_next[r] <= max(initial[r], targets[r]) + surge[r] for r in roles):
+        if all(new_next[r] <= new_now[r] or old_now[r] + new_next[r] <= ceiling[r] for r in roles):
             creates = tuple(Create(r, revision, new_next[r] - new_now[r]) for r in roles if new_next[r] > new_now[r])
             wanted = {(r, revision): new_next[r] for r in roles}
-            return Decision("Progressing", f"update: new side to step {nxt}/{grid} {_fmt(new_next)}", wanted, creates, (), status)
+            return Decision("Progressing", f"update: new side to step {up}/{grid} {_fmt(new_next)}", wanted, creates, (), status)
+
+    floors = {
+        r: max(targets[r] - unavailable[r], spec.role(r).minimum if old_ready[r] + new_ready[r] >= spec.role(r).minimum else 0, 0)
+        for r in roles
+    }
+    # The fewest old replicas each role may keep: every removed old replica counts as lost
+    # capacity (it may have been Ready), and no role goes below its floor (or, if it is
+    # already below, below what it has).
+    keep = {r: max(0, min(floors[r], old_ready[r] + new_ready[r]) - new_ready[r]) for r in roles}
 
     if j < grid:
-        floors = {
-            r: max(targets[r] - unavailable[r], spec.role(r).minimum if old_ready[r] + new_ready[r] >= spec.role(r).minimum else 0, 0)
-            for r in roles
-        }
         furthest = grid if i >= grid else min(grid, j + down_step)
-        # The furthest drain within this step that keeps every role at its floor; every
-        # removed old replica counts as lost capacity (it may have been Ready).
+        # The furthest drain within this step that keeps every role at its floor.
         for nxt in range(furthest, j, -1):
             old_next = {r: min(old_now[r], interpolate_old(nxt, grid, initial[r])) for r in roles}
             if old_next == old_now:
                 continue
-            if all(min(old_ready[r], old_next[r]) + new_ready[r] >= min(floors[r], old_ready[r] + new_ready[r]) for r in roles):
+            if all(min(old_ready[r], old_next[r]) >= keep[r] for r in roles):
                 deletes = _drain(observed, revision, old_now, old_next)
                 return Decision("Progressing", f"update: old side to step {nxt}/{grid} {_fmt(old_next)}", keys, (), deletes, status)
+
+    if i < grid:
+        # Force drain (LWS): the next up step is blocked by a role's ceiling; that role's
+        # old side alone goes down to what the step needs, never below its floor.
+        old_next = {
+            r: max(min(old_now[r], ceiling[r] - new_next[r]), keep[r])
+            if new_next[r] > new_now[r] and old_now[r] + new_next[r] > ceiling[r]
+            else old_now[r]
+            for r in roles
+        }
+        if any(old_next[r] < old_now[r] for r in roles):
+            deletes = _drain(observed, revision, old_now, old_next)
+            return Decision("Progressing", f"update: old side down to make room {_fmt(old_next)}", keys, (), deletes, status)
 
     # Lockstep is blocked (typically one role at its surge ceiling while counts change with
     # the template): let each role grow on its own, within its ceiling and within
     # rollingUpdate.maxSkew of the slowest role's progress.
-    ceiling = {r: max(initial[r], targets[r]) + surge[r] for r in roles}
     moving = [r for r in roles if targets[r] > 0]
     window = {r: targets[r] for r in roles}
     if moving:
