@@ -20,6 +20,7 @@ from tandem.cli.explain import explain_group
 from tandem.cli.guard import INVALID_INPUT, guard
 from tandem.cli.files import load_files
 from tandem.cli.output import print_table, render_json, render_yaml
+from tandem.api.crds import crds as generate_crds, file_name as crd_file_name, render as render_crds
 from tandem.api.loading import load_texts
 from tandem.errors import InputError, Problem
 from tandem.placement.from_inputs import plan_inputs
@@ -37,7 +38,6 @@ app.add_typer(cluster_app, name="cluster")
 from tandem.cli.trace import trace_app  # noqa: E402 - kept beside the other sub-app
 
 app.add_typer(trace_app, name="trace")
-
 
 
 class Output(str, Enum):
@@ -160,6 +160,31 @@ def render(
     from tandem.cli.render import run_render
 
     run_render(files, backend, cluster, topology_only, workload_api_version, queue, capabilities)
+
+
+@app.command("crds")
+def crds_command(
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write one file per CRD into this directory (created if missing) instead of stdout.", show_default=False)
+    ] = None,
+) -> None:
+    """Print the CustomResourceDefinitions of ClusterTopology and InferenceGroup, generated from the models."""
+
+    def run() -> None:
+        objects = generate_crds()
+        if out is None:
+            sys.stdout.write(render_crds(objects))
+            return
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            for crd in objects:
+                (out / crd_file_name(crd)).write_text(render_crds([crd]), encoding="utf-8")
+        except OSError as exc:
+            raise InputError(Problem("--out", f"cannot write {str(out)!r}: {exc.strerror or exc}")) from None
+        names = ", ".join(crd_file_name(crd) for crd in objects)
+        Console(stderr=True, highlight=False, soft_wrap=True).print(f"wrote {escape(names)} to {escape(str(out))}")
+
+    guard(run)
 
 
 class Policy(str, Enum):

@@ -1,0 +1,368 @@
+"""The CustomResourceDefinitions of ClusterTopology and InferenceGroup, generated from the models.
+
+Never written by hand (DESIGN.md §5): `tandem crds` prints them, deploy/crds/ holds them,
+and a test fails when those files are stale. Two steps:
+
+1. pydantic writes each model's JSON Schema (`model_json_schema(by_alias=True)`), with a
+   generator subclass that knows what tandem's validator functions mean (a DNS label's
+   pattern, an int-or-percentage's range) and stops at pod templates, which the API
+   server keeps as they are (`x-kubernetes-preserve-unknown-fields`); apiVersion, kind
+   and metadata are put in as every CRD has them;
+2. `_structural` rewrites that into the structural OpenAPI v3 subset Kubernetes requires:
+   `$defs` inlined, `Optional[X]` as a plain X (null is pruned, so it reads as absent),
+   `int | str` as `x-kubernetes-int-or-string`, numeric exclusive bounds in OpenAPI 3.0's
+   boolean form, and a description on every field (`DESCRIPTIONS`, else the docstring of
+   the field's model). Anything it does not know stops generation rather than being lost.
+
+Cross-field rules (minReplicas <= replicas, level names of the topology, ...) stay in
+`tandem.api.validation`, which the admission webhook runs; the schema holds field-local ones.
+Pure: models in, dicts and text out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema
+
+from tandem.api import base, resources, status
+from tandem.api.kube import PodTemplateSpec
+
+GROUP = "tandem.dev"
+VERSION = "v1alpha1"
+REGENERATE = "tandem crds --out deploy/crds"
+HEADER = f"# Generated from tandem's models by `{REGENERATE}`; do not edit.\n"
+_INT32 = (-(2**31), 2**31 - 1)
+
+# What a validator function means as schema keywords. A described field whose validator is
+# not here stops generation: a new rule must be mapped (or mapped to {} on purpose), never dropped.
+_VALIDATORS: dict[Any, dict[str, Any]] = {
+    base._dns1123_label: {"maxLength": 63, "pattern": base._DNS1123_LABEL.pattern},
+    base._dns1123_subdomain: {"maxLength": 253, "pattern": base._DNS1123_SUBDOMAIN.pattern},
+    resources._label_key: {"maxLength": 316, "pattern": resources._LABEL_KEY.pattern},
+    resources._int_or_percent_type: {},  # only narrows the error message; the union is the type
+    # 0 or more, or one to three digits worth 0..100 and "%", exactly as _PERCENT and its check.
+    resources._int_or_percent: {"minimum": 0, "pattern": r"^([0-9]{1,2}|0[0-9]{2}|100)%$"},
+    status._timestamp: {"format": "date-time"},
+}
+# Models the CRD does not describe field by field.
+_OPAQUE: dict[type[BaseModel], dict[str, Any]] = {
+    PodTemplateSpec: {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+}
+# Lists whose items are keyed (server-side apply merges them by key; keys must be unique).
+_LIST_MAP_KEYS = {"InferenceGroupSpec.roles": "name", "InferenceGroupStatus.conditions": "type",
+                  "InferenceGroupStatus.roles": "name", "InferenceGroupStatus.units": "index"}
+_UNMAPPED = "x-tandem-unmapped-validator"
+# JSON Schema keywords that mean the same in OpenAPI v3 and may stay as pydantic wrote them.
+_KEEP = {"type", "description", "properties", "required", "items", "additionalProperties", "enum", "default",
+         "minimum", "maximum", "minLength", "maxLength", "pattern", "format", "minItems", "maxItems"}
+
+# Descriptions by "Model.field" (the wire name), like a Field(description=...) would give.
+DESCRIPTIONS = {
+    "ClusterTopology.spec": "The levels of the network.",
+    "ClusterTopologySpec.levels": "The levels, broadest first, narrowest last.",
+    "TopologyLevel.name": "The level's name, as groups use it in pack and affinity; unique within the topology; `cluster` is reserved.",
+    "TopologyLevel.nodeLabel": "The node label whose value names a node's domain at this level; unique within the topology.",
+    "TopologyLevel.linkBandwidthGbps": "Bandwidth between two nodes whose lowest common domain is at this level (feeds the KV-transfer cost model).",
+    "InferenceGroup.spec": "What to run and how to place, roll out and scale it.",
+    "InferenceGroup.status": "Written by the controller (everything but autoscaling) and the autoscaler (autoscaling).",
+    "InferenceGroupSpec.topologyName": "The ClusterTopology whose levels pack and affinity name.",
+    "InferenceGroupSpec.replicas": "Number of units (copies of the whole group); 0 places nothing.",
+    "InferenceGroupSpec.priority": "Higher is placed first (then age, then order).",
+    "InferenceGroupSpec.roles": "The roles of the deployment; names are unique.",
+    "InferenceGroupSpec.affinity": "Cross-role proximity (the KV-cache path); each (from, to) pair at most once.",
+    "InferenceGroupSpec.coordination": "Rollout, scaling and rolling-update pacing.",
+    "InferenceGroupSpec.scheduler": "Which scheduler carries out the placement.",
+    "InferenceGroupSpec.autoscaling": "Prefill/decode-aware autoscaling of the replicas per unit; absent: replicas are what the spec says.",
+    "UnitPlacementScope.pack": "Where every pod of one unit must or should share a domain.",
+    "UnitPlacementScope.exclusive": "A level: every domain of it that holds a pod of this unit holds pods of no other exclusive unit.",
+    "PlacementScope.pack": "Where every pod of one replica must or should share a domain.",
+    "Pack.required": "A level of the topology: the pods must be inside one domain of it.",
+    "Pack.preferred": "A level of the topology, not broader than required: the pods should be inside one domain of it.",
+    "Role.name": "The role's name, unique within the group.",
+    "Role.replicas": "Desired replicas of this role per unit.",
+    "Role.minReplicas": "Complete replicas a unit needs to be functional (at most replicas); default min(1, replicas).",
+    "Role.podsPerReplica": "Pods in one replica: a leader (pod 0) and workers, placed together or not at all.",
+    "Role.topology": "Where the pods of one replica must or should share a domain.",
+    "Role.template": "The pod template of pod 0 (the leader) of every replica.",
+    "Role.workerTemplate": "The pod template of pods 1..N-1 of every replica (default: template); only with podsPerReplica > 1.",
+    "Affinity.from": "The role whose replicas want to be near.",
+    "Affinity.to": "The role they want to be near; not from.",
+    "Affinity.level": "The level of the shared domain.",
+    "Affinity.mode": "Required: every from replica shares a domain with a to replica of its unit; Preferred: as many as can.",
+    "Coordination.rollout": "How a unit's roles are rolled out together, in ratio steps.",
+    "Coordination.scaling": "How roles scale together.",
+    "Coordination.rollingUpdate": "How a new revision replaces the old one, all roles in lockstep.",
+    "Rollout.steps": "Ratio steps by role name, e.g. {prefill: 2, decode: 1}.",
+    "Rollout.progression": "A step starts when the previous one is Scheduled (OrderScheduled) or Ready (OrderReady).",
+    "Rollout.stepTimeoutSeconds": "A step not complete by then is reported Stalled and released or rolled back.",
+    "Scaling.maxSkew": "How far an intermediate state may stray from the target ratio: an integer or a percentage; not 0.",
+    "Scaling.progression": "A step starts when the previous one is Scheduled (OrderScheduled) or Ready (OrderReady).",
+    "RollingUpdate.maxSurge": "Units above the desired count during an update: an integer or a percentage.",
+    "RollingUpdate.maxUnavailable": "Units below the desired count during an update; not 0 when maxSurge is 0.",
+    "RollingUpdate.maxSkew": "How far roles may be apart during an update: an integer or a percentage.",
+    "SchedulerSpec.backend": "tandem's own engine (native) or the scheduler whose objects the group is translated into.",
+    "SchedulerSpec.gangTimeoutSeconds": "A unit not all Scheduled/Ready by then is released and requeued.",
+    "AutoscalingSpec.policy": "How the replicas are chosen; the policy's block must be present.",
+    "AutoscalingSpec.prefillRole": "The managed prefill role.",
+    "AutoscalingSpec.decodeRole": "The managed decode role; not prefillRole.",
+    "AutoscalingSpec.intervalSeconds": "How often the autoscaler decides.",
+    "AutoscalingSpec.metricMaxAgeSeconds": "Signals older than this lead to no action.",
+    "AutoscalingSpec.roles": "Replica bounds per unit, one entry per managed role.",
+    "RoleBounds.minReplicas": "Fewest replicas per unit (default: the role's own minReplicas).",
+    "RoleBounds.maxReplicas": "Most replicas per unit.",
+    "Stabilization.scaleUpSeconds": "Scale up to the lowest recommendation of this window.",
+    "Stabilization.scaleDownSeconds": "Scale down to the highest recommendation of this window.",
+    "Panic.thresholdPercent": "Load above this percentage of capacity starts a panic.",
+    "Panic.windowSeconds": "How long a panic forbids scaling down.",
+    "MetricTarget.metric": "The per-replica signal.",
+    "MetricTarget.value": "What one replica should carry; at most 1 for busyFraction and kvUtilization.",
+    "FixedRatio.ratio": "Replicas of each managed role per step of the ratio.",
+    "FixedRatio.decodeTokensPerSecondPerReplica": "Decode tokens per second one decode replica carries.",
+    "PreferredBand.targets": "A metric target per managed role.",
+    "PreferredBand.bands": "Each role's share of the managed total, in percent.",
+    "PreferredBand.costWeight": "Weight of cost against pressure in the blend, 0..1.",
+    "SLO.ttftSeconds": "Time-to-first-token target.",
+    "SLO.itlSeconds": "Inter-token latency target.",
+    "SLO.prefillTokensPerSecondPerReplica": "Prefill tokens per second one prefill replica carries.",
+    "SLO.decodeTokensPerSecondPerReplica": "Decode tokens per second one decode replica carries.",
+    "SLO.gpuBudget": "GPUs of the managed roles, all units together.",
+    "Band.minPercent": "Smallest share of the managed total.",
+    "Band.maxPercent": "Largest share of the managed total.",
+    "Independent.targets": "A metric target per managed role.",
+    "Independent.tolerancePercent": "Deviation from the target, in percent, that causes no change.",
+    "InferenceGroupStatus.observedGeneration": "The metadata.generation this status was computed from.",
+    "InferenceGroupStatus.revision": "Hash of the pod templates and podsPerReplica now desired.",
+    "InferenceGroupStatus.replicas": "Units that exist (the scale subresource reads it).",
+    "InferenceGroupStatus.functionalUnits": "Units with every role at its minimum Ready.",
+    "InferenceGroupStatus.selector": "Label selector of the group's pods (the scale subresource reads it).",
+    "InferenceGroupStatus.conditions": "Accepted, Scheduled, Available, Progressing, Stalled, Degraded.",
+    "InferenceGroupStatus.roles": "Per role, over all units, counted in complete replicas.",
+    "InferenceGroupStatus.units": "Per unit: its state and what the planners remember.",
+    "InferenceGroupStatus.autoscaling": "The autoscaler's last decision and memory (written by the autoscaler only).",
+    "Condition.type": "The aspect, in CamelCase.",
+    "Condition.status": "True, False or Unknown.",
+    "Condition.reason": "Why, in CamelCase.",
+    "Condition.message": "Why, for people.",
+    "Condition.lastTransitionTime": "When status last changed.",
+    "Condition.observedGeneration": "The metadata.generation the condition was set from.",
+    "RoleStatus.name": "The role.",
+    "RoleStatus.replicas": "Replicas that exist and have not failed.",
+    "RoleStatus.scheduledReplicas": "Replicas with every pod bound.",
+    "RoleStatus.readyReplicas": "Replicas with every pod Ready.",
+    "RoleStatus.updatedReplicas": "Replicas of the current revision.",
+    "UnitStatus.index": "The unit's index, from 0.",
+    "UnitStatus.state": "Progressing, Complete or Stalled.",
+    "UnitStatus.reason": "Why the unit is in its state.",
+    "UnitStatus.functional": "Every role at its minimum, Ready.",
+    "UnitStatus.partialSince": "Since when the unit holds GPUs below some role's minimum.",
+    "UnitStatus.releases": "Gang-timeout releases in a row (the backoff's exponent).",
+    "UnitStatus.retryAfter": "A released unit is rolled out again from then.",
+    "CoordinationMemory.mode": "The planner at work.",
+    "CoordinationMemory.start": "Replicas per role when the change began.",
+    "CoordinationMemory.goal": "Replicas per role the change goes to.",
+    "CoordinationMemory.revision": "The revision being rolled out.",
+    "CoordinationMemory.step": "Replicas per role of the current step.",
+    "CoordinationMemory.stepStarted": "When the current step began.",
+    "CoordinationMemory.stalls": "Steps in a row that timed out.",
+    "CoordinationMemory.retryAfter": "When a stalled step is tried again.",
+    "AutoscalingStatus.lastDecisionAt": "When the autoscaler last decided.",
+    "AutoscalingStatus.reason": "Why, for people.",
+    "AutoscalingStatus.panic": "A panic is on.",
+    "AutoscalingStatus.desired": "Replicas per unit of each managed role.",
+    "AutoscalingStatus.state": "What the policy remembers between decisions.",
+    "AutoscalerMemory.history": "Recent recommendations, within the longest window.",
+    "AutoscalerMemory.panicUntil": "End of each live panic (total, or a role).",
+    "AutoscalerMemory.lastChangeAt": "When the desired counts last changed.",
+    "RecommendationMemory.at": "When the recommendation was made.",
+    "RecommendationMemory.values": "Replicas per role recommended.",
+}
+
+
+class _KubeSchema(GenerateJsonSchema):
+    """pydantic's JSON Schema, told what validator functions mean and which models to keep opaque."""
+
+    def model_schema(self, schema: Any) -> Any:
+        opaque = _OPAQUE.get(schema["cls"])
+        return dict(opaque) if opaque is not None else super().model_schema(schema)
+
+    def function_after_schema(self, schema: Any) -> Any:
+        return self._mapped(schema, super().function_after_schema(schema))
+
+    def function_before_schema(self, schema: Any) -> Any:
+        return self._mapped(schema, super().function_before_schema(schema))
+
+    def function_wrap_schema(self, schema: Any) -> Any:
+        return self._mapped(schema, super().function_wrap_schema(schema))
+
+    def function_plain_schema(self, schema: Any) -> Any:
+        return self._mapped(schema, super().function_plain_schema(schema))
+
+    def _mapped(self, schema: Any, generated: Any) -> Any:
+        """pydantic generates every model's definition, opaque ones' insides too: an unknown
+        validator is only marked here, and `_structural` refuses it where it is reached."""
+        function = schema["function"]["function"]
+        if function not in _VALIDATORS:
+            return {**generated, _UNMAPPED: f"{function.__module__}.{function.__qualname__}"}
+        return {**generated, **_VALIDATORS[function]}
+
+
+def _structural(node: dict[str, Any], defs: dict[str, Any], path: str, used: set[str]) -> dict[str, Any]:
+    """One JSON Schema node as a structural OpenAPI v3 node (see the module docstring)."""
+    node = dict(node)
+    model = node.pop("title", None)  # a model's title is its class name: the key of its descriptions
+    if "$ref" in node:  # inline the definition; keys beside the $ref (a default) win
+        model = node.pop("$ref").rsplit("/", 1)[-1]
+        node = {**defs[model], **node}
+        node.pop("title", None)
+    if "anyOf" in node:
+        branches = [b for b in node.pop("anyOf") if b != {"type": "null"}]
+        if len(branches) == 1:  # Optional[X]
+            return _structural({**branches[0], **node}, defs, path, used)
+        if sorted(b.get("type", "") for b in branches) != ["integer", "string"] or any(len(b) > 1 for b in branches):
+            raise ValueError(f"{path}: a union other than Optional[X] or int | str is not structural: {branches}")
+        node |= {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+    if "const" in node:
+        node["enum"] = [node.pop("const")]
+    for bound, inclusive in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if bound in node:  # JSON Schema's number is OpenAPI 3.0's boolean beside the bound
+            value = node.pop(bound)
+            if node.get("type") == "integer":
+                node[inclusive] = value + 1 if bound == "exclusiveMinimum" else value - 1
+            else:
+                node |= {inclusive: value, bound: True}
+    if node.get("type") == "integer":
+        inside = _INT32[0] <= node.get("minimum", _INT32[0]) and node.get("maximum", _INT32[1] + 1) <= _INT32[1]
+        node["format"] = "int32" if inside else "int64"
+    if not isinstance(node.get("default"), (str, int, float, bool)):
+        node.pop("default", None)  # null means absent; an object's default is its fields' defaults
+    if node.get("additionalProperties") is False:
+        del node["additionalProperties"]  # structural schemas prune unknown fields instead
+    if not node.get("required", True):
+        del node["required"]  # an empty list is no constraint (and OpenAPI wants at least one)
+    if _UNMAPPED in node:
+        raise ValueError(f"{path}: no schema keywords for validator {node[_UNMAPPED]}: add it to _VALIDATORS")
+    unknown = set(node) - _KEEP - {"anyOf", "exclusiveMinimum", "exclusiveMaximum"} - {k for k in node if k.startswith("x-kubernetes-")}
+    if unknown:
+        raise ValueError(f"{path}: no structural form for {sorted(unknown)}")
+    if "properties" in node:
+        node["properties"] = {name: _field(model, name, sub, defs, f"{path}.{name}", used) for name, sub in node["properties"].items()}
+    if isinstance(node.get("additionalProperties"), dict):
+        node["additionalProperties"] = _structural(node["additionalProperties"], defs, f"{path}.*", used)
+    if "items" in node:
+        node["items"] = _structural(node["items"], defs, f"{path}[*]", used)
+    if "type" not in node and not node.get("x-kubernetes-int-or-string") and not node.get("x-kubernetes-preserve-unknown-fields"):
+        raise ValueError(f"{path}: a structural schema needs a type here")
+    return node
+
+
+def _field(model: str, name: str, node: dict[str, Any], defs: dict[str, Any], path: str, used: set[str]) -> dict[str, Any]:
+    """A property: its schema, a description (table first, then its model's docstring), its list keys."""
+    key = f"{model}.{name}"
+    out = _structural(node, defs, path, used)
+    if key in DESCRIPTIONS:
+        used.add(key)
+        out["description"] = DESCRIPTIONS[key]
+    if not out.get("description"):
+        raise ValueError(f"{path}: no description: add {key!r} to DESCRIPTIONS")
+    if key in _LIST_MAP_KEYS:
+        used.add(key)
+        out |= {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": [_LIST_MAP_KEYS[key]]}
+    return out
+
+
+def _schema(model: type[BaseModel], used: set[str], drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The structural schema of `model`, without the properties in `drop`."""
+    raw = model.model_json_schema(by_alias=True, mode="validation", schema_generator=_KubeSchema)
+    raw["properties"] = {k: v for k, v in raw["properties"].items() if k not in drop}
+    raw["required"] = [k for k in raw.get("required", []) if k not in drop] or None
+    return _structural(raw, raw.pop("$defs", {}), model.__name__, used)
+
+
+def _root(model: type[BaseModel], used: set[str], status_model: type[BaseModel] | None) -> dict[str, Any]:
+    """A resource's schema: apiVersion, kind and metadata as every CRD has them, spec and status typed."""
+    schema = _schema(model, used, drop=("apiVersion", "kind", "metadata", "status"))
+    schema["properties"] |= {
+        "apiVersion": {"type": "string", "description": "The versioned schema of this representation of an object."},
+        "kind": {"type": "string", "description": "The REST resource this object represents."},
+        "metadata": {"type": "object"},
+    }
+    if status_model is not None:
+        key = f"{model.__name__}.status"
+        used.add(key)
+        schema["properties"]["status"] = _schema(status_model, used) | {"description": DESCRIPTIONS[key]}
+    return schema
+
+
+def _crd(model: type[BaseModel], *, plural: str, short: str, scope: str, schema: dict[str, Any],
+         columns: list[dict[str, Any]], subresources: dict[str, Any]) -> dict[str, Any]:
+    kind = model.__name__
+    version: dict[str, Any] = {"name": VERSION, "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
+    version["additionalPrinterColumns"] = columns + [{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
+    if subresources:
+        version["subresources"] = subresources
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower(),
+                      "shortNames": [short], "categories": ["tandem"]},
+            "scope": scope,
+            "versions": [version],
+        },
+    }
+
+
+def crds() -> list[dict[str, Any]]:
+    """Both CRDs, ClusterTopology first; every description and list key in the tables is used."""
+    used: set[str] = set()
+    topology = _crd(
+        resources.ClusterTopology, plural="clustertopologies", short="ctopo", scope="Cluster",
+        schema=_root(resources.ClusterTopology, used, None),
+        columns=[
+            {"name": "Broadest", "type": "string", "jsonPath": ".spec.levels[0].name", "description": "The broadest level."},
+            {"name": "Narrowest", "type": "string", "jsonPath": ".spec.levels[-1:].name", "description": "The narrowest level."},
+        ],
+        subresources={},  # no status subresource: ClusterTopology has no status
+    )
+    group = _crd(
+        resources.InferenceGroup, plural="inferencegroups", short="ig", scope="Namespaced",
+        schema=_root(resources.InferenceGroup, used, status.InferenceGroupStatus),
+        columns=[
+            {"name": "Units", "type": "integer", "jsonPath": ".spec.replicas", "description": "Units desired."},
+            {"name": "Functional", "type": "integer", "jsonPath": ".status.functionalUnits",
+             "description": "Units with every role at its minimum Ready."},
+            {"name": "Available", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Available")].status',
+             "description": "Every unit has every role at its minimum Ready."},
+        ],
+        subresources={
+            "status": {},
+            "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+                      "labelSelectorPath": ".status.selector"},
+        },
+    )
+    stale = (set(DESCRIPTIONS) | set(_LIST_MAP_KEYS)) - used
+    if stale:
+        raise ValueError(f"entries for fields the models no longer have: {sorted(stale)}")
+    return [topology, group]
+
+
+def file_name(crd: dict[str, Any]) -> str:
+    """controller-gen's naming: `<group>_<plural>.yaml`."""
+    return f"{crd['spec']['group']}_{crd['spec']['names']['plural']}.yaml"
+
+
+class _Dumper(yaml.SafeDumper):
+    """No `&id001` anchors where two fields share one enum list: each schema reads on its own."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def render(objects: list[dict[str, Any]]) -> str:
+    """Multi-document YAML after the generated-file header; keys sorted, so the bytes are stable."""
+    return HEADER + yaml.dump_all(objects, Dumper=_Dumper, sort_keys=True, allow_unicode=True, explicit_start=True, width=120)
