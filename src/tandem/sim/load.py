@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from tandem.api.kube import Node
-from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
+from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import ClusterTopology
 from tandem.autoscaling.signals import Signals
-from tandem.controller.pods import pod_failed, pod_gpus, pod_ready
+from tandem.controller.pods import pod_failed, pod_gpus, pod_ready, replicas_of_unit
 from tandem.sim.serving import GpuProfile, ModelProfile, ReplicaInfo, ServingModel, ServingResults
 from tandem.sim.traces import Trace
 from tandem.topology import ClusterSnapshot, TopologyView
@@ -112,24 +112,28 @@ class LoadDriver:
 
 
 def _ready_replicas(pods: list[dict[str, Any]], load: ServingLoad) -> tuple[ReplicaInfo, ...]:
+    """The group's serving replicas: Ready as the controller counts them
+    (`controller.pods.replicas_of_unit`: every pod there and Ready), and bound."""
     kinds = {load.prefill_role: "prefill", load.decode_role: "decode"}
-    members: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
+    by_unit: dict[int, list[dict[str, Any]]] = {}
     for pod in pods:
         meta = pod["metadata"]
         labels = meta.get("labels", {})
         if meta.get("namespace") != load.namespace or labels.get(GROUP_LABEL) != load.name or labels.get(ROLE_LABEL) not in kinds:
             continue
-        members.setdefault((int(labels[UNIT_LABEL]), labels[ROLE_LABEL], int(labels[REPLICA_LABEL])), []).append(pod)
+        by_unit.setdefault(int(labels[UNIT_LABEL]), []).append(pod)
     out = []
-    for (unit, role, index), replica_pods in sorted(members.items()):
-        # Complete replicas only, as the controller counts them: every pod there and Ready.
-        if len(replica_pods) != load.pods_per_replica.get(role, 1) or not all(_serving(p) for p in replica_pods):
-            continue
-        leader = min(replica_pods, key=lambda p: int(p["metadata"]["labels"].get(POD_INDEX_LABEL, "0")))
-        gpus = sum(pod_gpus(p) for p in replica_pods)
-        # The leader's uid is part of the identity: a re-created replica starts with an empty KV cache.
-        ident = f"{load.key}/{unit}/{role}/{index}@{leader['metadata'].get('uid', '')}"
-        out.append(ReplicaInfo(ident, kinds[role], unit, gpus, leader["spec"]["nodeName"]))
+    for unit, members in sorted(by_unit.items()):
+        replicas, pods_of = replicas_of_unit(members, dict(load.pods_per_replica))
+        for replica in replicas:
+            replica_pods = pods_of[(replica.role, replica.index)]
+            if replica.phase != "Ready" or not all(_serving(p) for p in replica_pods):
+                continue
+            leader = min(replica_pods, key=lambda p: int(p["metadata"]["labels"].get(POD_INDEX_LABEL, "0")))
+            gpus = sum(pod_gpus(p) for p in replica_pods)
+            # The leader's uid is part of the identity: a re-created replica starts with an empty KV cache.
+            ident = f"{load.key}/{unit}/{replica.role}/{replica.index}@{leader['metadata'].get('uid', '')}"
+            out.append(ReplicaInfo(ident, kinds[replica.role], unit, gpus, leader["spec"]["nodeName"]))
     return tuple(out)
 
 
