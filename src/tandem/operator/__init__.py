@@ -1,0 +1,1 @@
+"""`tandem operator`: informers, pass triggers and requeue timers, Lease leader election, /metrics, /healthz."""
