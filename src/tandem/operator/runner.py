@@ -1,0 +1,121 @@
+"""The operator's loop: elect, then run passes when they are due, and nothing else.
+
+    while not stopped:
+        leading = elector.step(now)            # every loop turn; renews every few seconds
+        if leading and schedule.due(now):
+            report = reconcile(cluster, now)   # the same pass the simulator runs
+            schedule.ran(now, report.requeue_after)
+        wait until the next pass or renewal is due, or an informer reports a change
+
+A follower keeps its informers warm and its elector polling, and writes nothing: when it
+takes over, its first pass starts from the cluster as it is (the controller keeps no
+memory of its own). Time comes from the injected `clock`; `tick(now)` is the loop body,
+so tests drive it with any time they like.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from tandem.controller.ports import Cluster
+from tandem.controller.reconcile import PassReport, reconcile
+from tandem.operator.leader import LeaderElector
+from tandem.operator.metrics import OperatorMetrics
+from tandem.operator.schedule import PassSchedule
+from tandem.placement import place
+
+log = logging.getLogger("tandem.operator")
+
+
+class Watched(Cluster, Protocol):
+    """A cluster whose informers can tell the operator about changes."""
+
+    def has_synced(self) -> bool: ...
+
+
+@dataclass
+class Operator:
+    cluster: Cluster
+    clock: Callable[[], float]
+    elector: LeaderElector | None = None  # None: no election, this process always leads
+    schedule: PassSchedule = field(default_factory=PassSchedule)
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    passes: int = 0
+    last_tick: float | None = None
+    leading: bool = False
+    _wake: threading.Event = field(default_factory=threading.Event)
+
+    def changed(self, *_: Any) -> None:
+        """An informer saw a change (any kind): a pass becomes due shortly."""
+        self.schedule.changed(self.clock())
+        self._wake.set()
+
+    def ready(self) -> bool:
+        synced = getattr(self.cluster, "has_synced", None)
+        return synced() if synced is not None else True
+
+    def tick(self, now: float) -> PassReport | None:
+        """One turn of the loop; returns the pass's report if one ran."""
+        self.last_tick = now
+        was_leading = self.leading
+        self.leading = self.elector.step(now) if self.elector is not None else True
+        self.metrics.leader.set(1 if self.leading else 0)
+        if self.leading != was_leading:
+            log.info("leadership %s", "acquired" if self.leading else "lost", extra={"leading": self.leading})
+            if self.leading:
+                self.schedule.changed(now)  # a new leader looks at everything at once
+        if not self.leading or not self.ready() or not self.schedule.due(now):
+            return None
+        report = reconcile(self.cluster, now, self._timed_place)
+        self.schedule.ran(now, report.requeue_after)
+        self.passes += 1
+        elapsed = max(self.clock() - now, 0.0)
+        self.metrics.observe_pass(report, elapsed)
+        self.metrics.observe_cluster(self.cluster.snapshot())
+        lag = getattr(self.cluster, "lag", None)
+        if lag is not None:
+            self.metrics.observe_lag(lag())
+        if report.writes or report.errors:
+            log.info(
+                "pass",
+                extra={
+                    "seconds": round(elapsed, 4),
+                    "writes": report.writes,
+                    "placed": report.placed,
+                    "errors": [str(e) for e in report.errors],
+                    "requeue_after": report.requeue_after,
+                },
+            )
+        for line in report.events:
+            log.info(line)
+        return report
+
+    def run(self, stop: threading.Event) -> None:
+        """Loop until `stop` is set; then give the Lease up."""
+        while not stop.is_set():
+            now = self.clock()
+            try:
+                self.tick(now)
+            except Exception:  # a bug in one pass must not kill the operator; the next pass retries
+                log.exception("pass failed")
+            self._wake.clear()
+            wait = self.schedule.next_due(self.clock()) - self.clock()
+            if self.elector is not None:
+                wait = min(wait, self.elector.config.renew_every)
+            self._wake.wait(timeout=min(max(wait, 0.01), 1.0))
+            if stop.is_set():
+                break
+        if self.elector is not None:
+            self.elector.release(self.clock())
+
+    def stop_waiting(self) -> None:
+        self._wake.set()
+
+    def _timed_place(self, *args: Any, **kwargs: Any) -> Any:
+        start = self.clock()
+        plan = place(*args, **kwargs)
+        self.metrics.placement.observe(max(self.clock() - start, 0.0))
+        return plan

@@ -1,0 +1,139 @@
+"""The operator's loop in-process over the in-memory store: passes when due, coalesced;
+only the leader writes; a standby finishes a rollout its leader left mid-way."""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+
+from support.controller_world import design_group, kubelet, over_committed, world
+from tandem.operator.endpoints import serve
+from tandem.operator.leader import LeaderElector, LeaseConfig
+from tandem.operator.runner import Operator
+from tandem.operator.schedule import PassSchedule
+
+
+class Clock:
+    def __init__(self, now=1_764_000_000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def test_changes_are_coalesced_rate_limited_and_requeues_honoured():
+    s = PassSchedule(debounce=0.05, min_interval=0.1, resync=300.0)
+    assert s.due(0.0), "the first pass runs at once"
+    s.ran(0.0, None)
+    assert not s.due(0.01) and s.next_due(0.01) == 300.0, "nothing changed: the resync"
+    for t in (0.02, 0.03, 0.04):
+        s.changed(t)
+    assert s.next_due(0.04) == 0.1, "three changes, one pass, not before min_interval"
+    s.ran(0.1, 30.0)
+    assert s.next_due(0.2) == 30.1, "requeue_after makes one due"
+    s.changed(5.0)
+    assert s.next_due(5.0) == 5.05
+
+
+def test_the_operator_rolls_a_group_out_and_then_idles():
+    store = world(design_group())
+    clock = Clock()
+    operator = Operator(store, clock)
+    for _ in range(60):
+        operator.tick(clock.now)
+        if kubelet(store):
+            operator.changed()
+        clock.now += 0.5
+    group = store.get("InferenceGroup", "serving", "llama")
+    assert {c["type"]: c["status"] for c in group["status"]["conditions"]}["Available"] == "True"
+    before = operator.passes
+    for _ in range(20):
+        operator.tick(clock.now)
+        clock.now += 1.0
+    assert operator.passes == before, "a settled cluster with no changes: no pass until the resync"
+
+
+def test_only_the_leader_writes_and_a_standby_finishes_the_rollout_after_the_leader_dies():
+    store = world(design_group(replicas=2))
+    clock = Clock()
+    config = dict(namespace="tandem-system", duration=15.0)
+    a = Operator(store, clock, LeaderElector(store, LeaseConfig(identity="a", **config)))
+    b = Operator(store, clock, LeaderElector(store, LeaseConfig(identity="b", **config)))
+    created = []
+    real_create = store.create
+
+    def counting(obj):
+        created.append(obj["metadata"]["name"])
+        return real_create(obj)
+
+    store.create = counting  # type: ignore[method-assign]
+    for _ in range(6):  # a leads; the rollout starts
+        a.tick(clock.now)
+        assert b.tick(clock.now) is None, "a follower writes nothing"
+        kubelet(store)
+        a.changed()
+        clock.now += 0.5
+    assert a.leading and not b.leading and a.passes > 0 and b.passes == 0
+    # a is killed (SIGKILL: no release); b takes over once the lease expires as it saw it
+    renewed = a.elector.last_renewed
+    while not b.leading:
+        b.tick(clock.now)
+        clock.now += 0.5
+    assert clock.now - 0.5 - renewed >= 15.0, "not before the lease it last saw renewed expired"
+    for _ in range(60):
+        b.tick(clock.now)
+        if kubelet(store):
+            b.changed()
+        assert not over_committed(store)
+        clock.now += 0.5
+    group = store.get("InferenceGroup", "serving", "llama")
+    assert group["status"]["functionalUnits"] == 2
+    pods = [n for n in created if store.list("Pod", fields=f"metadata.name={n}")]
+    assert len(pods) == len(set(pods)) == 16, "no pod created twice"
+
+
+def test_health_readiness_and_metrics_endpoints():
+    store = world(design_group())
+    clock = Clock()
+    operator = Operator(store, clock)
+    operator.tick(clock.now)
+    servers = serve(operator, {0: {"/healthz", "/readyz", "/metrics"}}, clock, host="127.0.0.1")
+    try:
+        port = servers[0].server_address[1]
+
+        def get(path):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+                    return response.status, response.read().decode()
+            except urllib.error.HTTPError as exc:
+                return exc.code, exc.read().decode()
+
+        assert get("/healthz") == (200, "ok\n") and get("/readyz") == (200, "ok\n")
+        status, text = get("/metrics")
+        assert status == 200
+        assert 'tandem_writes_total{kind="Pod",verb="create"} 3.0' in text
+        assert "tandem_pass_duration_seconds_count 1.0" in text and "tandem_leader 1.0" in text
+        assert 'tandem_units{state="Progressing"} 1.0' in text
+        clock.now += 60.0
+        assert get("/healthz")[0] == 503, "a loop that stopped turning is not healthy"
+        assert get("/nope")[0] == 404
+    finally:
+        for server in servers:
+            server.shutdown()
+
+
+def test_run_stops_on_request_and_releases_the_lease():
+    store = world(design_group())
+    operator = Operator(store, time.time, LeaderElector(store, LeaseConfig(identity="a", namespace="tandem-system")))
+    stop = threading.Event()
+    thread = threading.Thread(target=operator.run, args=(stop,))
+    thread.start()
+    deadline = time.time() + 10
+    while operator.passes == 0 and time.time() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    operator.stop_waiting()
+    thread.join(timeout=5)
+    assert not thread.is_alive() and operator.passes >= 1
+    assert "holderIdentity" not in store.get("Lease", "tandem-system", "tandem-operator")["spec"], "released on stop"
