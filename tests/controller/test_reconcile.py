@@ -153,3 +153,18 @@ def test_exclusive_units_get_a_rack_each_through_the_controller_and_their_pods_s
         rack = store.get("Node", None, p["spec"]["nodeName"])["metadata"]["labels"]["network.tandem.dev/rack"]
         racks.setdefault(p["metadata"]["labels"]["tandem.dev/unit"], set()).add(rack)
     assert all(len(r) == 1 for r in racks.values()) and len(set().union(*racks.values())) == 3
+
+
+def test_a_stepped_rollout_is_placed_where_the_whole_unit_will_fit():
+    """The rollout admits each unit's minimum first; placed for the minimum alone, eight
+    units' minimums would fill one rack and none could grow. The engine is told what
+    each unit is heading to (`RoleDemand.eventual`), so each unit's domain and reserved
+    room are for the whole unit, and every unit ends complete."""
+    groups = [group(f"g{i}", [role("prefill", 4, 1, gpus=2), role("decode", 2, 1, gpus=2)], required="rack") for i in range(8)]
+    store = world(*groups, shape="block=1,rack=4,host=4")
+    run(store, passes=40)
+    pods = store.list("Pod")
+    assert len(pods) == 48 and all(p["spec"].get("nodeName") for p in pods), "every replica of every unit bound"
+    for g in store.list("InferenceGroup"):
+        assert g["status"]["units"][0]["state"] == "Complete"
+    assert reconcile(store, 100.0).placed == 0

@@ -30,6 +30,7 @@ event; its pods are left as they are.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -118,8 +119,9 @@ class _Draft:
         assert self.group.typed is not None
         return self.group.typed
 
-    @property
+    @functools.cached_property
     def before(self) -> InferenceGroupStatus:
+        """The status as stored (read once per pass)."""
         return read_status(self.group.raw)
 
     def event(self, type_: str, reason: str, message: str) -> None:
@@ -393,7 +395,9 @@ def _unit_demands(draft: _Draft, expected: dict[PodKey, Object]) -> list[UnitDem
             nodes = [assigned_node(p) for p in members_of]
             if all(nodes):
                 existing.append(PlacedReplica(replica.role, replica.index, tuple(n for n in nodes if n)))
-        roles = tuple(dataclasses.replace(r, desired=admitted[r.name]) for r in demand.roles)
+        # Only the admitted replicas are placed now; the domain is chosen (and room reserved)
+        # for the whole unit the spec asks for, so the steps that follow fit beside it.
+        roles = tuple(dataclasses.replace(r, desired=admitted[r.name], eventual=r.desired) for r in demand.roles)
         out.append(dataclasses.replace(demand, roles=roles, existing=tuple(existing)))
     return out
 

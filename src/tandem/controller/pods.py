@@ -192,7 +192,7 @@ def peers_document(group: dict[str, Any], unit: int, pods: list[dict[str, Any]],
             }
         )
     document = {"group": meta["name"], "namespace": namespace, "unit": unit, "roles": roles}
-    return json.dumps(document, sort_keys=True, indent=1) + "\n"
+    return json.dumps(document, sort_keys=True, separators=(",", ":")) + "\n"
 
 
 def peers_config_map_object(group: dict[str, Any], unit: int, document: str) -> dict[str, Any]:

@@ -49,6 +49,13 @@ class RoleDemand:
     worker: PodShape  # pods 1..N-1
     pack_required: str | None = None
     pack_preferred: str | None = None
+    # The count the unit is heading to when fewer are admitted now (a stepped rollout
+    # admits the minimum first): the domain is chosen, and room reserved, for this many.
+    eventual: int = 0
+
+    @property
+    def planned(self) -> int:
+        return max(self.desired, self.eventual)
 
 
 @dataclass(frozen=True)
@@ -94,7 +101,7 @@ class UnitDemand:
         """Hashable identity of what placement reads, without the unit's name and order:
         two units of one shape on the same free capacity get the same answer."""
         roles = tuple(
-            (r.name, r.desired, r.minimum, r.pods_per_replica, r.pack_required, r.pack_preferred, r.leader.shape(), r.worker.shape())
+            (r.name, r.desired, r.minimum, r.eventual, r.pods_per_replica, r.pack_required, r.pack_preferred, r.leader.shape(), r.worker.shape())
             for r in self.roles
         )
         return (self.topology, self.pack_required, self.pack_preferred, self.affinity, roles, self.existing, self.exclusive)

@@ -72,7 +72,7 @@ def _place_gang_once(
     counts = Counts.of(unit, free)
     if counts.nodes.size == 0:
         return False
-    wanted = {r: max(role.demand.desired, needs.get(r, 0)) for r, role in enumerate(unit.roles)}
+    wanted = {r: max(role.demand.planned, needs.get(r, 0)) for r, role in enumerate(unit.roles)}
     demand, full = counts.vector(needs), counts.vector(wanted)
     top = unit.required_depth
     inner = list(range(unit.preferred_depth, top, -1)) if unit.preferred_depth is not None else []

@@ -1,6 +1,7 @@
 """Soft reservations: what placed units still want, summed per domain as units come and go.
 
-Once a unit's minimum is placed, its outstanding extras (desired minus placed) are noted
+Once a unit's minimum is placed, its outstanding extras (what it is heading to, minus
+what is placed: `RoleDemand.planned`) are noted
 against its domain, so later units start where they too can grow. Reservations only
 rank domains; feasibility always uses real free capacity, so a reservation never costs
 a unit its minimum. The per-domain sums are kept up to date on every change (cost: one
@@ -31,7 +32,7 @@ class Reservation:
         where = unit.preferred_domain or unit.domain or (0, 0)
         outstanding = np.zeros(unit.roles[0].leader.size, np.int64)
         for role in unit.roles:
-            outstanding += max(role.demand.desired - len(role.placed), 0) * role.replica_total
+            outstanding += max(role.demand.planned - len(role.placed), 0) * role.replica_total
         return cls(unit.view, where[0], where[1], outstanding)
 
 

@@ -12,6 +12,12 @@ coupled, not from a different bin-packing heuristic.
   after another, each with its own best-fit topology assignment (no joint prefill/decode
   choice, no affinity); the workload is admitted all-or-nothing, and partial admission
   lowers the pod sets' counts towards their minimums when the desired counts do not fit.
+
+Both see the pods that exist, as those schedulers do: a role's count is what has been
+created and admitted (`RoleDemand.desired`), never the count a stepped rollout is still
+heading to (`RoleDemand.eventual`). Planning a unit's domain for its eventual size is
+tandem's, because only the owner of the whole group knows it; docs/controller.md says
+what that is worth in the demo.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ def independent(snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], un
     the gangs together, so they hold GPUs for a unit that cannot serve. That is the
     failure mode this baseline exists to show; an `Unschedulable` unit here may hold pods.
     """
-    gangs = [replace(unit, roles=(role,), affinity=()) for unit in units for role in unit.roles]
+    gangs = [replace(unit, roles=(replace(role, eventual=0),), affinity=()) for unit in units for role in unit.roles]
     parts = iter(place(snapshot, views, gangs).units)
     out = []
     for unit in units:
@@ -138,7 +144,7 @@ def _sequential_unit(
         if count == 0:
             roles.append((role.name, ()))
             continue
-        single = replace(unit, roles=(replace(role, desired=count, minimum=count),), affinity=())
+        single = replace(unit, roles=(replace(role, desired=count, minimum=count, eventual=0),), affinity=())
         working = replace(snapshot, used=snapshot.allocatable - trial)
         got = place(working, views, [single], extras=False).units[0]
         if got.state == "Unschedulable":
