@@ -51,6 +51,7 @@ from tandem.controller.actions import (
     PatchStatus,
     RecordEvent,
 )
+from tandem.controller.memo import version_key
 from tandem.controller.observe import ClusterState, GroupState
 from tandem.controller.pods import (
     ADMITTED,
@@ -299,18 +300,21 @@ def _place(
     notes: list[str] = []
     nodes = []
     for raw in state.nodes:
-        try:
-            nodes.append(Node.model_validate(raw))
-        except ValidationError as exc:
-            notes.append(f"node {raw['metadata'].get('name', '?')} skipped: {exc.errors()[0]['msg']}")
+        node_model = _validated(state, "Node", raw, Node, raw)
+        if isinstance(node_model, str):
+            notes.append(f"node {raw['metadata'].get('name', '?')} skipped: {node_model}")
+        else:
+            nodes.append(node_model)
     holding = []
     for pod in pods:
         node = assigned_node(pod)
         if node and not pod_failed(pod):
-            try:
-                holding.append(Pod.model_validate({**pod, "spec": {**pod.get("spec", {}), "nodeName": node}}))
-            except ValidationError as exc:
-                notes.append(f"pod {pod['metadata'].get('name', '?')} not counted: {exc.errors()[0]['msg']}")
+            body = {**pod, "spec": {**pod.get("spec", {}), "nodeName": node}}
+            pod_model = _validated(state, "Pod", pod, Pod, body, node)
+            if isinstance(pod_model, str):
+                notes.append(f"pod {pod['metadata'].get('name', '?')} not counted: {pod_model}")
+            else:
+                holding.append(pod_model)
     snapshot, _ = ClusterSnapshot.build(nodes, holding)
     views = {name: TopologyView.build(t, snapshot) for name, t in state.topologies.items()}
     demands: list[UnitDemand] = []
@@ -362,6 +366,19 @@ def _assign(draft: _Draft, pod: Object, node: str, now: float, expected: dict[Po
         return
     draft.pod_write[key] = len(draft.actions)
     draft.actions.append(PatchObject("Pod", meta.get("namespace"), meta["name"], assignment, meta.get("resourceVersion"), f"placed on {node}"))
+
+
+def _validated(state: ClusterState, kind: str, raw: Object, model: Any, body: Object, *more: Any) -> Any:
+    """The model of `body` (or the first validation message), remembered by `raw`'s version."""
+
+    def build() -> Any:
+        try:
+            return model.model_validate(body)
+        except ValidationError as exc:
+            return str(exc.errors()[0]["msg"])
+
+    key = version_key(kind, raw, *more)
+    return build() if key is None else state.memo.get(key, build)
 
 
 def _waits_for_placement(pod: Object) -> bool:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from tandem.api.naming import GROUP_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
+from tandem.controller.memo import Memo, version_key
 from tandem.controller.ports import Object, Reader
 from tandem.controller.validity import group_problems, topologies_of
 from tandem.errors import Problem
@@ -43,11 +44,16 @@ class ClusterState:
     nodes: tuple[Object, ...]
     pods: tuple[Object, ...]  # every pod (other workloads hold capacity too)
     deleting_groups: tuple[Object, ...] = field(default_factory=tuple)
+    memo: Memo = field(default_factory=Memo, compare=False, repr=False)  # validated models, by version
 
 
-def observe(reader: Reader) -> ClusterState:
+def observe(reader: Reader, memo: Memo | None = None) -> ClusterState:
+    """`memo` remembers validated models across passes (see `memo.py`); the state is the same without it."""
+    memo = Memo() if memo is None else memo
     raw_groups = reader.list("InferenceGroup")
-    topologies, _ = topologies_of(reader.list("ClusterTopology"))
+    raw_topologies = reader.list("ClusterTopology")
+    topologies, _ = topologies_of(raw_topologies)
+    topology_versions = tuple(sorted((t["metadata"]["name"], t["metadata"].get("resourceVersion", "")) for t in raw_topologies))
     nodes = tuple(reader.list("Node"))
     pods = tuple(reader.list("Pod"))
     by_group = _by_group(pods)
@@ -57,10 +63,14 @@ def observe(reader: Reader) -> ClusterState:
         if raw["metadata"].get("deletionTimestamp"):
             deleting.append(raw)  # its pods go with it (owner references); nothing to decide
             continue
-        typed, problems = group_problems(raw, topologies)
+        key = version_key("InferenceGroup", raw, topology_versions)
+        if key is None:
+            typed, problems = group_problems(raw, topologies)
+        else:
+            typed, problems = memo.get(key, lambda raw=raw: group_problems(raw, topologies))
         key = (raw["metadata"].get("namespace", "default"), raw["metadata"]["name"])
         groups.append(GroupState(raw, typed, tuple(problems), tuple(by_group.get(key, ())), tuple(companions.get(key, ()))))
-    return ClusterState(tuple(groups), topologies, nodes, pods, tuple(deleting))
+    return ClusterState(tuple(groups), topologies, nodes, pods, tuple(deleting), memo)
 
 
 def _by_group(objects: list[Object] | tuple[Object, ...]) -> dict[tuple[str, str], list[Object]]:

@@ -14,15 +14,20 @@ from __future__ import annotations
 
 from tandem.controller.apply import PassReport, WriteError, apply
 from tandem.controller.decide import Placer, decide
+from tandem.controller.memo import Memo
 from tandem.controller.observe import observe
 from tandem.controller.ports import Cluster
 from tandem.placement import place
 
-__all__ = ["PassReport", "Placer", "WriteError", "reconcile"]
+__all__ = ["Memo", "PassReport", "Placer", "WriteError", "reconcile"]
 
 
-def reconcile(cluster: Cluster, now: float, placer: Placer = place) -> PassReport:
-    """One pass; `placer` is the engine (a baseline can stand in, to compare policies)."""
-    state = observe(cluster.snapshot())
+def reconcile(cluster: Cluster, now: float, placer: Placer = place, memo: Memo | None = None) -> PassReport:
+    """One pass; `placer` is the engine (a baseline can stand in, to compare policies);
+    `memo`, kept by the caller across passes, spares re-validating unchanged objects."""
+    state = observe(cluster.snapshot(), memo)
     decisions = decide(state, now, placer)
-    return apply(cluster, decisions)
+    report = apply(cluster, decisions)
+    if memo is not None:
+        memo.sweep()
+    return report

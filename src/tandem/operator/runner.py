@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from tandem.controller.ports import Cluster
-from tandem.controller.reconcile import PassReport, reconcile
+from tandem.controller.reconcile import Memo, PassReport, reconcile
 from tandem.operator.leader import LeaderElector
 from tandem.operator.metrics import OperatorMetrics
 from tandem.operator.schedule import PassSchedule
@@ -43,6 +43,7 @@ class Operator:
     elector: LeaderElector | None = None  # None: no election, this process always leads
     schedule: PassSchedule = field(default_factory=PassSchedule)
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    memo: Memo = field(default_factory=Memo)  # validated models by resourceVersion, across passes
     passes: int = 0
     last_tick: float | None = None
     leading: bool = False
@@ -69,7 +70,7 @@ class Operator:
                 self.schedule.changed(now)  # a new leader looks at everything at once
         if not self.leading or not self.ready() or not self.schedule.due(now):
             return None
-        report = reconcile(self.cluster, now, self._timed_place)
+        report = reconcile(self.cluster, now, self._timed_place, self.memo)
         self.schedule.ran(now, report.requeue_after)
         self.passes += 1
         elapsed = max(self.clock() - now, 0.0)

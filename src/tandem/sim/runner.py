@@ -29,7 +29,7 @@ from tandem.api.quantity import MILLI, parse_quantity
 from tandem.api.resources import InferenceGroup
 from tandem.controller.autoscale import autoscale
 from tandem.controller.pods import assigned_node, is_functional, pod_failed, pod_gpus, unit_replicas
-from tandem.controller.reconcile import Placer, reconcile
+from tandem.controller.reconcile import Memo, Placer, reconcile
 from tandem.placement import place
 from tandem.sim.events import EventLoop
 from tandem.sim.kubelet import Kubelet, Startup
@@ -144,6 +144,7 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
     samples: list[Sample] = []
     log: list[tuple[float, str]] = []
     passes = 0
+    memo = Memo()  # validated groups, nodes and pods by resourceVersion, across passes
     pending_follow_up = False
     requeued: set[float] = set()  # pass times already asked for by requeue_after
     while len(loop) and (loop.next_time() or 0.0) <= scenario.duration_s:
@@ -176,7 +177,7 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
             _sync(driver, store, loop.now)
             samples.append(_sample(store, loop.now))
             continue
-        report = reconcile(store, loop.now, placer)
+        report = reconcile(store, loop.now, placer, memo)
         passes += 1
         log += [(loop.now, line) for line in report.events]
         kubelet.react()
