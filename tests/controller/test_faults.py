@@ -231,3 +231,18 @@ def test_requeue_after_names_the_earliest_deadline():
     assert report.requeue_after == pytest.approx(90.0, abs=0.01)
     settle(store, store, start=1001.0)
     assert reconcile(store, 2000.0).requeue_after is None, "a settled group waits on nothing"
+
+
+def test_a_memo_across_passes_changes_no_decision_and_spares_revalidation():
+    from tandem.controller.memo import Memo
+
+    store = world(*two_groups())
+    memo = Memo()
+    now = 0.0
+    for _ in range(12):  # the story's first steps, with and without the memo at every pass
+        with_memo = decide(observe(store.snapshot(), memo), now)
+        assert with_memo == decide(observe(store.snapshot()), now)
+        reconcile(store, now, memo=memo)
+        kubelet(store)
+        now += 1.0
+    assert memo.hits > memo.misses, "unchanged groups, nodes and pods are validated once"
