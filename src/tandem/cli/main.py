@@ -187,6 +187,29 @@ def crds_command(
     guard(run)
 
 
+@app.command("certs")
+def certs_command(
+    out: Annotated[Path, typer.Option("--out", help="Directory for ca.crt, tls.crt and tls.key (created if missing).", show_default=False)],
+    dns: Annotated[list[str], typer.Option("--dns", help="A name the serving certificate is for (repeatable).")] = [],  # noqa: B006 - typer's list default
+    days: Annotated[int, typer.Option(help="Days the certificates are valid.", min=1, max=3650)] = 365,
+) -> None:
+    """Make a CA and a serving certificate for the admission webhook (local use and tests)."""
+
+    def run() -> None:
+        from datetime import datetime, timezone
+
+        from tandem.operator.certs import make_certificates
+
+        certificates = make_certificates(dns or ["localhost"], datetime.now(timezone.utc), days)
+        try:
+            written = certificates.write(out)
+        except OSError as exc:
+            raise InputError(Problem("--out", f"cannot write {str(out)!r}: {exc.strerror or exc}")) from None
+        Console(stderr=True, highlight=False, soft_wrap=True).print(f"wrote {escape(', '.join(p.name for p in written))} to {escape(str(out))}")
+
+    guard(run)
+
+
 class Policy(str, Enum):
     tandem = "tandem"
     independent = "independent"
