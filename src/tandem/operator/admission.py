@@ -1,0 +1,155 @@
+"""Validating admission: an AdmissionReview v1 in, the verdict out.
+
+The same checks as `tandem validate` (the model with field paths, cross-field rules, the
+ClusterTopology the group names and its levels, what its `scheduler.backend` can
+honour), on create and update of InferenceGroups and ClusterTopologies; every problem is
+one line of the answer's message, field path first, so `kubectl apply` prints them all.
+
+Two answers are not refusals but warnings (`kubectl apply` prints them and the object is
+admitted): a group whose minimum could never fit the cluster's nodes even if they were
+all empty (the engine's UnschedulableAndUnresolvable), which would otherwise sit Pending
+for ever without a word; and a group naming a ClusterTopology that does not exist yet
+(it may be applied next).
+
+On update, one rule only holds across versions: a role's `podsPerReplica` may not change
+while pods of that role exist, because a replica's pods are created once and a replica
+with a different size would be a different replica; scale the role to zero first, or
+make a new role.
+
+`review(body, reader)` is a function of its inputs; the HTTPS server is `webhook.py`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from tandem.api.kube import Node
+from tandem.api.loading import validation_problems
+from tandem.api.naming import GROUP_LABEL, ROLE_LABEL
+from tandem.api.resources import ClusterTopology, InferenceGroup
+from tandem.controller.pods import pod_failed
+from tandem.controller.ports import Reader
+from tandem.controller.validity import group_problems, topologies_of
+from tandem.errors import Problem
+from tandem.placement import place
+from tandem.placement.demand import units_from_group
+from tandem.topology import ClusterSnapshot, TopologyView
+
+MAX_BODY = 3 * 1024 * 1024  # the API server's own request limit
+REVIEW_API = "admission.k8s.io/v1"
+KINDS = ("InferenceGroup", "ClusterTopology")
+
+
+class Malformed(ValueError):
+    """Not an AdmissionReview this webhook can answer (the server answers 400)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    uid: str
+    allowed: bool
+    problems: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def response(self) -> dict[str, Any]:
+        answer: dict[str, Any] = {"uid": self.uid, "allowed": self.allowed}
+        if not self.allowed:
+            answer["status"] = {"code": 422, "reason": "Invalid", "message": "\n".join(self.problems)}
+        if self.warnings:
+            answer["warnings"] = list(self.warnings)
+        return {"apiVersion": REVIEW_API, "kind": "AdmissionReview", "response": answer}
+
+
+def parse(body: bytes) -> dict[str, Any]:
+    """The review's `request`, or Malformed with what is wrong."""
+    if len(body) > MAX_BODY:
+        raise Malformed(f"request body of {len(body)} bytes is over the {MAX_BODY}-byte limit")
+    try:
+        review = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise Malformed(f"not JSON: {exc}") from None
+    if not isinstance(review, dict) or review.get("kind") != "AdmissionReview" or review.get("apiVersion") != REVIEW_API:
+        raise Malformed(f"expected an {REVIEW_API} AdmissionReview")
+    request = review.get("request")
+    if not isinstance(request, dict) or not isinstance(request.get("uid"), str) or not request["uid"]:
+        raise Malformed("request.uid is missing")
+    if not isinstance(request.get("operation"), str):
+        raise Malformed("request.operation is missing")
+    for key in ("object", "oldObject"):
+        if request.get(key) is not None and not isinstance(request[key], dict):
+            raise Malformed(f"request.{key} must be an object")
+    return request
+
+
+def review(body: bytes, reader: Reader) -> Verdict:
+    """The verdict on one AdmissionReview (Malformed if it is not one)."""
+    request = parse(body)
+    uid, operation = request["uid"], request["operation"]
+    obj = request.get("object") or {}
+    kind = obj.get("kind") or (request.get("kind") or {}).get("kind")
+    if operation not in ("CREATE", "UPDATE") or kind not in KINDS:
+        return Verdict(uid, True)
+    if kind == "ClusterTopology":
+        try:
+            ClusterTopology.model_validate(obj)
+        except ValidationError as exc:
+            return Verdict(uid, False, tuple(str(p) for p in validation_problems(obj, exc, "")))
+        return Verdict(uid, True)
+    topologies, _ = topologies_of(reader.list("ClusterTopology"))
+    typed, problems = group_problems(obj, topologies)
+    warnings: list[str] = []
+    name = (typed.spec.topology_name if typed is not None else None)
+    missing = [p for p in problems if p.path == "spec.topologyName" and name is not None and name not in topologies]
+    problems = [p for p in problems if p not in missing]
+    warnings += [f"{p.path}: {p.message}; the group waits until it exists" for p in missing]
+    if typed is not None and operation == "UPDATE":
+        problems += _across_versions(typed, request.get("oldObject") or {}, reader)
+    if problems:
+        return Verdict(uid, False, tuple(str(p) for p in problems))
+    if typed is not None and name in topologies:
+        warnings += _never_fits(typed, topologies[name], reader)
+    return Verdict(uid, True, (), tuple(warnings))
+
+
+def _across_versions(group: InferenceGroup, old: dict[str, Any], reader: Reader) -> list[Problem]:
+    before = {r.get("name"): r.get("podsPerReplica", 1) for r in (old.get("spec") or {}).get("roles") or [] if isinstance(r, dict)}
+    problems = []
+    for index, role in enumerate(group.spec.roles):
+        if role.name not in before or before[role.name] == role.pods_per_replica:
+            continue
+        selector = {GROUP_LABEL: group.metadata.name, ROLE_LABEL: role.name}
+        running = [p for p in reader.list("Pod", group.metadata.namespace, labels=selector) if not pod_failed(p)]
+        if running:
+            problems.append(
+                Problem(
+                    f"spec.roles[{index}].podsPerReplica",
+                    f"cannot change from {before[role.name]} to {role.pods_per_replica} while {len(running)} pod(s) of role "
+                    f"{role.name!r} exist; scale the role to 0 first, or add a new role",
+                )
+            )
+    return problems
+
+
+def _never_fits(group: InferenceGroup, topology: ClusterTopology, reader: Reader) -> list[str]:
+    """Warnings for units whose minimum would not fit even if every node were empty."""
+    nodes = []
+    for raw in reader.list("Node"):
+        try:
+            nodes.append(Node.model_validate(raw))
+        except ValidationError:
+            continue
+    if not nodes:
+        return []
+    snapshot, _ = ClusterSnapshot.build(nodes, [])
+    views = {topology.metadata.name: TopologyView.build(topology, snapshot)}
+    units = units_from_group(group)[:1]  # every unit of a group is alike: one answers for all
+    plan = place(snapshot, views, units, extras=False)
+    return [
+        f"the group's minimum cannot fit this cluster even with every node empty, so it would stay Pending: {unit.message}"
+        for unit in plan.units
+        if unit.state == "Unschedulable"  # on empty nodes: UnschedulableAndUnresolvable
+    ]

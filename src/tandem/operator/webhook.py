@@ -1,0 +1,75 @@
+"""The admission webhook's HTTPS endpoint (`POST /validate`), in the operator process.
+
+A request body over the API server's limit, or one that is not an AdmissionReview v1,
+gets 400 with the reason; nothing in a request can crash the server. Reviews read the
+cluster through the operator's snapshot (topologies, nodes, pods), never the network.
+TLS from a certificate directory (`tls.crt`, `tls.key`; `tandem certs` makes them).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Callable
+
+from tandem.controller.ports import Reader
+from tandem.operator.admission import MAX_BODY, Malformed, review
+from tandem.operator.certs import CERT_FILE, KEY_FILE
+
+log = logging.getLogger("tandem.operator.webhook")
+READ_TIMEOUT_S = 10.0
+
+
+def serve_webhook(snapshot: Callable[[], Reader], cert_dir: Path, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer((host, port), _handler(snapshot))
+    server.daemon_threads = True
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_dir / CERT_FILE, cert_dir / KEY_FILE)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, name=f"webhook-{port}", daemon=True).start()
+    return server
+
+
+def _handler(snapshot: Callable[[], Reader]) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        timeout = READ_TIMEOUT_S
+
+        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            if self.path.split("?", 1)[0] != "/validate":
+                self._send(404, {"message": "not found"})
+                return
+            try:
+                length = int(self.headers.get("Content-Length", "-1"))
+            except ValueError:
+                length = -1
+            if length < 0 or length > MAX_BODY:
+                self._send(400 if length < 0 else 413, {"message": f"a Content-Length from 0 to {MAX_BODY} is required"})
+                return
+            try:
+                verdict = review(self.rfile.read(length), snapshot())
+            except Malformed as exc:
+                self._send(400, {"message": str(exc)})
+                return
+            except Exception:  # a review must answer, never take the server down
+                log.exception("review failed")
+                self._send(500, {"message": "internal error while reviewing"})
+                return
+            self._send(200, verdict.response())
+
+        def _send(self, code: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    return Handler

@@ -1,0 +1,132 @@
+"""Admission: the same checks as `tandem validate`, every problem on its own line with its
+field path; warnings for a group that could never fit; 400 for anything malformed."""
+
+from __future__ import annotations
+
+import copy
+import json
+import ssl
+import urllib.request
+from datetime import datetime, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from support.builders import group, role
+from support.controller_world import design_group, settle, world
+from support.fuzz import examples
+from tandem.operator.admission import Malformed, review
+from tandem.operator.certs import make_certificates
+from tandem.operator.webhook import serve_webhook
+
+
+def request(obj, operation="CREATE", old=None, uid="u-1"):
+    body = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": uid, "kind": {"group": "tandem.dev", "version": "v1alpha1", "kind": obj.get("kind")}, "operation": operation, "object": obj, "oldObject": old},
+    }
+    return json.dumps(body).encode()
+
+
+def test_a_valid_group_is_admitted_and_every_problem_of_a_bad_one_is_listed_with_its_path():
+    store = world()
+    good = design_group()
+    verdict = review(request(good), store.snapshot())
+    assert verdict.allowed and verdict.uid == "u-1" and verdict.response()["response"] == {"uid": "u-1", "allowed": True}
+    bad = copy.deepcopy(good)
+    bad["spec"]["roles"][0]["minReplicas"] = 9
+    bad["spec"]["roles"][1]["topology"] = {"pack": {"required": "galaxy"}}
+    bad["spec"]["replicas"] = -1
+    verdict = review(request(bad), store.snapshot())
+    assert not verdict.allowed
+    assert any(p.startswith("spec.replicas") for p in verdict.problems)
+    status = verdict.response()["response"]["status"]
+    assert status["code"] == 422 and status["message"].count("\n") == len(verdict.problems) - 1
+    cross = copy.deepcopy(good)
+    cross["spec"]["roles"][0]["minReplicas"] = 9
+    cross["spec"]["roles"][1]["topology"] = {"pack": {"required": "galaxy"}}
+    verdict = review(request(cross), store.snapshot())
+    assert [p.split(":")[0] for p in verdict.problems] == ["spec.roles[0].minReplicas", "spec.roles[1].topology.pack.required"]
+
+
+def test_a_group_that_could_never_fit_is_admitted_with_a_warning():
+    store = world(shape="block=1,rack=2,host=2")  # 4 nodes of 8 GPUs
+    huge = group("huge", [role("prefill", 6, 6, gpus=8), role("decode", 1, 1, gpus=8)], required="block")
+    verdict = review(request(huge), store.snapshot())
+    assert verdict.allowed and len(verdict.warnings) == 1 and "even with every node empty" in verdict.warnings[0]
+    small = group("small", [role("prefill", 1, 1, gpus=8)])
+    assert review(request(small), store.snapshot()).warnings == ()
+
+
+def test_a_missing_topology_is_a_warning_not_a_refusal():
+    g = design_group()
+    g["spec"]["topologyName"] = "later"
+    verdict = review(request(g), world().snapshot())
+    assert verdict.allowed and "spec.topologyName" in verdict.warnings[0]
+
+
+def test_pods_per_replica_cannot_change_while_the_role_has_pods():
+    store = world(design_group())
+    settle(store, store)
+    old = store.get("InferenceGroup", "serving", "llama")
+    new = copy.deepcopy(old)
+    new["spec"]["roles"][1]["podsPerReplica"] = 4
+    verdict = review(request(new, "UPDATE", old), store.snapshot())
+    assert not verdict.allowed and verdict.problems[0].startswith("spec.roles[1].podsPerReplica: cannot change from 2 to 4")
+    new["spec"]["roles"][1]["podsPerReplica"] = 2
+    new["spec"]["roles"][0]["replicas"] = 2
+    assert review(request(new, "UPDATE", old), store.snapshot()).allowed, "other changes are fine"
+
+
+def test_deletes_and_other_kinds_pass_and_a_topology_is_checked():
+    store = world()
+    assert review(request({"kind": "Pod", "metadata": {"name": "p"}}), store.snapshot()).allowed
+    assert review(request(design_group(), "DELETE"), store.snapshot()).allowed
+    topo = {"apiVersion": "tandem.dev/v1alpha1", "kind": "ClusterTopology", "metadata": {"name": "t"}, "spec": {"levels": []}}
+    verdict = review(request(topo), store.snapshot())
+    assert not verdict.allowed and verdict.problems[0].startswith("spec.levels")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"not json", b"[]", b'{"kind": "AdmissionReview"}', json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {}}).encode(), b"[" * 100_000],
+)
+def test_malformed_reviews_are_refused_as_such(body):
+    with pytest.raises(Malformed):
+        review(body, world().snapshot())
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8), lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4), max_leaves=30))
+def test_any_spec_gets_a_verdict_or_malformed_never_a_crash(spec):
+    obj = {"apiVersion": "tandem.dev/v1alpha1", "kind": "InferenceGroup", "metadata": {"name": "g", "namespace": "serving"}, "spec": spec}
+    verdict = review(request(obj), world().snapshot())
+    assert not verdict.allowed, "a random spec is never a valid group"
+    assert verdict.problems and all(p.startswith("spec") for p in verdict.problems), verdict.problems
+
+
+def test_the_webhook_answers_over_https_and_refuses_malformed_bodies(tmp_path):
+    certs = make_certificates(["localhost"], datetime.now(timezone.utc))
+    certs.write(tmp_path)
+    store = world()
+    server = serve_webhook(store.snapshot, tmp_path, 0, host="127.0.0.1")
+    try:
+        port = server.server_address[1]
+        context = ssl.create_default_context(cadata=certs.ca_pem.decode())
+
+        def post(data: bytes):
+            req = urllib.request.Request(f"https://localhost:{port}/validate", data=data, headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, context=context, timeout=10) as response:
+                    return response.status, json.loads(response.read())
+            except urllib.error.HTTPError as exc:
+                return exc.code, json.loads(exc.read())
+
+        code, answer = post(request(design_group()))
+        assert code == 200 and answer["response"]["allowed"] is True
+        code, answer = post(b"{nope")
+        assert code == 400 and "not JSON" in answer["message"]
+    finally:
+        server.shutdown()
