@@ -43,3 +43,34 @@ def test_the_process_runs_passes_serves_metrics_and_stops_cleanly(caplog):
     assert store.list("Pod"), "passes ran and created pods"
     assert "tandem_leader 1.0" in texts["/metrics"] and texts["/healthz"] == "ok\n"
     assert "holderIdentity" not in store.get("Lease", "tandem-system", "tandem-operator")["spec"], "the lease was released"
+
+
+def test_the_process_serves_admission_and_registers_its_webhook(tmp_path, caplog):
+    import base64
+    import json
+    import ssl
+
+    store = world()
+    stop = threading.Event()
+    port = free_port()
+    config = OperatorConfig(metrics_port=0, health_port=0, bind_host="127.0.0.1", webhook_port=port, webhook_cert_dir=str(tmp_path), manage_webhook_config=True)
+    thread = threading.Thread(target=lambda: run(config, lambda cfg, changed: store, stop))
+    thread.start()
+    try:
+        deadline = time.time() + 10
+        while not store.list("ValidatingWebhookConfiguration") and time.time() < deadline:
+            time.sleep(0.02)
+        registered = store.list("ValidatingWebhookConfiguration")[0]["webhooks"][0]
+        assert registered["clientConfig"]["url"] == f"https://127.0.0.1:{port}/validate" and registered["failurePolicy"] == "Fail"
+        context = ssl.create_default_context(cadata=base64.b64decode(registered["clientConfig"]["caBundle"]).decode())
+        bad = design_group()
+        bad["spec"]["replicas"] = "two"
+        body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "x", "operation": "CREATE", "object": bad}}).encode()
+        req = urllib.request.Request(registered["clientConfig"]["url"], data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, context=context, timeout=10) as response:
+            answer = json.loads(response.read())["response"]
+        assert answer["allowed"] is False and answer["status"]["message"].startswith("spec.replicas")
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert {p.name for p in tmp_path.iterdir()} == {"ca.crt", "tls.crt", "tls.key"}, "a fresh pair in an empty directory"

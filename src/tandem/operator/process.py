@@ -37,6 +37,10 @@ class OperatorConfig:
     health_port: int = 8081
     resync: float = 300.0
     bind_host: str = "0.0.0.0"
+    webhook_port: int = 0  # 0: no webhook in this process
+    webhook_cert_dir: str | None = None  # without certificates in it: a fresh self-signed pair
+    manage_webhook_config: bool = False  # create and keep our ValidatingWebhookConfiguration
+    webhook_host: str = "127.0.0.1"  # the name the API server reaches the webhook by (managed config)
 
 
 def run(config: OperatorConfig, connect: Callable[[OperatorConfig, Callable[..., None]], Cluster], stop: threading.Event | None = None) -> int:
@@ -63,6 +67,8 @@ def run(config: OperatorConfig, connect: Callable[[OperatorConfig, Callable[...,
     if config.health_port:
         ports.setdefault(config.health_port, set()).update({"/healthz", "/readyz"})
     servers = serve(operator, ports, clock, host=config.bind_host)
+    if config.webhook_port:
+        servers.append(_webhook(config, cluster))
     for (_, paths), server in zip(sorted(ports.items()), servers):
         log.info("serving %s on port %d", " ".join(sorted(paths)), server.server_address[1])
 
@@ -85,3 +91,64 @@ def run(config: OperatorConfig, connect: Callable[[OperatorConfig, Callable[...,
             close()
     log.info("operator stopped")
     return 0
+
+
+WEBHOOK_CONFIG = "tandem-operator"
+
+
+def _webhook(config: OperatorConfig, cluster: Cluster):  # type: ignore[no-untyped-def]
+    """Serve admission over HTTPS; with `manage_webhook_config`, register it as kopf's managed admission does."""
+    import base64
+    import tempfile
+    from datetime import datetime, timezone
+    from pathlib import Path
+
+    from tandem.operator.certs import CA_FILE, CERT_FILE, KEY_FILE, make_certificates
+    from tandem.operator.webhook import serve_webhook
+
+    cert_dir = Path(config.webhook_cert_dir or tempfile.mkdtemp(prefix="tandem-webhook-"))
+    if not all((cert_dir / name).is_file() for name in (CERT_FILE, KEY_FILE)):
+        make_certificates([config.webhook_host, "localhost"], datetime.now(timezone.utc)).write(cert_dir)
+        log.info("wrote a self-signed webhook certificate to %s", cert_dir)
+    server = serve_webhook(cluster.snapshot, cert_dir, config.webhook_port, host=config.bind_host)
+    port = server.server_address[1]
+    log.info("serving /validate on port %d", port)
+    if config.manage_webhook_config:
+        ca = (cert_dir / CA_FILE).read_bytes() if (cert_dir / CA_FILE).is_file() else (cert_dir / CERT_FILE).read_bytes()
+        register_webhook(cluster, f"https://{config.webhook_host}:{port}/validate", base64.b64encode(ca).decode())
+    return server
+
+
+def register_webhook(cluster: Cluster, url: str, ca_bundle: str) -> None:
+    """Create or update the ValidatingWebhookConfiguration that sends tandem's kinds here: fail closed, 5 s."""
+    from tandem.controller.ports import AlreadyExists
+
+    body = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": WEBHOOK_CONFIG, "labels": {"app.kubernetes.io/managed-by": "tandem"}},
+        "webhooks": [
+            {
+                "name": "validate.tandem.dev",
+                "clientConfig": {"url": url, "caBundle": ca_bundle},
+                "rules": [
+                    {
+                        "apiGroups": ["tandem.dev"],
+                        "apiVersions": ["v1alpha1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["inferencegroups", "clustertopologies"],
+                        "scope": "*",
+                    }
+                ],
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "timeoutSeconds": 5,
+                "admissionReviewVersions": ["v1"],
+            }
+        ],
+    }
+    try:
+        cluster.create(body)
+    except AlreadyExists:
+        cluster.patch("ValidatingWebhookConfiguration", None, WEBHOOK_CONFIG, {"webhooks": body["webhooks"]})
+    log.info("registered the admission webhook at %s", url)
