@@ -55,6 +55,43 @@ _OPAQUE: dict[type[BaseModel], dict[str, Any]] = {
 _LIST_MAP_KEYS = {"InferenceGroupSpec.roles": "name", "InferenceGroupStatus.conditions": "type",
                   "InferenceGroupStatus.roles": "name", "InferenceGroupStatus.units": "index"}
 _UNMAPPED = "x-tandem-unmapped-validator"
+
+
+def _zero(field: str, default_zero: bool) -> str:
+    """CEL: the int-or-percentage `field` of `self` is 0 (or "0%"); its default when absent."""
+    value = f"(type(self.{field}) == int ? self.{field} == 0 : self.{field}.matches('^0+%$'))"
+    return f"(has(self.{field}) ? {value} : {'true' if default_zero else 'false'})"
+
+
+# Cross-field rules CEL can express, so an API server whose webhook is down still refuses
+# the basics (`x-kubernetes-validations`, checked per object: no rule walks a list, which
+# keeps each rule's cost bounded without list limits). The same rules, with field paths,
+# are in `tandem.api.validation`, which the webhook runs.
+CEL_RULES: dict[str, list[dict[str, str]]] = {
+    ".spec.roles[*]": [
+        {"rule": "!has(self.minReplicas) || self.minReplicas <= (has(self.replicas) ? self.replicas : 1)",
+         "message": "minReplicas must be <= replicas", "fieldPath": ".minReplicas"},
+        {"rule": "!has(self.workerTemplate) || (has(self.podsPerReplica) && self.podsPerReplica > 1)",
+         "message": "workerTemplate is only used when podsPerReplica > 1", "fieldPath": ".workerTemplate"},
+    ],
+    ".spec.coordination.scaling": [
+        {"rule": f"!{_zero('maxSkew', False)}", "message": "maxSkew must be at least 1 (or 1%): scaling could never start",
+         "fieldPath": ".maxSkew"},
+    ],
+    ".spec.coordination.rollingUpdate": [
+        {"rule": f"!({_zero('maxSurge', False)} && {_zero('maxUnavailable', True)})",
+         "message": "maxSurge and maxUnavailable cannot both be 0: the update could never move"},
+        {"rule": f"!{_zero('maxSkew', False)}", "message": "maxSkew must be at least 1 (or 1%)", "fieldPath": ".maxSkew"},
+    ],
+}
+
+
+def _add_rules(schema: dict[str, Any]) -> None:
+    for path, rules in CEL_RULES.items():
+        node = schema
+        for step in path.strip(".").replace("[*]", ".[*]").split("."):
+            node = node["items"] if step == "[*]" else node["properties"][step]
+        node["x-kubernetes-validations"] = rules
 # JSON Schema keywords that mean the same in OpenAPI v3 and may stay as pydantic wrote them.
 _KEEP = {"type", "description", "properties", "required", "items", "additionalProperties", "enum", "default",
          "minimum", "maximum", "minLength", "maxLength", "pattern", "format", "minItems", "maxItems"}
@@ -329,9 +366,11 @@ def crds() -> list[dict[str, Any]]:
         ],
         subresources={},  # no status subresource: ClusterTopology has no status
     )
+    group_schema = _root(resources.InferenceGroup, used, status.InferenceGroupStatus)
+    _add_rules(group_schema)
     group = _crd(
         resources.InferenceGroup, plural="inferencegroups", short="ig", scope="Namespaced",
-        schema=_root(resources.InferenceGroup, used, status.InferenceGroupStatus),
+        schema=group_schema,
         columns=[
             {"name": "Units", "type": "integer", "jsonPath": ".spec.replicas", "description": "Units desired."},
             {"name": "Functional", "type": "integer", "jsonPath": ".status.functionalUnits",

@@ -1,0 +1,89 @@
+"""The CEL rules in the InferenceGroup CRD (`x-kubernetes-validations`), evaluated with
+cel-python on valid and invalid objects: each refuses what tandem's own validation
+refuses, with its message, and admits what it admits."""
+
+from __future__ import annotations
+
+import copy
+
+import celpy
+import pytest
+
+from support.controller_world import design_group
+from tandem.api.crds import CEL_RULES, crds
+from tandem.api.resources import InferenceGroup
+from tandem.api.validation import check_group
+
+
+def _schema():
+    group = next(c for c in crds() if c["spec"]["names"]["kind"] == "InferenceGroup")
+    return group["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def _nodes(obj, path):
+    """The parts of `obj` a schema path (`.spec.roles[*]`) points to."""
+    nodes = [obj]
+    for step in path.strip(".").replace("[*]", ".[*]").split("."):
+        if step == "[*]":
+            nodes = [item for node in nodes for item in node]
+        else:
+            nodes = [node[step] for node in nodes if isinstance(node, dict) and step in node]
+    return nodes
+
+
+def violations(obj):
+    """Messages of every rule the object breaks."""
+    env = celpy.Environment()
+    out = []
+    for path, rules in CEL_RULES.items():
+        for node in _nodes(obj, path):
+            for rule in rules:
+                program = env.program(env.compile(rule["rule"]))
+                if not program.evaluate({"self": celpy.json_to_cel(node)}):
+                    out.append(rule["message"])
+    return out
+
+
+def tandem_refuses(obj):
+    try:
+        group = InferenceGroup.model_validate(obj)
+    except ValueError:
+        return True
+    return bool(check_group(group, None))
+
+
+def test_the_rules_in_the_crd_are_the_ones_tested_here():
+    schema = _schema()
+    for path, rules in CEL_RULES.items():
+        node = schema
+        for step in path.strip(".").replace("[*]", ".[*]").split("."):
+            node = node["items"] if step == "[*]" else node["properties"][step]
+        assert node["x-kubernetes-validations"] == rules
+
+
+def _with(change):
+    g = design_group()
+    change(g)
+    return g
+
+
+CASES = [
+    ("valid", lambda g: None, []),
+    ("minReplicas above replicas", lambda g: g["spec"]["roles"][0].update(minReplicas=5), ["minReplicas must be <= replicas"]),
+    ("minReplicas equal to replicas", lambda g: g["spec"]["roles"][0].update(minReplicas=4), []),
+    ("workerTemplate with one pod", lambda g: g["spec"]["roles"][0].update(workerTemplate=copy.deepcopy(g["spec"]["roles"][0]["template"])),
+     ["workerTemplate is only used when podsPerReplica > 1"]),
+    ("maxSkew 0", lambda g: g["spec"]["coordination"].update(scaling={"maxSkew": 0}), ["maxSkew must be at least 1 (or 1%): scaling could never start"]),
+    ("maxSkew 0%", lambda g: g["spec"]["coordination"].update(scaling={"maxSkew": "0%"}), ["maxSkew must be at least 1 (or 1%): scaling could never start"]),
+    ("maxSkew 10%", lambda g: g["spec"]["coordination"].update(scaling={"maxSkew": "10%"}), []),
+    ("surge and unavailable both 0", lambda g: g["spec"]["coordination"].update(rollingUpdate={"maxSurge": 0}),
+     ["maxSurge and maxUnavailable cannot both be 0: the update could never move"]),
+    ("surge 0, unavailable 1", lambda g: g["spec"]["coordination"].update(rollingUpdate={"maxSurge": "0%", "maxUnavailable": 1}), []),
+]
+
+
+@pytest.mark.parametrize("name, change, expected", CASES, ids=[c[0] for c in CASES])
+def test_each_rule_refuses_what_tandem_refuses_with_its_message(name, change, expected):
+    obj = _with(change)
+    assert violations(obj) == expected
+    assert tandem_refuses(obj) == bool(expected), "the webhook and the CRD agree"
