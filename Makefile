@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test fuzz bench lint clean
+.PHONY: demo test fuzz bench lint clean scan-env
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -32,5 +32,12 @@ bench: $(STAMP)
 	$(BIN)/python bench/simulate.py
 	$(BIN)/python bench/serving.py
 
+# checkov (manifest scanning, tests/deploy) pins packages the test tools cannot share: its own venv.
+SCAN := .venv-scan
+scan-env: $(SCAN)/bin/checkov
+$(SCAN)/bin/checkov:
+	@test -x $(SCAN)/bin/python || $(PYTHON) -m venv $(SCAN) || python3 -m venv $(SCAN)
+	$(SCAN)/bin/python -m pip install --quiet checkov==3.3.30
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info
+	rm -rf $(VENV) $(SCAN) .pytest_cache .hypothesis build src/*.egg-info
