@@ -14,7 +14,6 @@ from tandem.cli.trace import default_directory, read_trace_text
 from tandem.errors import InputError, Problem
 from tandem.placement import place
 from tandem.reference.baselines import independent, sequential
-from tandem.sim.report import write_report
 from tandem.sim.runner import Variant, simulate
 from tandem.sim.scenario import load_scenario, with_variant
 from tandem.sim.summary import summarize
@@ -26,6 +25,10 @@ POLICIES = {"tandem": place, "independent": independent, "sequential": sequentia
 def run_simulation(path: Path, policy: str, compare: bool, out: Path, console: Console, traces: Path | None = None) -> dict:
     """Run the scenario once with `policy`, or, with `compare`, every run its `compare:`
     list names (the three placement policies when it names none)."""
+    try:  # plotting is an extra (`tandem[plot]`): the operator's image does not carry it
+        from tandem.sim.report import write_report
+    except ImportError as exc:
+        raise InputError(Problem("", f"tandem simulate writes plots with matplotlib, which is not installed ({exc}): pip install 'tandem[plot]'")) from None
     (source, text), = read_sources([path])
 
     def read(relative: str) -> tuple[str, str]:
