@@ -24,13 +24,33 @@ log = logging.getLogger("tandem.operator.webhook")
 READ_TIMEOUT_S = 10.0
 
 
+class _TLSServer(ThreadingHTTPServer):
+    """TLS handshakes in the request's own thread (not the accepting one), and a listen
+    backlog for an API server that opens many connections at once."""
+
+    request_queue_size = 256
+    daemon_threads = True
+    context: ssl.SSLContext
+
+    def get_request(self):  # type: ignore[no-untyped-def]
+        sock, address = self.socket.accept()
+        return self.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), address
+
+    def finish_request(self, request, client_address):  # type: ignore[no-untyped-def]
+        request.settimeout(READ_TIMEOUT_S)
+        try:
+            request.do_handshake()
+        except (ssl.SSLError, OSError):
+            return  # a client that cannot speak TLS to us gets nothing
+        super().finish_request(request, client_address)
+
+
 def serve_webhook(snapshot: Callable[[], Reader], cert_dir: Path, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer((host, port), _handler(snapshot))
-    server.daemon_threads = True
+    server = _TLSServer((host, port), _handler(snapshot))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(cert_dir / CERT_FILE, cert_dir / KEY_FILE)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server.context = context
     threading.Thread(target=server.serve_forever, name=f"webhook-{port}", daemon=True).start()
     return server
 
