@@ -20,6 +20,10 @@ from tandem.controller.validity import group_problems, topologies_of
 from tandem.errors import Problem
 
 
+# What a pass reads, and so what a world must list (and an operator watch): the kinds here.
+OBSERVED_KINDS = ("InferenceGroup", "ClusterTopology", "Node", "Pod", "Service", "ConfigMap")
+
+
 @dataclass(frozen=True)
 class GroupState:
     raw: Object
