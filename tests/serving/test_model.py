@@ -539,3 +539,30 @@ def test_more_bandwidth_never_increases_ttft(prompt, output, slow, faster):
         return float(serve([0.0], [prompt], [output], [prefill(0), decode(0)], bandwidth=flat(gbps)).results().ttft_s[0])
 
     assert ttft(slow * faster) <= ttft(slow)
+
+
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rate=st.floats(2.0, 12.0), seed=st.integers(0, 2**16))
+def test_a_stationary_load_gives_a_stationary_utilisation(rate, seed):
+    """Poisson arrivals at a fixed rate on a fixed set of replicas, sampled every 30 s as
+    the simulator does: the busy share does not trend (the demo's report once drew a line
+    from 0 to 0.3 between samples taken only at autoscaler decisions)."""
+    from tandem.sim.summary import utilisation_over_time
+
+    rng = np.random.default_rng(seed)
+    duration = 1800.0
+    arrivals = np.cumsum(rng.exponential(1.0 / rate, size=int(rate * duration * 1.2)))
+    arrivals = arrivals[arrivals < duration]
+    sm = ServingModel(L70, H100, flat(400.0), ttft_slo_s=2.0, itl_slo_s=0.05)
+    sm.add_requests(arrivals, np.full(arrivals.size, 1024), np.full(arrivals.size, 128))
+    sm.set_replicas(0.0, (prefill(0), prefill(1), decode(0)))
+    for t in np.arange(30.0, duration + 1, 30.0):
+        sm.sample(float(t))
+    points = [(t, u) for t, u in utilisation_over_time(sm.results()) if t >= 120.0]
+    times = [t for t, _ in points]
+    assert max(np.diff(times)) <= 30.0 + 1e-6, "samples at a steady cadence"
+    values = np.array([u for _, u in points])
+    half = values.size // 2
+    assert abs(values[half:].mean() - values[:half].mean()) < 0.1, "no trend under a stationary load"
+    slope = np.polyfit(np.array(times), values, 1)[0]
+    assert abs(slope) * duration < 0.1, "the fitted trend over the run is under 0.1"

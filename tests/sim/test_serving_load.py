@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -284,3 +285,21 @@ def test_the_autoscaler_and_the_reconcile_pass_each_patch_only_their_own_status_
     reconcile(store, 21.0)
     assert store.get("InferenceGroup", "serving", "llama-70b-chat")["status"]["autoscaling"] == memory
 
+
+
+def test_serving_figures_are_sampled_evenly_without_an_autoscaler(tmp_path):
+    """A group without `spec.autoscaling` gets no autoscaler decisions, yet its curves are
+    sampled every 30 s: the demo's utilisation once rose as a straight line from 0 to 0.3
+    because it was drawn between the few samples taken when the Ready set changed."""
+    from tandem.sim.summary import utilisation_over_time
+
+    group = yaml.safe_load(GROUP.read_text())
+    del group["spec"]["autoscaling"]
+    text = SCENARIO.replace("durationSeconds: 420", "durationSeconds: 900").split("  compare:")[0]
+    scenario = _load(text, tmp_path, yaml.safe_dump(group))
+    result = simulate(scenario)
+    points = [(t, u) for t, u in utilisation_over_time(result.serving["serving/llama-70b-chat"]) if t >= 300.0]
+    times = [t for t, _ in points]
+    assert len(points) >= 15 and max(np.diff(times)) <= 30.0 + 1e-6
+    values = np.array([u for _, u in points])
+    assert values.min() > 0 and abs(values[len(values) // 2 :].mean() - values[: len(values) // 2].mean()) < 0.15

@@ -84,6 +84,12 @@ class LoadDriver:
                 kinds = [r.kind for r in ready]
                 run.timeline.append((now, kinds.count("prefill"), kinds.count("decode"), sum(r.gpus for r in ready)))
 
+    def sample(self, now: float) -> None:
+        """Every model records its replicas' figures since its last sample (the report's
+        utilisation, queue and KV curves are drawn from these, at a steady cadence)."""
+        for run in self.runs.values():
+            run.model.sample(now)
+
     def signals(self, namespace: str, name: str, now: float) -> Signals | None:
         run = self.runs.get(f"{namespace}/{name}")
         if run is None:

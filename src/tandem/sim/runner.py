@@ -38,6 +38,9 @@ from tandem.sim.serving import ServingResults
 from tandem.sim.store import MemoryStore
 
 FOLLOW_UP_S = 0.5
+# The serving models record their replicas' figures this often (and at every autoscaler
+# decision), so the report's curves are sampled evenly, autoscaled or not.
+SERVING_SAMPLE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,10 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
         while t <= scenario.duration_s:
             loop.schedule(t, "autoscale")
             t += scenario.autoscale_tick_s
+        t = SERVING_SAMPLE_S
+        while t < scenario.duration_s:
+            loop.schedule(t, "serving-sample")
+            t += SERVING_SAMPLE_S
     scale_events: dict[str, list[tuple[float, dict[str, int]]]] = {}
 
     samples: list[Sample] = []
@@ -161,6 +168,10 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
                     for key, desired in scaled.changes:
                         scale_events.setdefault(key, []).append((loop.now, desired))
                     quiet = quiet and not scaled.changes
+                continue
+            if event.kind == "serving-sample":
+                if driver is not None:
+                    driver.sample(loop.now)
                 continue
             if event.kind == "requeue":
                 requeued.discard(loop.now)

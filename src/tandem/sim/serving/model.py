@@ -778,6 +778,11 @@ class ServingModel:
         self._sample()
         return signals
 
+    def sample(self, now: float) -> None:
+        """Record each Ready replica's figures over the interval since the last sample."""
+        self.advance(now)
+        self._sample()
+
     def _sample(self) -> None:
         now = self.now
         start = self._last_sample_at
