@@ -38,12 +38,12 @@ def write_report(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]], titl
     out.mkdir(parents=True, exist_ok=True)
     files = [out / "summary.json"]
     summary = {policy: figures for policy, (_, figures) in runs.items()}
-    files[0].write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    _write_text(files[0], json.dumps(summary, indent=2, sort_keys=True) + "\n")
     files += _plots(out, runs)
     if any(result.serving for result, _ in runs.values()):
         files += _serving_plots(out, runs)
     index = out / "index.html"
-    index.write_text(_html(title, runs), encoding="utf-8")
+    _write_text(index, _html(title, runs))  # last: a report with an index.html is whole
     files.append(index)
     return files
 
@@ -204,9 +204,28 @@ def _decorate(ax, title: str, ylabel: str) -> None:
 
 def _save(figure, path: Path, written: list[Path]) -> None:
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    partial = _partial(path)
+    try:
+        figure.savefig(partial, dpi=110, format=path.suffix.lstrip("."))
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
+        plt.close(figure)
     written.append(path)
+
+
+def _partial(path: Path) -> Path:
+    return path.with_name(f".{path.name}.partial")
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write beside, then rename: an interrupted run (Ctrl-C) never leaves half a file."""
+    partial = _partial(path)
+    try:
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _html(title: str, runs: dict[str, tuple[Result, dict[str, Any]]]) -> str:
