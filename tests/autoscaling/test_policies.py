@@ -87,8 +87,22 @@ def test_preferred_band_says_when_the_band_cannot_hold_the_total() -> None:
     changed = spec("PreferredBand").model_dump(by_alias=True)["preferredBand"]
     changed["bands"] = {"prefill": {"minPercent": 40, "maxPercent": 45}, "decode": {"minPercent": 55, "maxPercent": 60}}
     decision = first("PreferredBand", found, preferredBand=changed)
-    assert "bands cannot hold total 3: role bounds used" in decision.reason
+    assert "bands cannot hold total 3 at any total within the roles' bounds: role bounds used" in decision.reason
     assert sum(decision.desired.values()) == 3
+
+
+def test_a_band_is_kept_at_a_smaller_total_when_a_roles_maximum_binds() -> None:
+    """2 prefill : 20 decode asked, prefill at most 3 and at least 30% of the total: the
+    band cannot hold 22, so the total is lowered to the largest it can hold (3/7), and
+    the reason says so, instead of the band being dropped (2/20)."""
+    found = signals(prefill=role(1, queue=8), decode=role(2, kv=7.0))
+    changed = spec("PreferredBand").model_dump(by_alias=True)["preferredBand"]
+    changed["bands"] = {"prefill": {"minPercent": 30, "maxPercent": 100}}
+    bounds = {"prefill": (1, 3), "decode": (1, 40)}
+    decision = first("PreferredBand", found, bounds=bounds, preferredBand=changed)
+    prefill, decode = decision.desired["prefill"], decision.desired["decode"]
+    assert prefill == 3 and prefill / (prefill + decode) >= 0.3 and decode == 7
+    assert "total lowered to 10" in decision.reason
 
 
 # ----------------------------------------------------------------------------- SLO

@@ -210,7 +210,14 @@ def _split(
             if feasible:
                 chosen = tightened
             else:
-                notes.append(f"bands cannot hold total {reachable_total(target, bounds)}: role bounds used")
+                held = _largest_banded_total(target, bands, bounds)
+                if held is not None:
+                    # A role's maximum binds (2/20 with prefill at most 3 and a 30% band):
+                    # the bands hold at a smaller total, and that is what is asked for.
+                    tightened, _ = band_bounds(held, bands, bounds)
+                    notes.append(f"bands cannot hold total {reachable_total(target, bounds)} within the roles' bounds: total lowered to {held}")
+                    return apportion(held, weights, tightened), notes
+                notes.append(f"bands cannot hold total {reachable_total(target, bounds)} at any total within the roles' bounds: role bounds used")
         return apportion(target, weights, chosen), notes
 
     result, notes = attempt(total)
@@ -229,6 +236,15 @@ def _split(
             bad = middle
     result, notes = attempt(good)
     return result, notes + [f"gpuBudget {budget} caps the total at {good}"]
+
+
+def _largest_banded_total(total: int, bands: Mapping[str, tuple[int, int]], bounds: Bounds) -> int | None:
+    """The largest total below `total` at which the bands hold within the bounds, if any."""
+    low = sum(lo for lo, _ in bounds.values())
+    for candidate in range(reachable_total(total, bounds) - 1, low - 1, -1):
+        if band_bounds(candidate, bands, bounds)[1]:
+            return candidate
+    return None
 
 
 def _budget(
