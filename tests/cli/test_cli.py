@@ -317,7 +317,7 @@ def test_validate_summary(run_cli, examples: Path) -> None:
     assert re.fullmatch(r"ok: 64 node\(s\), 0 pod\(s\), 1 topology\(ies\), \d+ group\(s\)", result.stdout.strip())
 
 
-@pytest.mark.parametrize("command", [[], ["plan"], ["validate"], ["cluster"], ["cluster", "generate"]])
+@pytest.mark.parametrize("command", [[], ["plan"], ["validate"], ["cluster"], ["cluster", "generate"], ["crds"], ["certs"]])
 def test_help(run_cli, command: list[str]) -> None:
     result = run_cli(*command, "--help")
     assert result.exit_code == 0
