@@ -1,0 +1,185 @@
+"""`KubeCluster`: a real cluster as the controller's `Cluster` port.
+
+Reads come from informers (`informer.py`), one per kind (and per namespace when limited
+to some): `snapshot()` copies every cache's dict under one lock, so a pass sees each kind
+as its informer last heard it, all at one instant, and nothing changes under it. Writes go
+straight to the API (`writer.py`). Kinds in `live_kinds` (the Lease) are not watched but
+read from the API on each call.
+
+Consistency, as with client-go: a snapshot may lag the server, and read-your-writes is not
+promised (a pass may not yet see what the previous pass wrote). The controller is
+level-triggered and writes with preconditions, so a stale read costs a 409 Conflict and a
+retry on the next pass, never a wrong write.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Iterable, Mapping
+
+import httpx2
+
+from tandem.controller.observe import OBSERVED_KINDS
+from tandem.controller.ports import EventType, Object, ObjectRef, Propagation
+from tandem.kube.informer import Informer, OnChange
+from tandem.kube.kinds import kind_of
+from tandem.kube.reader import CacheReader, Key, LiveReader
+from tandem.kube.rest import Rest, Source, as_rest
+from tandem.kube.writer import KubeWriter
+
+
+class KubeCluster:
+    def __init__(
+        self,
+        rest: Rest | httpx2.Client,
+        *,
+        kinds: Iterable[str] = OBSERVED_KINDS,
+        namespaces: Iterable[str] = (),
+        scopes: Mapping[str, Iterable[str]] | None = None,
+        live_kinds: Iterable[str] = ("Lease",),
+        on_change: OnChange | None = None,
+        resync: float = 300.0,
+        watch_timeout: float = 300.0,
+        writer: KubeWriter | None = None,
+        **informer_options: Any,
+    ):
+        """`rest`: a `Rest`, or an `httpx2.Client` whose `base_url` is the API server.
+        `namespaces` limits every namespaced kind (empty: all namespaces); `scopes` limits
+        single kinds (`{"Lease": ["tandem-system"]}`); `informer_options` go to each
+        `Informer` (page_size, read_grace, backoff, clock)."""
+        self.rest = as_rest(rest)
+        self._owns_rest = isinstance(rest, Rest)
+        self.writer = writer or KubeWriter(self.rest)
+        self.on_change = on_change
+        self._lock = threading.Lock()
+        self._live = LiveReader(self.rest)
+        self.live_kinds = frozenset(live_kinds)
+        self.kinds = tuple(dict.fromkeys(k for k in kinds if k not in self.live_kinds))
+        limited = {kind: tuple(spaces) for kind, spaces in (scopes or {}).items()}
+        self.informers: list[Informer] = []
+        for name in self.kinds:
+            kind = kind_of(name)
+            spaces = limited.get(name, tuple(namespaces)) if kind.namespaced else ()
+            for namespace in spaces or (None,):
+                self.informers.append(
+                    Informer(
+                        self.rest,
+                        kind,
+                        namespace=namespace,
+                        lock=self._lock,
+                        on_change=self._changed,
+                        resync=resync,
+                        watch_timeout=watch_timeout,
+                        **informer_options,
+                    )
+                )
+        self._started = False
+
+    @classmethod
+    def connect(cls, source: Source = None, *, timeout: float = 10.0, trust_env: bool = True, start: bool = True, **options: Any) -> "KubeCluster":
+        """Connect (`Rest.connect`: None is the in-cluster ServiceAccount, a string a
+        kubeconfig path or an http(s) URL) and start the informers; `has_synced()` says when
+        they have listed, `stop()` closes the connection."""
+        cluster = cls(Rest.connect(source, timeout=timeout, trust_env=trust_env), **options)
+        return cluster.start() if start else cluster
+
+    # ------------------------------------------------------------------ life
+
+    def start(self, wait: float | None = None) -> "KubeCluster":
+        """Start the informers; with `wait`, give them that many seconds to list first."""
+        if not self._started:
+            self._started = True
+            for informer in self.informers:
+                informer.start()
+        if wait is not None:
+            self.wait_synced(wait)
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop every informer (all signalled first, so they wind down together); close the
+        connection if this cluster opened it (`connect`, or given a `Rest`)."""
+        for informer in self.informers:
+            informer.signal_stop()
+        deadline = time.monotonic() + timeout
+        for informer in self.informers:
+            informer.stop(max(deadline - time.monotonic(), 0.0))
+        if self._owns_rest:
+            self.rest.close()
+
+    def __enter__(self) -> "KubeCluster":
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def has_synced(self) -> bool:
+        return all(informer.has_synced() for informer in self.informers)
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for informer in self.informers:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if not informer.wait_synced(left):
+                return False
+        return True
+
+    def lag(self) -> dict[str, float]:
+        """Seconds since each kind's informer (the worst of a kind's) last heard from the API."""
+        out: dict[str, float] = {}
+        for informer in self.informers:
+            out[informer.kind.kind] = max(out.get(informer.kind.kind, 0.0), informer.lag())
+        return out
+
+    def versions(self) -> dict[str, str]:
+        """The resourceVersion each kind's informer last saw (the first informer of a kind's)."""
+        out: dict[str, str] = {}
+        with self._lock:
+            for informer in self.informers:
+                out.setdefault(informer.kind.kind, informer.resource_version)
+        return out
+
+    # ------------------------------------------------------------------ Reader
+
+    def snapshot(self) -> CacheReader:
+        caches: dict[str, dict[Key, Object]] = {kind: {} for kind in self.kinds}
+        with self._lock:
+            for informer in self.informers:
+                caches[informer.kind.kind].update(informer.items)
+        return CacheReader(caches, self._live, self.live_kinds)
+
+    # ------------------------------------------------------------------ Writer
+
+    def create(self, obj: Object) -> Object:
+        return self.writer.create(obj)
+
+    def patch(self, kind: str, namespace: str | None, name: str, patch: Mapping[str, Any], *, resource_version: str | None = None) -> Object:
+        return self.writer.patch(kind, namespace, name, patch, resource_version=resource_version)
+
+    def patch_status(
+        self, kind: str, namespace: str | None, name: str, patch: Mapping[str, Any], *, resource_version: str | None = None
+    ) -> Object:
+        return self.writer.patch_status(kind, namespace, name, patch, resource_version=resource_version)
+
+    def delete(
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        propagation: Propagation = "Background",
+    ) -> None:
+        self.writer.delete(kind, namespace, name, uid=uid, resource_version=resource_version, propagation=propagation)
+
+    def record_event(self, involved: ObjectRef, type: EventType, reason: str, message: str) -> None:
+        self.writer.record_event(involved, type, reason, message)
+
+    # ------------------------------------------------------------------ internals
+
+    def _changed(self, kind: str, event_type: str, obj: Object) -> None:
+        hook = self.on_change
+        if hook is not None:
+            hook(kind, event_type, obj)
+

@@ -1,0 +1,274 @@
+"""An informer: one kind (in one namespace, or all), listed, then watched, into a cache.
+
+    list (paged) -> replace the cache, remember the list's resourceVersion
+    watch from there (allowWatchBookmarks, a server-side timeout) -> apply each event
+      stream ended / timed out / connection lost -> watch again from the last version seen
+      410 Gone (as the HTTP status or an ERROR event) -> list again
+      resync due (every `resync` seconds) -> list again
+    any other failure -> back off (doubling, capped; longer if the server says Retry-After)
+
+One thread per informer, blocking I/O: the Writer the controller calls is synchronous, a
+thread per kind is a handful of threads, and a blocked read is ended by shutting its
+socket down (`stop`), with the read time-out as a backstop. An asyncio loop would have
+needed a second (async) client, or a bridge for every write, for no gain at this scale.
+
+The cache maps (namespace, name) to the object, trimmed (`trim.py`), with `apiVersion` and
+`kind` filled in (list items come without them). Objects are never changed in place: a
+new version replaces the old under the cluster's lock, so a snapshot is one dict copy.
+`on_change(kind, event_type, obj)` is called after each change, outside the lock; a re-list
+reports what it found different as ADDED / MODIFIED / DELETED.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from typing import Any, Callable, Mapping
+
+import httpx2
+import msgspec
+
+from tandem.controller.ports import ApiError, Gone, Object
+from tandem.kube.errors import status_error
+from tandem.kube.kinds import Kind
+from tandem.kube.rest import Rest, Stream, as_rest
+from tandem.kube.trim import trimmer
+
+log = logging.getLogger("tandem.kube")
+
+Key = tuple[str, str]
+OnChange = Callable[[str, str, Object], None]
+
+
+class Informer:
+    def __init__(
+        self,
+        rest: Rest | httpx2.Client,
+        kind: Kind,
+        *,
+        namespace: str | None = None,
+        lock: threading.Lock | None = None,
+        on_change: OnChange | None = None,
+        trim: Callable[[Mapping[str, Any]], Object] | None = None,
+        resync: float = 300.0,
+        watch_timeout: float = 300.0,
+        read_grace: float = 15.0,
+        page_size: int = 500,
+        backoff: tuple[float, float] = (0.2, 10.0),
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.rest = as_rest(rest)
+        self.kind = kind
+        self.namespace = namespace if kind.namespaced else None
+        self.lock = lock or threading.Lock()
+        self.on_change = on_change
+        self.trim = trim or trimmer(kind.kind)
+        self.resync = resync
+        self.watch_timeout = watch_timeout
+        self.read_grace = read_grace  # a watch silent this long past its server time-out is dead
+        self.page_size = page_size
+        self.backoff = backoff
+        self.clock = clock
+        self.items: dict[Key, Object] = {}  # guarded by `lock`; entries replaced, objects never changed
+        self.resource_version: str = ""  # the last version seen (list, event or bookmark)
+        self.lists = 0  # how many times it has listed
+        self.last_heard: float | None = None
+        self._synced = threading.Event()
+        self._stopped = threading.Event()
+        self._stream: Stream | None = None
+        self._thread: threading.Thread | None = None
+        self._listed_at = 0.0
+
+    # ------------------------------------------------------------------ life
+
+    def start(self) -> "Informer":
+        where = f"/{self.namespace}" if self.namespace else ""
+        self._thread = threading.Thread(target=self._run, name=f"informer-{self.kind.kind}{where}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.signal_stop()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def signal_stop(self) -> None:
+        self._stopped.set()
+        stream = self._stream
+        if stream is not None:
+            stream.abort()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def has_synced(self) -> bool:
+        return self._synced.is_set()
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        return self._synced.wait(timeout)
+
+    def lag(self) -> float:
+        """Seconds since this informer last heard from the API (a list, an event, a bookmark)."""
+        return math.inf if self.last_heard is None else max(self.clock() - self.last_heard, 0.0)
+
+    # ------------------------------------------------------------------ the loop
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stopped.is_set():
+            try:
+                self._list()
+                failures = 0
+                self._watch()
+            except ApiError as exc:
+                if self._stopped.is_set():
+                    break
+                failures += 1
+                log.warning("informer %s: %s; retrying", self.kind.kind, exc, extra={"kind": self.kind.kind, "code": exc.code})
+                self._pause(failures, exc.retry_after)
+            except Exception:  # a bug must not silently end the informer: log, back off, carry on
+                if self._stopped.is_set():
+                    break
+                failures += 1
+                log.exception("informer %s failed; retrying", self.kind.kind)
+                self._pause(failures, None)
+
+    def _list(self) -> None:
+        objects, version = self._list_pages()
+        fresh = {_key(o): self._prepare(o) for o in objects}
+        with self.lock:
+            old, self.items = self.items, fresh
+            self.resource_version = version
+        self.lists += 1
+        self._listed_at = self.clock()
+        self._heard()
+        self._synced.set()
+        for key, obj in old.items():
+            if key not in fresh:
+                self._notify("DELETED", obj)
+        for key, obj in fresh.items():
+            before = old.get(key)
+            if before is None:
+                self._notify("ADDED", obj)
+            elif _version(before) != _version(obj):
+                self._notify("MODIFIED", obj)
+
+    def _list_pages(self) -> tuple[list[Mapping[str, Any]], str]:
+        """Every page of one consistent list; an expired continue token starts over unpaged."""
+        items: list[Mapping[str, Any]] = []
+        params: dict[str, Any] = {"limit": self.page_size} if self.page_size else {}
+        while True:
+            try:
+                page = self.rest.request("GET", self.kind.path(self.namespace), params=params)
+            except Gone:
+                if "continue" not in params:
+                    raise
+                items, params = [], {}
+                continue
+            items += page.get("items") or []
+            meta = page.get("metadata") or {}
+            if not meta.get("continue"):
+                return items, str(meta.get("resourceVersion") or "")
+            params = {**params, "continue": meta["continue"]}
+
+    def _watch(self) -> None:
+        """Watch until a re-list is due (410, resync) or the informer stops."""
+        failures = 0
+        while not self._stopped.is_set():
+            remaining = self._listed_at + self.resync - self.clock() if self.resync > 0 else math.inf  # 0: never resync
+            if remaining <= 0:
+                return
+            seconds = max(1, math.ceil(min(self.watch_timeout, remaining)))
+            params: dict[str, Any] = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": seconds}
+            if self.resource_version:
+                params["resourceVersion"] = self.resource_version
+            try:
+                with self.rest.stream(self.kind.path(self.namespace), params, read_timeout=seconds + self.read_grace) as stream:
+                    self._stream = stream
+                    if self._stopped.is_set():
+                        return
+                    failures = 0
+                    for line in stream.lines():
+                        if not self._event(line):
+                            return  # 410 in the stream: list again
+            except Gone:
+                return
+            except ApiError as exc:
+                if self._stopped.is_set():
+                    return
+                if exc.code == 504:
+                    continue  # a silent watch timed out: watch again
+                failures += 1
+                log.info("informer %s: watch failed (%s); watching again", self.kind.kind, exc, extra={"kind": self.kind.kind})
+                self._pause(failures, exc.retry_after)
+            finally:
+                self._stream = None
+
+    def _event(self, line: bytes) -> bool:
+        """Apply one watch event; False when the stream says to list again."""
+        event = msgspec.json.decode(line)
+        type_, obj = event.get("type"), event.get("object") or {}
+        if type_ == "ERROR":
+            error = status_error(obj)
+            if isinstance(error, Gone):
+                log.info("informer %s: %s; listing again", self.kind.kind, error.message, extra={"kind": self.kind.kind})
+                return False
+            raise error
+        version = _version(obj)
+        if type_ == "BOOKMARK":
+            with self.lock:
+                self.resource_version = version or self.resource_version
+            self._heard()
+            return True
+        if type_ not in ("ADDED", "MODIFIED", "DELETED"):
+            log.warning("informer %s: unknown watch event type %r ignored", self.kind.kind, type_)
+            return True
+        prepared = self._prepare(obj)
+        key = _key(prepared)
+        with self.lock:
+            if type_ == "DELETED":
+                self.items.pop(key, None)
+            else:
+                self.items[key] = prepared
+            self.resource_version = version or self.resource_version
+        self._heard()
+        self._notify(type_, prepared)
+        return True
+
+    # ------------------------------------------------------------------ helpers
+
+    def _prepare(self, obj: Mapping[str, Any]) -> Object:
+        out = self.trim(obj)
+        if "apiVersion" not in out or "kind" not in out:
+            out = {"apiVersion": self.kind.api_version, "kind": self.kind.kind, **out}
+        return out
+
+    def _heard(self) -> None:
+        self.last_heard = self.clock()
+
+    def _notify(self, type_: str, obj: Object) -> None:
+        if self.on_change is None:
+            return
+        try:
+            self.on_change(self.kind.kind, type_, obj)
+        except Exception:  # the operator's hook must not kill the informer
+            log.exception("informer %s: on_change failed", self.kind.kind)
+
+    def _pause(self, failures: int, retry_after: float | None) -> None:
+        low, high = self.backoff
+        wait = min(low * 2 ** (failures - 1), high)
+        if retry_after is not None:
+            wait = max(wait, min(retry_after, 60.0))
+        self._stopped.wait(wait)
+
+
+def _key(obj: Mapping[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace") or "", meta.get("name") or "")
+
+
+def _version(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")

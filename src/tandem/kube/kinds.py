@@ -1,0 +1,76 @@
+"""The kinds tandem reads and writes, and where each lives in the REST API.
+
+The controller names objects by `kind` only (ports.py); the API addresses them by group,
+version, plural and scope. This table is the one place that knows the mapping, so no
+discovery request is needed at start-up and an unknown kind fails before any request is
+sent (400, terminal: a bug in the caller). `register` adds one (a backend's PodGroup).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from tandem.errors import BadRequest
+
+
+@dataclass(frozen=True)
+class Kind:
+    kind: str
+    api_version: str  # "v1" or "group/version"
+    plural: str
+    namespaced: bool
+    status: bool = False  # has a /status subresource (status is written there, and only there)
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    def namespace_of(self, namespace: str | None) -> str | None:
+        """Where an object of this kind lives: cluster-scoped kinds have no namespace, and a
+        namespaced one given none is in `default`, as the API server (and the store) place it."""
+        return (namespace or "default") if self.namespaced else None
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        """The collection path (`namespace=None` on a namespaced kind: across all namespaces),
+        or an object's path with `name`, or one of its subresources."""
+        parts = ["/api" if "/" not in self.api_version else "/apis", self.api_version]
+        if self.namespaced and namespace:
+            parts += ["namespaces", quote(namespace, safe="")]
+        parts.append(self.plural)
+        if name is not None:
+            parts.append(quote(name, safe=""))
+            if subresource:
+                parts.append(subresource)
+        return "/".join(parts)
+
+
+KINDS: dict[str, Kind] = {}  # by kind name
+
+
+def register(kind: Kind) -> Kind:
+    KINDS[kind.kind] = kind
+    return kind
+
+
+def kind_of(name: str) -> Kind:
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise BadRequest(f"kind {name!r} is not known to tandem.kube (known: {', '.join(sorted(KINDS))})") from None
+
+
+for _kind in (
+    Kind("Pod", "v1", "pods", namespaced=True, status=True),
+    Kind("Node", "v1", "nodes", namespaced=False, status=True),
+    Kind("Service", "v1", "services", namespaced=True, status=True),
+    Kind("ConfigMap", "v1", "configmaps", namespaced=True),
+    Kind("Event", "v1", "events", namespaced=True),
+    Kind("Namespace", "v1", "namespaces", namespaced=False, status=True),
+    Kind("Lease", "coordination.k8s.io/v1", "leases", namespaced=True),
+    Kind("InferenceGroup", "tandem.dev/v1alpha1", "inferencegroups", namespaced=True, status=True),
+    Kind("ClusterTopology", "tandem.dev/v1alpha1", "clustertopologies", namespaced=False),  # no status subresource (api/crds.py)
+    # the operator registers its admission webhook (operator/process.py)
+    Kind("ValidatingWebhookConfiguration", "admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", namespaced=False),
+):
+    register(_kind)

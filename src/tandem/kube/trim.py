@@ -1,0 +1,78 @@
+"""What the informer caches keep of each object: what tandem reads, and no more.
+
+A cluster's pods are most of an informer's memory, and most of a pod is what tandem never
+reads (environment, volumes, probes, container statuses, managed fields). A Pod keeps the
+fields the controller (`controller/pods.py`, `controller/decide.py`), the placement models
+(`api/kube.py`: requests, init containers, overhead, node selector, tolerations) and the
+peers file (`status.podIP`) read; every object loses `metadata.managedFields` and the
+`last-applied-configuration` annotation; a Node loses its image list. A trimmed object is a
+new dict: the one the server sent is not changed.
+
+Trimmed objects are for reading: nothing tandem writes is built from a cached Pod (patches
+name only what they change), so a dropped field is never written back as absent.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+Object = dict[str, Any]
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+POD_METADATA = (
+    "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+    "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences", "finalizers",
+)
+POD_SPEC = (
+    "nodeName", "nodeSelector", "schedulingGates", "tolerations", "affinity", "priority", "priorityClassName",
+    "schedulerName", "overhead", "hostname", "subdomain", "topologySpreadConstraints",
+)
+CONTAINER = ("name", "image", "resources", "restartPolicy")  # restartPolicy: a sidecar init container
+POD_STATUS = ("phase", "conditions", "podIP", "podIPs", "hostIP", "reason", "nominatedNodeName", "startTime")
+
+
+def trim_metadata(meta: Mapping[str, Any], keep: tuple[str, ...] | None = None) -> Object:
+    out = {k: v for k, v in meta.items() if k != "managedFields" and (keep is None or k in keep)}
+    annotations = out.get("annotations")
+    if isinstance(annotations, Mapping) and LAST_APPLIED in annotations:
+        out["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+    return out
+
+
+def trim_object(obj: Mapping[str, Any]) -> Object:
+    """Any kind: everything but managed fields and the last-applied annotation."""
+    out = dict(obj)
+    if isinstance(obj.get("metadata"), Mapping):
+        out["metadata"] = trim_metadata(obj["metadata"])
+    return out
+
+
+def trim_pod(pod: Mapping[str, Any]) -> Object:
+    out: Object = {k: pod[k] for k in ("apiVersion", "kind") if k in pod}
+    out["metadata"] = trim_metadata(pod.get("metadata") or {}, POD_METADATA)
+    spec = pod.get("spec") or {}
+    trimmed_spec: Object = {k: spec[k] for k in POD_SPEC if k in spec}
+    for field in ("containers", "initContainers"):
+        if field in spec:
+            trimmed_spec[field] = [{k: c[k] for k in CONTAINER if k in c} for c in spec[field] or []]
+    out["spec"] = trimmed_spec
+    if "status" in pod:
+        status = pod.get("status") or {}
+        out["status"] = {k: status[k] for k in POD_STATUS if k in status}
+    return out
+
+
+def trim_node(node: Mapping[str, Any]) -> Object:
+    out = trim_object(node)
+    status = node.get("status")
+    if isinstance(status, Mapping) and "images" in status:
+        out["status"] = {k: v for k, v in status.items() if k != "images"}
+    return out
+
+
+TRIMS: dict[str, Callable[[Mapping[str, Any]], Object]] = {"Pod": trim_pod, "Node": trim_node}
+
+
+def trimmer(kind: str) -> Callable[[Mapping[str, Any]], Object]:
+    return TRIMS.get(kind, trim_object)

@@ -1,0 +1,173 @@
+"""Informers against the fake API: list then watch, pages, bookmarks, resuming a watch that
+ended, re-listing after 410 Gone (in the stream or as the answer), resync, back-off,
+lag, and a stop that does not wait for a quiet watch."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import pytest
+
+from tandem.kube.informer import Informer
+from tandem.kube.kinds import kind_of
+
+NS = "serving"
+FAST = {"backoff": (0.01, 0.05), "read_grace": 2.0}
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+def cm(name, **data):
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NS}, "data": data}
+
+
+def names(informer):
+    with informer.lock:
+        return sorted(name for _, name in informer.items)
+
+
+@pytest.fixture
+def start(api_rest):
+    informers = []
+
+    def make(kind="ConfigMap", **options):
+        informer = Informer(api_rest, kind_of(kind), **{**FAST, **options}).start()
+        informers.append(informer)
+        assert informer.wait_synced(5)
+        return informer
+
+    yield make
+    for informer in informers:
+        informer.stop()
+
+
+def test_list_then_watch_fills_the_cache_and_reports_each_change(api, start):
+    api.write(api.store.create, cm("a", v="1"))
+    api.write(api.store.create, cm("b"))
+    seen = []
+    informer = start(on_change=lambda kind, type_, obj: seen.append((kind, type_, obj["metadata"]["name"])))
+    assert names(informer) == ["a", "b"]
+    with informer.lock:
+        cached = informer.items[(NS, "a")]
+    assert cached["apiVersion"] == "v1" and cached["kind"] == "ConfigMap", "list items come without them; the cache has them"
+    listed_at = api.store.resource_version
+    api.write(api.store.create, cm("c"))
+    api.write(api.store.patch, "ConfigMap", NS, "a", {"data": {"v": "2"}})
+    api.write(api.store.delete, "ConfigMap", NS, "b")
+    wait_until(lambda: names(informer) == ["a", "c"] and informer.items[(NS, "a")]["data"] == {"v": "2"}, what="the watch")
+    assert seen == [("ConfigMap", "ADDED", "a"), ("ConfigMap", "ADDED", "b"), ("ConfigMap", "ADDED", "c"),
+                    ("ConfigMap", "MODIFIED", "a"), ("ConfigMap", "DELETED", "b")]
+    assert informer.lists == 1
+    watch = [r for r in api.seen("GET", "/configmaps") if r.params.get("watch") == "true"][0]
+    assert watch.params["allowWatchBookmarks"] == "true" and watch.params["resourceVersion"] == listed_at
+    assert int(watch.params["timeoutSeconds"]) <= 300
+    assert informer.resource_version == api.store.resource_version
+
+
+def test_lists_are_paged(api, start):
+    for i in range(5):
+        api.write(api.store.create, cm(f"c{i}"))
+    informer = start(page_size=2)
+    assert names(informer) == [f"c{i}" for i in range(5)]
+    lists = [r for r in api.seen("GET", "/configmaps") if "watch" not in r.params]
+    assert [r.params.get("limit") for r in lists] == ["2", "2", "2"] and "continue" in lists[1].params
+
+
+def test_bookmarks_move_the_version_on_and_count_as_heard(api, start):
+    clock = {"now": 100.0}
+    informer = start(clock=lambda: clock["now"])
+    for i in range(3):  # other kinds move the server's version on; this watch hears nothing
+        api.write(api.store.create, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"s{i}", "namespace": NS}})
+    clock["now"] += 12.0
+    assert informer.lag() == 12.0
+    # bookmark() reaches the watches open now: ask until the informer's has heard one
+    wait_until(lambda: api.bookmark() or informer.resource_version == api.store.resource_version, what="a bookmark")
+    assert informer.lag() == 0.0 and names(informer) == []
+
+
+def test_a_watch_that_ends_is_resumed_from_the_last_version_without_listing(api, start):
+    informer = start()
+    for i in range(3):
+        api.write(api.store.create, cm(f"c{i}"))
+        wait_until(lambda: len(names(informer)) == i + 1, what="the event")
+        version = informer.resource_version
+        api.end_watches()
+        wait_until(lambda: any(r.params.get("resourceVersion") == version for r in api.seen("GET", "/configmaps") if r.params.get("watch")),
+                   what="a new watch from the last version")
+    assert informer.lists == 1 and names(informer) == ["c0", "c1", "c2"]
+
+
+@pytest.mark.parametrize("gone_as_status", [False, True], ids=["error-event", "http-410"])
+def test_a_410_lists_again_and_catches_up_with_what_the_watch_missed(api, start, gone_as_status):
+    api.gone_as_status = gone_as_status
+    api.write(api.store.create, cm("stays"))
+    api.write(api.store.create, cm("goes"))
+    seen = []
+    informer = start(on_change=lambda kind, type_, obj: seen.append((type_, obj["metadata"]["name"])))
+    api.fail("GET", "/configmaps", 503, "ServiceUnavailable", times=10_000, watch=True)  # the watch cannot come back ...
+    api.end_watches()
+    wait_until(lambda: len(api.seen("GET", "/configmaps")) > 3, what="failing watches")
+    api.write(api.store.delete, "ConfigMap", NS, "goes")  # ... while the world moves on
+    api.write(api.store.create, cm("new"))
+    api.compact()  # and the server forgets the history in between
+    api.faults.clear()
+    wait_until(lambda: informer.lists == 2, what="a re-list")
+    wait_until(lambda: names(informer) == ["new", "stays"], what="the re-listed cache")
+    assert ("DELETED", "goes") in seen and ("ADDED", "new") in seen, "a re-list reports what it found different"
+
+
+def test_resync_lists_again_every_so_often(api, start):
+    api.write(api.store.create, cm("a"))
+    informer = start(resync=1.0)
+    wait_until(lambda: informer.lists >= 2, timeout=4.0, what="a resync")
+    watches = [r for r in api.seen("GET", "/configmaps") if r.params.get("watch")]
+    assert all(int(r.params["timeoutSeconds"]) <= 1 for r in watches), "a watch never outlives the next resync"
+    assert names(informer) == ["a"]
+
+
+def test_a_failing_list_backs_off_as_long_as_the_server_asks(api, api_rest):
+    api.fail("GET", "/configmaps", 429, "TooManyRequests", headers={"Retry-After": "1"}, watch=False)
+    informer = Informer(api_rest, kind_of("ConfigMap"), **FAST).start()
+    try:
+        assert not informer.wait_synced(0.6), "Retry-After: 1 is honoured, not the 10 ms back-off"
+        assert informer.wait_synced(3)
+        assert informer.lag() < 1.0
+    finally:
+        informer.stop()
+
+
+def test_stop_ends_a_quiet_watch_at_once(api, start):
+    informer = start(watch_timeout=300.0)
+    wait_until(lambda: any(r.params.get("watch") for r in api.seen("GET", "/configmaps")), what="the watch")
+    time.sleep(0.05)
+    began = time.monotonic()
+    informer.stop()
+    assert time.monotonic() - began < 1.0 and not informer.alive
+
+
+def test_pods_are_cached_trimmed(api, start):
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": NS, "labels": {"tandem.dev/group": "g"},
+                     "managedFields": [{"manager": "kubectl"}], "annotations": {"tandem.dev/admitted": "true"}},
+        "spec": {"containers": [{"name": "engine", "image": "vllm", "env": [{"name": "X", "value": "1"}],
+                                 "resources": {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}],
+                 "volumes": [{"name": "v", "emptyDir": {}}], "schedulingGates": [{"name": "tandem.dev/placement"}]},
+    }
+    api.write(api.store.create, pod)
+    informer = start("Pod")
+    with informer.lock:
+        cached = informer.items[(NS, "p")]
+    assert cached["spec"] == {"containers": [{"name": "engine", "image": "vllm",
+                                              "resources": {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}],
+                              "schedulingGates": [{"name": "tandem.dev/placement"}]}
+    assert "managedFields" not in cached["metadata"] and cached["metadata"]["annotations"] == {"tandem.dev/admitted": "true"}
+    assert cached["metadata"]["uid"] and cached["metadata"]["resourceVersion"]

@@ -1,0 +1,100 @@
+"""Trimming keeps what tandem reads: the placement models read a trimmed Pod or Node as they
+read the whole one, and the controller's pod helpers see the same phase and node."""
+
+from __future__ import annotations
+
+import copy
+
+from tandem.api.kube import Node, Pod
+from tandem.controller.pods import assigned_node, pod_failed, pod_ready
+from tandem.kube.trim import LAST_APPLIED, trim_node, trim_object, trim_pod
+
+FAT_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {
+        "name": "llama-0-prefill-0-0",
+        "namespace": "serving",
+        "uid": "u-1",
+        "resourceVersion": "77",
+        "generation": 1,
+        "creationTimestamp": "2025-11-24T16:53:37Z",
+        "labels": {"tandem.dev/group": "llama", "tandem.dev/unit": "0"},
+        "annotations": {"tandem.dev/admitted": "true", LAST_APPLIED: "{...}"},
+        "ownerReferences": [{"apiVersion": "tandem.dev/v1alpha1", "kind": "InferenceGroup", "name": "llama", "uid": "g-1"}],
+        "finalizers": ["x"],
+        "managedFields": [{"manager": "tandem", "fieldsV1": {"f:spec": {}}}],
+    },
+    "spec": {
+        "nodeSelector": {"kubernetes.io/hostname": "n-3"},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "priority": 10,
+        "hostname": "llama-0-prefill-0-0",
+        "subdomain": "llama",
+        "overhead": {"cpu": "250m"},
+        "initContainers": [{"name": "fetch", "image": "busybox", "command": ["sh"], "resources": {"requests": {"cpu": "4"}}}],
+        "containers": [
+            {
+                "name": "engine",
+                "image": "vllm",
+                "env": [{"name": "TANDEM_ROLE", "value": "prefill"}],
+                "volumeMounts": [{"name": "peers", "mountPath": "/etc/tandem"}],
+                "readinessProbe": {"httpGet": {"path": "/health", "port": 8000}},
+                "resources": {"limits": {"nvidia.com/gpu": "8", "cpu": "16"}, "requests": {"cpu": "8"}},
+            }
+        ],
+        "volumes": [{"name": "peers", "configMap": {"name": "llama-0-peers"}}],
+    },
+    "status": {
+        "phase": "Running",
+        "podIP": "10.0.0.7",
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [{"name": "engine", "ready": True, "restartCount": 0, "image": "vllm"}],
+    },
+}
+
+
+def test_a_trimmed_pod_reads_the_same_to_placement_and_the_controller():
+    before = copy.deepcopy(FAT_POD)
+    trimmed = trim_pod(FAT_POD)
+    assert FAT_POD == before, "the server's object is not changed"
+    whole, small = Pod.model_validate(FAT_POD), Pod.model_validate(trimmed)
+    assert (small.spec, small.status, small.metadata.labels) == (whole.spec, whole.status, whole.metadata.labels)
+    assert small.spec.requests() == {"nvidia.com/gpu": 8000, "cpu": 8250}, "milli-units: limits default requests, plus overhead"
+    assert (pod_ready(trimmed), pod_failed(trimmed), assigned_node(trimmed)) == (True, False, "n-3")
+    assert trimmed["status"] == {"phase": "Running", "podIP": "10.0.0.7", "conditions": [{"type": "Ready", "status": "True"}]}
+    meta = trimmed["metadata"]
+    assert "managedFields" not in meta and meta["annotations"] == {"tandem.dev/admitted": "true"}
+    assert meta["ownerReferences"] == FAT_POD["metadata"]["ownerReferences"] and meta["finalizers"] == ["x"]
+    engine = trimmed["spec"]["containers"][0]
+    assert engine == {"name": "engine", "image": "vllm", "resources": {"limits": {"nvidia.com/gpu": "8", "cpu": "16"}, "requests": {"cpu": "8"}}}
+    assert "volumes" not in trimmed["spec"] and trimmed["spec"]["initContainers"] == [
+        {"name": "fetch", "image": "busybox", "resources": {"requests": {"cpu": "4"}}}
+    ]
+    assert (trimmed["spec"]["hostname"], trimmed["spec"]["subdomain"], trimmed["spec"]["priority"]) == ("llama-0-prefill-0-0", "llama", 10)
+
+
+def test_a_pod_without_status_stays_without_one():
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
+    assert trim_pod(pod) == {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
+
+
+def test_a_trimmed_node_reads_the_same_and_loses_its_image_list():
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n-3", "labels": {"network.example.com/rack": "r1"}, "managedFields": [{}]},
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}],
+                   "images": [{"names": ["vllm"], "sizeBytes": 1}]},
+    }
+    trimmed = trim_node(node)
+    assert Node.model_validate(trimmed) == Node.model_validate(node)
+    assert "images" not in trimmed["status"] and "managedFields" not in trimmed["metadata"] and "images" in node["status"]
+
+
+def test_other_kinds_keep_everything_but_managed_fields():
+    group = {"kind": "InferenceGroup", "metadata": {"name": "g", "managedFields": [{}], "annotations": {LAST_APPLIED: "x", "a": "b"}},
+             "spec": {"replicas": 2}, "status": {"observedGeneration": 1}}
+    assert trim_object(group) == {"kind": "InferenceGroup", "metadata": {"name": "g", "annotations": {"a": "b"}},
+                                  "spec": {"replicas": 2}, "status": {"observedGeneration": 1}}
