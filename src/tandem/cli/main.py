@@ -210,6 +210,69 @@ def certs_command(
     guard(run)
 
 
+class LogFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+@app.command("operator")
+def operator_command(
+    kubeconfig: Annotated[Path | None, typer.Option(help="Kubeconfig to use; without it, the in-cluster ServiceAccount.", show_default=False)] = None,
+    namespace: Annotated[list[str], typer.Option("--namespace", help="Watch only this namespace (repeatable; default: all).")] = [],  # noqa: B006
+    leader_elect: Annotated[bool, typer.Option("--leader-elect", help="Elect one writer among replicas with a Lease.")] = False,
+    lease_namespace: Annotated[str, typer.Option(help="Namespace of the Lease.")] = "tandem-system",
+    lease_duration: Annotated[float, typer.Option(help="Seconds a standby waits after the last renewal it saw.", min=2.0)] = 15.0,
+    identity: Annotated[str | None, typer.Option(help="Holder identity in the Lease (default: host and pid).", show_default=False)] = None,
+    metrics_port: Annotated[int, typer.Option(help="Port of /metrics (0: off).", min=0, max=65535)] = 8080,
+    health_port: Annotated[int, typer.Option(help="Port of /healthz and /readyz (0: off).", min=0, max=65535)] = 8081,
+    resync: Annotated[float, typer.Option(help="A pass at least this often, in seconds.", min=1.0)] = 300.0,
+    webhook_port: Annotated[int, typer.Option(help="Serve validating admission on this HTTPS port (0: off).", min=0, max=65535)] = 0,
+    webhook_cert_dir: Annotated[Path | None, typer.Option(help="tls.crt and tls.key; a directory without them gets a fresh self-signed pair.", show_default=False)] = None,
+    manage_webhook_config: Annotated[bool, typer.Option("--manage-webhook-config", help="Create and keep the ValidatingWebhookConfiguration pointing here.")] = False,
+    webhook_host: Annotated[str, typer.Option(help="Host the API server reaches the webhook by (with --manage-webhook-config).")] = "127.0.0.1",
+    log_format: Annotated[LogFormat, typer.Option(help="Log lines as text or JSON objects.")] = LogFormat.text,
+) -> None:
+    """Run the controller against a Kubernetes API: informers, passes, leader election, metrics."""
+
+    def run() -> None:
+        from tandem.operator.logs import configure
+        from tandem.operator.process import OperatorConfig, run as run_operator
+
+        try:
+            from tandem.kube.cluster import KubeCluster
+        except ImportError as exc:
+            raise InputError(Problem("", f"tandem operator needs the operator extra ({exc}): pip install 'tandem[operator]'")) from None
+        configure(log_format.value)
+        config = OperatorConfig(
+            kubeconfig=str(kubeconfig) if kubeconfig else None,
+            namespaces=tuple(namespace),
+            leader_elect=leader_elect,
+            lease_namespace=lease_namespace,
+            lease_duration=lease_duration,
+            metrics_port=metrics_port,
+            health_port=health_port,
+            resync=resync,
+            webhook_port=webhook_port,
+            webhook_cert_dir=str(webhook_cert_dir) if webhook_cert_dir else None,
+            manage_webhook_config=manage_webhook_config,
+            webhook_host=webhook_host,
+            **({"identity": identity} if identity else {}),
+        )
+
+        def connect(cfg: OperatorConfig, changed):  # type: ignore[no-untyped-def]
+            from lightkube.core.exceptions import ConfigError
+
+            try:  # the informers re-list on their own period; --resync is how often a pass runs
+                return KubeCluster.connect(cfg.kubeconfig, namespaces=cfg.namespaces, on_change=changed)
+            except (ConfigError, OSError) as exc:
+                where = "--kubeconfig" if cfg.kubeconfig else "in-cluster config"
+                raise InputError(Problem(where, f"cannot connect: {exc}")) from None
+
+        raise typer.Exit(run_operator(config, connect))
+
+    guard(run)
+
+
 class Policy(str, Enum):
     tandem = "tandem"
     independent = "independent"

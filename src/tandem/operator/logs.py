@@ -32,3 +32,4 @@ def configure(fmt: str, level: int = logging.INFO) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     root.propagate = False
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per request (each watch reconnect) is noise
