@@ -308,7 +308,9 @@ class MemoryStore:
     def _remove(self, key: tuple[str, str, str], orphan: bool = False) -> None:
         obj = self._objects.pop(key)
         self._version += 1
-        self._events.append(Event("DELETED", copy.deepcopy(obj), str(self._version)))
+        gone = copy.deepcopy(obj)
+        gone["metadata"]["resourceVersion"] = str(self._version)  # the deletion's version, as a real server sends it
+        self._events.append(Event("DELETED", gone, str(self._version)))
         uid = obj["metadata"]["uid"]
         dependents = [
             k for k, o in sorted(self._objects.items()) if any(ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences", []))
