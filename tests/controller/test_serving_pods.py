@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from support.builders import group, role
-from support.controller_world import design_group, kubelet, settle, world
+from support.controller_world import design_group, settle, world
 from tandem.controller.reconcile import reconcile
 
 NS = "serving"
