@@ -25,49 +25,37 @@ class CreateObject:
 
 
 @dataclass(frozen=True)
-class PatchObject:
-    """A JSON merge patch of an object (not its status)."""
-
+class _Named:
     kind: str
     namespace: str | None
     name: str
+
+    @property
+    def target(self) -> tuple[str, str | None, str]:
+        return (self.kind, self.namespace, self.name)
+
+
+@dataclass(frozen=True)
+class PatchObject(_Named):
+    """A JSON merge patch of an object (not its status)."""
+
     patch: Mapping[str, Any]
     resource_version: str | None = None
     why: str = ""
 
-    @property
-    def target(self) -> tuple[str, str | None, str]:
-        return (self.kind, self.namespace, self.name)
-
 
 @dataclass(frozen=True)
-class PatchStatus:
+class PatchStatus(PatchObject):
     """A JSON merge patch of the `/status` subresource."""
 
-    kind: str
-    namespace: str | None
-    name: str
-    patch: Mapping[str, Any]
-    resource_version: str | None = None
     why: str = "status"
-
-    @property
-    def target(self) -> tuple[str, str | None, str]:
-        return (self.kind, self.namespace, self.name)
 
 
 @dataclass(frozen=True)
-class DeleteObject:
-    kind: str
-    namespace: str | None
-    name: str
+class DeleteObject(_Named):
     uid: str | None = None  # delete this object, not a namesake created since
     resource_version: str | None = None
     why: str = ""
-
-    @property
-    def target(self) -> tuple[str, str | None, str]:
-        return (self.kind, self.namespace, self.name)
 
 
 @dataclass(frozen=True)

@@ -110,12 +110,12 @@ def _send(writer: Writer, action: Write, report: PassReport) -> None:
     if isinstance(action, CreateObject):
         writer.create(action.obj)
         report.created += 1
+    elif isinstance(action, PatchStatus):  # before PatchObject: a status patch is one
+        writer.patch_status(action.kind, action.namespace, action.name, action.patch, resource_version=action.resource_version)
+        report.status_patches += 1
     elif isinstance(action, PatchObject):
         writer.patch(action.kind, action.namespace, action.name, action.patch, resource_version=action.resource_version)
         report.patched += 1
-    elif isinstance(action, PatchStatus):
-        writer.patch_status(action.kind, action.namespace, action.name, action.patch, resource_version=action.resource_version)
-        report.status_patches += 1
     else:
         writer.delete(action.kind, action.namespace, action.name, uid=action.uid, resource_version=action.resource_version)
         report.deleted += 1
