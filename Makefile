@@ -31,6 +31,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/placement.py
 	$(BIN)/python bench/simulate.py
 	$(BIN)/python bench/serving.py
+	$(BIN)/python bench/controller.py
+	$(BIN)/python bench/operator_http.py
+	$(BIN)/python bench/webhook.py
 
 # checkov (manifest scanning, tests/deploy) pins packages the test tools cannot share: its own venv.
 SCAN := .venv-scan
