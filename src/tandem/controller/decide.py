@@ -17,7 +17,9 @@ For each valid group, in order:
    planner turns its replicas and remembered state into deletes, admissions and creates
    (pods are created with tandem's scheduling gate, owned by the group).
 4. **Place** (all groups together): admitted pods still gated go to the engine, with each
-   unit's running replicas fixed and every other pod's node taken. A pod created in
+   unit's running replicas fixed and every other pod's node taken; the engine chooses
+   each unit's domain for the counts its spec asks for (`RoleDemand.eventual`), not only
+   for what the current step admits. A pod created in
    this pass is created already placed (`nodeSelector` on `kubernetes.io/hostname`,
    without tandem's gate); an existing one gets the same in one preconditioned patch.
 5. **Status**: the typed status of what the group will be after these writes, merge-
