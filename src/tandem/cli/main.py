@@ -273,6 +273,52 @@ def operator_command(
     guard(run)
 
 
+@app.command("apiserver")
+def apiserver_command(
+    kubeconfig: Annotated[Path, typer.Option(help="Write a kubeconfig pointing at this server here.", show_default=False)],
+    cluster: Annotated[
+        list[Path], typer.Option("--cluster", "-c", help="Nodes, bound Pods, ClusterTopology and InferenceGroups to start with (repeatable).")
+    ] = [],  # noqa: B006 - typer reads the default
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).", min=0, max=65535)] = 0,
+    ready_after: Annotated[float, typer.Option(help="Seconds from a pod's start to Ready.", min=0.0)] = 0.0,
+    bind_latency: Annotated[float, typer.Option(help="Seconds from a pod's last scheduling gate going to its binding.", min=0.0)] = 0.0,
+    crds: Annotated[bool, typer.Option("--crds/--no-crds", help="Start with tandem's CRDs installed.")] = True,
+) -> None:
+    """Serve a local Kubernetes API (plain HTTP, in memory, simulated kubelets) for kubectl and the operator."""
+
+    def run() -> None:
+        import signal
+        import threading
+
+        from tandem.apiserver.kubeconfig import write_kubeconfig
+        from tandem.apiserver.seed import cluster_objects
+        from tandem.apiserver.server import ApiServer
+        from tandem.cli.files import read_sources
+
+        objects = cluster_objects(read_sources(list(cluster)))
+        try:
+            server = ApiServer(port=port, objects=objects, crds=crds, ready_after=ready_after, bind_latency=bind_latency)
+        except OSError as exc:
+            raise InputError(Problem("--port", f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}")) from None
+        try:
+            write_kubeconfig(kubeconfig, server.url)
+        except OSError as exc:
+            raise InputError(Problem("--kubeconfig", f"cannot write {str(kubeconfig)!r}: {exc.strerror or exc}")) from None
+        stop = threading.Event()
+        for number in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(number, lambda *_: stop.set())
+        server.start()
+        sys.stdout.write(f"tandem apiserver: serving on {server.url} (kubeconfig {kubeconfig})\n")
+        sys.stdout.flush()
+        try:
+            while not stop.wait(0.5):
+                pass
+        finally:
+            server.stop()
+
+    guard(run)
+
+
 class Policy(str, Enum):
     tandem = "tandem"
     independent = "independent"

@@ -7,8 +7,10 @@
   `patch`, `patch_status` and `delete` with a stale one fail with `Conflict`
   (compare-and-swap), and so does `delete` with a uid that is not the object's.
 - `metadata.generation` counts spec changes only; status and metadata changes keep it.
-- Kinds with a status subresource (Pod, Node, InferenceGroup) ignore `status` on `update`
-  and change only `status` on `update_status`.
+- Kinds with a status subresource (Pod, Node, InferenceGroup by default) ignore `status`
+  on `update` and change only `status` on `update_status`. Which kinds have one, and which
+  are cluster-scoped, is per store: `register_kind` adds one (the local API server
+  registers each CustomResourceDefinition's kind).
 - `delete` of an object with finalizers sets `deletionTimestamp` and keeps it until the
   last finalizer is removed; finalizers cannot be added once deletion started.
 - Removing an object deletes its dependents (owner references by uid), recursively,
@@ -32,14 +34,15 @@ import copy
 import hashlib
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable, Iterable, Literal, Mapping
 
 from tandem.api.timestamps import rfc3339
 from tandem.controller.ports import AlreadyExists, Conflict, EventType, Gone, Invalid, NotFound, Object, ObjectRef, Propagation, Selector
 from tandem.controller.selectors import matches, matches_fields, parse_fields
 
+# A store's defaults; `MemoryStore.register_kind` adds to its own copies.
 STATUS_SUBRESOURCE = frozenset({"Pod", "Node", "InferenceGroup"})
-CLUSTER_SCOPED = frozenset({"Node", "ClusterTopology"})
+CLUSTER_SCOPED = frozenset({"Node", "ClusterTopology", "Namespace", "CustomResourceDefinition"})
 HISTORY = 10_000
 EVENT_SOURCE = "tandem"
 
@@ -62,12 +65,13 @@ class ListResult:
 class Snapshot:
     """A `Reader` over the store as it was at one resourceVersion; objects are shared, read-only."""
 
-    def __init__(self, objects: dict[tuple[str, str, str], Object], version: int):
+    def __init__(self, objects: dict[tuple[str, str, str], Object], version: int, cluster_scoped: frozenset[str] = CLUSTER_SCOPED):
         self._objects = objects
+        self._cluster_scoped = cluster_scoped
         self.resource_version = str(version)
 
     def get(self, kind: str, namespace: str | None, name: str) -> Object:
-        obj = self._objects.get(_key(kind, namespace, name))
+        obj = self._objects.get(_key(kind, namespace, name, self._cluster_scoped))
         if obj is None:
             raise NotFound(f"{kind} {_where(namespace, name)} not found")
         return obj
@@ -77,17 +81,46 @@ class Snapshot:
 
 
 class MemoryStore:
-    def __init__(self, clock: Callable[[], float] = lambda: 0.0, history: int = HISTORY):
+    def __init__(
+        self,
+        clock: Callable[[], float] = lambda: 0.0,
+        history: int = HISTORY,
+        *,
+        status_subresource: Iterable[str] = STATUS_SUBRESOURCE,
+        cluster_scoped: Iterable[str] = CLUSTER_SCOPED,
+    ):
         self._clock = clock
+        self._status = set(status_subresource)
+        self._cluster_scoped = frozenset(cluster_scoped)
         self._objects: dict[tuple[str, str, str], Object] = {}
         self._events: deque[Event] = deque(maxlen=history)
         self._version = 0
         self._uids = 0
 
+    # ------------------------------------------------------------------ kinds
+
+    def register_kind(self, kind: str, *, cluster_scoped: bool, status: bool) -> None:
+        """Serve `kind` as cluster-scoped or namespaced, with or without a status subresource.
+        Its scope cannot change while objects of it are stored (their keys depend on it)."""
+        if cluster_scoped != (kind in self._cluster_scoped) and any(k == kind for k, _, _ in self._objects):
+            raise Invalid(f"{kind}: the scope of a kind cannot change while objects of it exist")
+        self._cluster_scoped = self._cluster_scoped | {kind} if cluster_scoped else self._cluster_scoped - {kind}
+        if status:
+            self._status.add(kind)
+        else:
+            self._status.discard(kind)
+
+    def is_cluster_scoped(self, kind: str) -> bool:
+        return kind in self._cluster_scoped
+
+    def has_status(self, kind: str) -> bool:
+        """Whether `kind` has a status subresource."""
+        return kind in self._status
+
     # ------------------------------------------------------------------ reads
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(dict(self._objects), self._version)
+        return Snapshot(dict(self._objects), self._version, self._cluster_scoped)
 
     def get(self, kind: str, namespace: str | None, name: str) -> Object:
         obj = self._objects.get(self._key(kind, namespace, name))
@@ -129,7 +162,7 @@ class MemoryStore:
         kind, meta = obj.get("kind"), obj.setdefault("metadata", {})
         if not kind or not meta.get("name"):
             raise Invalid("kind and metadata.name are required")
-        if kind not in CLUSTER_SCOPED:
+        if kind not in self._cluster_scoped:
             meta.setdefault("namespace", "default")
         key = self._key(kind, meta.get("namespace"), meta["name"])
         if key in self._objects:
@@ -147,7 +180,7 @@ class MemoryStore:
         """Replace the object (not its status, for kinds with a status subresource)."""
         current = self._current(obj)
         new = copy.deepcopy(obj)
-        if obj["kind"] in STATUS_SUBRESOURCE:
+        if obj["kind"] in self._status:
             if "status" in current:
                 new["status"] = copy.deepcopy(current["status"])
             else:
@@ -167,7 +200,7 @@ class MemoryStore:
         """JSON merge patch (RFC 7386) of everything but status; optional resourceVersion precondition."""
         current = self.get(kind, namespace, name)
         self._precondition(current, resource_version, None)
-        body = {k: v for k, v in patch.items() if k != "status" or kind not in STATUS_SUBRESOURCE}
+        body = {k: v for k, v in patch.items() if k != "status" or kind not in self._status}
         new = _merge(copy.deepcopy(current), body)
         new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         return self._replace(current, new)
@@ -176,7 +209,7 @@ class MemoryStore:
         self, kind: str, namespace: str | None, name: str, patch: Mapping[str, Any], *, resource_version: str | None = None
     ) -> Object:
         """JSON merge patch of the `/status` subresource: only `status` changes."""
-        if kind not in STATUS_SUBRESOURCE:
+        if kind not in self._status:
             raise NotFound(f"{kind} has no status subresource")
         current = self.get(kind, namespace, name)
         self._precondition(current, resource_version, None)
@@ -333,9 +366,8 @@ class MemoryStore:
         """The injected clock (seconds) as the RFC 3339 text a real API server writes."""
         return rfc3339(self._clock())
 
-    @staticmethod
-    def _key(kind: str, namespace: str | None, name: str) -> tuple[str, str, str]:
-        return _key(kind, namespace, name)
+    def _key(self, kind: str, namespace: str | None, name: str) -> tuple[str, str, str]:
+        return _key(kind, namespace, name, self._cluster_scoped)
 
     @staticmethod
     def _where(namespace: str | None, name: str) -> str:
@@ -345,8 +377,8 @@ class MemoryStore:
         return f"{kind} {self._where(namespace, name)} was modified since it was read; re-read and retry"
 
 
-def _key(kind: str, namespace: str | None, name: str) -> tuple[str, str, str]:
-    return (kind, "" if kind in CLUSTER_SCOPED else (namespace or "default"), name)
+def _key(kind: str, namespace: str | None, name: str, cluster_scoped: frozenset[str]) -> tuple[str, str, str]:
+    return (kind, "" if kind in cluster_scoped else (namespace or "default"), name)
 
 
 def _where(namespace: str | None, name: str) -> str:

@@ -1,0 +1,184 @@
+"""What the server does to an object before it is stored, and around its removal, per kind.
+
+- Every kind: names are checked (DNS subdomains; namespaces DNS labels), `generateName`
+  is honoured, and a namespaced object in a namespace that does not exist creates it
+  (lenient, like the NamespaceAutoProvision admission plugin).
+- Custom resources: status is dropped on create when a status subresource exists; fields
+  the schema does not declare are pruned (per `fieldValidation`: Strict refuses them with
+  400, Warn — the default — answers a warning, Ignore is silent); defaults are filled in;
+  the result is validated (422 naming each field).
+- Pods start `Pending` (those loaded from cluster files keep the status written); Services
+  get a cluster IP (10.96.x.y) unless headless; Namespaces are `Active`.
+- CustomResourceDefinitions are checked, and once stored their resources are served;
+  deleting one deletes its objects. Deleting a Namespace deletes what it holds.
+Built-in kinds are otherwise stored as sent: there is no admission chain beyond this.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+from tandem.apiserver import crds
+from tandem.apiserver.kinds import Resource
+from tandem.apiserver.schema import Cause
+from tandem.apiserver.state import State
+from tandem.apiserver.status import InvalidObject
+from tandem.errors import BadRequest, NotFound
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation", "managedFields", "selfLink")
+FIELD_VALIDATION = ("Ignore", "Warn", "Strict")
+NAMESPACE_KIND = "Namespace"
+CRD_KIND = "CustomResourceDefinition"
+
+
+def prepare_create(state: State, resource: Resource, obj: dict[str, Any], params: dict[str, str], *, keep_status: bool = False) -> list[str]:
+    """Make `obj` what is stored (in place); returns warnings for the client."""
+    meta = obj["metadata"]
+    for field in SERVER_FIELDS:
+        meta.pop(field, None)
+    if not meta.get("name") and meta.get("generateName"):
+        meta["name"] = _unused_name(state, resource, meta.get("namespace"), meta["generateName"])
+    check_name(resource, meta.get("name") or "")
+    if resource.namespaced:
+        check_namespace(meta["namespace"])
+    warnings: list[str] = []
+    if resource.custom:
+        if resource.status:
+            obj.pop("status", None)
+        warnings = check_custom(resource, obj, params)
+    elif resource.kind == "Pod" and not (keep_status and obj.get("status")):
+        obj["status"] = {"phase": "Pending"}
+    elif resource.kind == "Service":
+        _allocate_cluster_ip(state, obj)
+    elif resource.kind == NAMESPACE_KIND:
+        obj["status"] = {"phase": "Active"}
+    elif resource.kind == CRD_KIND:
+        _check_crd(state, resource, obj, None)
+    return warnings
+
+
+def prepare_update(state: State, resource: Resource, new: dict[str, Any], current: dict[str, Any], params: dict[str, str]) -> list[str]:
+    """Check an object about to replace `current` (status already settled by the caller)."""
+    if resource.custom:
+        return check_custom(resource, new, params)
+    if resource.kind == "Service":
+        spec, old = new.setdefault("spec", {}), current.get("spec") or {}
+        for field in ("clusterIP", "clusterIPs"):
+            if field not in spec and field in old:
+                spec[field] = copy.deepcopy(old[field])
+    elif resource.kind == CRD_KIND:
+        _check_crd(state, resource, new, current)
+    return []
+
+
+def ensure_namespace(state: State, namespace: str) -> None:
+    """Create `namespace` if it does not exist (with the lock held)."""
+    try:
+        state.store.get(NAMESPACE_KIND, None, namespace)
+    except NotFound:
+        state.store.create({"apiVersion": "v1", "kind": NAMESPACE_KIND, "metadata": {"name": namespace}, "status": {"phase": "Active"}})
+
+
+def after_write(state: State, resource: Resource, stored: dict[str, Any]) -> dict[str, Any]:
+    """What follows a create or update: a CRD's resources are served, and it says so in its status."""
+    if resource.kind != CRD_KIND or resource.custom:
+        return stored
+    state.registry.replace_crd(stored["metadata"]["name"], crds.resources_of(stored))
+    status = crds.accepted_status(stored, state.clock())
+    if stored.get("status") == status:
+        return stored
+    return state.store.update_status({**stored, "status": status})
+
+
+def before_delete(state: State, resource: Resource, obj: dict[str, Any]) -> None:
+    """A Namespace takes what it holds with it; a CRD takes its objects and stops being served."""
+    if resource.custom:
+        return
+    name = obj["metadata"]["name"]
+    if resource.kind == NAMESPACE_KIND:
+        for served in {r.kind: r for r in state.registry.all() if r.namespaced and r.storage}.values():
+            for item in state.store.list(served.kind, name):
+                _delete_quietly(state, served.kind, name, item["metadata"]["name"])
+    elif resource.kind == CRD_KIND:
+        kind = ((obj.get("spec") or {}).get("names") or {}).get("kind")
+        served = state.registry.for_kind(kind) if kind else None
+        if served is not None and served.crd == name:
+            for item in state.store.list(kind):
+                _delete_quietly(state, kind, item["metadata"].get("namespace"), item["metadata"]["name"])
+            state.registry.replace_crd(name, [])
+
+
+def check_custom(resource: Resource, obj: dict[str, Any], params: dict[str, str]) -> list[str]:
+    """Prune, default and validate a custom object against its CRD's schema (in place)."""
+    if resource.schema is None:
+        return []
+    mode = params.get("fieldValidation") or "Warn"
+    if mode not in FIELD_VALIDATION:
+        raise BadRequest(f"fieldValidation: unsupported value {mode!r}: supported values: Ignore, Warn, Strict")
+    unknown = resource.schema.prune(obj)
+    if unknown and mode == "Strict":
+        fields = ", ".join(f'unknown field "{path}"' for path in unknown)
+        raise BadRequest(f'{resource.kind} in version "{resource.version}" cannot be handled as a {resource.kind}: strict decoding error: {fields}')
+    resource.schema.default(obj)
+    causes = resource.schema.problems(obj)
+    if causes:
+        raise InvalidObject(resource, obj["metadata"].get("name", ""), causes)
+    return [f'unknown field "{path}"' for path in unknown] if mode == "Warn" else []
+
+
+def check_name(resource: Resource, name: str) -> None:
+    if not name:
+        raise InvalidObject(resource, name, [Cause("metadata.name", "FieldValueRequired", "Required value: name or generateName is required")])
+    label = resource.kind == NAMESPACE_KIND
+    pattern, limit = (_LABEL, 63) if label else (_SUBDOMAIN, 253)
+    if len(name) > limit or not pattern.match(name):
+        what, chars = ("RFC 1123 label", "'-'") if label else ("RFC 1123 subdomain", "'-' or '.'")
+        message = (f'Invalid value: "{name}": a lowercase {what} must consist of lower case alphanumeric characters, {chars}, '
+                   f"and must start and end with an alphanumeric character (at most {limit})")
+        raise InvalidObject(resource, name, [Cause("metadata.name", "FieldValueInvalid", message)])
+
+
+def check_namespace(namespace: str) -> None:
+    if len(namespace) > 63 or not _LABEL.match(namespace):
+        raise BadRequest(f'namespace "{namespace}" is not a valid RFC 1123 label')
+
+
+def _check_crd(state: State, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    causes = crds.problems(obj, state.registry, old)
+    if causes:
+        raise InvalidObject(resource, obj["metadata"].get("name", ""), causes)
+
+
+def _unused_name(state: State, resource: Resource, namespace: str | None, prefix: str) -> str:
+    while True:
+        name = state.generated_name(prefix)
+        try:
+            state.store.get(resource.kind, namespace, name)
+        except NotFound:
+            return name
+
+
+def _allocate_cluster_ip(state: State, obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    for port in spec.get("ports") or []:
+        port.setdefault("protocol", "TCP")
+        port.setdefault("targetPort", port.get("port"))
+    if spec["type"] == "ExternalName" or spec.get("clusterIP"):
+        if spec.get("clusterIP") and "clusterIPs" not in spec:
+            spec["clusterIPs"] = [spec["clusterIP"]]
+        return
+    n = state.next("clusterIP")
+    ip = f"10.96.{n // 254 % 256}.{n % 254 + 1}"
+    spec["clusterIP"], spec["clusterIPs"] = ip, [ip]
+
+
+def _delete_quietly(state: State, kind: str, namespace: str | None, name: str) -> None:
+    try:
+        state.store.delete(kind, namespace, name)
+    except NotFound:
+        pass  # taken already by a cascade

@@ -1,0 +1,286 @@
+"""A simulated scheduler and kubelets, in real time: what a cluster does to a pod tandem lets go.
+
+- A gated pod is left alone (its PodScheduled condition says `SchedulingGated`).
+- A pod whose scheduling gates are all gone is bound, `bind_latency` seconds later, to the
+  first node (by name) that is Ready, schedulable, matches its whole `nodeSelector` (so
+  tandem's `kubernetes.io/hostname` choice is honoured), tolerates the node's NoSchedule
+  taints and has room for its requests (every resource the node's `allocatable` lists:
+  nvidia.com/gpu, cpu, memory, pods). A pod that fits nowhere stays Pending with
+  PodScheduled False, `Unschedulable`, and the reason.
+- A bound pod starts at once: phase Running, a pod IP (10.0.x.y, handed out in order, so
+  the same run gives the same addresses), container statuses; it turns Ready `ready_after`
+  seconds after it started.
+- Pods on a node that is not Ready are left as they are; nothing fails on its own.
+Like `tandem.sim.kubelet`, with the wall clock (injected) instead of the simulator's.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from tandem.api.quantity import parse_quantity
+from tandem.api.timestamps import rfc3339
+from tandem.apiserver.state import State
+from tandem.controller.pods import pod_ready
+from tandem.errors import ApiError
+
+IDLE_WAKE_S = 1.0  # look again at least this often, even when nothing changes
+COALESCE_S = 0.02  # after a step, let a burst of writes land before the next
+
+
+@dataclass
+class Kubelet:
+    state: State
+    ready_after: float = 0.0
+    bind_latency: float = 0.0
+    monotonic: Callable[[], float] = time.monotonic
+    _eligible: dict[str, float] = field(default_factory=dict)  # uid -> when its gates were seen gone
+    _started: dict[str, float] = field(default_factory=dict)  # uid -> when it started running
+    _ips: dict[str, str] = field(default_factory=dict)
+    _addresses: int = 0  # pod IPs handed out so far
+    _seen: str = ""
+    _thread: threading.Thread | None = None
+
+    def start(self) -> "Kubelet":
+        self._thread = threading.Thread(target=self._run, name="tandem-apiserver-kubelet", daemon=True)
+        self._thread.start()
+        return self
+
+    def join(self, timeout: float = 5.0) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        delay: float | None = None
+        while True:
+            with self.state.lock:
+                if self.state.store.resource_version == self._seen and not self.state.stopping:
+                    self.state.lock.wait(IDLE_WAKE_S if delay is None else min(max(delay, 0.001), IDLE_WAKE_S))
+                if self.state.stopping:
+                    return
+                delay = self.step()
+                self._seen = self.state.store.resource_version
+            time.sleep(COALESCE_S)
+
+    def step(self) -> float | None:
+        """Do what is due (with the lock held); seconds until the next thing is due, or None."""
+        now = self.monotonic()
+        snapshot = self.state.store.snapshot()
+        pods = snapshot.list("Pod")
+        nodes = snapshot.list("Node")
+        used = _used(pods)
+        due: list[float] = []
+        wrote = False
+        for pod in sorted(pods, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["namespace"], p["metadata"]["name"])):
+            meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+            uid = meta["uid"]
+            if meta.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
+                continue
+            try:
+                if not spec.get("nodeName"):
+                    if spec.get("schedulingGates"):
+                        self._eligible.pop(uid, None)
+                        wrote |= self._scheduled_condition(pod, "False", "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates")
+                        continue
+                    first = self._eligible.setdefault(uid, now)
+                    if now - first < self.bind_latency:
+                        due.append(first + self.bind_latency - now)
+                        continue
+                    node, why = _first_fit(pod, nodes, used)
+                    if node is None:
+                        wrote |= self._scheduled_condition(pod, "False", "Unschedulable", why)
+                        continue
+                    pod = self.state.store.bind(meta["namespace"], meta["name"], node)
+                    _add(used[node], _requests(pod))
+                    wrote = True
+                if (uid not in self._started or (pod.get("status") or {}).get("phase") != "Running") and self._run_pod(pod, now):
+                    pod = self.state.store.get("Pod", meta["namespace"], meta["name"])
+                    wrote = True
+                if not pod_ready(pod):
+                    left = self._started[uid] + self.ready_after - now
+                    if left <= 0:
+                        self._ready(pod)
+                        wrote = True
+                    else:
+                        due.append(left)
+            except ApiError:
+                continue  # changed under us (deleted, re-gated): look again next step
+        alive = {p["metadata"]["uid"] for p in pods}
+        for remembered in (self._eligible, self._started, self._ips):
+            for uid in [u for u in remembered if u not in alive]:
+                del remembered[uid]
+        if wrote:
+            self.state.changed()
+        return min(due) if due else None
+
+    # ------------------------------------------------------------------ status writes
+
+    def _scheduled_condition(self, pod: dict[str, Any], status: str, reason: str, message: str) -> bool:
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+        if current and (current.get("status"), current.get("reason"), current.get("message")) == (status, reason, message):
+            return False
+        condition = {"type": "PodScheduled", "status": status, "reason": reason, "message": message, "lastProbeTime": None,
+                     "lastTransitionTime": rfc3339(int(self.state.clock()))}
+        new = {**pod, "status": {"phase": "Pending", **(pod.get("status") or {}),
+                                 "conditions": [c for c in conditions if c.get("type") != "PodScheduled"] + [condition]}}
+        self.state.store.update_status(new)
+        return True
+
+    def _run_pod(self, pod: dict[str, Any], now: float) -> bool:
+        uid = pod["metadata"]["uid"]
+        self._started.setdefault(uid, now)
+        status = pod.get("status") or {}
+        if status.get("phase") == "Running" and status.get("podIP"):
+            return False  # already running (a pod loaded from a cluster file)
+        stamp = rfc3339(int(self.state.clock()))
+        if uid not in self._ips:
+            self._addresses += 1
+            self._ips[uid] = _address(self._addresses)
+        ip = self._ips[uid]
+        new_status = {
+            "phase": "Running",
+            "conditions": _conditions(False, stamp),
+            "hostIP": _host_ip(pod["spec"]["nodeName"]),
+            "podIP": ip,
+            "podIPs": [{"ip": ip}],
+            "startTime": stamp,
+            "qosClass": "BestEffort",
+            "containerStatuses": [
+                {"name": c.get("name", ""), "image": c.get("image", ""), "imageID": "", "ready": False, "restartCount": 0, "started": True,
+                 "state": {"running": {"startedAt": stamp}}}
+                for c in pod["spec"].get("containers") or []
+            ],
+        }
+        self.state.store.update_status({**pod, "status": new_status})
+        return True
+
+    def _ready(self, pod: dict[str, Any]) -> None:
+        status = dict(pod.get("status") or {})
+        stamp = rfc3339(int(self.state.clock()))
+        status["phase"] = "Running"
+        status["conditions"] = _conditions(True, stamp)
+        status["containerStatuses"] = [{**c, "ready": True} for c in status.get("containerStatuses") or []]
+        self.state.store.update_status({**pod, "status": status})
+
+
+def _conditions(ready: bool, stamp: str) -> list[dict[str, Any]]:
+    state = "True" if ready else "False"
+    out = [
+        {"type": "PodReadyToStartContainers", "status": "True", "lastTransitionTime": stamp},
+        {"type": "Initialized", "status": "True", "lastTransitionTime": stamp},
+        {"type": "Ready", "status": state, "lastTransitionTime": stamp},
+        {"type": "ContainersReady", "status": state, "lastTransitionTime": stamp},
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": stamp},
+    ]
+    if not ready:
+        out[2]["reason"] = out[3]["reason"] = "ContainersNotReady"
+    return out
+
+
+def _address(n: int) -> str:
+    return f"10.0.{n // 254 % 256}.{n % 254 + 1}"
+
+
+def _host_ip(node: str) -> str:
+    """A stable made-up address per node name."""
+    digest = sum((i + 1) * ord(ch) for i, ch in enumerate(node))
+    return f"192.168.{digest // 254 % 256}.{digest % 254 + 1}"
+
+
+# ----------------------------------------------------------------------------- scheduling
+
+Amounts = dict[str, int]  # resource name -> milli-units
+
+
+def _requests(pod: dict[str, Any]) -> Amounts:
+    out: Amounts = defaultdict(int)
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for name, value in ((container.get("resources") or {}).get("requests") or {}).items():
+            try:
+                out[name] += parse_quantity(value)
+            except ValueError:
+                continue
+    out["pods"] += 1000
+    return out
+
+
+def _add(total: Amounts, more: Amounts) -> None:
+    for name, amount in more.items():
+        total[name] = total.get(name, 0) + amount
+
+
+def _used(pods: list[dict[str, Any]]) -> dict[str, Amounts]:
+    used: dict[str, Amounts] = defaultdict(dict)
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            _add(used[node], _requests(pod))
+    return used
+
+
+def _first_fit(pod: dict[str, Any], nodes: list[dict[str, Any]], used: dict[str, Amounts]) -> tuple[str | None, str]:
+    """The first node by name the pod may go to, or None and why not."""
+    spec = pod.get("spec") or {}
+    selector = spec.get("nodeSelector") or {}
+    wanted = _requests(pod)
+    reasons: dict[str, int] = defaultdict(int)
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        name = node["metadata"]["name"]
+        labels = node["metadata"].get("labels") or {}
+        if any(labels.get(k) != v for k, v in selector.items()):
+            reasons["didn't match Pod's node affinity/selector"] += 1
+        elif not _node_ready(node):
+            reasons["node(s) were not ready"] += 1
+        elif (node.get("spec") or {}).get("unschedulable"):
+            reasons["node(s) were unschedulable"] += 1
+        elif not _tolerated(node, spec.get("tolerations") or []):
+            reasons["node(s) had untolerated taint"] += 1
+        else:
+            short = _short(wanted, used.get(name, {}), (node.get("status") or {}).get("allocatable") or {})
+            if short is None:
+                return name, ""
+            reasons[f"Insufficient {short}"] += 1
+    detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+    return None, f"0/{len(nodes)} nodes are available" + (f": {detail}." if detail else ".")
+
+
+def _short(wanted: Amounts, used: Amounts, allocatable: dict[str, Any]) -> str | None:
+    """The first resource the node lacks for `wanted`, or None when it fits."""
+    for name, amount in sorted(wanted.items()):
+        if name not in allocatable:
+            if amount > 0 and name != "pods":
+                return name
+            continue
+        try:
+            capacity = parse_quantity(allocatable[name])
+        except ValueError:
+            continue
+        if used.get(name, 0) + amount > capacity:
+            return name
+    return None
+
+
+def _node_ready(node: dict[str, Any]) -> bool:
+    return all(c.get("status") == "True" for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready")
+
+
+def _tolerated(node: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(_tolerates(t, taint) for t in tolerations):
+            return False
+    return True
+
+
+def _tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("operator") == "Exists":
+        return not toleration.get("key") or toleration["key"] == taint.get("key")
+    return toleration.get("key") == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")

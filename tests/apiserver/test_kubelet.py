@@ -1,0 +1,106 @@
+"""The simulated scheduler and kubelets: bind where the selector says, start, turn Ready."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from apiserver.helpers import NS, Client, pod, small_cluster
+from tandem.apiserver.kubelet import Kubelet
+from tandem.apiserver.server import ApiServer
+
+PODS = f"/api/v1/namespaces/{NS}/pods"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def world():
+    with ApiServer(objects=small_cluster(gpus=8), kubelet=False) as server:
+        clock = Clock()
+        kubelet = Kubelet(server.state, ready_after=5.0, bind_latency=1.0, monotonic=clock)
+
+        def step() -> float | None:
+            with server.state.lock:
+                return kubelet.step()
+
+        yield Client(server.url), clock, step
+
+
+def _pod(client: Client, name: str) -> dict:
+    return client.get(f"{PODS}/{name}").body
+
+
+def _condition(obj: dict, kind: str) -> dict:
+    return next(c for c in obj["status"]["conditions"] if c["type"] == kind)
+
+
+def test_a_pod_whose_gates_are_gone_is_bound_to_its_hostname_started_then_ready(world):
+    client, clock, step = world
+    client.post(PODS, pod("p", gated=True, node="n-002", gpus=8))
+    step()
+    gated = _pod(client, "p")
+    assert "nodeName" not in gated["spec"] and _condition(gated, "PodScheduled")["reason"] == "SchedulingGated"
+    client.patch(f"{PODS}/p", {"spec": {"schedulingGates": None}})
+    assert step() == pytest.approx(1.0), "the bind latency is due next"
+    clock.now += 1.0
+    assert step() == pytest.approx(5.0)
+    running = _pod(client, "p")
+    assert running["spec"]["nodeName"] == "n-002" and running["status"]["phase"] == "Running"
+    assert running["status"]["podIP"] == "10.0.0.2" and _condition(running, "Ready")["status"] == "False"
+    assert running["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
+    clock.now += 5.0
+    assert step() is None
+    ready = _pod(client, "p")
+    assert _condition(ready, "Ready")["status"] == "True" and ready["status"]["containerStatuses"][0]["ready"] is True
+
+
+def test_pods_without_a_selector_go_first_fit_and_the_rest_wait_unschedulable(world):
+    client, clock, step = world
+    clock.now += 10
+    for name in ("a", "b", "c", "d", "e"):
+        client.post(PODS, pod(name, gpus=8))
+    step()
+    step()
+    clock.now += 1.0
+    step()
+    nodes = {name: _pod(client, name)["spec"].get("nodeName") for name in "abcde"}
+    assert nodes == {"a": "n-000", "b": "n-001", "c": "n-002", "d": "n-003", "e": None}
+    waiting = _condition(_pod(client, "e"), "PodScheduled")
+    assert waiting["reason"] == "Unschedulable" and "4 Insufficient nvidia.com/gpu" in waiting["message"]
+    assert [_pod(client, n)["status"]["podIP"] for n in "abcd"] == ["10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"]
+    client.delete(f"{PODS}/a")
+    step()
+    assert _pod(client, "e")["spec"]["nodeName"] == "n-000", "room freed is used"
+
+
+def test_a_selector_naming_a_full_or_cordoned_node_leaves_the_pod_pending(world):
+    client, clock, step = world
+    client.patch("/api/v1/nodes/n-001", {"spec": {"unschedulable": True}})
+    client.post(PODS, pod("p", node="n-001"))
+    step()
+    clock.now += 1.0
+    step()
+    assert "nodeName" not in _pod(client, "p")["spec"]
+    assert "node(s) were unschedulable" in _condition(_pod(client, "p"), "PodScheduled")["message"]
+
+
+def test_the_kubelet_thread_works_in_real_time():
+    with ApiServer(objects=small_cluster(), ready_after=0.2) as server:
+        client = Client(server.url)
+        client.post(PODS, pod("p", node="n-001"))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            current = _pod(client, "p")
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in current.get("status", {}).get("conditions", [])):
+                break
+            time.sleep(0.05)
+        assert current["spec"]["nodeName"] == "n-001"
+        assert _condition(current, "Ready")["status"] == "True"

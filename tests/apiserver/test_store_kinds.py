@@ -1,0 +1,33 @@
+"""The store's kind registry, per store: what the API server's CRDs need of it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tandem.errors import Invalid, NotFound
+from tandem.sim.store import CLUSTER_SCOPED, STATUS_SUBRESOURCE, MemoryStore
+
+
+def test_default_kinds_are_todays_plus_namespaces_and_crds():
+    store = MemoryStore()
+    assert STATUS_SUBRESOURCE == {"Pod", "Node", "InferenceGroup"}
+    assert CLUSTER_SCOPED == {"Node", "ClusterTopology", "Namespace", "CustomResourceDefinition"}
+    namespace = store.create({"kind": "Namespace", "metadata": {"name": "serving"}})
+    assert "namespace" not in namespace["metadata"] and store.is_cluster_scoped("Namespace")
+    assert store.has_status("Pod") and not store.has_status("ConfigMap")
+
+
+def test_a_registered_kind_gets_its_scope_and_status_subresource_in_that_store_only():
+    store, other = MemoryStore(), MemoryStore()
+    store.register_kind("Widget", cluster_scoped=True, status=True)
+    widget = store.create({"kind": "Widget", "metadata": {"name": "w"}, "spec": {"a": 1}})
+    assert "namespace" not in widget["metadata"] and store.snapshot().get("Widget", None, "w")["spec"] == {"a": 1}
+    store.patch_status("Widget", None, "w", {"status": {"ok": True}})
+    assert store.patch("Widget", None, "w", {"status": {"ok": False}})["status"] == {"ok": True}, "status only through the subresource"
+    assert not other.is_cluster_scoped("Widget") and not other.has_status("Widget")
+    with pytest.raises(NotFound):
+        other.patch_status("Widget", None, "w", {"status": {}})
+    with pytest.raises(Invalid):
+        store.register_kind("Widget", cluster_scoped=False, status=True)  # objects exist: their keys depend on the scope
+    store.register_kind("Widget", cluster_scoped=True, status=False)
+    assert not store.has_status("Widget")
