@@ -58,7 +58,8 @@ def autoscale(cluster: Cluster, now: float, metrics: Metrics) -> AutoscaleReport
             if problems:
                 report.events.append(f"{key}: autoscaler: invalid, skipped: {problems[0]}")
             continue
-        saved = read_status(raw).autoscaling
+        stored = read_status(raw)
+        saved = stored.autoscaling
         if saved is not None and now - seconds(saved.last_decision_at) < spec.interval_seconds:
             due.append(seconds(saved.last_decision_at) + spec.interval_seconds)
             continue
@@ -90,7 +91,7 @@ def autoscale(cluster: Cluster, now: float, metrics: Metrics) -> AutoscaleReport
             desired={k: int(v) for k, v in sorted(decision.desired.items())},
             state=autoscaler_memory_of(decision.state),
         )
-        patch = owned_patch(read_status(raw).model_copy(update={"autoscaling": memory}), AUTOSCALER_KEYS)
+        patch = owned_patch(stored.model_copy(update={"autoscaling": memory}), AUTOSCALER_KEYS)
         try:
             # Its own key only, so no precondition: the reconcile pass's keys are not in it.
             cluster.patch_status("InferenceGroup", meta.get("namespace"), meta["name"], patch)

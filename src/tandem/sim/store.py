@@ -355,8 +355,10 @@ class MemoryStore:
             if orphan:
                 current = self._objects[dependent]
                 new = copy.deepcopy(current)
-                new["metadata"]["ownerReferences"] = [r for r in current["metadata"]["ownerReferences"] if r.get("uid") != uid] or None
-                if new["metadata"]["ownerReferences"] is None:
+                kept = [r for r in current["metadata"]["ownerReferences"] if r.get("uid") != uid]
+                if kept:
+                    new["metadata"]["ownerReferences"] = kept
+                else:
                     del new["metadata"]["ownerReferences"]
                 self._replace(current, new)
             else:
