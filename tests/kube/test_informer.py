@@ -4,6 +4,7 @@ lag, and a stop that does not wait for a quiet watch."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Callable
 
@@ -171,3 +172,62 @@ def test_pods_are_cached_trimmed(api, start):
                               "schedulingGates": [{"name": "tandem.dev/placement"}]}
     assert "managedFields" not in cached["metadata"] and cached["metadata"]["annotations"] == {"tandem.dev/admitted": "true"}
     assert cached["metadata"]["uid"] and cached["metadata"]["resourceVersion"]
+
+
+def _event(informer, type_, name, version, **meta):
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "resourceVersion": version, **meta}}
+    assert informer._event(json.dumps({"type": type_, "object": obj}).encode())
+
+
+def _versions(informer):
+    with informer.lock:
+        return {name: o["metadata"]["resourceVersion"] for (_, name), o in informer.items.items()}
+
+
+@pytest.fixture
+def offline(api_rest):
+    """An informer fed by hand, as the watch would feed it, with the changes it reports."""
+    seen = []
+    informer = Informer(api_rest, kind_of("Pod"), on_change=lambda kind, type_, obj: seen.append((type_, obj["metadata"]["name"])))
+    informer.resource_version = "10"
+    return informer, seen
+
+
+def test_own_writes_are_read_back_at_once_and_their_echo_still_reports_a_change(offline):
+    informer, seen = offline
+    informer.wrote({"metadata": {"name": "a", "namespace": NS, "resourceVersion": "11"}})
+    assert _versions(informer) == {"a": "11"} and seen == [], "read at once; the pass that wrote knows already"
+    _event(informer, "ADDED", "a", "11")
+    assert seen == [("ADDED", "a")], "the echo makes the next pass run"
+    _event(informer, "MODIFIED", "a", "12")
+    informer.wrote({"metadata": {"name": "a", "namespace": NS, "resourceVersion": "12"}})
+    assert _versions(informer) == {"a": "12"}
+    informer.wrote({"metadata": {"name": "b", "namespace": NS, "resourceVersion": "14"}})
+    _event(informer, "MODIFIED", "b", "13")
+    assert _versions(informer)["b"] == "14", "an event older than our write does not undo it"
+
+
+def test_an_answer_the_watch_has_passed_already_is_not_cached_again(offline):
+    informer, _ = offline
+    _event(informer, "ADDED", "a", "11")
+    _event(informer, "DELETED", "a", "12")
+    informer.wrote({"metadata": {"name": "a", "namespace": NS, "resourceVersion": "11"}})
+    assert _versions(informer) == {}, "the answer to a write the watch has already seen deleted"
+
+
+def test_own_deletes_leave_at_once_and_late_modifications_do_not_bring_them_back(offline):
+    informer, seen = offline
+    _event(informer, "ADDED", "a", "11")
+    _event(informer, "ADDED", "b", "12")
+    informer.deleted(NS, "a")
+    assert _versions(informer) == {"b": "12"}
+    _event(informer, "MODIFIED", "a", "13")  # a status update made before our delete reached the server
+    assert _versions(informer) == {"b": "12"}
+    _event(informer, "MODIFIED", "a", "14", deletionTimestamp="2026-11-25T00:00:00Z")
+    assert _versions(informer)["a"] == "14", "held by a finalizer: shown terminating"
+    _event(informer, "DELETED", "a", "15")
+    _event(informer, "ADDED", "a", "16")
+    assert _versions(informer) == {"a": "16", "b": "12"}, "created again"
+    informer.deleted(NS, "b")
+    _event(informer, "ADDED", "b", "17")
+    assert _versions(informer)["b"] == "17", "a newer ADDED after our delete: created again by someone"

@@ -6,8 +6,7 @@ write of its own, until every informer's cache holds exactly what a fresh list o
 server holds, (namespace, name) -> resourceVersion for every object. Versions are only
 compared for equality (they are opaque), and a delete, which has no version to wait for,
 and what the server did in its wake (a cascade) are covered alike. The production adapter
-promises no such thing (docs/kube.md): the controller is level-triggered and writes with
-preconditions, so it never needs to read its own writes.
+reads its own writes but not the server's side effects at once (docs/kube.md).
 
 For the contract suite (tests/contract/conftest.py), against `tandem apiserver`:
 

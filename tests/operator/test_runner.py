@@ -36,6 +36,17 @@ def test_changes_are_coalesced_rate_limited_and_requeues_honoured():
     assert s.next_due(5.0) == 5.05
 
 
+def test_a_change_that_comes_while_a_pass_runs_makes_another_pass_due():
+    s = PassSchedule(debounce=0.05, min_interval=0.1, resync=300.0)
+    s.ran(0.0, None)
+    s.changed(1.0)
+    s.changed(1.2)  # after the pass below started: it may not have seen this one
+    s.ran(1.1, None)
+    assert s.next_due(1.3) == 1.25, "the later change is not lost with the earlier one"
+    s.ran(1.25, None)
+    assert s.next_due(1.3) == 301.25, "every change seen: the resync"
+
+
 def test_the_operator_rolls_a_group_out_and_then_idles():
     store = world(design_group())
     clock = Clock()

@@ -8,6 +8,7 @@ UNIT_LABEL = LABEL_PREFIX + "unit"
 ROLE_LABEL = LABEL_PREFIX + "role"
 REPLICA_LABEL = LABEL_PREFIX + "replica"
 POD_INDEX_LABEL = LABEL_PREFIX + "pod-index"
+REVISION_LABEL = LABEL_PREFIX + "revision"  # the template revision a pod was made from
 # On pods of a group with `spec.topology.exclusive`: the level, so later plans know which
 # domains running exclusive units hold.
 EXCLUSIVE_LABEL = LABEL_PREFIX + "exclusive"

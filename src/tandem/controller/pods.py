@@ -32,6 +32,7 @@ from tandem.api.naming import (
     PEERS_VOLUME,
     POD_INDEX_LABEL,
     REPLICA_LABEL,
+    REVISION_LABEL,
     ROLE_LABEL,
     UNIT_LABEL,
     peers_config_map,
@@ -44,7 +45,6 @@ from tandem.api.resources import InferenceGroup
 from tandem.api.timestamps import seconds
 from tandem.coordination.model import Replica
 
-REVISION_LABEL = "tandem.dev/revision"
 ADMITTED = "tandem.dev/admitted"
 ASSIGNED_AT = "tandem.dev/assigned-at"  # when tandem chose the pod's node (RFC 3339, for the gang timeout)
 HOSTNAME = "kubernetes.io/hostname"

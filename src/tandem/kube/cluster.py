@@ -6,10 +6,12 @@ as its informer last heard it, all at one instant, and nothing changes under it.
 straight to the API (`writer.py`). Kinds in `live_kinds` (the Lease) are not watched but
 read from the API on each call.
 
-Consistency, as with client-go: a snapshot may lag the server, and read-your-writes is not
-promised (a pass may not yet see what the previous pass wrote). The controller is
-level-triggered and writes with preconditions, so a stale read costs a 409 Conflict and a
-retry on the next pass, never a wrong write.
+Consistency: a snapshot may lag the server for what others change, but it reads this
+process's own writes: each write's answer goes into its informer's cache at once (see
+`informer.py`), as the in-memory store does, so a pass never acts on the state before the
+previous pass's writes (client-go leaves this to each controller's "expectations"). The
+controller is level-triggered and writes with preconditions, so a stale read of someone
+else's change costs a 409 Conflict and a retry on the next pass, never a wrong write.
 """
 
 from __future__ import annotations
@@ -151,15 +153,15 @@ class KubeCluster:
     # ------------------------------------------------------------------ Writer
 
     def create(self, obj: Object) -> Object:
-        return self.writer.create(obj)
+        return self._wrote(obj["kind"], self.writer.create(obj))
 
     def patch(self, kind: str, namespace: str | None, name: str, patch: Mapping[str, Any], *, resource_version: str | None = None) -> Object:
-        return self.writer.patch(kind, namespace, name, patch, resource_version=resource_version)
+        return self._wrote(kind, self.writer.patch(kind, namespace, name, patch, resource_version=resource_version))
 
     def patch_status(
         self, kind: str, namespace: str | None, name: str, patch: Mapping[str, Any], *, resource_version: str | None = None
     ) -> Object:
-        return self.writer.patch_status(kind, namespace, name, patch, resource_version=resource_version)
+        return self._wrote(kind, self.writer.patch_status(kind, namespace, name, patch, resource_version=resource_version))
 
     def delete(
         self,
@@ -171,12 +173,32 @@ class KubeCluster:
         resource_version: str | None = None,
         propagation: Propagation = "Background",
     ) -> None:
-        self.writer.delete(kind, namespace, name, uid=uid, resource_version=resource_version, propagation=propagation)
+        answer = self.writer.delete(kind, namespace, name, uid=uid, resource_version=resource_version, propagation=propagation)
+        informer = self._informer_of(kind, namespace)
+        if informer is None:
+            return
+        if isinstance(answer, dict) and answer.get("kind") == kind and (answer.get("metadata") or {}).get("deletionTimestamp"):
+            informer.wrote(answer)  # still there, terminating
+        else:
+            informer.deleted(namespace, name)
 
     def record_event(self, involved: ObjectRef, type: EventType, reason: str, message: str) -> None:
         self.writer.record_event(involved, type, reason, message)
 
     # ------------------------------------------------------------------ internals
+
+    def _wrote(self, kind: str, answer: Object) -> Object:
+        informer = self._informer_of(kind, (answer.get("metadata") or {}).get("namespace"))
+        if informer is not None:
+            informer.wrote(answer)
+        return answer
+
+    def _informer_of(self, kind: str, namespace: str | None) -> Informer | None:
+        """The informer whose cache holds objects of `kind` in `namespace`, if one is watched."""
+        for informer in self.informers:
+            if informer.kind.kind == kind and (informer.namespace is None or informer.namespace == namespace):
+                return informer
+        return None
 
     def _changed(self, kind: str, event_type: str, obj: Object) -> None:
         hook = self.on_change

@@ -17,6 +17,17 @@ The cache maps (namespace, name) to the object, trimmed (`trim.py`), with `apiVe
 new version replaces the old under the cluster's lock, so a snapshot is one dict copy.
 `on_change(kind, event_type, obj)` is called after each change, outside the lock; a re-list
 reports what it found different as ADDED / MODIFIED / DELETED.
+
+Read-your-writes: what the process itself wrote goes into the cache as the server answered
+it (`wrote`, `deleted`), before the watch brings it back, so the next pass never acts on
+the state before its own writes (a replica whose second pod has not come back yet would
+look broken). The watch's echo of a write still reports a change (it is what makes the
+next pass run); an event older than the cached version of its object is dropped, and an
+object this process deleted is not brought back by a late MODIFIED event, only by its
+DELETED event, one with a `deletionTimestamp` (a finalizer or grace period holds it), a
+re-list, or an ADDED one (created again). Versions are
+compared as numbers where both are numbers (as every API server issues them); opaque
+ones are taken as they come.
 """
 
 from __future__ import annotations
@@ -72,6 +83,7 @@ class Informer:
         self.backoff = backoff
         self.clock = clock
         self.items: dict[Key, Object] = {}  # guarded by `lock`; entries replaced, objects never changed
+        self.deleted_here: dict[Key, str] = {}  # guarded by `lock`: deleted by this process, not yet seen gone
         self.resource_version: str = ""  # the last version seen (list, event or bookmark)
         self.lists = 0  # how many times it has listed
         self.last_heard: float | None = None
@@ -136,10 +148,43 @@ class Informer:
                 log.exception("informer %s failed; retrying", self.kind.kind)
                 self._pause(failures, None)
 
+    # ------------------------------------------------------------------ own writes
+
+    def wrote(self, obj: Mapping[str, Any]) -> None:
+        """The server's answer to a create or patch of ours: cache it unless the cache is newer."""
+        prepared = self._prepare(obj)
+        key = _key(prepared)
+        version = _version(prepared)
+        with self.lock:
+            if _not_after(version, self.resource_version):
+                return  # the watch has been past this write already: the cache is as new or newer
+            cached = self.items.get(key)
+            if cached is not None and _older(version, _version(cached)):
+                return
+            self.items[key] = prepared
+            self.deleted_here.pop(key, None)
+
+    def deleted(self, namespace: str | None, name: str) -> None:
+        """A delete of ours succeeded: the object leaves the cache now."""
+        key = (namespace or "", name)
+        with self.lock:
+            cached = self.items.get(key)
+            if cached is None or cached["metadata"].get("deletionTimestamp"):
+                return  # gone already, or the watch told us first that something holds it
+            del self.items[key]
+            self.deleted_here[key] = _version(cached)
+
+    # ------------------------------------------------------------------ the loop, continued
+
     def _list(self) -> None:
         objects, version = self._list_pages()
         fresh = {_key(o): self._prepare(o) for o in objects}
         with self.lock:
+            for key, at in list(self.deleted_here.items()):
+                if key not in fresh:
+                    del self.deleted_here[key]  # the server agrees
+                elif _not_after(_version(fresh[key]), at) and not fresh[key]["metadata"].get("deletionTimestamp"):
+                    del fresh[key]  # a list begun before our delete
             old, self.items = self.items, fresh
             self.resource_version = version
         self.lists += 1
@@ -229,13 +274,23 @@ class Informer:
         prepared = self._prepare(obj)
         key = _key(prepared)
         with self.lock:
+            self.resource_version = version or self.resource_version
+            cached, gone_at = self.items.get(key), self.deleted_here.get(key)
             if type_ == "DELETED":
                 self.items.pop(key, None)
-            else:
+                self.deleted_here.pop(key, None)
+                late = False
+            elif gone_at is not None:  # deleted here: only news of the deletion, or a new ADDED, counts
+                terminating = bool((prepared.get("metadata") or {}).get("deletionTimestamp"))
+                late = (type_ == "MODIFIED" and not terminating) or _not_after(version, gone_at)
+            else:  # older than what this process wrote
+                late = cached is not None and _older(version, _version(cached))
+            if type_ != "DELETED" and not late:
                 self.items[key] = prepared
-            self.resource_version = version or self.resource_version
+                self.deleted_here.pop(key, None)
         self._heard()
-        self._notify(type_, prepared)
+        if not late:
+            self._notify(type_, prepared)
         return True
 
     # ------------------------------------------------------------------ helpers
@@ -272,3 +327,12 @@ def _key(obj: Mapping[str, Any]) -> Key:
 
 def _version(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _older(version: str, than: str) -> bool:
+    """`version` comes before `than`; False when either is not a number (opaque: no order)."""
+    return version.isdigit() and than.isdigit() and int(version) < int(than)
+
+
+def _not_after(version: str, than: str) -> bool:
+    return version == than or _older(version, than)

@@ -82,13 +82,15 @@ class KubeWriter:
         uid: str | None = None,
         resource_version: str | None = None,
         propagation: Propagation = "Background",
-    ) -> None:
+    ) -> Object:
+        """Returns the server's answer: the object (still there while finalizers or a grace
+        period hold it, with `deletionTimestamp`), or a Status."""
         k = kind_of(kind)
         options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
         preconditions = {key: value for key, value in (("uid", uid), ("resourceVersion", resource_version)) if value is not None}
         if preconditions:
             options["preconditions"] = preconditions
-        self.rest.request("DELETE", k.path(k.namespace_of(namespace), name), body=options)
+        return self.rest.request("DELETE", k.path(k.namespace_of(namespace), name), body=options)
 
     # ------------------------------------------------------------------ events
 

@@ -18,12 +18,14 @@ class PassSchedule:
     min_interval: float = 0.1
     resync: float = 300.0
     changed_at: float | None = None  # the first change not yet seen by a pass
+    latest_change: float | None = None
     requeue_at: float | None = None
     last_pass: float | None = None
 
     def changed(self, now: float) -> None:
         if self.changed_at is None:
             self.changed_at = now
+        self.latest_change = now
 
     def next_due(self, now: float) -> float:
         """The time the next pass is due (may be in the past: due now)."""
@@ -40,8 +42,10 @@ class PassSchedule:
         return self.next_due(now) <= now
 
     def ran(self, started: float, requeue_after: float | None) -> None:
-        """A pass started at `started` saw every change up to then."""
+        """A pass started at `started` saw every change up to then; one that came while it
+        ran (a pass's own writes coming back from the watch, say) makes the next one due."""
         self.last_pass = started
-        if self.changed_at is not None and self.changed_at <= started:
-            self.changed_at = None
+        if self.changed_at is not None:
+            later = self.latest_change is not None and self.latest_change > started
+            self.changed_at = self.latest_change if later else None
         self.requeue_at = None if requeue_after is None else started + requeue_after

@@ -1,0 +1,156 @@
+"""`tandem apiserver` and `tandem operator` as separate processes, and the real kubectl.
+
+What a user trying tandem on one machine runs, started the way they would start it; the
+tests read the processes' output as a user would (the apiserver's one ready line, the
+operator's log on stderr, kubectl's exit status and text). A small watcher follows every
+pod the server holds, so invariants can be checked at each change, not only at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parents[2]
+KUBECTL = shutil.which("kubectl") or ("/usr/bin/kubectl" if os.access("/usr/bin/kubectl", os.X_OK) else None)
+NO_KUBECTL = "kubectl is not installed: the end-to-end tests drive the real kubectl"
+READY_LINE_TIMEOUT_S = 20.0
+
+
+def tandem(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tandem.cli.main", *args]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class ApiServer:
+    process: subprocess.Popen
+    kubeconfig: Path
+    home: Path
+    url: str
+    line: str
+    stderr: Path
+
+    def kubectl(self, *args: str, check: bool = True, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "HOME": str(self.home), "CLOUDSDK_CONFIG": str(self.home / "gcloud")}
+        result = subprocess.run([KUBECTL, *args], capture_output=True, text=True, env=env, input=stdin, timeout=timeout, cwd=REPO)  # type: ignore[list-item]
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        return result
+
+    def get(self, path: str) -> dict[str, Any]:
+        """One JSON read straight from the server (for polling; user actions go through kubectl)."""
+        with urllib.request.urlopen(self.url + path, timeout=10) as answer:
+            return json.load(answer)
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=10)
+
+
+def start_apiserver(work: Path, *args: str) -> ApiServer:
+    """Start `tandem apiserver --port 0` with `args`; returns once it printed its ready line."""
+    kubeconfig, home, stderr = work / "kubeconfig", work / "home", work / "apiserver.stderr"
+    home.mkdir(exist_ok=True)
+    process = subprocess.Popen(tandem("apiserver", "--kubeconfig", str(kubeconfig), "--port", "0", *args),
+                               stdout=subprocess.PIPE, stderr=stderr.open("w"), text=True, cwd=REPO)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()  # type: ignore[union-attr]
+    try:
+        line = lines.get(timeout=READY_LINE_TIMEOUT_S).strip()
+    except queue.Empty:
+        process.kill()
+        raise AssertionError(f"tandem apiserver printed no ready line: {stderr.read_text()}") from None
+    url = line.split("serving on ", 1)[1].split(" ", 1)[0]
+    return ApiServer(process, kubeconfig, home, url, line, stderr)
+
+
+@dataclass
+class OperatorProcess:
+    process: subprocess.Popen
+    identity: str
+    health: str
+    stderr: Path
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.health + "/readyz", timeout=2) as answer:
+                return answer.status == 200
+        except OSError:
+            return False
+
+    def log(self) -> str:
+        return self.stderr.read_text()
+
+
+def start_operator(server: ApiServer, work: Path, identity: str, *args: str) -> OperatorProcess:
+    """Start `tandem operator` against `server` (JSON logs); returns once its informers synced."""
+    port = free_port()
+    stderr = work / f"operator-{identity}.stderr"
+    process = subprocess.Popen(
+        tandem("operator", "--kubeconfig", str(server.kubeconfig), "--identity", identity, "--metrics-port", "0",
+               "--health-port", str(port), "--log-format", "json", *args),
+        stdout=subprocess.DEVNULL, stderr=stderr.open("w"), cwd=REPO,
+    )
+    operator = OperatorProcess(process, identity, f"http://127.0.0.1:{port}", stderr)
+    wait_for(lambda: operator.ready() or process.poll() is not None, 20, f"operator {identity} ready")
+    assert process.poll() is None, f"operator {identity} exited: {operator.log()}"
+    return operator
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:
+    """Poll until `condition()` is truthy; returns its value, or fails naming `what`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@dataclass
+class PodWatch:
+    """Every pod event the server sends, from a watch on all namespaces, in order."""
+
+    url: str
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> "PodWatch":
+        threading.Thread(target=self._follow, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _follow(self) -> None:
+        version = ""
+        while not self._stop.is_set():
+            path = f"/api/v1/pods?watch=true&allowWatchBookmarks=true&timeoutSeconds=5&resourceVersion={version}"
+            try:
+                with urllib.request.urlopen(self.url + path, timeout=30) as stream:
+                    for line in stream:
+                        event = json.loads(line)
+                        version = event["object"]["metadata"].get("resourceVersion", version)
+                        if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                            self.events.append((event["type"], event["object"]))
+            except OSError:
+                time.sleep(0.1)
