@@ -4,6 +4,7 @@ between any two writes, invalid groups beside valid ones, and a pass that is pur
 from __future__ import annotations
 
 import copy
+from collections import Counter
 
 import pytest
 
@@ -176,6 +177,29 @@ def test_a_crash_between_any_two_writes_converges_without_creating_twice_or_over
     writer = FaultyWriter(store, lambda n, verb: Crash() if n == crash_at else None)
     assert story(store, writer, check) == expected
     assert writer.writes > crash_at, "the crash happened"
+    assert pods_created(store) == pods_created(clean), "the same pods created, each as often as without the crash"
+
+
+def pods_created(store):
+    """How often each pod name was created over the story."""
+    return Counter(e.object["metadata"]["name"] for e in store.watch("Pod", "0") if e.type == "ADDED")
+
+
+def test_a_replica_cut_short_by_a_crash_is_completed_and_one_missing_a_worker_is_replaced():
+    store = world(design_group("llama"))
+    settle(store, store)
+    size = {r["name"]: r.get("podsPerReplica", 1) for r in store.get("InferenceGroup", "serving", "llama")["spec"]["roles"]}
+    role = next(name for name, n in size.items() if n > 1)
+    leader, worker = f"llama-0-{role}-0-0", f"llama-0-{role}-0-1"
+    kept = store.get("Pod", "serving", worker)["metadata"]["uid"]
+    store.delete("Pod", "serving", leader)  # as if the writer died before creating the leader, the last pod
+    settle(store, store, start=100.0)
+    assert store.get("Pod", "serving", worker)["metadata"]["uid"] == kept, "completed: the worker stays"
+    assert store.get("Pod", "serving", leader)["spec"].get("nodeName")
+    leader_uid = store.get("Pod", "serving", leader)["metadata"]["uid"]
+    store.delete("Pod", "serving", worker)  # a worker lost under a running leader: the replica is broken
+    settle(store, store, start=200.0)
+    assert store.get("Pod", "serving", leader)["metadata"]["uid"] != leader_uid, "replaced whole"
 
 
 def test_an_invalid_group_gets_a_condition_and_an_event_its_pods_stay_and_the_others_go_on():

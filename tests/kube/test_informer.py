@@ -17,7 +17,7 @@ NS = "serving"
 FAST = {"backoff": (0.01, 0.05), "read_grace": 2.0}
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 5.0, what: str = "condition") -> None:
+def wait_until(predicate: Callable[[], object], timeout: float = 15.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:

@@ -67,6 +67,7 @@ from tandem.controller.pods import (
     peers_config_map_object,
     peers_document,
     pod_failed,
+    pod_index,
     replica_pods,
     replicas_of_unit,
     revision_of,
@@ -153,7 +154,7 @@ def _release(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> None:
             expired.add(unit.index)
         else:
             draft.deadlines.append(deadline)
-    for pod in draft.group.pods:
+    for pod in sorted(draft.group.pods, key=pod_index, reverse=True):  # a replica's workers before its leader
         meta, spec = pod["metadata"], pod.get("spec", {})
         if meta.get("deletionTimestamp"):
             continue
@@ -218,7 +219,7 @@ def _coordinate(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> No
             draft.delete_pod(pod, f"unit {unit} is beyond spec.replicas ({typed.spec.replicas})", expected)
     before = draft.before
     for unit in range(typed.spec.replicas):
-        replicas, pods_of = replicas_of_unit(by_unit.get(unit, []), pods_per_replica)
+        replicas, pods_of = replicas_of_unit(by_unit.get(unit, []), pods_per_replica, revision)
         saved = before.unit(unit)
         memory = coordination_of(saved.coordination) if saved is not None else CoordinationStatus()
         retry_after = seconds(saved.retry_after) if saved is not None and saved.retry_after else None
@@ -246,17 +247,31 @@ def _coordinate(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> No
                 )
                 expected[_pod_key(pod)] = _merged(pod, patch)
         gone = {(d.role, d.index) for d in decision.delete}
+        for replica in replicas:
+            members = pods_of[(replica.role, replica.index)]
+            if replica.phase != "Failed" and (replica.role, replica.index) not in gone and len(members) < pods_per_replica[replica.role]:
+                admitted = any((p["metadata"].get("annotations") or {}).get(ADMITTED) == "true" for p in members)
+                have = {p["metadata"]["name"] for p in members}
+                missing = [p for p in replica_pods(raw, typed, unit, replica.role, replica.index, revision, admitted) if p["metadata"]["name"] not in have]
+                _create_pods(draft, missing, now, expected, f"unit {unit}: {replica.role} replica {replica.index} completed")
         used = {(r.role, r.index) for r in replicas if (r.role, r.index) not in gone}
         for create in decision.create:
             for index in _lowest_free({i for role, i in used if role == create.role}, create.count):
                 used.add((create.role, index))
-                for pod in replica_pods(raw, typed, unit, create.role, index, create.revision, admitted=True):
-                    pod["metadata"]["creationTimestamp"] = rfc3339(now)  # what the server will stamp; read by status
-                    draft.pod_write[_pod_key(pod)] = len(draft.actions)
-                    draft.actions.append(CreateObject(_without_server_fields(pod), f"unit {unit}: {create.role} replica {index}"))
-                    expected[_pod_key(pod)] = pod
+                pods = replica_pods(raw, typed, unit, create.role, index, create.revision, admitted=True)
+                _create_pods(draft, pods, now, expected, f"unit {unit}: {create.role} replica {index}")
         if decision.state == "Stalled":
             draft.event("Warning", "Stalled", f"unit {unit}: {decision.reason}")
+
+
+def _create_pods(draft: _Draft, pods: list[Object], now: float, expected: dict[PodKey, Object], why: str) -> None:
+    """Create a replica's pods workers first, its leader last (`replicas_of_unit` reads a
+    replica cut short by a crash from that order)."""
+    for pod in reversed(pods):
+        pod["metadata"]["creationTimestamp"] = rfc3339(now)  # what the server will stamp; read by status
+        draft.pod_write[_pod_key(pod)] = len(draft.actions)
+        draft.actions.append(CreateObject(_without_server_fields(pod), why))
+        expected[_pod_key(pod)] = pod
 
 
 def _live_by_unit(group: GroupState, expected: dict[PodKey, Object]) -> dict[int, list[Object]]:

@@ -210,12 +210,21 @@ def peers_config_map_object(group: dict[str, Any], unit: int, document: str) -> 
     }
 
 
-def replicas_of_unit(pods: list[dict[str, Any]], pods_per_replica: dict[str, int]) -> tuple[list[Replica], dict[tuple[str, int], list[dict[str, Any]]]]:
-    """The unit's replicas as the coordination planner sees them, and the pods of each.
+def replicas_of_unit(
+    pods: list[dict[str, Any]], pods_per_replica: dict[str, int], revision: str | None = None
+) -> tuple[list[Replica], dict[tuple[str, int], list[dict[str, Any]]]]:
+    """The unit's replicas as the coordination planner sees them, and the pods of each
+    (in teardown order: workers first, the leader, index 0, last).
 
-    A replica missing a pod, or with a failed pod, is Failed (it will be replaced whole).
-    Otherwise its phase is that of its least advanced pod: Gated (held by coordination),
-    Pending (admitted, not yet bound), Scheduled, Ready.
+    A replica's pods are created workers first and the leader last, and deleted in the same
+    order, so a replica missing pods tells how it got there. Without its leader, holding a
+    run of the highest indices, none failed, it is an unfinished creation (a writer stopped
+    between two creates): it is completed, not replaced, and its phase counts the missing
+    pods as just created. With its leader and missing a worker, or with a failed pod, it is
+    Failed (it will be replaced whole). With `revision`, only a replica of that revision can
+    be completed (the template of another is gone). Otherwise its phase is that of its least
+    advanced pod: Gated (held by coordination), Pending (admitted, not yet bound),
+    Scheduled, Ready.
     """
     by_replica: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for pod in pods:
@@ -223,15 +232,34 @@ def replicas_of_unit(pods: list[dict[str, Any]], pods_per_replica: dict[str, int
         by_replica[(labels[ROLE_LABEL], int(labels[REPLICA_LABEL]))].append(pod)
     replicas = []
     for (role, index), members in sorted(by_replica.items()):
-        revision = members[0]["metadata"]["labels"].get(REVISION_LABEL, "")
+        members.sort(key=pod_index, reverse=True)
+        own_revision = members[0]["metadata"]["labels"].get(REVISION_LABEL, "")
         phases = [_pod_phase(p) for p in members]
-        if len(members) < pods_per_replica.get(role, 1) or "Failed" in phases:
+        size = pods_per_replica.get(role, 1)
+        if "Failed" in phases:
             phase = "Failed"
+        elif len(members) >= size:
+            phase = min(phases, key=PHASE_ORDER.index)
+        elif unfinished(members, size) and (revision is None or own_revision == revision):
+            phase = min([*phases, "Pending"], key=PHASE_ORDER.index)
         else:
-            phase = min(phases, key=["Gated", "Pending", "Scheduled", "Ready"].index)
+            phase = "Failed"
         created = min(seconds(p["metadata"].get("creationTimestamp")) for p in members)
-        replicas.append(Replica(role, index, revision, phase, created))  # type: ignore[arg-type]
+        replicas.append(Replica(role, index, own_revision, phase, created))  # type: ignore[arg-type]
     return replicas, dict(by_replica)
+
+
+PHASE_ORDER = ["Gated", "Pending", "Scheduled", "Ready"]
+
+
+def pod_index(pod: dict[str, Any]) -> int:
+    return int(pod["metadata"].get("labels", {}).get(POD_INDEX_LABEL, "0"))
+
+
+def unfinished(members: list[dict[str, Any]], size: int) -> bool:
+    """A replica's pods are the highest indices of `size` and lack the leader: a creation cut short."""
+    indices = sorted(pod_index(p) for p in members)
+    return 0 < len(indices) < size and indices == list(range(size - len(indices), size))
 
 
 def pod_ready(pod: dict[str, Any]) -> bool:
