@@ -60,6 +60,18 @@ class ApiServer:
         with urllib.request.urlopen(self.url + path, timeout=10) as answer:
             return json.load(answer)
 
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._send("POST", path, body)
+
+    def delete(self, path: str) -> dict[str, Any]:
+        return self._send("DELETE", path, None)
+
+    def _send(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return json.load(answer)
+
     def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout=10)
