@@ -260,13 +260,21 @@ def operator_command(
         )
 
         def connect(cfg: OperatorConfig, changed):  # type: ignore[no-untyped-def]
+            import yaml
             from lightkube.core.exceptions import ConfigError
 
             try:  # the informers re-list on their own period; --resync is how often a pass runs
                 return KubeCluster.connect(cfg.kubeconfig, namespaces=cfg.namespaces, on_change=changed)
-            except (ConfigError, OSError) as exc:
+            # A kubeconfig that is not YAML, or YAML without what a kubeconfig holds (lightkube
+            # then fails on a missing key or a wrong type): the user's file, not a bug of ours.
+            except (ConfigError, OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as exc:
                 where = "--kubeconfig" if cfg.kubeconfig else "in-cluster config"
-                raise InputError(Problem(where, f"cannot connect: {exc}")) from None
+                detail = " ".join(str(exc).split()) or type(exc).__name__
+                if isinstance(exc, KeyError):
+                    detail = f"not a kubeconfig: no {detail}"
+                elif isinstance(exc, (TypeError, AttributeError)):
+                    detail = f"not a kubeconfig: a field has the wrong type ({detail})"
+                raise InputError(Problem(where, f"cannot connect: {detail}")) from None
 
         raise typer.Exit(run_operator(config, connect))
 
