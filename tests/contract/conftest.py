@@ -1,28 +1,89 @@
 """The worlds the contract suite runs against: every one serves the controller's ports.
 
-Today the in-memory store (the simulator's); the Kubernetes adapter over HTTP against
-the local API server joins here (issue 12), and then every test runs against it too.
+- `memory`: the in-memory store (the simulator's, and the local API server's storage);
+- `kube-over-apiserver`: the Kubernetes adapter (`tandem.kube`: lightkube's connection,
+  informers, the writer) over HTTP against `tandem apiserver`, whose tandem kinds are
+  served by permissive CRDs (the contract's objects are minimal: an InferenceGroup
+  without pod templates) with tandem's scopes and subresources, and whose kubelet is off,
+  as no world here has one acting on its pods;
+- `kube-over-fakeapi`: the same adapter against the small API of `tests/kube/fakeapi.py`
+  (the server the adapter's own tests inject faults into).
+
+The adapter reads its informers' caches, which trail the server for what the server does
+on its own (a cascade, a finalizer's release); its worlds wait in `snapshot()` until the
+caches hold what the server holds (`tests/kube/worlds.py`). Every test in this directory
+runs in every world.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import contextlib
+from typing import Callable, ContextManager, Iterator
 
 import pytest
 
+from apiserver.helpers import Client
+from kube.fakeapi import FakeApi
+from kube.worlds import kube_over_http
+from tandem.apiserver.server import ApiServer
 from tandem.sim.store import MemoryStore
 
+OPEN = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 
-def _memory() -> MemoryStore:
+
+@contextlib.contextmanager
+def _memory() -> Iterator[MemoryStore]:
     clock = {"now": 1_764_003_217.0}
-    store = MemoryStore(clock=lambda: clock["now"])
-    return store
+    yield MemoryStore(clock=lambda: clock["now"])
 
 
-WORLDS: dict[str, Callable[[], object]] = {"memory": _memory}
+@contextlib.contextmanager
+def _kube_over_apiserver() -> Iterator[object]:
+    with ApiServer(crds=False, kubelet=False, bookmark_every=1.0) as server:
+        client = Client(server.url)
+        for crd in (permissive_crd("InferenceGroup", "inferencegroups", "Namespaced", True),
+                    permissive_crd("ClusterTopology", "clustertopologies", "Cluster", False)):
+            assert client.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd).code == 201
+        cluster = kube_over_http(server.url, watch_timeout=5.0)
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+
+
+@contextlib.contextmanager
+def _kube_over_fakeapi() -> Iterator[object]:
+    api = FakeApi()
+    cluster = kube_over_http(api.url, watch_timeout=5.0)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        api.close()
+
+
+def permissive_crd(kind: str, plural: str, scope: str, status: bool) -> dict:
+    version = {"name": "v1alpha1", "served": True, "storage": True,
+               "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": OPEN, "status": OPEN}}}}
+    if status:
+        version["subresources"] = {"status": {}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.tandem.dev"},
+        "spec": {"group": "tandem.dev", "scope": scope, "names": {"kind": kind, "plural": plural}, "versions": [version]},
+    }
+
+
+WORLDS: dict[str, Callable[[], ContextManager[object]]] = {
+    "memory": _memory,
+    "kube-over-apiserver": _kube_over_apiserver,
+    "kube-over-fakeapi": _kube_over_fakeapi,
+}
 
 
 @pytest.fixture(params=sorted(WORLDS))
 def world(request):
     """A fresh, empty world: a `Writer` with `snapshot()` for a `Reader`."""
-    return WORLDS[request.param]()
+    with WORLDS[request.param]() as world:
+        yield world
