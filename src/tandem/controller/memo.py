@@ -6,26 +6,30 @@ same object: a world that keeps one `Memo` across passes (the simulator's runner
 operator) pays for an object once per change instead of once per pass. A pass without
 one (`Memo()` fresh each time) decides exactly the same, only slower.
 
-Bounded: entries of objects not seen in the latest pass are dropped at `sweep()`.
+Bounded: `sweep(live)` drops the entries of objects that no longer exist at the version
+they were validated at, once the memo holds more than twice as many entries as there are
+live objects (so a steady pass, which validates no Node, does not forget the Nodes the
+next placement needs, and the cost of sweeping is spread over many passes).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, TypeVar
+from typing import Any, Callable, Collection, Hashable, TypeVar
 
 T = TypeVar("T")
 
 
 @dataclass
 class Memo:
-    _entries: dict[Hashable, Any] = field(default_factory=dict)
-    _seen: set[Hashable] = field(default_factory=set)
+    _entries: dict[tuple[Hashable, ...], Any] = field(default_factory=dict)
     hits: int = 0
     misses: int = 0
 
-    def get(self, key: Hashable, compute: Callable[[], T]) -> T:
-        self._seen.add(key)
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: tuple[Hashable, ...], compute: Callable[[], T]) -> T:
         if key in self._entries:
             self.hits += 1
             return self._entries[key]
@@ -34,10 +38,13 @@ class Memo:
         self._entries[key] = value
         return value
 
-    def sweep(self) -> None:
-        """Forget what the last pass did not ask for (deleted or changed objects)."""
-        self._entries = {k: v for k, v in self._entries.items() if k in self._seen}
-        self._seen = set()
+    def sweep(self, live: Callable[[], Collection[tuple[Hashable, Hashable, Hashable]]], objects: int) -> None:
+        """Forget deleted and changed objects when the memo has grown past twice the
+        `objects` that exist; `live()` gives their (kind, uid, resourceVersion)."""
+        if len(self._entries) <= 2 * objects + 64:
+            return
+        alive = set(live())
+        self._entries = {k: v for k, v in self._entries.items() if k[:3] in alive}
 
 
 def version_key(kind: str, obj: dict[str, Any], *more: Hashable) -> tuple[Hashable, ...] | None:

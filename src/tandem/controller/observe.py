@@ -50,6 +50,19 @@ class ClusterState:
     deleting_groups: tuple[Object, ...] = field(default_factory=tuple)
     memo: Memo = field(default_factory=Memo, compare=False, repr=False)  # validated models, by version
 
+    @property
+    def size(self) -> int:
+        return len(self.groups) + len(self.nodes) + len(self.pods) + len(self.deleting_groups)
+
+    def live_versions(self) -> set[tuple[str, str, str]]:
+        """(kind, uid, resourceVersion) of every object a memo entry may be about."""
+        out: set[tuple[str, str, str]] = set()
+        for kind, objects in (("InferenceGroup", [g.raw for g in self.groups]), ("Node", self.nodes), ("Pod", self.pods)):
+            for obj in objects:
+                meta = obj["metadata"]
+                out.add((kind, meta.get("uid", ""), meta.get("resourceVersion", "")))
+        return out
+
 
 def observe(reader: Reader, memo: Memo | None = None) -> ClusterState:
     """`memo` remembers validated models across passes (see `memo.py`); the state is the same without it."""
