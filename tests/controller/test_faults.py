@@ -11,6 +11,7 @@ import pytest
 from support.builders import group, role
 from support.controller_world import Crash, FaultyWriter, design_group, kubelet, over_committed, settle, world
 from tandem.controller.decide import decide
+from tandem.controller.memo import Memo
 from tandem.controller.observe import observe
 from tandem.controller.reconcile import reconcile
 from tandem.errors import Conflict, Forbidden, Invalid, ServerTimeout, ServiceUnavailable, TooManyRequests
@@ -117,12 +118,13 @@ def test_a_failed_create_stops_neither_the_other_pods_nor_the_status():
     assert report.status_patches == 1
 
 
-def story(store, writer, check=lambda report: None):
+def story(store, writer, check=lambda report: None, memo=None):
     """Roll out two groups, scale one up, lose a pod, shrink, grow while nothing fits and
     free the room again: every kind of write.
     Each step runs passes (each followed by the kubelet) until nothing moves; a controller
     that crashes is replaced by a fresh one (nothing kept but the cluster), which carries
-    on with the same step. Returns the final state."""
+    on with the same step (with `memo`, kept across passes as the runner keeps it: a crash
+    loses it, as a restarted process would). Returns the final state."""
     steps = [
         (0.0, lambda: None),
         (100.0, lambda: store.patch("InferenceGroup", "serving", "llama", {"spec": {"replicas": 2}})),
@@ -136,9 +138,10 @@ def story(store, writer, check=lambda report: None):
         now = start
         for _ in range(40):
             try:
-                report = reconcile(writer, now)
+                report = reconcile(writer, now, memo=memo)
             except Crash:
                 writer = FaultyWriter(store)
+                memo = None if memo is None else Memo()
                 continue
             check(report)
             if kubelet(store) == 0 and report.writes == 0:
@@ -257,9 +260,22 @@ def test_requeue_after_names_the_earliest_deadline():
     assert reconcile(store, 2000.0).requeue_after is None, "a settled group waits on nothing"
 
 
-def test_a_memo_across_passes_changes_no_decision_and_spares_revalidation():
-    from tandem.controller.memo import Memo
+def test_the_whole_story_writes_the_same_with_a_memo_that_skips_settled_groups():
+    """A memo makes passes skip groups settled with the same inputs; every write is the same."""
+    plain, memoised = world(*two_groups()), world(*two_groups())
+    memo = Memo()
+    assert story(memoised, FaultyWriter(memoised), memo=memo) == story(plain, FaultyWriter(plain))
+    assert changes(memoised) == changes(plain)
+    assert memo.settled_hits > 10, "settled groups were skipped"
 
+
+def changes(store):
+    """Every change the store made, in order, without versions and times."""
+    return [(e.type, e.object["kind"], e.object["metadata"]["name"]) for kind in ("Pod", "InferenceGroup", "Service", "ConfigMap")
+            for e in store.watch(kind, "0")]
+
+
+def test_a_memo_across_passes_changes_no_decision_and_spares_revalidation():
     store = world(*two_groups())
     memo = Memo()
     now = 0.0

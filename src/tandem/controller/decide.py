@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -89,14 +90,21 @@ _AFTER_DEADLINE_S = 1e-3
 
 def decide(state: ClusterState, now: float, placer: Placer = place) -> Decisions:
     expected: dict[PodKey, Object] = {_pod_key(p): p for p in state.pods}  # pods as they will be
-    drafts = [_Draft(group) for group in state.groups]
+    drafts = [_Draft(group, state.settled_key(group)) for group in state.groups]
     for draft in drafts:
-        if draft.group.valid:
+        until = state.memo.settled_until(draft.settled_key) if draft.group.valid else None
+        if until is not None and now < until:
+            draft.skipped = True  # settled with these very inputs, and no deadline since
+            if until != math.inf:
+                draft.deadlines.append(until)
+        elif draft.group.valid:
             _release(draft, now, expected)
             _companions(draft, expected)
             _coordinate(draft, now, expected)
-    placed, notes = _place(state, drafts, now, expected, placer)
+    placed, notes = _place(state, [d for d in drafts if not d.skipped], now, expected, placer)
     for draft in drafts:
+        if draft.skipped:
+            continue
         if draft.group.valid:
             _status(draft, now, expected)
         else:
@@ -104,7 +112,13 @@ def decide(state: ClusterState, now: float, placer: Placer = place) -> Decisions
     deadlines = [d for draft in drafts for d in draft.deadlines]
     requeue = max(min(deadlines) - now, 0.0) + _AFTER_DEADLINE_S if deadlines else None
     groups = tuple(GroupActions(*draft.group.key, actions=tuple(draft.actions)) for draft in drafts)
-    return Decisions(groups, requeue, placed, tuple(notes))
+    settled = tuple(
+        (draft.settled_key, min(draft.deadlines, default=math.inf))
+        for draft in drafts
+        if draft.settled_key is not None and draft.group.valid and not draft.skipped and not draft.actions
+        and not any(_waits_for_placement(p) for p in draft.group.pods)
+    )
+    return Decisions(groups, requeue, placed, tuple(notes), settled)
 
 
 @dataclass
@@ -112,6 +126,8 @@ class _Draft:
     """One group's actions as the pass builds them."""
 
     group: GroupState
+    settled_key: tuple[Any, ...] | None = None
+    skipped: bool = False  # settled since an earlier pass: nothing decided for it
     actions: list[Action] = field(default_factory=list)
     released: set[int] = field(default_factory=set)
     decisions: dict[int, Decision] = field(default_factory=dict)

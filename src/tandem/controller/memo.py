@@ -6,6 +6,11 @@ same object: a world that keeps one `Memo` across passes (the simulator's runner
 operator) pays for an object once per change instead of once per pass. A pass without
 one (`Memo()` fresh each time) decides exactly the same, only slower.
 
+It also remembers which groups a pass found settled (nothing written, nothing waiting for
+a node), keyed by the versions of everything their decision read, and until when (their
+next deadline): decide skips such a group while those versions hold and the deadline has
+not come, since the same inputs before the same deadline decide the same nothing.
+
 Bounded: `sweep(live)` drops the entries of objects that no longer exist at the version
 they were validated at, once the memo holds more than twice as many entries as there are
 live objects (so a steady pass, which validates no Node, does not forget the Nodes the
@@ -25,6 +30,7 @@ class Memo:
     _entries: dict[tuple[Hashable, ...], Any] = field(default_factory=dict)
     hits: int = 0
     misses: int = 0
+    settled_hits: int = 0  # groups a pass skipped as settled
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -37,6 +43,16 @@ class Memo:
         value = compute()
         self._entries[key] = value
         return value
+
+    def settled_until(self, key: tuple[Hashable, ...] | None) -> float | None:
+        """When a group found settled with exactly these inputs next has a deadline (None: not known settled)."""
+        until = None if key is None else self._entries.get(key)
+        self.settled_hits += until is not None
+        return until
+
+    def remember_settled(self, settled: Collection[tuple[tuple[Hashable, ...], float]]) -> None:
+        for key, until in settled:
+            self._entries[key] = until
 
     def sweep(self, live: Callable[[], Collection[tuple[Hashable, Hashable, Hashable]]], objects: int) -> None:
         """Forget deleted and changed objects when the memo has grown past twice the

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from tandem.api.naming import GROUP_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
@@ -48,11 +49,23 @@ class ClusterState:
     nodes: tuple[Object, ...]
     pods: tuple[Object, ...]  # every pod (other workloads hold capacity too)
     deleting_groups: tuple[Object, ...] = field(default_factory=tuple)
+    topology_versions: tuple[tuple[str, str], ...] = ()
     memo: Memo = field(default_factory=Memo, compare=False, repr=False)  # validated models, by version
 
     @property
     def size(self) -> int:
         return len(self.groups) + len(self.nodes) + len(self.pods) + len(self.deleting_groups)
+
+    def settled_key(self, group: GroupState) -> tuple[Any, ...] | None:
+        """The versions of everything deciding `group` reads: itself, its pods and companions,
+        the ClusterTopologies (None when an object has no uid or version)."""
+        versions = []
+        for obj in (*group.pods, *group.companions):
+            meta = obj["metadata"]
+            if not meta.get("uid") or not meta.get("resourceVersion"):
+                return None
+            versions.append((meta["uid"], meta["resourceVersion"]))
+        return version_key("InferenceGroup", group.raw, "settled", tuple(sorted(versions)), self.topology_versions)
 
     def live_versions(self) -> set[tuple[str, str, str]]:
         """(kind, uid, resourceVersion) of every object a memo entry may be about."""
@@ -87,7 +100,7 @@ def observe(reader: Reader, memo: Memo | None = None) -> ClusterState:
             typed, problems = memo.get(key, lambda raw=raw: group_problems(raw, topologies))
         key = (raw["metadata"].get("namespace", "default"), raw["metadata"]["name"])
         groups.append(GroupState(raw, typed, tuple(problems), tuple(by_group.get(key, ())), tuple(companions.get(key, ()))))
-    return ClusterState(tuple(groups), topologies, nodes, pods, tuple(deleting), memo)
+    return ClusterState(tuple(groups), topologies, nodes, pods, tuple(deleting), topology_versions, memo)
 
 
 def _by_group(objects: list[Object] | tuple[Object, ...]) -> dict[tuple[str, str], list[Object]]:

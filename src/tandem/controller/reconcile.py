@@ -29,5 +29,6 @@ def reconcile(cluster: Cluster, now: float, placer: Placer = place, memo: Memo |
     decisions = decide(state, now, placer)
     report = apply(cluster, decisions)
     if memo is not None:
+        memo.remember_settled(decisions.settled)
         memo.sweep(state.live_versions, state.size)
     return report

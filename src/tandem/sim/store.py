@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections import deque
+from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal, Mapping
 
 from tandem.api.timestamps import rfc3339
 from tandem.controller.ports import AlreadyExists, Conflict, EventType, Gone, Invalid, NotFound, Object, ObjectRef, Propagation, Selector
-from tandem.controller.selectors import matches, matches_fields, parse_fields
+from tandem.controller.selectors import matches, matches_fields, parse, parse_fields
 
 # A store's defaults; `MemoryStore.register_kind` adds to its own copies.
 STATUS_SUBRESOURCE = frozenset({"Pod", "Node", "InferenceGroup"})
@@ -69,6 +69,7 @@ class Snapshot:
         self._objects = objects
         self._cluster_scoped = cluster_scoped
         self.resource_version = str(version)
+        self._sorted: dict[str, list[tuple[str, str, str]]] | None = None  # keys per kind, sorted at the first list
 
     def get(self, kind: str, namespace: str | None, name: str) -> Object:
         obj = self._objects.get(_key(kind, namespace, name, self._cluster_scoped))
@@ -77,7 +78,13 @@ class Snapshot:
         return obj
 
     def list(self, kind: str, namespace: str | None = None, labels: Selector = None, fields: Selector = None) -> list[Object]:
-        return _select(self._objects, kind, namespace, labels, fields)
+        if self._sorted is None:  # a pass lists several kinds: sort the keys once, not the whole store per list
+            by_kind: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
+            for key in sorted(self._objects):
+                by_kind[key[0]].append(key)
+            self._sorted = dict(by_kind)
+        objects = self._objects
+        return _matching(((key, objects[key]) for key in self._sorted.get(kind, ())), namespace, labels, fields)
 
 
 class MemoryStore:
@@ -391,13 +398,18 @@ def _select(
     objects: Mapping[tuple[str, str, str], Object], kind: str, namespace: str | None, labels: Selector, fields: Selector
 ) -> list[Object]:
     """The stored objects of `kind` that match, in (namespace, name) order."""
-    field_requirements = parse_fields(fields)
+    return _matching(sorted(item for item in objects.items() if item[0][0] == kind), namespace, labels, fields)
+
+
+def _matching(
+    items: Iterable[tuple[tuple[str, str, str], Object]], namespace: str | None, labels: Selector, fields: Selector
+) -> list[Object]:
+    label_requirements, field_requirements = parse(labels), parse_fields(fields)  # once per list, not per object
     return [
         obj
-        for (k, ns, _), obj in sorted(objects.items())
-        if k == kind
-        and (namespace is None or ns == namespace)
-        and matches(labels, obj["metadata"].get("labels", {}))
+        for (_, ns, _), obj in items
+        if (namespace is None or ns == namespace)
+        and all(r.matches(obj["metadata"].get("labels", {})) for r in label_requirements)
         and matches_fields(field_requirements, obj)
     ]
 
