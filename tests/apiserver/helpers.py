@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tandem.topology.generate import generate_cluster
@@ -26,6 +27,7 @@ class Reply:
     code: int
     body: Any
     headers: dict[str, str]
+    warnings: list[str] = field(default_factory=list)  # every Warning header's text, unquoted
 
 
 class Client:
@@ -44,7 +46,8 @@ class Client:
         except urllib.error.HTTPError as exc:
             payload, code, headers = exc.read(), exc.code, exc.headers
         text = payload if raw else (json.loads(payload) if payload.strip().startswith((b"{", b"[")) else payload.decode())
-        return Reply(code, text, {k.lower(): v for k, v in headers.items()})
+        warnings = [_unquoted(w) for w in headers.get_all("Warning") or []]
+        return Reply(code, text, {k.lower(): v for k, v in headers.items()}, warnings)
 
     def get(self, path: str, **kw: Any) -> Reply:
         return self.call("GET", path, **kw)
@@ -69,6 +72,13 @@ class Client:
     def stream(self, path: str) -> Any:
         """An open watch response, read line by line (`readline`)."""
         return urllib.request.urlopen(self.url + path, timeout=10)
+
+
+def _unquoted(header: str) -> str:
+    """`299 - "text"` -> text (a UTF-8 header that http.client read as Latin-1)."""
+    m = re.match(r'^\d{3} \S+ "((?:[^"\\]|\\.)*)"', header)
+    text = re.sub(r"\\(.)", r"\1", m[1]) if m else header
+    return text.encode("latin-1").decode("utf-8", "replace")
 
 
 def group(name: str = "g", replicas: int = 1, **spec: Any) -> dict[str, Any]:

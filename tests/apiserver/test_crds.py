@@ -105,7 +105,8 @@ def test_tandems_own_crds_validate_inference_groups(client):
     del bad["spec"]["roles"][0]["template"]
     reply = client.post(f"{IG}/namespaces/{NS}/inferencegroups", bad)
     assert reply.code == 422
-    assert [c["field"] for c in reply.body["details"]["causes"]] == ["spec.roles[0].replicas", "spec.roles[0].template"]
+    # A wrong type keeps the CEL rules from running; the real server says so in a cause of its own.
+    assert [c["field"] for c in reply.body["details"]["causes"]] == ["spec.roles[0].replicas", "spec.roles[0].template", "<nil>"]
 
 
 def test_printer_columns_make_the_table(client):

@@ -6,12 +6,17 @@
 - Custom resources: status is dropped on create when a status subresource exists; fields
   the schema does not declare are pruned (per `fieldValidation`: Strict refuses them with
   400, Warn — the default — answers a warning, Ignore is silent); defaults are filled in;
-  the result is validated (422 naming each field).
+  the result is validated (422 naming each field), then checked with the CRD's CEL rules
+  (`cel.py`; on update against the old object), unless the schema found a problem that
+  keeps the real server from running them.
 - Pods start `Pending` (those loaded from cluster files keep the status written); Services
   get a cluster IP (10.96.x.y) unless headless; Namespaces are `Active`.
-- CustomResourceDefinitions are checked, and once stored their resources are served;
-  deleting one deletes its objects. Deleting a Namespace deletes what it holds.
-Built-in kinds are otherwise stored as sent: there is no admission chain beyond this.
+- CustomResourceDefinitions are checked, and once stored their resources are served (a
+  CEL rule cel-python cannot run is a warning, not a refusal); deleting one deletes its
+  objects. Deleting a Namespace deletes what it holds.
+- ValidatingWebhookConfigurations are checked and defaulted (`webhooks.py`).
+Built-in kinds are otherwise stored as sent. Validating webhooks are called after all of
+this, without the lock (`verbs.py`, `review.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import copy
 import re
 from typing import Any
 
-from tandem.apiserver import crds
+from tandem.apiserver import cel, crds, webhooks
 from tandem.apiserver.kinds import Resource
 from tandem.apiserver.schema import Cause
 from tandem.apiserver.state import State
@@ -58,13 +63,15 @@ def prepare_create(state: State, resource: Resource, obj: dict[str, Any], params
         obj["status"] = {"phase": "Active"}
     elif resource.kind == CRD_KIND:
         _check_crd(state, resource, obj, None)
+    elif _is_webhook_configuration(resource):
+        _check_webhooks(resource, obj)
     return warnings
 
 
 def prepare_update(state: State, resource: Resource, new: dict[str, Any], current: dict[str, Any], params: dict[str, str]) -> list[str]:
     """Check an object about to replace `current` (status already settled by the caller)."""
     if resource.custom:
-        return check_custom(resource, new, params)
+        return check_custom(resource, new, params, current)
     if resource.kind == "Service":
         spec, old = new.setdefault("spec", {}), current.get("spec") or {}
         for field in ("clusterIP", "clusterIPs"):
@@ -72,6 +79,8 @@ def prepare_update(state: State, resource: Resource, new: dict[str, Any], curren
                 spec[field] = copy.deepcopy(old[field])
     elif resource.kind == CRD_KIND:
         _check_crd(state, resource, new, current)
+    elif _is_webhook_configuration(resource):
+        _check_webhooks(resource, new)
     return []
 
 
@@ -94,6 +103,16 @@ def after_write(state: State, resource: Resource, stored: dict[str, Any]) -> dic
     return state.store.update_status({**stored, "status": status})
 
 
+def unchecked_rules(state: State, resource: Resource, stored: dict[str, Any]) -> list[str]:
+    """Warnings for a CRD's CEL rules this server cannot run (a real server would refuse the CRD)."""
+    if resource.kind != CRD_KIND or resource.custom:
+        return []
+    name = stored["metadata"]["name"]
+    served = [r for r in state.registry.all() if r.crd == name and r.rules is not None]
+    return [f"{s.where}: not checked by this server ({s.why}); a Kubernetes API server would refuse this CustomResourceDefinition"
+            for r in served for s in r.rules.skipped]
+
+
 def before_delete(state: State, resource: Resource, obj: dict[str, Any]) -> None:
     """A Namespace takes what it holds with it; a CRD takes its objects and stops being served."""
     if resource.custom:
@@ -112,8 +131,9 @@ def before_delete(state: State, resource: Resource, obj: dict[str, Any]) -> None
             state.registry.replace_crd(name, [])
 
 
-def check_custom(resource: Resource, obj: dict[str, Any], params: dict[str, str]) -> list[str]:
-    """Prune, default and validate a custom object against its CRD's schema (in place)."""
+def check_custom(resource: Resource, obj: dict[str, Any], params: dict[str, str], old: dict[str, Any] | None = None) -> list[str]:
+    """Prune, default and validate a custom object against its CRD's schema (in place), then
+    run its CEL rules (as an update of `old`, when given)."""
     if resource.schema is None:
         return []
     mode = params.get("fieldValidation") or "Warn"
@@ -125,9 +145,17 @@ def check_custom(resource: Resource, obj: dict[str, Any], params: dict[str, str]
         raise BadRequest(f'{resource.kind} in version "{resource.version}" cannot be handled as a {resource.kind}: strict decoding error: {fields}')
     resource.schema.default(obj)
     causes = resource.schema.problems(obj)
+    warnings = [f'unknown field "{path}"' for path in unknown] if mode == "Warn" else []
+    if resource.rules is not None:
+        if any(c.reason in cel.BLOCKING for c in causes):
+            causes.append(cel.NOT_CHECKED)
+        else:
+            found = resource.rules.check(obj, old)
+            causes += found.causes
+            warnings += found.warnings
     if causes:
         raise InvalidObject(resource, obj["metadata"].get("name", ""), causes)
-    return [f'unknown field "{path}"' for path in unknown] if mode == "Warn" else []
+    return warnings
 
 
 def check_name(resource: Resource, name: str) -> None:
@@ -149,6 +177,17 @@ def check_namespace(namespace: str) -> None:
 
 def _check_crd(state: State, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
     causes = crds.problems(obj, state.registry, old)
+    if causes:
+        raise InvalidObject(resource, obj["metadata"].get("name", ""), causes)
+
+
+def _is_webhook_configuration(resource: Resource) -> bool:
+    return resource.group == webhooks.GROUP and resource.kind == webhooks.CONFIG_KIND
+
+
+def _check_webhooks(resource: Resource, obj: dict[str, Any]) -> None:
+    webhooks.default(obj)
+    causes = webhooks.problems(obj)
     if causes:
         raise InvalidObject(resource, obj["metadata"].get("name", ""), causes)
 

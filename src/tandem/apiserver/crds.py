@@ -1,10 +1,11 @@
 """A CustomResourceDefinition turned into the resources it serves, or refused with field paths.
 
 What is read: group, names (plural, singular, kind, shortNames, categories), scope, and per
-served version its schema (structural; `schema.py`), status and scale subresources, and
-printer columns. Versions share one stored kind (no conversion: objects are shown at the
-version asked for with only `apiVersion` changed). A CRD whose kind or plural another
-resource already serves is refused, since the store keys objects by kind name.
+served version its schema (structural; `schema.py`) and its CEL rules (compiled here, once,
+when the CRD is served; `cel.py`), status and scale subresources, and printer columns.
+Versions share one stored kind (no conversion: objects are shown at the version asked for
+with only `apiVersion` changed). A CRD whose kind or plural another resource already
+serves is refused, since the store keys objects by kind name.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tandem.apiserver.cel import compile_rules
 from tandem.apiserver.kinds import Column, Registry, Resource, ScalePaths
 from tandem.apiserver.schema import Cause, Schema, check
 from tandem.api.timestamps import rfc3339
@@ -27,7 +29,7 @@ def resources_of(crd: dict[str, Any]) -> list[Resource]:
     names = spec.get("names") or {}
     group, plural, kind = spec.get("group", ""), names.get("plural", ""), names.get("kind", "")
     out = []
-    for version in spec.get("versions") or []:
+    for index, version in enumerate(spec.get("versions") or []):
         if not version.get("served", True):
             continue
         subresources = version.get("subresources") or {}
@@ -53,6 +55,7 @@ def resources_of(crd: dict[str, Any]) -> list[Resource]:
                 if columns
                 else None,
                 schema=Schema(openapi) if isinstance(openapi, dict) else None,
+                rules=compile_rules(openapi, f"spec.versions[{index}].schema.openAPIV3Schema") if isinstance(openapi, dict) else None,
                 crd=crd["metadata"]["name"],
                 storage=bool(version.get("storage")),
             )

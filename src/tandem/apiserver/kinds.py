@@ -56,6 +56,7 @@ class Resource:
     binding: bool = False  # has a /binding subresource (pods)
     columns: tuple[Column, ...] | None = None  # a CRD's printer columns; None: the kind's built-in table
     schema: Any = field(default=None, compare=False)  # schema.Schema of a custom resource
+    rules: Any = field(default=None, compare=False)  # cel.Rules of a custom resource (None: no CEL rules to run)
     crd: str = ""  # the CustomResourceDefinition that defines it ("" for a built-in)
     storage: bool = True  # the version objects are stored at
 
@@ -91,7 +92,7 @@ BUILT_IN = (
         "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
         "customresourcedefinition", ("crd", "crds"), ("api-extensions",), status=True,
     ),
-    # Stored so `tandem operator --manage-webhook-config` can run here; webhooks are never called.
+    # Checked and defaulted on write (webhooks.py), and called on every matching write (review.py).
     Resource(
         "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False,
         "validatingwebhookconfiguration", (), ("api-extensions",),

@@ -3,7 +3,7 @@ prune fields the schema does not declare, fill in `default`s, then validate.
 
 Validation is JSON Schema (draft 4, what OpenAPI v3 schemas are) with the `x-kubernetes-*`
 extensions dropped, `nullable` and `x-kubernetes-int-or-string` honoured. CEL rules
-(`x-kubernetes-validations`) are not evaluated. `metadata` is the server's own business
+(`x-kubernetes-validations`) are `cel.py`'s. `metadata` is the server's own business
 and is neither pruned nor defaulted. Each problem names its field path
 (`spec.roles[1].minReplicas`), in path order.
 """

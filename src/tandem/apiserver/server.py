@@ -20,12 +20,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from tandem.apiserver import discovery, protobuf, tables, verbs, watch
+from tandem.apiserver import cel, discovery, protobuf, tables, verbs, watch
 from tandem.apiserver.kubelet import Kubelet
 from tandem.apiserver.routes import Route, route
 from tandem.apiserver.seed import seed
 from tandem.apiserver.state import State
-from tandem.apiserver.status import UnsupportedMediaType, failure
+from tandem.apiserver.status import Refused, UnsupportedMediaType, failure
 from tandem.errors import ApiError, BadRequest, InternalError, NotFound
 
 log = logging.getLogger("tandem.apiserver")
@@ -52,6 +52,8 @@ class ApiServer:
         """`objects` are stored first (`seed.cluster_objects`); `crds`: tandem's CRDs installed;
         `kubelet`: run the simulated kubelet (ready `ready_after` s after start, bound
         `bind_latency` s after the gates go)."""
+        if not cel.available():
+            log.warning("cel-python is not installed (pip install 'tandem[apiserver]'): CRDs' x-kubernetes-validations rules are not checked")
         self.state = State(clock) if history is None else State(clock, history)
         seed(self.state, objects or [], crds=crds)
         self.bookmark_every = bookmark_every
@@ -154,13 +156,19 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception as exc:
+            warnings: list[str] = []
+            if isinstance(exc, Refused):
+                exc, warnings = exc.error, exc.warnings
             if not isinstance(exc, ApiError):  # a bug: answer 500, never drop the connection silently
                 log.exception("%s %s failed", method, self.path)
                 exc = InternalError(f"internal error: {type(exc).__name__}: {exc}")
             if self._streaming:  # a watch's 200 went out already: all that is left is to hang up
                 self.close_connection = True
                 return
-            self._json(exc.code, failure(exc, target.resource if target else None, target.name if target else None))
+            try:
+                self._json(exc.code, failure(exc, target.resource if target else None, target.name if target else None), warnings)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting (on a slow webhook, say)
+                self.close_connection = True
 
     def _other(self, method: str, path: str) -> None:
         """Everything that is not a resource: health, version, discovery, OpenAPI."""
@@ -249,7 +257,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise BadRequest(f"the request body is not valid {'YAML' if 'yaml' in content_type else 'JSON'}: {exc}") from None
 
     def _json(self, code: int, body: Any, warnings: list[str] | None = None) -> None:
-        headers = [("Warning", '299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"') for w in warnings or []]
+        headers = [("Warning", '299 - "' + _header_text(w).replace("\\", "\\\\").replace('"', '\\"') + '"') for w in warnings or []]
         self._send(code, json.dumps(body).encode(), JSON, headers)
 
     def _send(self, code: int, data: bytes, content_type: str, headers: list[tuple[str, str]] | None = None) -> None:
@@ -266,3 +274,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
+
+
+def _header_text(text: str) -> str:
+    """A warning as one header line of UTF-8, as kubectl reads it (it drops any other bytes):
+    control characters (a webhook's newlines) become spaces; http.server writes Latin-1."""
+    line = "".join(" " if ord(c) < 32 or ord(c) == 127 else c for c in text)
+    return line.encode("utf-8").decode("latin-1")

@@ -2,7 +2,8 @@
 
 The HTTP server runs a thread per connection, and the store is not thread-safe: every
 read and write holds `lock` (a Condition), and every write ends with `changed()`, which
-wakes the watches (and the kubelet) waiting on it. Wall-clock time enters only through
+wakes the watches (and the kubelet) waiting on it. Admission webhooks are called with the
+lock released (`verbs.write`): a webhook may take seconds, and may read this server. Wall-clock time enters only through
 `clock` (seconds), which the store writes into objects as RFC 3339 text.
 """
 

@@ -28,6 +28,24 @@ class InvalidObject(Invalid):
         self.name = name
 
 
+class StatusError(ApiError):
+    """An error answered with a Status made elsewhere: a webhook's refusal (its code, reason
+    and details, as the webhook gave them), or a failure to call one (500 and its cause)."""
+
+    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.code, self.reason, self.details = code, reason, details
+
+
+class Refused(Exception):
+    """A refused write: the error to answer, and the warnings to send with it (a webhook's,
+    an unknown field's), as the real server sends warnings on a refusal too."""
+
+    def __init__(self, error: ApiError, warnings: list[str]):
+        super().__init__(error.message)
+        self.error, self.warnings = error, warnings
+
+
 class UnsupportedMediaType(ApiError):
     code, reason, retryable = 415, "UnsupportedMediaType", False
 
@@ -72,8 +90,12 @@ def failure(error: ApiError, resource: Resource | None = None, name: str | None 
         "reason": error.reason,
         "code": error.code,
     }
+    if not error.reason:
+        del body["reason"]  # a webhook's Status may have none
     details: dict[str, Any] = {}
-    if isinstance(error, InvalidObject):
+    if isinstance(error, StatusError):
+        details = dict(error.details or {})
+    elif isinstance(error, InvalidObject):
         details = {"name": error.name, "kind": error.kind_name}
         if error.group:
             details["group"] = error.group

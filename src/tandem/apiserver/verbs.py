@@ -8,28 +8,40 @@ changes nothing is not written (no new resourceVersion); `dryRun=All` checks wit
 storing; a delete answers the object (built-ins) or a Success Status (custom resources).
 Deletion is immediate (no grace period) and cascades at once, whatever the propagation
 policy, unless a finalizer holds the object.
+
+A write is planned, admitted and committed (`write`): the object to store is made with the
+state's lock held (names, defaults, schema, CEL rules), the validating webhooks it matches
+are called with the lock released, and the write is made with the lock held again if the
+object did not change meanwhile; if it did, the write is planned again.
 """
 
 from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import yaml
 
-from tandem.apiserver import admission, patches, tables
+from tandem.apiserver import admission, patches, review, tables, webhooks
 from tandem.apiserver.kinds import Resource
 from tandem.apiserver.routes import Route
 from tandem.apiserver.schema import Cause
 from tandem.apiserver.state import State
-from tandem.apiserver.status import Expired, InvalidObject, MethodNotAllowed, UnsupportedMediaType, already_exists, conflict, not_found, success
+from tandem.apiserver.status import (
+    Expired, InvalidObject, MethodNotAllowed, Refused, UnsupportedMediaType, already_exists, conflict, not_found, success,
+)
+from tandem.apiserver.webhooks import Attributes
 from tandem.controller.selectors import parse, parse_fields
 from tandem.errors import AlreadyExists, BadRequest, Conflict, Invalid, NotFound
 
 PROPAGATION = ("Background", "Foreground", "Orphan")
+WRITE_ATTEMPTS = 5  # plans of one write whose object keeps changing while its webhooks answer
+SCALE_KIND = ("autoscaling", "v1", "Scale")
+BINDING_KIND = ("", "v1", "Binding")
 
 
 @dataclass
@@ -49,36 +61,87 @@ class Answer:
     warnings: list[str] = field(default_factory=list)
 
 
+@dataclass
+class Pending:
+    """A write made ready with the lock held: what webhooks are shown, the warnings so far, and
+    how to make it (`commit`, with the lock held again; raises Stale if the object changed)."""
+
+    attributes: Attributes
+    commit: Callable[[], Answer]
+    warnings: list[str] = field(default_factory=list)
+
+
+class Stale(Exception):
+    """The object changed between planning a write and committing it: plan it again."""
+
+
 def handle(state: State, call: Call) -> Answer:
-    """Answer one call (not a watch), holding the state's lock; raises ApiError on failure."""
+    """Answer one call (not a watch); raises ApiError on failure (Refused: with warnings)."""
     route = call.route
     if route.subresource == "binding" and call.method != "POST":
         raise MethodNotAllowed(f"{call.method} is not supported on pods/binding")
-    with state.lock:
-        if call.method == "GET":
+    if call.method == "GET":
+        with state.lock:
             if route.name is None:
                 return _list(state, call)
             if route.subresource == "scale":
                 return Answer(200, scale_of(route.resource, _get(state, route)))
             return Answer(200, _shown(state, call, _get(state, route)))
-        if call.method == "POST" and route.subresource == "binding":
-            return _bind(state, call)
-        if call.method == "POST" and route.name is None:
-            return _write(state, lambda: create(state, route.resource, route.namespace, _object(call.body), call.params))
-        if call.method == "PUT" and route.name is not None:
-            return _write(state, lambda: _put(state, call))
-        if call.method == "PATCH" and route.name is not None:
-            return _write(state, lambda: _patch(state, call))
-        if call.method == "DELETE":
-            return _write(state, lambda: _delete(state, call))
+    if call.method == "POST" and route.subresource == "binding":
+        return write(state, lambda: _bind(state, call))
+    if call.method == "POST" and route.name is None:
+        return write(state, lambda: plan_create(state, route.resource, route.namespace, _object(call.body), call.params))
+    if call.method == "PUT" and route.name is not None:
+        return write(state, lambda: _put(state, call))
+    if call.method == "PATCH" and route.name is not None:
+        return write(state, lambda: _patch(state, call))
+    if call.method == "DELETE":
+        return _delete(state, call)
     raise MethodNotAllowed(f"{call.method} is not supported on this path")
 
 
-def _write(state: State, action: Callable[[], Answer]) -> Answer:
+def write(state: State, plan: Callable[[], Pending]) -> Answer:
+    """Plan a write with the lock held, call the webhooks it matches with the lock released
+    (a webhook may be slow, and may itself read this server), then commit it with the lock
+    held again. An object changed in between is planned again, as the real server's
+    GuaranteedUpdate does: a request that named a resourceVersion now fails its
+    precondition (409), one that did not is applied to the new object."""
+    for _ in range(WRITE_ATTEMPTS):
+        with state.lock:
+            pending = plan()
+            calls = webhooks.invocations(state, pending.attributes)
+            if not calls:
+                return _committed(state, pending, [])
+        try:
+            warnings = review.admit(calls, pending.attributes)
+        except Refused as refused:
+            raise Refused(refused.error, pending.warnings + refused.warnings) from None
+        with state.lock:
+            try:
+                return _committed(state, pending, warnings)
+            except Stale:
+                continue
+    raise conflict(pending.attributes.resource, pending.attributes.name)
+
+
+def _committed(state: State, pending: Pending, admitted: list[str]) -> Answer:
     try:
-        return action()
+        answer = pending.commit()
     finally:
         state.changed()  # even a refused write may have done part (a namespace created, a cascade)
+    answer.warnings = [*pending.warnings, *admitted, *answer.warnings]
+    return answer
+
+
+def _unchanged(state: State, resource: Resource, before: dict[str, Any]) -> None:
+    """Stale when the object read as `before` has changed, or gone, since."""
+    meta = before["metadata"]
+    try:
+        now = state.store.get(resource.kind, meta.get("namespace"), meta["name"])
+    except NotFound:
+        raise Stale from None
+    if now["metadata"].get("resourceVersion") != meta.get("resourceVersion"):
+        raise Stale
 
 
 # ----------------------------------------------------------------------------- reads
@@ -139,8 +202,19 @@ def _shown(state: State, call: Call, obj: dict[str, Any]) -> Any:
 def create(
     state: State, resource: Resource, namespace: str | None, obj: dict[str, Any], params: dict[str, str], *, loading: bool = False
 ) -> Answer:
-    """Create `obj` as `resource`; the lock must be held. `loading` (cluster files): a pod's
-    status is kept as written, as a snapshot of a running cluster has it."""
+    """Create `obj` as `resource` at once, without webhooks (the lock must be held): how the
+    server is seeded. `loading` (cluster files): a pod's status is kept as written, as a
+    snapshot of a running cluster has it."""
+    pending = plan_create(state, resource, namespace, obj, params, loading=loading)
+    answer = pending.commit()
+    answer.warnings = [*pending.warnings, *answer.warnings]
+    return answer
+
+
+def plan_create(
+    state: State, resource: Resource, namespace: str | None, obj: dict[str, Any], params: dict[str, str], *, loading: bool = False
+) -> Pending:
+    """Make `obj` what a create of `resource` stores (the lock must be held)."""
     obj = copy.deepcopy(obj)
     _check_kind(resource, obj)
     obj["apiVersion"], obj["kind"] = _storage(state, resource).api_version, resource.kind
@@ -154,21 +228,26 @@ def create(
     else:
         meta.pop("namespace", None)
     warnings = admission.prepare_create(state, resource, obj, params, keep_status=loading)
-    if _dry_run(params):
-        return Answer(201, present(resource, obj), warnings)
-    if resource.namespaced:
-        admission.ensure_namespace(state, meta["namespace"])
-    try:
-        stored = state.store.create(obj)
-    except AlreadyExists:
-        raise already_exists(resource, meta["name"]) from None
-    except Invalid as exc:
-        raise _invalid(resource, meta["name"], exc) from None
-    stored = admission.after_write(state, resource, stored)
-    return Answer(201, present(resource, stored), warnings)
+
+    def commit() -> Answer:
+        if _dry_run(params):
+            return Answer(201, present(resource, obj))
+        if resource.namespaced:
+            admission.ensure_namespace(state, meta["namespace"])
+        try:
+            stored = state.store.create(copy.deepcopy(obj))
+        except AlreadyExists:
+            raise already_exists(resource, meta["name"]) from None
+        except Invalid as exc:
+            raise _invalid(resource, meta["name"], exc) from None
+        stored = admission.after_write(state, resource, stored)
+        return Answer(201, present(resource, stored), admission.unchecked_rules(state, resource, stored))
+
+    attributes = _attributes("CREATE", resource, None, obj, None, params, "CreateOptions")
+    return Pending(attributes, commit, warnings)
 
 
-def _put(state: State, call: Call) -> Answer:
+def _put(state: State, call: Call) -> Pending:
     route = call.route
     body = _object(call.body)
     if route.subresource == "scale":
@@ -182,10 +261,10 @@ def _put(state: State, call: Call) -> Answer:
     new.setdefault("metadata", {})["name"] = route.name
     if not new["metadata"].get("resourceVersion"):
         new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]  # an unconditional update
-    return update(state, route.resource, current, new, call.params, route.subresource)
+    return plan_update(state, route.resource, current, new, call.params, route.subresource)
 
 
-def _patch(state: State, call: Call) -> Answer:
+def _patch(state: State, call: Call) -> Pending:
     route, r = call.route, call.route.resource
     kind = call.content_type.split(";")[0].strip()
     if kind not in patches.PATCH_TYPES:
@@ -197,7 +276,7 @@ def _patch(state: State, call: Call) -> Answer:
     except NotFound:
         if kind == patches.APPLY and route.subresource is None:  # server-side apply of a new object: a create
             body = _object(call.body)
-            return create(state, r, route.namespace, {**body, "metadata": {**(body.get("metadata") or {}), "name": route.name}}, call.params)
+            return plan_create(state, r, route.namespace, {**body, "metadata": {**(body.get("metadata") or {}), "name": route.name}}, call.params)
         raise
     if route.subresource == "scale":
         patched_scale = _apply(kind, scale_of(r, current), call.body, custom=False)
@@ -207,7 +286,7 @@ def _patch(state: State, call: Call) -> Answer:
         raise BadRequest("the patch did not produce an object")
     if (patched.get("metadata") or {}).get("name") != route.name:
         raise Invalid("metadata.name: the name cannot be changed by a patch")
-    return update(state, r, current, patched, call.params, route.subresource)
+    return plan_update(state, r, current, patched, call.params, route.subresource)
 
 
 def _apply(kind: str, current: dict[str, Any], body: Any, *, custom: bool) -> Any:
@@ -222,10 +301,11 @@ def _apply(kind: str, current: dict[str, Any], body: Any, *, custom: bool) -> An
     return patches.merge_patch(current, applied) if custom else (patches.strategic_merge(current, applied) or {})
 
 
-def update(
+def plan_update(
     state: State, resource: Resource, current: dict[str, Any], new: dict[str, Any], params: dict[str, str], subresource: str | None
-) -> Answer:
-    """Replace `current` by `new` (or only its status); `new`'s resourceVersion is the precondition."""
+) -> Pending:
+    """Make ready the replacing of `current` by `new` (or only its status); `new`'s
+    resourceVersion is the precondition. The lock must be held."""
     name = current["metadata"]["name"]
     new = copy.deepcopy(new)
     new["apiVersion"], new["kind"] = current["apiVersion"], current["kind"]
@@ -251,20 +331,26 @@ def update(
         else:
             new.pop("status", None)
     warnings = admission.prepare_update(state, resource, new, current, params)
-    if _same(new, current):
-        return Answer(200, present(resource, current), warnings)  # nothing changed: nothing written
-    if _dry_run(params):
-        return Answer(200, present(resource, new), warnings)
-    try:
-        stored = state.store.update_status(new) if subresource == "status" else state.store.update(new)
-    except Conflict:
-        raise conflict(resource, name) from None
-    except Invalid as exc:
-        raise _invalid(resource, name, exc) from None
-    if stored["metadata"].get("deletionTimestamp") and not stored["metadata"].get("finalizers"):
-        return Answer(200, present(resource, stored), warnings)  # the last finalizer went: the object is gone
-    stored = admission.after_write(state, resource, stored)
-    return Answer(200, present(resource, stored), warnings)
+
+    def commit() -> Answer:
+        _unchanged(state, resource, current)
+        if _same(new, current):
+            return Answer(200, present(resource, current))  # nothing changed: nothing written
+        if _dry_run(params):
+            return Answer(200, present(resource, new))
+        try:
+            stored = state.store.update_status(copy.deepcopy(new)) if subresource == "status" else state.store.update(copy.deepcopy(new))
+        except Conflict:
+            raise conflict(resource, name) from None
+        except Invalid as exc:
+            raise _invalid(resource, name, exc) from None
+        if stored["metadata"].get("deletionTimestamp") and not stored["metadata"].get("finalizers"):
+            return Answer(200, present(resource, stored))  # the last finalizer went: the object is gone
+        stored = admission.after_write(state, resource, stored)
+        return Answer(200, present(resource, stored), admission.unchecked_rules(state, resource, stored))
+
+    attributes = _attributes("UPDATE", resource, subresource, new, current, params, "UpdateOptions")
+    return Pending(attributes, commit, warnings)
 
 
 def _same(new: dict[str, Any], current: dict[str, Any]) -> bool:
@@ -284,21 +370,32 @@ def _delete(state: State, call: Call) -> Answer:
     if propagation not in PROPAGATION:
         raise BadRequest(f"propagationPolicy: unsupported value {propagation!r}: supported values: {', '.join(PROPAGATION)}")
     if route.name is None:
-        return _delete_collection(state, call, propagation)
-    pre = options.get("preconditions") or {}
-    current = _get(state, route)
-    if _dry_run(call.params) or _dry_run(options):
-        return Answer(200, present(r, current))
-    return Answer(200, delete(state, r, current, propagation, pre.get("uid"), pre.get("resourceVersion")))
+        return _delete_collection(state, call, options, propagation)
+    return write(state, lambda: _plan_delete(state, r, _get(state, route), options, call.params, propagation))
 
 
-def delete(state: State, r: Resource, current: dict[str, Any], propagation: str, uid: str | None = None, version: str | None = None) -> Any:
-    """Delete `current` (with preconditions); what the API answers for it."""
-    meta = current["metadata"]
-    if uid is not None and uid != meta.get("uid"):
+def _plan_delete(state: State, r: Resource, current: dict[str, Any], options: dict[str, Any], params: dict[str, str], propagation: str) -> Pending:
+    """Make ready the deleting of `current` (its preconditions checked); the lock must be held."""
+    dry_run = _dry_run(params) or _dry_run(options)
+    meta, pre = current["metadata"], options.get("preconditions") or {}
+    uid, version = pre.get("uid"), pre.get("resourceVersion")
+    if not dry_run and uid is not None and uid != meta.get("uid"):
         raise Conflict(f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta.get('uid')}")
-    if version is not None and version != meta.get("resourceVersion"):
+    if not dry_run and version is not None and version != meta.get("resourceVersion"):
         raise Conflict(f"Precondition failed: ResourceVersion in precondition: {version}, ResourceVersion in object meta: {meta.get('resourceVersion')}")
+
+    def commit() -> Answer:
+        _unchanged(state, r, current)
+        return Answer(200, present(r, current) if dry_run else delete(state, r, current, propagation))
+
+    attributes = _attributes("DELETE", r, None, None, current, {**params, **({"dryRun": "All"} if dry_run else {})}, "DeleteOptions",
+                             {k: v for k, v in options.items() if k in ("propagationPolicy", "preconditions", "gracePeriodSeconds")})
+    return Pending(attributes, commit)
+
+
+def delete(state: State, r: Resource, current: dict[str, Any], propagation: str) -> Any:
+    """Delete `current` (the lock held); what the API answers for it."""
+    meta = current["metadata"]
     if not meta.get("finalizers"):
         admission.before_delete(state, r, current)
     state.store.delete(r.kind, meta.get("namespace"), meta["name"], propagation=propagation)  # type: ignore[arg-type]
@@ -309,19 +406,30 @@ def delete(state: State, r: Resource, current: dict[str, Any], propagation: str,
     return present(r, remaining)  # held by finalizers: deletionTimestamp set
 
 
-def _delete_collection(state: State, call: Call, propagation: str) -> Answer:
+def _delete_collection(state: State, call: Call, options: dict[str, Any], propagation: str) -> Answer:
+    """Each object is deleted as by its own request (webhooks included); the first refusal ends it."""
     r = call.route.resource
-    items = state.store.list(r.kind, call.route.namespace, call.params.get("labelSelector") or None, call.params.get("fieldSelector") or None)
+    with state.lock:
+        items = state.store.list(r.kind, call.route.namespace, call.params.get("labelSelector") or None, call.params.get("fieldSelector") or None)
     if _dry_run(call.params):
         return Answer(200, {"apiVersion": r.api_version, "kind": f"{r.kind}List", "metadata": {}, "items": [present(r, i) for i in items]})
+    warnings: list[str] = []
     for item in items:
         try:
-            current = state.store.get(r.kind, item["metadata"].get("namespace"), item["metadata"]["name"])
+            warnings += _delete_one(state, r, item["metadata"], options, call.params, propagation).warnings
         except NotFound:
             continue  # a cascade took it
-        delete(state, r, current, propagation)
-    return Answer(200, {"apiVersion": r.api_version, "kind": f"{r.kind}List", "metadata": {"resourceVersion": state.store.resource_version},
-                      "items": [present(r, i) for i in items]})
+    with state.lock:
+        version = state.store.resource_version
+    return Answer(200, {"apiVersion": r.api_version, "kind": f"{r.kind}List", "metadata": {"resourceVersion": version},
+                        "items": [present(r, i) for i in items]}, warnings)
+
+
+def _delete_one(state: State, r: Resource, meta: dict[str, Any], options: dict[str, Any], params: dict[str, str], propagation: str) -> Answer:
+    def plan() -> Pending:
+        return _plan_delete(state, r, state.store.get(r.kind, meta.get("namespace"), meta["name"]), options, params, propagation)
+
+    return write(state, plan)
 
 
 # ----------------------------------------------------------------------------- scale, binding
@@ -343,7 +451,7 @@ def scale_of(r: Resource, obj: dict[str, Any]) -> dict[str, Any]:
             "spec": {"replicas": spec[0] if spec and isinstance(spec[0], int) else 0}, "status": status}
 
 
-def _scale_update(state: State, call: Call, scale: dict[str, Any], current: dict[str, Any] | None = None) -> Answer:
+def _scale_update(state: State, call: Call, scale: dict[str, Any], current: dict[str, Any] | None = None) -> Pending:
     r = call.route.resource
     assert r.scale is not None
     current = current if current is not None else _get(state, call.route)
@@ -353,9 +461,16 @@ def _scale_update(state: State, call: Call, scale: dict[str, Any], current: dict
     new = copy.deepcopy(current)
     new["metadata"]["resourceVersion"] = (scale.get("metadata") or {}).get("resourceVersion") or current["metadata"]["resourceVersion"]
     _set_path(new, r.scale.spec_replicas, replicas)
-    answer = update(state, r, current, new, call.params, None)
-    stored = state.store.get(r.kind, call.route.namespace, call.route.name or "")
-    return Answer(200, scale_of(r, stored), answer.warnings)
+    pending = plan_update(state, r, current, new, call.params, None)
+
+    def commit() -> Answer:
+        answer = pending.commit()
+        stored = state.store.get(r.kind, call.route.namespace, call.route.name or "")
+        return Answer(200, scale_of(r, stored), answer.warnings)
+
+    attributes = dataclasses.replace(pending.attributes, subresource="scale", kind=SCALE_KIND, object=scale_of(r, new),
+                                     old_object=scale_of(r, current))
+    return Pending(attributes, commit, pending.warnings)
 
 
 def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
@@ -365,19 +480,49 @@ def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
     obj[steps[-1]] = value
 
 
-def _bind(state: State, call: Call) -> Answer:
+def _bind(state: State, call: Call) -> Pending:
     route = call.route
     body = _object(call.body)
     target = (body.get("target") or {}).get("name")
     if not target:
         raise InvalidObject(route.resource, route.name or "", [Cause("target.name", "FieldValueRequired", "Required value")])
-    _get(state, route)
-    state.store.bind(route.namespace or "default", route.name or "", target)
-    state.changed()
-    return Answer(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+    pod = _get(state, route)
+    binding = {**body, "apiVersion": "v1", "kind": "Binding",
+               "metadata": {**(body.get("metadata") or {}), "name": route.name, "namespace": pod["metadata"]["namespace"]}}
+
+    def commit() -> Answer:
+        _get(state, route)
+        state.store.bind(route.namespace or "default", route.name or "", target)
+        return Answer(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+
+    attributes = _attributes("CREATE", route.resource, "binding", binding, None, call.params, "CreateOptions")
+    return Pending(dataclasses.replace(attributes, kind=BINDING_KIND, name=route.name or "", object=binding), commit)
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+def _attributes(operation: str, resource: Resource, subresource: str | None, obj: dict[str, Any] | None, old: dict[str, Any] | None,
+                params: dict[str, Any], options_kind: str, options: dict[str, Any] | None = None) -> Attributes:
+    """What the webhooks are shown of a write (objects at the version the request named)."""
+    meta = (obj if obj is not None else old or {}).get("metadata") or {}
+    shown_options = {"kind": options_kind, "apiVersion": "meta.k8s.io/v1", **(options or {})}
+    if _dry_run(params):
+        shown_options["dryRun"] = ["All"]
+    if params.get("fieldManager") and options_kind != "DeleteOptions":
+        shown_options["fieldManager"] = params["fieldManager"]
+    return Attributes(
+        operation=operation,
+        resource=resource,
+        subresource=subresource or "",
+        kind=(resource.group, resource.version, resource.kind),
+        namespace=str(meta.get("namespace") or "") if resource.namespaced else "",
+        name=str(meta.get("name") or ""),
+        object=present(resource, obj) if obj is not None else None,
+        old_object=present(resource, old) if old is not None else None,
+        dry_run=_dry_run(params),
+        options=shown_options,
+    )
 
 
 def _object(body: Any) -> dict[str, Any]:

@@ -1,0 +1,117 @@
+"""Admission as a cluster runs it: `tandem apiserver` and `tandem operator --webhook-port N
+--manage-webhook-config` as processes, and the real kubectl.
+
+The operator registers its ValidatingWebhookConfiguration with the server, which from then
+on sends every InferenceGroup write to it over HTTPS: malformed groups are refused with
+every field path (the CRD's CEL rules catch some before the webhook is asked, the webhook
+the rest: a level the ClusterTopology lacks, an affinity to a role the group lacks), and
+nothing is created; a valid group is admitted, one that could never fit with a `Warning:`.
+With the operator stopped the configuration stays, so writes fail closed.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+from e2e.processes import KUBECTL, NO_KUBECTL, ApiServer, OperatorProcess, free_port, start_apiserver, start_operator, wait_for
+from tandem.topology.generate import generate_cluster
+
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason=NO_KUBECTL)
+NS = "admission"
+CONFIG = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/tandem-operator"
+WEBHOOK = "validate.tandem.dev"
+
+
+def group(name: str, *, gpus: int = 2, pods: int = 1, pack: str = "rack", **role: Any) -> dict[str, Any]:
+    """Prefill and decode, one replica each of `pods` pods with `gpus` GPUs, packed in a `pack`."""
+    template = {"spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.11.0",
+                                         "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}]}}
+    roles = [{"name": name_, "replicas": 1, "podsPerReplica": pods, "template": template} for name_ in ("prefill", "decode")]
+    roles[0].update(role)
+    return {"apiVersion": "tandem.dev/v1alpha1", "kind": "InferenceGroup", "metadata": {"name": name, "namespace": NS},
+            "spec": {"replicas": 1, "topologyName": "default", "topology": {"pack": {"required": pack}}, "roles": roles}}
+
+
+def documents(*objects: dict[str, Any]) -> str:
+    return yaml.safe_dump_all(objects)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    """The server with tandem's CRDs (and their CEL rules), 4 nodes of 8 GPUs in 2 racks, and the topology."""
+    work = tmp_path_factory.mktemp("admission")
+    topology, nodes = generate_cluster([("rack", 2), ("host", 2)], 8)
+    (work / "nodes.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": nodes}))
+    api = start_apiserver(work, "--cluster", str(work / "nodes.yaml"))
+    api.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(topology))
+    yield api
+    assert api.stop() == 0, "SIGTERM ends the server cleanly"
+    assert api.stderr.read_text() == "", "nothing went wrong on the server's side"
+
+
+@pytest.fixture
+def operator(server: ApiServer, tmp_path: Path) -> Iterator[OperatorProcess]:
+    """An operator serving the webhook on a port of its own, once its configuration points there."""
+    port = free_port()
+    process = start_operator(server, tmp_path, f"webhook-{port}", "--webhook-port", str(port), "--manage-webhook-config")
+    try:
+        wait_for(lambda: _webhook_url(server).endswith(f":{port}/validate"), 20, "the operator's ValidatingWebhookConfiguration")
+        yield process
+    finally:
+        if process.process.poll() is None:
+            process.process.send_signal(signal.SIGTERM)
+            process.process.wait(timeout=10)
+
+
+def _webhook_url(server: ApiServer) -> str:
+    try:
+        return server.get(CONFIG)["webhooks"][0]["clientConfig"]["url"]
+    except OSError:
+        return ""
+
+
+def _groups(server: ApiServer) -> list[str]:
+    listed = server.kubectl("get", "ig", "-n", NS, "-o", "name", check=False)
+    return listed.stdout.split()
+
+
+def test_malformed_groups_are_refused_with_every_field_path_and_good_ones_admitted(server, operator):
+    cel = group("cel", minReplicas=2)  # the CRD's rule, checked by the server itself
+    levels = group("levels", pack="zone")  # the topology has no such level: only the webhook knows
+    affinity = group("affinity")
+    affinity["spec"]["affinity"] = [{"from": "prefill", "to": "nosuch", "level": "rack"}]
+    refused = server.kubectl("apply", "-f", "-", stdin=documents(cel, levels, affinity), check=False)
+    assert refused.returncode != 0
+    for path in ("spec.roles[0].minReplicas: Invalid value: \"object\": minReplicas must be <= replicas",
+                 "spec.topology.pack.required: unknown level 'zone'", "spec.affinity[0].to"):
+        assert path in refused.stderr, refused.stderr
+    assert f'admission webhook "{WEBHOOK}" denied the request' in refused.stderr
+    assert _groups(server) == [], "nothing was created"
+
+    admitted = server.kubectl("apply", "-f", "-", stdin=documents(group("fits")))
+    assert admitted.stdout.strip() == "inferencegroup.tandem.dev/fits created" and "Warning" not in admitted.stderr
+
+    never = server.kubectl("apply", "-f", "-", stdin=documents(group("never", gpus=8, pods=2, pack="host")))
+    assert never.stdout.strip() == "inferencegroup.tandem.dev/never created"
+    assert "Warning: the group's minimum cannot fit this cluster even with every node empty" in never.stderr
+    assert _groups(server) == ["inferencegroup.tandem.dev/fits", "inferencegroup.tandem.dev/never"]
+    server.kubectl("delete", "ig", "fits", "never", "-n", NS)
+
+
+def test_with_the_operator_stopped_writes_fail_closed(server, operator):
+    assert server.kubectl("apply", "-f", "-", stdin=documents(group("before"))).returncode == 0
+    operator.process.send_signal(signal.SIGTERM)
+    assert operator.process.wait(timeout=10) == 0
+    closed = server.kubectl("apply", "-f", "-", stdin=documents(group("after")), check=False)
+    assert closed.returncode != 0
+    assert f'Internal error occurred: failed calling webhook "{WEBHOOK}": failed to call webhook' in closed.stderr
+    assert "connect: connection refused" in closed.stderr
+    assert _groups(server) == ["inferencegroup.tandem.dev/before"], "nothing more was created"
+    changed = server.kubectl("scale", "ig", "before", "-n", NS, "--replicas=2", check=False)
+    assert changed.returncode == 0, "the webhook's rules name inferencegroups, not their scale subresource"
+    server.kubectl("delete", "ig", "before", "-n", NS)
