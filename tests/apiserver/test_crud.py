@@ -123,6 +123,21 @@ def test_delete_preconditions_finalizers_and_cascades(client):
     assert client.get(f"{PODS}/p").code == 404, "dependents go with their owner"
 
 
+def test_an_object_created_for_an_owner_already_gone_is_collected(client):
+    owner = client.post(GROUPS, group()).body
+    reference = {"apiVersion": "tandem.dev/v1alpha1", "kind": "InferenceGroup", "name": "g", "uid": owner["metadata"]["uid"]}
+    client.delete(f"{GROUPS}/g")
+    late = pod("late")  # a controller's write that raced the deletion of its owner
+    late["metadata"]["ownerReferences"] = [reference]
+    assert client.post(PODS, late).code == 201
+    assert client.get(f"{PODS}/late").code == 404, "collected, as the garbage collector would"
+    client.post(GROUPS, group())  # the same name again, another uid
+    assert client.post(PODS, late).code == 201 and client.get(f"{PODS}/late").code == 404, "an owner is its uid, not its name"
+    kept = pod("kept")
+    kept["metadata"]["ownerReferences"] = [{**reference, "uid": client.get(f"{GROUPS}/g").body["metadata"]["uid"]}]
+    assert client.post(PODS, kept).code == 201 and client.get(f"{PODS}/kept").code == 200
+
+
 def test_delete_collection_and_dry_run(client):
     for name in ("a", "b", "c"):
         client.post(PODS, pod(name, labels={"x": "1"} if name != "c" else {}))

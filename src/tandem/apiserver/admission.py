@@ -93,7 +93,13 @@ def ensure_namespace(state: State, namespace: str) -> None:
 
 
 def after_write(state: State, resource: Resource, stored: dict[str, Any]) -> dict[str, Any]:
-    """What follows a create or update: a CRD's resources are served, and it says so in its status."""
+    """What follows a create or update: an object whose owner is gone is collected (the
+    garbage collector's work, done at once); a CRD's resources are served, and it says so
+    in its status."""
+    if _owner_gone(state, stored):
+        meta = stored["metadata"]
+        _delete_quietly(state, stored["kind"], meta.get("namespace"), meta["name"])
+        return stored
     if resource.kind != CRD_KIND or resource.custom:
         return stored
     state.registry.replace_crd(stored["metadata"]["name"], crds.resources_of(stored))
@@ -214,6 +220,25 @@ def _allocate_cluster_ip(state: State, obj: dict[str, Any]) -> None:
     n = state.next("clusterIP")
     ip = f"10.96.{n // 254 % 256}.{n % 254 + 1}"
     spec["clusterIP"], spec["clusterIPs"] = ip, [ip]
+
+
+def _owner_gone(state: State, obj: dict[str, Any]) -> bool:
+    """An owner reference names an object that no longer exists (by uid): a write that raced
+    its owner's deletion. Such a dependent is collected, as a cluster's garbage collector
+    collects it; an owner of a kind this server does not serve is taken to exist."""
+    meta = obj["metadata"]
+    for owner in meta.get("ownerReferences") or []:
+        kind, name, uid = owner.get("kind"), owner.get("name"), owner.get("uid")
+        if not kind or not name or not uid or state.registry.for_kind(kind) is None:
+            continue
+        namespace = None if state.store.is_cluster_scoped(kind) else meta.get("namespace")
+        try:
+            if state.store.get(kind, namespace, name)["metadata"].get("uid") == uid:
+                continue
+        except NotFound:
+            pass
+        return True
+    return False
 
 
 def _delete_quietly(state: State, kind: str, namespace: str | None, name: str) -> None:
