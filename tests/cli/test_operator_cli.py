@@ -24,3 +24,23 @@ def test_an_unusable_kubeconfig_is_one_error_line_and_exit_2(run_cli, tmp_path, 
     assert result.exit_code == 2 and result.exception is None
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --kubeconfig: cannot connect: ") and says in lines[0], lines
+
+
+@pytest.mark.parametrize(
+    ("command", "module", "extra"),
+    [(("operator",), "lightkube", "operator"), (("apiserver", "--kubeconfig", "k"), "jsonschema", "apiserver"),
+     (("certs", "--out", "c"), "cryptography", "operator")],
+    ids=["operator", "apiserver", "certs"],
+)
+def test_a_command_whose_extra_is_not_installed_says_which_to_install(run_cli, tmp_path, monkeypatch, command, module, extra):
+    import sys
+
+    for name in [m for m in sys.modules if m == module or m.startswith(module + ".") or m.startswith("tandem.kube")
+                 or m.startswith("tandem.operator") or m.startswith("tandem.apiserver")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, module, None)  # an import of it now fails as if it were not installed
+    monkeypatch.chdir(tmp_path)
+    result = run_cli(*command)
+    assert result.exit_code == 2 and result.exception is None
+    assert result.stderr.strip() == (f"error: tandem {command[0]} needs the {extra} extra (no module {module!r}): "
+                                     f"pip install 'tandem[{extra}]'")

@@ -17,7 +17,7 @@ from rich.markup import escape
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from tandem.cli.explain import explain_group
-from tandem.cli.guard import INVALID_INPUT, guard
+from tandem.cli.guard import INVALID_INPUT, guard, needs_extra
 from tandem.cli.files import load_files
 from tandem.cli.output import print_table, render_json, render_yaml
 from tandem.api.crds import crds as generate_crds, file_name as crd_file_name, render as render_crds
@@ -38,6 +38,9 @@ app.add_typer(cluster_app, name="cluster")
 from tandem.cli.trace import trace_app  # noqa: E402 - kept beside the other sub-app
 
 app.add_typer(trace_app, name="trace")
+from tandem.cli.profile import profile_app  # noqa: E402 - kept beside the other sub-apps
+
+app.add_typer(profile_app, name="profile")
 
 
 class Output(str, Enum):
@@ -198,7 +201,8 @@ def certs_command(
     def run() -> None:
         from datetime import datetime, timezone
 
-        from tandem.operator.certs import make_certificates
+        with needs_extra("operator", "tandem certs"):
+            from tandem.operator.certs import make_certificates
 
         certificates = make_certificates(dns or ["localhost"], datetime.now(timezone.utc), days)
         try:
@@ -235,13 +239,10 @@ def operator_command(
     """Run the controller against a Kubernetes API: informers, passes, leader election, metrics."""
 
     def run() -> None:
-        from tandem.operator.logs import configure
-        from tandem.operator.process import OperatorConfig, run as run_operator
-
-        try:
+        with needs_extra("operator", "tandem operator"):
             from tandem.kube.cluster import KubeCluster
-        except ImportError as exc:
-            raise InputError(Problem("", f"tandem operator needs the operator extra ({exc}): pip install 'tandem[operator]'")) from None
+            from tandem.operator.logs import configure
+            from tandem.operator.process import OperatorConfig, run as run_operator
         configure(log_format.value)
         config = OperatorConfig(
             kubeconfig=str(kubeconfig) if kubeconfig else None,
@@ -298,10 +299,12 @@ def apiserver_command(
         import signal
         import threading
 
-        from tandem.apiserver.kubeconfig import write_kubeconfig
-        from tandem.apiserver.seed import cluster_objects
-        from tandem.apiserver.server import ApiServer
         from tandem.cli.files import read_sources
+
+        with needs_extra("apiserver", "tandem apiserver"):
+            from tandem.apiserver.kubeconfig import write_kubeconfig
+            from tandem.apiserver.seed import cluster_objects
+            from tandem.apiserver.server import ApiServer
 
         objects = cluster_objects(read_sources(list(cluster)))
         try:
