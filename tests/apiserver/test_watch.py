@@ -105,3 +105,24 @@ def test_a_table_watch_sends_rows(client):
     with urllib.request.urlopen(request, timeout=5) as response:
         events = [json.loads(line) for line in response.read().splitlines() if line.strip()]
     assert events[0]["object"]["kind"] == "Table" and events[0]["object"]["rows"][0]["cells"][0] == "a"
+
+
+def test_answers_are_http_1_1_and_a_watch_is_chunked_on_a_kept_alive_connection(server, client):
+    """Chunked encoding exists only in HTTP/1.1: a watch sent chunked in an HTTP/1.0 answer
+    is read by Go's client (kubectl) as raw bytes, chunk sizes and all."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    client.post(PODS, pod("a"))
+    where = urlsplit(server.url)
+    connection = http.client.HTTPConnection(where.hostname, where.port, timeout=10)
+    connection.request("GET", PODS)
+    listed = connection.getresponse()
+    assert listed.version == 11 and listed.getheader("Content-Length")
+    version = json.loads(listed.read())["metadata"]["resourceVersion"]
+    connection.request("GET", f"{PODS}?watch=true&timeoutSeconds=1&resourceVersion=0")  # the same connection, kept alive
+    watched = connection.getresponse()
+    assert watched.version == 11 and watched.getheader("Transfer-Encoding") == "chunked"
+    events = [json.loads(line) for line in watched.read().splitlines() if line.strip()]
+    assert [e["object"]["metadata"]["name"] for e in events] == ["a"] and version
+    connection.close()

@@ -105,9 +105,18 @@ def _handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
 
 class _Handler(BaseHTTPRequestHandler):
     api: ApiServer
-    _streaming = False  # a watch's response has begun    protocol_version = "HTTP/1.1"
+    _streaming = False  # a watch's response has begun
+    protocol_version = "HTTP/1.1"  # keep-alive, and the chunked encoding watches use (HTTP/1.0 has none)
     disable_nagle_algorithm = True  # headers and body go in separate writes: no delayed-ACK stalls
     server_version = "tandem-apiserver"
+
+    def handle(self) -> None:
+        """Serve the connection's requests; a client that goes away between two requests of
+        a kept-alive connection (a process killed, a connection pool closing) is not an error."""
+        try:
+            super().handle()
+        except (ConnectionResetError, BrokenPipeError):
+            self.close_connection = True
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
         log.debug("%s " + format, self.address_string(), *args)
