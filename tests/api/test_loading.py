@@ -851,3 +851,29 @@ def test_which_inputs_are_read_item_by_item(monkeypatch: pytest.MonkeyPatch, tex
     monkeypatch.setattr(loading, "_whole_entries", lambda source, text: whole.append(source) or parse_whole(source, text))
     _outcome([("nodes", text)], ITEMS, 4096)
     assert (not whole) == item_by_item
+
+
+def test_yaml_anchors_a_person_writes_are_read_and_shared_templates_stay_equal() -> None:
+    """Anchors for a shared template (as people write them by hand) are fine; only a
+    document that aliases expand far beyond its size is refused."""
+    from tandem.api.loading import load_documents
+
+    text = """
+apiVersion: tandem.dev/v1alpha1
+kind: InferenceGroup
+metadata: {name: shared, namespace: serving}
+spec:
+  replicas: 1
+  roles:
+    - name: prefill
+      replicas: 2
+      template: &engine
+        spec:
+          containers: [{name: engine, image: vllm, resources: {requests: {nvidia.com/gpu: "1"}}}]
+    - name: decode
+      replicas: 2
+      template: *engine
+"""
+    [group] = load_documents("shared.yaml", text)
+    roles = group["spec"]["roles"]
+    assert roles[0]["template"] == roles[1]["template"]

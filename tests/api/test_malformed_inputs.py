@@ -249,6 +249,13 @@ CASES = [
     ("directory", DIRECTORY, FILE, "is a directory"),
     ("not-utf8", b"apiVersion: v1\nkind: Node\nmetadata: {name: \xff\xfe}\n", FILE, "is not UTF-8"),
     ("deeply-nested", "a: " + "[" * 1000 + "]" * 1000 + "\n", FILE, "nested too deeply"),
+    # a "billion laughs": 9 levels of 9 aliases each would be 387 million lists to walk
+    ("alias-bomb", "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)),
+     FILE, "aliases expand the document far beyond its size"),
+    ("alias-bomb-in-a-list", "apiVersion: v1\nkind: List\nitems: []\nx: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
+        f"x{i}: &a{i} [{', '.join(['*a' + (str(i - 1) if i else '')] * 10)}]\n" for i in range(7)),
+     FILE, "aliases expand the document far beyond its size"),
     ("impossible-date", node().replace("metadata: {name: n1}", "metadata: {name: n1, creationTimestamp: 2026-13-45}"), FILE, "not a valid date or time (month must be in 1..12) at line 3"),
 ]
 

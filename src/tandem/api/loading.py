@@ -106,9 +106,20 @@ class _DuplicateKey(ValueError):
 MAX_NESTING = 100
 
 
+class _AliasBomb(ValueError):
+    """YAML aliases that expand a document far beyond what it holds."""
+
+
 def _deeper_than(document: Any, limit: int) -> bool:
-    """Whether mappings and lists nest more than `limit` levels (iterative: no recursion)."""
+    """Whether mappings and lists nest more than `limit` levels (iterative: no recursion).
+
+    YAML aliases make the document a graph whose shared parts a reader walks once per
+    reference: walked here as any later reader would, it raises `_AliasBomb` as soon as the
+    walk grows past twice the distinct containers (plus some slack) instead of running for
+    ever on a "billion laughs" file. A document without aliases walks each container once."""
     stack = [(document, 1)]
+    distinct: set[int] = set()
+    visits = 0
     while stack:
         value, depth = stack.pop()
         if isinstance(value, dict):
@@ -119,8 +130,15 @@ def _deeper_than(document: Any, limit: int) -> bool:
             continue
         if depth > limit:
             return True
+        visits += 1
+        distinct.add(id(value))
+        if visits > 2 * len(distinct) + _ALIAS_SLACK:
+            raise _AliasBomb
         stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
     return False
+
+
+_ALIAS_SLACK = 10_000  # walks of shared containers a document may make beyond its own size
 
 
 def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -225,6 +243,8 @@ def load_documents(source: str, text: str) -> list[Any]:
         raise InputError(Problem("", f"not valid YAML or JSON: {reason}{at}", source)) from None
     except RecursionError:
         raise InputError(Problem("", "not valid YAML or JSON: nested too deeply", source)) from None
+    except _AliasBomb:
+        raise InputError(Problem("", "not valid YAML or JSON: aliases expand the document far beyond its size", source)) from None
 
 
 _load = load_documents  # the former private name, for callers not yet moved
@@ -347,10 +367,10 @@ def _yaml_skeleton(header: str, tail: str) -> dict[str, Any]:
     """The List's own keys: what comes before and after its items, with the items left out."""
     try:
         documents = list(yaml.load_all(header + "items: []\n" + tail, Loader=_Loader))  # noqa: S506 - a SafeLoader
-    except (yaml.YAMLError, RecursionError):
-        raise dumps.Irregular from None
-    if len(documents) != 1 or not isinstance(documents[0], dict) or _deeper_than(documents[0], MAX_NESTING):
-        raise dumps.Irregular
+        if len(documents) != 1 or not isinstance(documents[0], dict) or _deeper_than(documents[0], MAX_NESTING):
+            raise dumps.Irregular
+    except (yaml.YAMLError, RecursionError, _AliasBomb):
+        raise dumps.Irregular from None  # the whole-file reader says what is wrong
     return documents[0]
 
 
