@@ -80,7 +80,6 @@ from tandem.coordination.model import CoordinationStatus, Decision, Observed, Un
 from tandem.coordination.planner import plan as coordinate
 from tandem.placement import Plan, place
 from tandem.placement.demand import PlacedReplica, UnitDemand, units_from_group
-from tandem.topology import ClusterSnapshot, TopologyView
 
 Placer = Callable[..., Plan]
 PodKey = tuple[str, str]  # (namespace, name)
@@ -325,11 +324,13 @@ def _lowest_free(taken: set[int], count: int) -> list[int]:
 def _place(
     state: ClusterState, drafts: list[_Draft], now: float, expected: dict[PodKey, Object], placer: Placer
 ) -> tuple[int, list[str]]:
-    pods = list(expected.values())
-    waiting = {_pod_key(p): p for p in pods if _waits_for_placement(p)}
     valid = [d for d in drafts if d.group.valid]
+    # Only a group's own pods wait for tandem's gate, and a group skipped as settled has none.
+    candidates = {key for d in valid for key in (*map(_pod_key, d.group.pods), *d.pod_write)}
+    waiting = {key: expected[key] for key in sorted(candidates) if key in expected and _waits_for_placement(expected[key])}
     if not waiting or not valid:
         return 0, []
+    pods = list(expected.values())
     notes: list[str] = []
     nodes = []
     for raw in state.nodes:
@@ -337,7 +338,7 @@ def _place(
         if isinstance(node_model, str):
             notes.append(f"node {raw['metadata'].get('name', '?')} skipped: {node_model}")
         else:
-            nodes.append(node_model)
+            nodes.append((_version(raw), node_model))
     holding = []
     for pod in pods:
         node = assigned_node(pod)
@@ -347,9 +348,12 @@ def _place(
             if isinstance(pod_model, str):
                 notes.append(f"pod {pod['metadata'].get('name', '?')} not counted: {pod_model}")
             else:
-                holding.append(pod_model)
-    snapshot, _ = ClusterSnapshot.build(nodes, holding)
-    views = {name: TopologyView.build(t, snapshot) for name, t in state.topologies.items()}
+                holding.append((_version(pod)[0], (*_version(pod), node), pod_model))
+    # The snapshot and domain trees of the last pass, brought up to date (the memo's cache):
+    # equal to building them from these nodes and pods, at the cost of what changed.
+    cache = state.memo.placement
+    snapshot, _ = cache.snapshot(nodes, holding)
+    views = {name: cache.view((name, dict(state.topology_versions).get(name)), t, snapshot) for name, t in state.topologies.items()}
     demands: list[UnitDemand] = []
     by_group: dict[tuple[str, str], _Draft] = {}
     for draft in valid:
@@ -412,6 +416,14 @@ def _validated(state: ClusterState, kind: str, raw: Object, model: Any, body: Ob
 
     key = version_key(kind, raw, *more)
     return build() if key is None else state.memo.get(key, build)
+
+
+def _version(obj: Object) -> tuple[str, str]:
+    """(uid, resourceVersion); an object without them (made by this pass) is its own version."""
+    meta = obj["metadata"]
+    if meta.get("uid") and meta.get("resourceVersion"):
+        return (meta["uid"], meta["resourceVersion"])
+    return (f"unsaved:{id(obj)}", "")
 
 
 def _waits_for_placement(pod: Object) -> bool:

@@ -6,7 +6,8 @@ same object: a world that keeps one `Memo` across passes (the simulator's runner
 operator) pays for an object once per change instead of once per pass. A pass without
 one (`Memo()` fresh each time) decides exactly the same, only slower.
 
-It also remembers which groups a pass found settled (nothing written, nothing waiting for
+It keeps the last placement snapshot and domain trees (`topology.incremental`), brought
+up to date with the nodes and pods that changed. It also remembers which groups a pass found settled (nothing written, nothing waiting for
 a node), keyed by the versions of everything their decision read, and until when (their
 next deadline): decide skips such a group while those versions hold and the deadline has
 not come, since the same inputs before the same deadline decide the same nothing.
@@ -22,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Hashable, TypeVar
 
+from tandem.topology.incremental import SnapshotCache
+
 T = TypeVar("T")
 
 
@@ -31,6 +34,7 @@ class Memo:
     hits: int = 0
     misses: int = 0
     settled_hits: int = 0  # groups a pass skipped as settled
+    placement: SnapshotCache = field(default_factory=SnapshotCache)  # the last placement snapshot, kept up to date
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -405,6 +405,8 @@ def _matching(
     items: Iterable[tuple[tuple[str, str, str], Object]], namespace: str | None, labels: Selector, fields: Selector
 ) -> list[Object]:
     label_requirements, field_requirements = parse(labels), parse_fields(fields)  # once per list, not per object
+    if namespace is None and not label_requirements and not field_requirements:
+        return [obj for _, obj in items]
     return [
         obj
         for (_, ns, _), obj in items

@@ -1,0 +1,145 @@
+"""The placement snapshot kept up to date between passes equals one built from scratch,
+whatever sequence of node and pod events came in between (random sequences replayed)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from support.builders import bound_pod
+from tandem.api.kube import Node, Pod
+from tandem.api.naming import EXCLUSIVE_LABEL, GROUP_LABEL, UNIT_LABEL
+from tandem.api.resources import ClusterTopology
+from tandem.topology import ClusterSnapshot, TopologyView
+from tandem.topology.generate import generate_cluster
+from tandem.topology.incremental import SnapshotCache
+
+TOPOLOGY, NODES = generate_cluster([("rack", 2), ("host", 3)], 8)
+EVENTS = st.lists(
+    st.tuples(
+        st.sampled_from(["add-pod", "add-pod", "delete-pod", "move-pod", "resize-pod", "fail-pod", "cordon", "uncordon",
+                         "relabel", "delete-node", "add-node", "exclusive", "odd-resource", "unknown-node"]),
+        st.integers(0, 50),
+    ),
+    max_size=40,
+)
+
+
+class World:
+    """Nodes and pods as a pass would see them, with versions bumped on each change."""
+
+    def __init__(self) -> None:
+        self.nodes = {n["metadata"]["name"]: copy.deepcopy(n) for n in NODES}
+        self.pods: dict[str, dict] = {}
+        self.version = 0
+        self.made = 0
+
+    def bump(self, obj: dict) -> None:
+        self.version += 1
+        obj["metadata"]["uid"] = obj["metadata"].get("uid") or f"uid-{self.version}"
+        obj["metadata"]["resourceVersion"] = str(self.version)
+
+    def apply(self, event: str, n: int) -> None:
+        names = sorted(self.nodes)
+        pods = sorted(self.pods)
+        node = names[n % len(names)] if names else "nowhere"
+        if event == "add-pod" or (event in ("delete-pod", "move-pod", "resize-pod", "fail-pod", "exclusive") and not pods):
+            self.made += 1
+            pod = bound_pod(f"p{self.made}", node, 1 + n % 4)
+            self.bump(pod)
+            self.pods[pod["metadata"]["name"]] = pod
+            return
+        if event in ("delete-pod", "move-pod", "resize-pod", "fail-pod", "exclusive", "odd-resource", "unknown-node"):
+            if not pods:
+                return
+            pod = self.pods[pods[n % len(pods)]]
+            if event == "delete-pod":
+                del self.pods[pod["metadata"]["name"]]
+                return
+            if event == "move-pod":
+                pod["spec"]["nodeName"] = node
+            elif event == "resize-pod":
+                pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = str(1 + (n + 1) % 4)
+            elif event == "fail-pod":
+                pod["status"]["phase"] = "Failed"
+            elif event == "exclusive":
+                pod["metadata"]["labels"] = {EXCLUSIVE_LABEL: "rack", GROUP_LABEL: "g", UNIT_LABEL: str(n % 3)}
+            elif event == "odd-resource":  # a resource no node offers: new columns
+                pod["spec"]["containers"][0]["resources"]["requests"]["example.com/fpga"] = "1"
+            else:
+                pod["spec"]["nodeName"] = "gone-node"
+            self.bump(pod)
+            return
+        if not names and event != "add-node":
+            return
+        if event == "delete-node":
+            del self.nodes[node]
+            return
+        if event == "add-node":
+            fresh = copy.deepcopy(NODES[n % len(NODES)])
+            fresh["metadata"]["name"] = f"extra-{n}"
+            fresh["metadata"]["labels"]["kubernetes.io/hostname"] = f"extra-{n}"
+            fresh["metadata"].pop("uid", None)
+            self.nodes[f"extra-{n}"] = fresh
+            self.bump(fresh)
+            return
+        target = self.nodes[node]
+        if event == "cordon":
+            target["spec"]["unschedulable"] = True
+        elif event == "uncordon":
+            target["spec"].pop("unschedulable", None)
+        else:
+            target["metadata"]["labels"]["network.tandem.dev/rack"] = f"rack-{n % 3}"
+        self.bump(target)
+
+    def models(self) -> tuple[list, list]:
+        nodes = [((n["metadata"]["uid"], n["metadata"]["resourceVersion"]), Node.model_validate(n)) for n in self.nodes.values()]
+        pods = [(p["metadata"]["uid"], (p["metadata"]["uid"], p["metadata"]["resourceVersion"]), Pod.model_validate(p))
+                for p in self.pods.values()]
+        return nodes, pods
+
+
+def same(a: ClusterSnapshot, b: ClusterSnapshot) -> None:
+    for name in ("node_names", "labels", "resources", "problems", "taints", "tainted_nodes", "exclusive_pods", "node_index", "resource_index"):
+        assert getattr(a, name) == getattr(b, name), name
+    for name in ("allocatable", "used", "schedulable", "free"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+@settings(max_examples=60, deadline=None)
+@given(EVENTS)
+def test_the_snapshot_kept_up_to_date_equals_one_built_from_scratch(events):
+    world = World()
+    for node in world.nodes.values():
+        world.bump(node)
+    cache = SnapshotCache()
+    topology = ClusterTopology.model_validate(TOPOLOGY)
+    for event, n in [("add-pod", 0), *events]:
+        world.apply(event, n)
+        nodes, pods = world.models()
+        kept, kept_warnings = cache.snapshot(nodes, pods)
+        built, built_warnings = ClusterSnapshot.build([m for _, m in nodes], [m for _, _, m in pods])
+        same(kept, built)
+        assert kept_warnings == built_warnings
+        view, rebuilt = cache.view(("default", "1"), topology, kept), TopologyView.build(topology, built)
+        assert view.snapshot is kept and view.level_names == rebuilt.level_names and view.names == rebuilt.names
+        for a, b in zip(view.dom, rebuilt.dom):
+            assert np.array_equal(a, b)
+        assert np.array_equal(view.usable, rebuilt.usable)
+
+
+def test_a_pod_event_does_not_rebuild_the_nodes_part():
+    world = World()
+    for node in world.nodes.values():
+        world.bump(node)
+    cache = SnapshotCache()
+    for step in range(20):
+        world.apply("add-pod" if step % 3 else "move-pod", step)
+        cache.snapshot(*world.models())
+    assert cache.rebuilds == 1
+    world.apply("cordon", 0)
+    cache.snapshot(*world.models())
+    assert cache.rebuilds == 2
