@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test fuzz bench lint clean scan-env
+.PHONY: demo test fuzz bench fidelity lint clean scan-env
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -34,6 +34,12 @@ bench: $(STAMP)
 	$(BIN)/python bench/controller.py
 	$(BIN)/python bench/operator_http.py
 	$(BIN)/python bench/webhook.py
+
+# The serving model against NVIDIA aiconfigurator's measured tables (a large optional extra).
+fidelity: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[calibrate]'
+	$(BIN)/python bench/fidelity.py
+	$(BIN)/python -m pytest tests/serving/test_fidelity.py
 
 # checkov (manifest scanning, tests/deploy) pins packages the test tools cannot share: its own venv.
 SCAN := .venv-scan

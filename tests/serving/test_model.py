@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from support.fuzz import examples
 from support.builders import cluster, world
-from support.serving import H100, H100_BYTES_PER_S, H100_FLOPS, KV70, L8, L70, W70
+from support.serving import H100, L8, L70
 from tandem.errors import InputError
 from tandem.sim.serving import (
     GpuProfile,
@@ -27,6 +27,18 @@ from tandem.sim.serving import (
     prefill_tokens_per_s_max,
 )
 from tandem.sim.serving.model import DECODE_LOAD_STEP
+from tandem.sim.serving.profiles import GIB
+from tandem.sim.serving.roofline import Parallel, activation_bytes
+
+KV70 = 2 * 80 * 8 * 128 * 2  # llama-3.1-70b KV bytes per token: K and V x layers x KV heads x head size x bf16
+LATENCY_S = 400e-6  # h100-sxm transferLatencyUs
+
+
+def transfer(tokens: int, gbps: float = 400.0, overlap: float = 0.0, model=L70) -> float:
+    """A KV transfer as docs/serving.md writes it: latency + max(S / layers, S - overlap x (1 - 1/layers))."""
+    size = tokens * (KV70 if model is L70 else 131_072) * 8 / (gbps * 1e9)
+    layers = model.layers
+    return LATENCY_S + max(size / layers, size - overlap * (1 - 1 / layers))
 
 SETTINGS = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -69,15 +81,12 @@ def test_one_request_gets_ttft_and_itl_of_the_documented_formulas():
     prompt, output, gbps = 1500, 40, 400.0
     result = serve([0.0], [prompt], [output], [prefill(0), decode(0)], bandwidth=flat(gbps)).results()
 
-    # written out from docs/serving.md with the profile numbers (8 x H100, llama-3.1-70b, bf16)
-    params, layers, width, gpus = 70553706496, 80, 64 * 128, 8
-    flops, bytes_per_s, weights, kv = H100_FLOPS, H100_BYTES_PER_S, W70, KV70
-    prefill_s = max((2 * params * prompt + 2 * layers * width * prompt**2) / (gpus * flops), weights / (gpus * bytes_per_s))
-    transfer_s = prompt * kv * 8 / (gbps * 1e9)
-    steps = [
-        max((weights + kv * (prompt + k)) / (gpus * bytes_per_s), 2 * params * 1 / (gpus * flops))
-        for k in range(1, output)  # iteration k reads the prompt and k generated tokens
-    ]
+    # the roofline's figures (tests/serving/test_roofline.py checks them against docs/serving.md)
+    prefill_s = prefill_seconds(L70, H100, 8, prompt)
+    # admitted as its prefill ends, it streams behind it: only the last layer's share and the latency remain
+    transfer_s = LATENCY_S + prompt * KV70 * 8 / (gbps * 1e9) / 80
+    assert transfer_s == pytest.approx(kv_transfer_seconds(L70, prompt, gbps, latency_s=LATENCY_S, overlap_s=prefill_s))
+    steps = [decode_step_seconds(L70, H100, 8, 1, prompt + k) for k in range(1, output)]  # iteration k reads prompt + k tokens
     assert result.completed.tolist() == [True]
     assert result.ttft_s[0] == pytest.approx(prefill_s + transfer_s, rel=1e-9)
     assert result.prefill_s[0] == pytest.approx(prefill_s, rel=1e-9)
@@ -90,7 +99,7 @@ def test_one_request_gets_ttft_and_itl_of_the_documented_formulas():
 
 def test_a_one_token_request_completes_at_its_first_token():
     result = serve([2.0], [800], [1], [prefill(0), decode(0)]).results()
-    expected = prefill_seconds(L70, H100, 8, 800) + kv_transfer_seconds(L70, 800, 400.0)
+    expected = prefill_seconds(L70, H100, 8, 800) + transfer(800, overlap=prefill_seconds(L70, H100, 8, 800))
     assert result.completed[0]
     assert result.ttft_s[0] == pytest.approx(expected, rel=1e-12)
     assert result.e2e_s[0] == result.ttft_s[0]
@@ -120,8 +129,9 @@ def test_kv_transfer_time_grows_with_topology_distance():
     levels = list(placements)
     for near, far in zip(levels, levels[1:]):
         assert ttft[far] > ttft[near]
-        # exactly the extra seconds the bandwidths say: prompt x KV bytes x 8 x (1/far - 1/near) / 1e9
-        extra = prompt * KV70 * 8 * (1 / bandwidth[far] - 1 / bandwidth[near]) / 1e9
+        # exactly the extra seconds the bandwidths say for the last layer's share, the rest
+        # streamed behind the prefill: prompt x KV bytes x 8 x (1/far - 1/near) / 1e9 / layers
+        extra = prompt * KV70 * 8 * (1 / bandwidth[far] - 1 / bandwidth[near]) / 1e9 / 80
         assert ttft[far] - ttft[near] == pytest.approx(extra, rel=1e-9)
 
 
@@ -129,7 +139,7 @@ def test_a_pair_without_a_stated_bandwidth_is_an_error_unless_a_fallback_is_give
     with pytest.raises(InputError, match="no link bandwidth between nodes 'p-0-0' and 'd-0-0'"):
         serve([0.0], [100], [2], [prefill(0), decode(0)], bandwidth=lambda a, b: None)
     result = serve([0.0], [100], [2], [prefill(0), decode(0)], bandwidth=lambda a, b: None, unknown_bandwidth_gbps=50.0)
-    assert result.results().kv_transfer_s[0] == pytest.approx(kv_transfer_seconds(L70, 100, 50.0))
+    assert result.results().kv_transfer_s[0] == pytest.approx(transfer(100, 50.0, prefill_seconds(L70, H100, 8, 100)))
 
 
 # ------------------------------------------------------------------ done-when (3): saturation
@@ -179,7 +189,7 @@ def test_a_request_waits_for_the_first_prefill_replica():
     sm.set_replicas(5.0, [prefill(0), decode(0)])
     sm.advance(100.0)
     result = sm.results()
-    expected = 5.0 + prefill_seconds(L70, H100, 8, 500) + kv_transfer_seconds(L70, 500, 400.0)
+    expected = 5.0 + prefill_seconds(L70, H100, 8, 500) + transfer(500, overlap=prefill_seconds(L70, H100, 8, 500))
     assert result.ttft_s[0] == pytest.approx(expected, rel=1e-12)
 
 
@@ -197,8 +207,10 @@ def test_prefill_batches_whole_prompts_up_to_the_token_limit():
     batch = prefill_seconds(L70, H100, 8, 6000, [3000, 3000])
     alone = prefill_seconds(L70, H100, 8, 3000)
     assert result.prefill_s.tolist() == pytest.approx([batch, batch, alone], rel=1e-12)
-    transfer = kv_transfer_seconds(L70, 3000, 400.0)
-    assert result.ttft_s.tolist() == pytest.approx([batch + transfer, batch + transfer, batch + alone + transfer], rel=1e-12)
+    # both of the batch are admitted as it ends and share the prefill node's uplink (400 / 2 Gbit/s);
+    # the third's KV goes when theirs has arrived, at the full 400
+    ttft = [batch + transfer(3000, 400.0, batch), batch + transfer(3000, 200.0, batch), batch + alone + transfer(3000, 400.0, alone)]
+    assert result.ttft_s.tolist() == pytest.approx(ttft, rel=1e-12)
     # a prompt over the limit runs alone
     result = serve([0.0], [10_000], [1], [prefill(0), decode(0)]).results()
     assert result.prefill_s[0] == pytest.approx(prefill_seconds(L70, H100, 8, 10_000), rel=1e-12)
@@ -221,7 +233,7 @@ def test_the_nearest_decode_with_room_wins_even_with_less_free_kv():
     replicas = [prefill(0, node="near"), decode(0, node="far", gpus=16), decode(1, node="near", gpus=8)]
     result = serve([0.0], [1000], [5], replicas, bandwidth=bandwidth).results()
     assert result.replica_ids[result.decode_replica[0]] == "serving/m/0/decode/1"
-    assert result.kv_transfer_s[0] == pytest.approx(kv_transfer_seconds(L70, 1000, 7200.0), rel=1e-12)
+    assert result.kv_transfer_s[0] == pytest.approx(transfer(1000, 7200.0, prefill_seconds(L70, H100, 8, 1000)), rel=1e-12)
 
 
 def test_a_far_decode_takes_work_once_the_near_one_is_a_load_step_ahead():
@@ -235,21 +247,16 @@ def test_a_far_decode_takes_work_once_the_near_one_is_a_load_step_ahead():
     assert chosen == ["serving/m/0/decode/1"] * DECODE_LOAD_STEP + ["serving/m/0/decode/0"]
 
 
-def _tiny_gpu(gigabytes: float) -> GpuProfile:
-    return GpuProfile(
-        name="tiny",
-        source="test",
-        peak_tflops=989.4,
-        hbm_bandwidth_tbps=3.35,
-        hbm_capacity_gb=gigabytes,
-        mfu=0.5,
-        mbu=0.7,
-        usable_hbm_fraction=1.0,
+def _tiny_gpu(kv_tokens: float) -> GpuProfile:
+    """An H100 whose HBM holds llama-3.1-8b's weights and activations and `kv_tokens` tokens of KV, nothing else."""
+    engine = activation_bytes(L8, Parallel(1), 8192)
+    return H100.model_copy(
+        update={"hbm_gib": (L8.weight_bytes + engine + kv_tokens * 131_072) / GIB, "memory_utilization": 1.0, "reserved_gib": 0.0}
     )
 
 
 def test_requests_wait_for_kv_and_capacity_is_never_exceeded():
-    gpu = _tiny_gpu((L8.weight_bytes + 4000.5 * 131_072) / 1e9)  # llama-3.1-8b weights + 4,000 KV tokens
+    gpu = _tiny_gpu(4000.5)  # llama-3.1-8b weights + 4,000 KV tokens
     assert kv_capacity_tokens(L8, gpu, 1) == 4000
     # each request reserves 1,500 tokens: two fit at a time, the third waits for a departure
     sm = serve([0.0, 0.0, 0.0], [1000] * 3, [500] * 3, [prefill(0, gpus=1), decode(0, gpus=1)], model=L8, gpu=gpu)
@@ -270,8 +277,9 @@ def test_a_request_joins_the_running_batch_at_the_next_iteration_boundary():
     # A decodes alone from its TTFT; B's KV lands at t_b, mid-iteration; B joins at A's next
     # boundary and needs one iteration, shared with A, to make its second and last token
     result = serve([0.0, 1.0], [1000, 1000], [400, 2], [prefill(0), decode(0)]).results()
-    t_a = prefill_seconds(L70, H100, 8, 1000) + kv_transfer_seconds(L70, 1000, 400.0)
-    t_b = 1.0 + prefill_seconds(L70, H100, 8, 1000) + kv_transfer_seconds(L70, 1000, 400.0)
+    alone = prefill_seconds(L70, H100, 8, 1000)
+    t_a = alone + transfer(1000, overlap=alone)
+    t_b = 1.0 + alone + transfer(1000, overlap=alone)
     boundary, done = t_a, 0
     while boundary < t_b:
         done += 1
@@ -303,7 +311,7 @@ def test_a_decode_replica_leaving_restarts_its_requests_and_keeps_delivered_toke
     result = sm.results()
     assert result.completed[0] and result.restarts[0] == 1
     assert result.replica_ids[result.decode_replica[0]] == "serving/m/0/decode/1"
-    first_ttft = prefill_seconds(L70, H100, 8, 1000) + kv_transfer_seconds(L70, 1000, 400.0)
+    first_ttft = prefill_seconds(L70, H100, 8, 1000) + transfer(1000, overlap=prefill_seconds(L70, H100, 8, 1000))
     assert result.ttft_s[0] == pytest.approx(first_ttft, rel=1e-12)  # the first token stays delivered
     leaving = result.replica_ids.index("serving/m/0/decode/0")
     delivered = int(result.replica_tokens[leaving]) + 1  # decode iterations + the first token
@@ -330,7 +338,7 @@ def test_a_prefill_replica_leaving_sends_its_work_back_to_the_router():
     assert result.completed.all()
     assert result.restarts.tolist() == [1, 0, 0]  # only the running prompt lost work
     alone = prefill_seconds(L70, H100, 8, 8000)
-    assert result.ttft_s[0] == pytest.approx(1.0 + alone + kv_transfer_seconds(L70, 8000, 400.0), rel=1e-12)
+    assert result.ttft_s[0] == pytest.approx(1.0 + alone + transfer(8000, overlap=alone), rel=1e-12)
 
 
 def test_unfinished_requests_are_reported_as_not_completed():
@@ -480,7 +488,7 @@ def test_every_request_completes_exactly_once_and_ttft_respects_the_roofline(tra
     gpus = {r.id: r.gpus for r in replicas}
     for i in range(len(arrival)):
         fastest_prefill = prefill_seconds(L8, H100, gpus[result.replica_ids[result.prefill_replica[i]]], int(inputs[i]))
-        floor = fastest_prefill + kv_transfer_seconds(L8, int(inputs[i]), 400.0)
+        floor = fastest_prefill + transfer(int(inputs[i]), 400.0, overlap=math.inf, model=L8)  # fully streamed at the best link
         assert result.ttft_s[i] >= floor * (1 - 1e-12)
         assert result.e2e_s[i] >= result.ttft_s[i]
     assert np.all(result.replica_peak_kv_utilization[[k == "decode" for k in result.replica_kinds]] <= 1.0)
@@ -515,7 +523,7 @@ def test_replicas_coming_and_going_lose_no_request_and_no_token(trace, changes, 
 @given(trace=traces(max_requests=30), kv_tokens=st.integers(3300, 9000), steps=st.integers(2, 6))
 def test_kv_capacity_is_never_exceeded(trace, kv_tokens, steps):
     arrival, inputs, outputs = trace
-    gpu = _tiny_gpu((L8.weight_bytes + (kv_tokens + 0.5) * 131_072) / 1e9)
+    gpu = _tiny_gpu(kv_tokens + 0.5)
     sm = ServingModel(L8, gpu, flat(400.0), ttft_slo_s=2.0, itl_slo_s=0.05)
     sm.add_requests(arrival, inputs, outputs)
     sm.set_replicas(0.0, [prefill(0, gpus=1), decode(0, gpus=1), decode(1, gpus=1)])

@@ -5,11 +5,12 @@ that grows by one token per request: iteration i (0-based) takes
 
     step(i) = max(base + slope x i, floor)
 
-with base = (weight bytes + kv_bytes_per_token x context) / (gpus x hbm_bw x mbu) for
-the batch's context at the run's start, slope = kv_bytes_per_token x batch / (gpus x
-hbm_bw x mbu) and floor = 2 x params x batch / (gpus x peak x mfu). The memory term only
-grows, so the max switches from compute to memory at most once, and the time of k
-iterations is an arithmetic series; the simulator needs no event per token.
+The serving model uses it with the roofline's decode step, which is linear in the KV the
+batch reads (`roofline.decode_step_parts`): base = fixed(batch) + per_token(batch) x
+context at the run's start, slope = per_token(batch) x batch, floor = 0. The general
+form also covers a compute floor: the linear term only grows, so the max switches regime
+at most once, and the time of k iterations is an arithmetic series; the simulator needs
+no event per token.
 """
 
 from __future__ import annotations

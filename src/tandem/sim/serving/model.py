@@ -13,8 +13,11 @@ Path of a request (docs/serving.md has the full rules and their limits):
    without room wait in FIFO admission pools, one per unit (and one for "any unit"); a
    request never overtakes an earlier one of its pool. One that needs more KV than any
    candidate replica holds when empty is parked until the replica set changes.
-4. KV transfer: `kv_transfer_seconds(prompt, bandwidth(prefill node, decode node))`, no
-   link contention. The first token is delivered when it completes (TTFT).
+4. KV transfer: `kv_transfer_seconds` of the prompt at the Gbit/s the transfer gets: the
+   NICs of the smaller replica's ranks, capped by the link between the nodes shared fairly
+   with the transfers in flight over the same uplink when it starts; it streams layer by
+   layer behind the prefill that made the KV when admitted at once. The first token is
+   delivered when it completes (TTFT).
 5. Decode: continuous batching; the request joins the running batch at the next
    iteration boundary (at once on an idle replica), up to `max_decode_batch`; each
    iteration gives every member one token in `decode_step_seconds(batch, context)`. It
@@ -118,9 +121,6 @@ class _Decode(_Replica):
     capacity: int = 0  # KV tokens
     reserved: int = 0
     peak_reserved: int = 0
-    weight_time: float = 0.0  # roofline constants of this replica's GPU count
-    memory_per_token: float = 0.0
-    compute_per_request: float = 0.0
     ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # running batch
     remaining: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # iterations left
     context: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # KV of its next iteration
@@ -180,7 +180,9 @@ class ServingModel:
         self.itl_slo_s = itl_slo_s
         self.max_prefill_batch_tokens = max_prefill_batch_tokens
         self.max_decode_batch = max_decode_batch
-        self._kv_bytes = roofline.kv_bytes_per_token(model)
+        self._decode_parts: dict[tuple[int, int], tuple[float, float]] = {}  # (gpus, batch) -> roofline.decode_step_parts
+        self._in_flight: dict[int, tuple[str, str, float]] = {}  # transfers: request -> (from node, to node, end)
+        self._raw_bandwidths: dict[tuple[str, str], float | None] = {}
 
         self.now = 0.0
         self.events_processed = 0  # heap events handled (prefill batches, transfers, decode runs)
@@ -523,16 +525,57 @@ class ServingModel:
         target.transferring.add(request)
         self._decode_of[request] = target
         self._decode_replica[request] = target.index
-        seconds = roofline.kv_transfer_seconds(
-            self.model, self._prompt(request), self._bandwidth(source.info.node, target.info.node)
-        )
+        seconds = self._transfer_seconds(request, source, target)
+        self._in_flight[request] = (source.info.node, target.info.node, self.now + seconds)
         self._transfer_s[request] += seconds
         self._state[request] = _TRANSFERRING
         self._schedule(self.now + seconds, _TRANSFER_DONE, request, int(self._generation[request]))
 
+    def _transfer_seconds(self, request: int, source: _Prefill, target: _Decode) -> float:
+        """The KV transfer's cost (docs/serving.md, "KV transfer"): its Gbit/s is the NICs of
+        the smaller replica (one per GPU) capped by the link between the two nodes, shared
+        fairly with the transfers in flight over the same uplink as it starts; admitted the
+        moment its prefill ends, it streams layer by layer behind that prefill."""
+        a, b = source.info.node, target.info.node
+        link = self._bandwidth(a, b)
+        gbps = roofline.kv_transfer_gbps(
+            self.gpu, min(source.info.gpus, target.info.gpus), link, 1 + self._sharing(a, b, link), same_node=a == b
+        )
+        overlap = 0.0
+        if self._ready_at[request] == self.now and source.ends and source.ends[-1] == self.now:
+            overlap = source.ends[-1] - source.starts[-1]  # the batch that made this KV just ended
+        return roofline.kv_transfer_seconds(
+            self.model, self._prompt(request), gbps, latency_s=self.gpu.transfer_latency_us * 1e-6, overlap_s=overlap
+        )
+
+    def _sharing(self, a: str, b: str, link: float) -> int:
+        """Transfers in flight that cross an uplink a transfer from node `a` to node `b`
+        crosses. The domain below the nodes' lowest common level is the set of nodes nearer
+        to `a` than `b` is (a bandwidth above `link`); a transfer crosses its uplink when one
+        end is inside and the other is not. The larger count of `a`'s and `b`'s side."""
+        self._in_flight = {r: flight for r, flight in self._in_flight.items() if flight[2] > self.now}
+        if a == b:
+            return 0  # within a node: NVLink, no shared uplink
+        out = into = 0
+        for c, d, _ in self._in_flight.values():
+            out += self._near(a, c, link) != self._near(a, d, link)
+            into += self._near(b, c, link) != self._near(b, d, link)
+        return max(out, into)
+
+    def _near(self, x: str, y: str, link: float) -> bool:
+        """y is in x's domain below a link of `link` Gbit/s (a pair of unknown bandwidth is far)."""
+        if x == y:
+            return True
+        key = (x, y)
+        if key not in self._raw_bandwidths:
+            self._raw_bandwidths[key] = self._bandwidth_of(x, y)
+        value = self._raw_bandwidths[key]
+        return value is not None and value > link
+
     def _transfer_done(self, request: int, generation: int) -> None:
         if generation != self._generation[request]:
             return
+        self._in_flight.pop(request, None)
         decode = self._decode_of[request]
         self._prefill_of.pop(request).holding.discard(request)
         decode.transferring.discard(request)
@@ -582,13 +625,17 @@ class ServingModel:
             return
         batch = int(decode.ids.size)
         context = int(decode.context.sum())
+        key = (decode.info.gpus, batch)
+        if key not in self._decode_parts:
+            self._decode_parts[key] = roofline.decode_step_parts(self.model, self.gpu, decode.info.gpus, batch)
+        fixed, per_token = self._decode_parts[key]  # an iteration takes fixed + per_token x context
         decode.run = BatchRun(
             start=self.now,
             batch=batch,
             context=context,
-            base=decode.weight_time + decode.memory_per_token * context,
-            slope=decode.memory_per_token * batch,
-            floor=decode.compute_per_request * batch,
+            base=fixed + per_token * context,
+            slope=per_token * batch,
+            floor=0.0,
         )
         decode.run_end_k = int(decode.remaining.min())
         decode.token += 1
@@ -662,9 +709,6 @@ class ServingModel:
             index=index,
             joined_at=self.now,
             capacity=roofline.kv_capacity_tokens(self.model, self.gpu, gpus),
-            weight_time=roofline.weight_read_seconds(self.model, self.gpu, gpus),
-            memory_per_token=self._kv_bytes / (gpus * self.gpu.bytes_per_s),
-            compute_per_request=2.0 * self.model.params / (gpus * self.gpu.flops),
         )
         self._decodes[info.id] = decode
         self._replicas.append(decode)
@@ -678,6 +722,7 @@ class ServingModel:
         if source is not None:
             source.holding.discard(request)
         target = self._decode_of.pop(request, None)
+        self._in_flight.pop(request, None)
         if target is not None:
             target.reserved -= self._reservation(request)
             target.transferring.discard(request)
