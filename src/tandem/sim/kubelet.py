@@ -39,8 +39,8 @@ class Kubelet:
     _scheduled: set[tuple[str, str, str]] = field(default_factory=set)
 
     def react(self) -> None:
-        """Schedule binds and readiness for pods that newly need them."""
-        for pod in self.store.list("Pod"):
+        """Schedule binds and readiness for pods that newly need them (reads a snapshot: shared, not copied)."""
+        for pod in self.store.snapshot().list("Pod"):
             meta, spec = pod["metadata"], pod.get("spec", {})
             key = (meta["namespace"], meta["name"], meta["uid"])
             if meta.get("deletionTimestamp") or pod.get("status", {}).get("phase") == "Failed":
