@@ -148,3 +148,28 @@ def test_run_stops_on_request_and_releases_the_lease():
     thread.join(timeout=5)
     assert not thread.is_alive() and operator.passes >= 1
     assert "holderIdentity" not in store.get("Lease", "tandem-system", "tandem-operator")["spec"], "released on stop"
+
+
+def test_on_synced_runs_once_when_the_informers_first_report_synced():
+    store = world(design_group())
+    calls = []
+
+    class Syncing:
+        synced = False
+
+        def __getattr__(self, name):
+            return getattr(store, name)
+
+        def has_synced(self):
+            return self.synced
+
+    cluster = Syncing()
+    clock = Clock()
+    operator = Operator(cluster, clock, on_synced=lambda: calls.append(clock.now))
+    operator.tick(clock.now)
+    assert calls == [] and operator.passes == 0, "not synced: no pass, no call"
+    cluster.synced = True
+    for _ in range(3):
+        clock.now += 1.0
+        operator.tick(clock.now)
+    assert calls == [clock.now - 2.0], "once, at the first synced turn"

