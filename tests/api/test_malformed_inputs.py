@@ -249,6 +249,9 @@ CASES = [
     ("directory", DIRECTORY, FILE, "is a directory"),
     ("not-utf8", b"apiVersion: v1\nkind: Node\nmetadata: {name: \xff\xfe}\n", FILE, "is not UTF-8"),
     ("deeply-nested", "a: " + "[" * 1000 + "]" * 1000 + "\n", FILE, "nested too deeply"),
+    ("huge-integer-yaml", group("  priority: " + "9" * 5000 + "\n"), FILE, "a number of more than 4300 digits"),
+    ("huge-integer-json", '{"apiVersion": "v1", "kind": "Node", "x": ' + "9" * 5000 + "}", FILE, "not valid JSON: a number of more than 4300 digits"),
+    ("binary", b"apiVersion: v1\x00\x01\x02kind: Node\n", FILE, "is binary (a NUL byte near its start)"),
     # a "billion laughs": 9 levels of 9 aliases each would be 387 million lists to walk
     ("alias-bomb", "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)),

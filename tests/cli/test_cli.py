@@ -440,3 +440,30 @@ def test_the_progress_bar_never_touches_stdout(run_cli, tmp_path: Path, examples
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["groups"] and result.stderr == ""
     assert "reading" in bar.getvalue() and "1.2 MB" in bar.getvalue()  # the bar went to stderr alone
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero on this system")
+def test_a_device_that_never_ends_is_one_error_line_not_all_the_memory(run_cli) -> None:
+    result = run_cli("validate", "/dev/zero")
+    assert result.exit_code == 2 and result.exception is None
+    assert result.stderr.strip() == "error: /dev/zero: is binary (a NUL byte near its start), not YAML or JSON text"
+
+
+def test_a_pipe_is_read_up_to_a_limit(run_cli, tmp_path: Path, monkeypatch) -> None:
+    import tandem.cli.files as files
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(files, "UNSIZED_LIMIT", 1 << 16)
+    import threading
+
+    def feed() -> None:
+        with open(fifo, "w") as writer:
+            try:
+                writer.write("# a comment that goes on\n" * 10_000)
+            except BrokenPipeError:
+                pass
+
+    threading.Thread(target=feed, daemon=True).start()
+    result = run_cli("validate", fifo)
+    assert result.exit_code == 2 and "and is not a regular file: save it to a file first" in result.stderr

@@ -14,6 +14,7 @@ syntax errors are always reported as the whole-file parse reports them.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import chain
@@ -229,6 +230,10 @@ def load_documents(source: str, text: str) -> list[Any]:
             json_error = f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
         except RecursionError:
             raise InputError(Problem("", "not valid JSON: nested too deeply", source)) from None
+        except ValueError as exc:
+            if "integer string conversion" not in str(exc):
+                raise
+            raise InputError(Problem("", f"not valid JSON: a number of more than {sys.get_int_max_str_digits()} digits", source)) from None
     try:
         documents = list(yaml.load_all(text, Loader=_Loader))  # noqa: S506 - _Loader is a SafeLoader
         if any(_deeper_than(doc, MAX_NESTING) for doc in documents):
@@ -245,6 +250,10 @@ def load_documents(source: str, text: str) -> list[Any]:
         raise InputError(Problem("", "not valid YAML or JSON: nested too deeply", source)) from None
     except _AliasBomb:
         raise InputError(Problem("", "not valid YAML or JSON: aliases expand the document far beyond its size", source)) from None
+    except ValueError as exc:  # Python's own limit on turning digits into an int (CVE-2020-10735)
+        if "integer string conversion" not in str(exc):
+            raise
+        raise InputError(Problem("", f"not valid YAML or JSON: a number of more than {sys.get_int_max_str_digits()} digits", source)) from None
 
 
 _load = load_documents  # the former private name, for callers not yet moved

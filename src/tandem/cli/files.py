@@ -19,6 +19,9 @@ from tandem.errors import InputError, Problem
 # (a 50,000-node dump is hundreds of megabytes); smaller ones are read first, all at once.
 STREAM_ABOVE_BYTES = 8 << 20
 PIECE_CHARS = 1 << 20
+# What is read from a device, pipe or socket (no size to stream by) before giving up.
+UNSIZED_LIMIT = 256 << 20
+BINARY_PROBE = 8192  # bytes looked at for a NUL: text files have none
 # Loading that takes longer than this shows a progress bar on stderr (on a terminal).
 PROGRESS_AFTER_SECONDS = 1.0
 
@@ -31,15 +34,40 @@ def read_sources(paths: list[Path], expected: str = "YAML or JSON") -> list[tupl
     problems: list[Problem] = []
     for path in paths:
         try:
-            sources.append((str(path), path.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError) as exc:
+            sources.append((str(path), _text(path)))
+        except (OSError, UnicodeDecodeError, _NotText) as exc:
             problems.append(_unreadable(path, exc, expected))
     if problems:
         raise InputError(problems)
     return sources
 
 
-def _unreadable(path: Path, exc: OSError | UnicodeDecodeError, expected: str) -> Problem:
+class _NotText(ValueError):
+    """Bytes that are no YAML or JSON text: said before the whole of them is read."""
+
+
+def _text(path: Path) -> str:
+    """A file's text. A regular file is read whole (large ones are streamed elsewhere); a
+    device, pipe or socket is read up to UNSIZED_LIMIT bytes, so `/dev/zero` is an error,
+    not all the memory; bytes with a NUL early on are binary, refused before decoding."""
+    with path.open("rb") as handle:
+        head = handle.read(BINARY_PROBE)
+        _check_not_binary(head)
+        rest = handle.read() if path.is_file() else handle.read(UNSIZED_LIMIT + 1 - len(head))
+    data = head + rest
+    if len(data) > UNSIZED_LIMIT and not path.is_file():
+        raise _NotText(f"gives more than {UNSIZED_LIMIT >> 20} MiB and is not a regular file: save it to a file first")
+    return data.decode("utf-8")
+
+
+def _check_not_binary(head: bytes) -> None:
+    if b"\0" in head:
+        raise _NotText("is binary (a NUL byte near its start), not YAML or JSON text")
+
+
+def _unreadable(path: Path, exc: OSError | UnicodeDecodeError | _NotText, expected: str) -> Problem:
+    if isinstance(exc, _NotText):
+        return Problem("", str(exc), str(path))
     if isinstance(exc, UnicodeDecodeError):
         return Problem("", f"is not UTF-8 text (expected {expected})", str(path))
     if isinstance(exc, IsADirectoryError):
@@ -97,11 +125,13 @@ def _pieces_of(path: Path, offset: int, show: Show) -> Reader:
 def _pieces(path: Path, offset: int, show: Show) -> Iterator[str]:
     """The file's text in pieces, as it is read; a file that cannot be read is a problem of its own."""
     try:
+        with path.open("rb") as raw:
+            _check_not_binary(raw.read(BINARY_PROBE))
         with path.open(encoding="utf-8") as handle:
             while piece := handle.read(PIECE_CHARS):
                 show(f"reading {path.name}", offset + handle.buffer.tell())
                 yield piece
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, _NotText) as exc:
         raise InputError(_unreadable(path, exc, "YAML or JSON")) from None
 
 
