@@ -467,3 +467,19 @@ def test_a_pipe_is_read_up_to_a_limit(run_cli, tmp_path: Path, monkeypatch) -> N
     threading.Thread(target=feed, daemon=True).start()
     result = run_cli("validate", fifo)
     assert result.exit_code == 2 and "and is not a regular file: save it to a file first" in result.stderr
+
+
+def test_counts_no_cluster_could_hold_are_one_line_each_not_all_the_memory(run_cli, examples: Path, tmp_path: Path) -> None:
+    text = (examples / "llama-8b.yaml").read_text()
+    huge = tmp_path / "huge.yaml"
+    huge.write_text(text.replace("  replicas: 3", "  replicas: 2147483647", 1).replace("      replicas: 1\n", "      replicas: 2147483647\n", 1))
+    result = run_cli("plan", "--cluster", examples / "cluster.yaml", huge)
+    assert result.exit_code == 2 and result.exception is None
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {huge}: spec.roles[0].replicas: 2,147,483,647 replicas of role router could never fit: "
+                           "all the cluster's nodes together hold at most") and line.endswith("(and 1 more problem)")
+    explained = run_cli("explain", huge)
+    assert explained.exit_code == 2 and "spec.roles[0].replicas: 2,147,483,647 is more than explain's tables show" in explained.stderr
+    scaled = run_cli("explain", examples / "llama-70b.yaml", "--scale-from", "prefill=99999999999,decode=1")
+    assert scaled.exit_code == 2 and scaled.stderr.strip() == (
+        "error: --scale-from: prefill=99,999,999,999 is more than explain's tables show (10,000 replicas per role)")

@@ -110,6 +110,9 @@ def validate(
     )
 
 
+EXPLAIN_MAX_REPLICAS = 10_000  # explain's step tables grow with a role's count
+
+
 @app.command()
 def explain(
     files: Annotated[list[Path], typer.Argument(help="InferenceGroup files.", show_default=False)],
@@ -134,6 +137,17 @@ def explain(
         console = Console(highlight=False)
         if not console.is_terminal:
             console.width = 140
+        too_many = [Problem("--scale-from", f"{role}={count:,} is more than explain's tables show ({EXPLAIN_MAX_REPLICAS:,} replicas per role)")
+                    for role, count in (start or {}).items() if count > EXPLAIN_MAX_REPLICAS]
+        for group in inputs.groups:
+            where, prefix = inputs.source_of(group)
+            too_many += [
+                Problem(f"{prefix}.spec.roles[{i}].replicas" if prefix else f"spec.roles[{i}].replicas",
+                        f"{role.replicas:,} is more than explain's tables show ({EXPLAIN_MAX_REPLICAS:,} replicas per role)", where)
+                for i, role in enumerate(group.spec.roles) if role.replicas > EXPLAIN_MAX_REPLICAS
+            ]
+        if too_many:  # a step table per replica: refused before a row is built
+            raise InputError(too_many)
         for group in inputs.groups:
             names = {r.name for r in group.spec.roles}
             if start is not None and set(start) != names:
@@ -347,6 +361,18 @@ def simulate(
     traces: Annotated[
         Path | None, typer.Option("--traces", help="Folder of fetched traces (default: $TANDEM_TRACES, else ~/.cache/tandem/traces).", show_default=False)
     ] = None,
+    seeds: Annotated[
+        int | None,
+        typer.Option(
+            "--seeds",
+            min=1,
+            help="Run every run this many times (seed, seed+1, ...; traces replayed from other offsets) and report means and 95% intervals (default: the scenario's seeds).",
+            show_default=False,
+        ),
+    ] = None,
+    only: Annotated[
+        list[str] | None, typer.Option("--run", help="Only this run of the compare list (repeatable).", show_default=False)
+    ] = None,
 ) -> None:
     """Run a scenario in the simulated cluster with the real controller; write a report."""
     from tandem.cli.simulate import run_simulation
@@ -355,7 +381,7 @@ def simulate(
         console = Console(highlight=False)
         if not console.is_terminal:
             console.width = 180
-        run_simulation(scenario, policy.value, compare, out, console, traces)
+        run_simulation(scenario, policy.value, compare, out, console, traces, seeds, only)
 
     guard(run)
 

@@ -36,6 +36,7 @@ from tandem.controller.ports import Reader
 from tandem.controller.validity import group_problems, topologies_of
 from tandem.errors import Problem
 from tandem.placement import place
+from tandem.placement.bounds import beyond_capacity
 from tandem.placement.demand import units_from_group
 from tandem.topology import ClusterSnapshot, TopologyView
 
@@ -108,10 +109,13 @@ def review(body: bytes, reader: Reader) -> Verdict:
     warnings += [f"{p.path}: {p.message}; the group waits until it exists" for p in missing]
     if typed is not None and operation == "UPDATE":
         problems += _across_versions(typed, request.get("oldObject") or {}, reader)
+    snapshot = _empty_cluster(reader) if typed is not None else None
+    if typed is not None and snapshot is not None:
+        problems += beyond_capacity(typed, snapshot)  # the controller would build a unit for each
     if problems:
         return Verdict(uid, False, tuple(str(p) for p in problems))
-    if typed is not None and name in topologies:
-        warnings += _never_fits(typed, topologies[name], reader)
+    if typed is not None and snapshot is not None and name in topologies:
+        warnings += _never_fits(typed, topologies[name], snapshot)
     return Verdict(uid, True, (), tuple(warnings))
 
 
@@ -134,19 +138,21 @@ def _across_versions(group: InferenceGroup, old: dict[str, Any], reader: Reader)
     return problems
 
 
-def _never_fits(group: InferenceGroup, topology: ClusterTopology, reader: Reader) -> list[str]:
-    """Warnings for units whose minimum would not fit even if every node were empty."""
+def _empty_cluster(reader: Reader) -> ClusterSnapshot | None:
+    """The cluster's nodes as if every one were empty (None without a usable node)."""
     nodes = []
     for raw in reader.list("Node"):
         try:
             nodes.append(Node.model_validate(raw))
         except ValidationError:
             continue
-    if not nodes:
-        return []
-    snapshot, _ = ClusterSnapshot.build(nodes, [])
+    return ClusterSnapshot.build(nodes, [])[0] if nodes else None
+
+
+def _never_fits(group: InferenceGroup, topology: ClusterTopology, snapshot: ClusterSnapshot) -> list[str]:
+    """Warnings for units whose minimum would not fit even if every node were empty."""
     views = {topology.metadata.name: TopologyView.build(topology, snapshot)}
-    units = units_from_group(group)[:1]  # every unit of a group is alike: one answers for all
+    units = units_from_group(group, count=1)  # every unit of a group is alike: one answers for all
     plan = place(snapshot, views, units, extras=False)
     return [
         f"the group's minimum cannot fit this cluster even with every node empty, so it would stay Pending: {unit.message}"

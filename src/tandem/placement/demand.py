@@ -114,7 +114,8 @@ class UnitDemand:
         return pod_name(self.group, self.unit, role, replica, pod)
 
 
-def units_from_group(group: InferenceGroup) -> list[UnitDemand]:
+def units_from_group(group: InferenceGroup, count: int | None = None) -> list[UnitDemand]:
+    """The group's units in order (the first `count` of them, when given)."""
     spec = group.spec
     roles = tuple(
         RoleDemand(
@@ -143,7 +144,7 @@ def units_from_group(group: InferenceGroup) -> list[UnitDemand]:
             affinity=affinity,
             exclusive=spec.topology.exclusive,
         )
-        for unit in range(spec.replicas)
+        for unit in range(spec.replicas if count is None else min(count, spec.replicas))
     ]
 
 

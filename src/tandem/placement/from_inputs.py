@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from tandem.api.loading import Inputs
 from tandem.errors import InputError, Problem
+from tandem.placement.bounds import beyond_capacity
 from tandem.placement.demand import units_from_groups
 from tandem.placement.engine import place
 from tandem.placement.plan import Plan
@@ -32,6 +33,12 @@ def plan_inputs(inputs: Inputs) -> PlanOutcome:
     if missing:
         raise InputError(missing)
     snapshot, warnings = ClusterSnapshot.build(inputs.nodes, inputs.pods)
+    huge = []
+    for g in inputs.groups:
+        where, prefix = inputs.source_of(g)
+        huge += [Problem(p.path, p.message, where) for p in beyond_capacity(g, snapshot, f"{prefix}." if prefix else "")]
+    if huge:
+        raise InputError(huge)
     used = {g.spec.topology_name for g in inputs.groups}
     views = {name: TopologyView.build(inputs.topologies[name], snapshot) for name in sorted(used)}
     plan = place(snapshot, views, units_from_groups(inputs.groups))
