@@ -286,3 +286,15 @@ def test_a_memo_across_passes_changes_no_decision_and_spares_revalidation():
         kubelet(store)
         now += 1.0
     assert memo.hits > memo.misses, "unchanged groups, nodes and pods are validated once"
+
+
+def test_a_group_asking_for_billions_of_units_is_refused_and_the_others_go_on():
+    a, b = two_groups()
+    b["spec"]["replicas"] = 2_147_483_647
+    store = world(a, b)
+    settle(store, store)
+    small = store.get("InferenceGroup", "serving", "small")
+    accepted = next(c for c in small["status"]["conditions"] if c["type"] == "Accepted")
+    assert accepted["status"] == "False" and "spec.replicas: 2,147,483,647 units is more than the controller plans" in accepted["message"]
+    llama = store.get("InferenceGroup", "serving", "llama")
+    assert {c["type"]: c["status"] for c in llama["status"]["conditions"]}["Available"] == "True"

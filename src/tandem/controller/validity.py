@@ -5,6 +5,12 @@ cross-field rules, the ClusterTopology it names and that topology's levels, and 
 `scheduler.backend` can honour. A group that fails any of them gets the problems, with
 field paths, in an `Accepted=False` condition and a Warning event; its running pods are
 left alone and the other groups go on.
+
+One more, the controller's own: counts beyond `MAX_COUNT` (units, or replicas of a role).
+A pass builds a unit's state for every unit and tries a role's replicas one by one, so a
+group asking for two billion units would stall every group behind it; the webhook refuses
+such counts against the cluster's capacity (`placement/bounds.py`), and this is the
+backstop when the webhook is not installed.
 """
 
 from __future__ import annotations
@@ -43,9 +49,18 @@ def group_problems(raw: Object, topologies: dict[str, ClusterTopology]) -> tuple
     except ValidationError as exc:
         return None, validation_problems(body, exc, "")
     topology = topologies.get(group.spec.topology_name)
-    problems = list(check_group(group, topology))
+    problems = list(check_group(group, topology)) + _too_many(group)
     if topology is None:
         problems.append(Problem("spec.topologyName", f"ClusterTopology {group.spec.topology_name!r} not found"))
     else:
         problems += get_backend(group.spec.scheduler.backend).validate(group, topology)
     return group, problems
+
+
+MAX_COUNT = 100_000  # units per group, replicas per role: far beyond any cluster's GPUs
+
+
+def _too_many(group: InferenceGroup) -> list[Problem]:
+    counts = [("spec.replicas", group.spec.replicas, "units")]
+    counts += [(f"spec.roles[{i}].replicas", role.replicas, f"replicas of role {role.name}") for i, role in enumerate(group.spec.roles)]
+    return [Problem(path, f"{count:,} {what} is more than the controller plans ({MAX_COUNT:,})") for path, count, what in counts if count > MAX_COUNT]
