@@ -64,16 +64,19 @@ def test_counts_no_cluster_could_hold_are_refused_at_once_naming_the_bound():
     """The controller would build a unit (or try a replica) for each: refused at admission."""
     store = world(shape="block=1,rack=2,host=2")  # 4 nodes of 8 GPUs
     huge = group("huge", [role("prefill", 1, 1, gpus=8), role("decode", 1, 1, gpus=8)], required="block")
-    huge["spec"]["replicas"] = 2_147_483_647
-    huge["spec"]["roles"][0]["replicas"] = 2_000_000
+    huge["spec"]["replicas"] = 50_000
+    huge["spec"]["roles"][0]["replicas"] = 20_000
     verdict = review(request(huge), store.snapshot())
     assert not verdict.allowed
     assert verdict.problems == (
-        "spec.roles[0].replicas: 2,000,000 replicas of role prefill could never fit: all the cluster's nodes together hold at most 4 "
+        "spec.roles[0].replicas: 20,000 replicas of role prefill could never fit: all the cluster's nodes together hold at most 4 "
         "(nvidia.com/gpu); ask for at most 1,004",
-        "spec.replicas: 2,147,483,647 units could never fit: all the cluster's nodes together hold at most 2 (nvidia.com/gpu); "
+        "spec.replicas: 50,000 units could never fit: all the cluster's nodes together hold at most 2 (nvidia.com/gpu); "
         "ask for at most 1,002",
     )
+    huge["spec"]["replicas"] = 2_147_483_647
+    assert review(request(huge), store.snapshot()).problems[0] == (
+        "spec.replicas: 2,147,483,647 units is more than the controller plans (100,000)"), "one line per field, not two"
     huge["spec"]["replicas"], huge["spec"]["roles"][0]["replicas"] = 1002, 1004
     assert review(request(huge), store.snapshot()).allowed, "up to the margin beyond the bound: admitted (and Pending)"
 

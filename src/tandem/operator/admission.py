@@ -111,7 +111,8 @@ def review(body: bytes, reader: Reader) -> Verdict:
         problems += _across_versions(typed, request.get("oldObject") or {}, reader)
     snapshot = _empty_cluster(reader) if typed is not None else None
     if typed is not None and snapshot is not None:
-        problems += beyond_capacity(typed, snapshot)  # the controller would build a unit for each
+        said = {p.path for p in problems}  # the controller's own cap (validity.MAX_COUNT) may have spoken
+        problems += [p for p in beyond_capacity(typed, snapshot) if p.path not in said]  # a unit built for each
     if problems:
         return Verdict(uid, False, tuple(str(p) for p in problems))
     if typed is not None and snapshot is not None and name in topologies:
