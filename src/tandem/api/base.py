@@ -29,6 +29,7 @@ class StrictModel(BaseModel):
         populate_by_name=True,
         frozen=True,
         strict=False,
+        allow_inf_nan=False,  # an infinite bandwidth or a NaN rate is a mistake, refused at its field
     )
 
 

@@ -246,7 +246,11 @@ def _profile(kind: type[_Profile], folder: str, names: tuple[str, ...], name_or_
     if key in names:
         return parse_profile(kind, f"{folder}/{key}.yaml", (_DATA / folder / f"{key}.yaml").read_text(encoding="utf-8"))
     path = Path(name_or_path)
-    if not path.is_file():
+    try:
+        is_file = path.is_file()
+    except OSError:  # a name too long for the file system, say: no such file either
+        is_file = False
+    if not is_file:
         what = "model" if kind is ModelProfile else "GPU"
         raise InputError(Problem("", f"unknown {what} {key!r}: not one of {', '.join(names)} and no such file"))
     try:

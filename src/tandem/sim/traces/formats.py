@@ -19,6 +19,7 @@ import csv
 import json
 import math
 import re
+import sys
 from pathlib import PurePath
 from typing import Callable
 
@@ -108,6 +109,8 @@ def parse_mooncake_jsonl(text: str, source: str = "", name: str | None = None) -
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(Problem(where, f"not valid JSON: {exc.msg} at column {exc.colno}", source)) from None
+        except ValueError:  # Python's limit on turning digits into an int
+            raise InputError(Problem(where, f"not valid JSON: a number of more than {sys.get_int_max_str_digits()} digits", source)) from None
         if not isinstance(record, dict):
             raise InputError(Problem(where, f"expected a JSON object, got {type(record).__name__}", source))
         stamps.append(_json_field(record, "timestamp", where, source, _json_number))
@@ -224,7 +227,7 @@ def _datetime_cell(cell: str) -> str | None:
 def _integer_cell(cell: str) -> str | None:
     if not _INTEGER.fullmatch(cell):
         return f"{_clip(cell)!r} is not an integer"
-    if abs(int(cell)) > _INT64_MAX:
+    if len(cell.lstrip("+-")) > 19 or abs(int(cell)) > _INT64_MAX:  # more digits than int64 has: never int() them
         return f"{_clip(cell)!r} is too large"
     return None
 
