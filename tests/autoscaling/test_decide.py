@@ -159,11 +159,12 @@ def test_a_group_without_units_is_left_alone() -> None:
     levels=st.lists(st.one_of(st.floats(0, 200), st.just(NAN)), min_size=1, max_size=30),
     units=st.integers(1, 3),
     budget=st.one_of(st.none(), st.integers(1, 400)),
+    enforcement=st.sampled_from(("keepTotal", "raiseShort")),
 )
-def test_never_below_the_minimum_nor_above_the_maximum(policy, lows, spans, start, levels, units, budget) -> None:
+def test_never_below_the_minimum_nor_above_the_maximum(policy, lows, spans, start, levels, units, budget, enforcement) -> None:
     bounds = {"prefill": (max(lows[0], 1), max(lows[0], 1) + spans[0]), "decode": (max(lows[1], 1), max(lows[1], 1) + spans[1])}
     raw = spec(policy).model_dump(by_alias=True)
-    autoscaling = spec(policy, slo={**raw["slo"], "gpuBudget": budget})
+    autoscaling = spec(policy, slo={**raw["slo"], "gpuBudget": budget}, ratioEnforcement=enforcement)
 
     def make(level, current, count, at):
         found = world(0 if math.isnan(level) else level, current, count, at)

@@ -70,3 +70,58 @@ def test_the_bundled_demo_scenario_loads(examples):
     assert len([n for n in scenario.cluster if n["kind"] == "Node"]) * 8 == 1024
     assert len(scenario.arrivals) == 4 and len(scenario.changes) == 2
     assert len(scenario.faults) == 1 and len(scenario.faults[0].nodes) == 8
+
+
+SERVING_SCENARIO = """
+apiVersion: tandem.dev/v1alpha1
+kind: Scenario
+metadata: {name: seeds}
+spec:
+  seed: 5
+  seeds: 3
+  durationSeconds: 240
+  cluster: {shape: "block=1,rack=2,host=2", gpus: 8}
+  startup:
+    "*": {imagePullSeconds: 5, modelLoadMedianSeconds: 30, modelLoadSigma: 0.1}
+  groups:
+    - {at: 0, file: group.yaml}
+  serving:
+    - group: serving/llama-70b-chat
+      model: llama-3.1-70b
+      gpu: h100-sxm
+      slo: {ttftSeconds: 1.0, itlSeconds: 0.05}
+      synthetic: {rate: 4}
+      startAt: 30
+  compare:
+    - {name: fixed-ratio, autoscaling: FixedRatio}
+    - {name: band-raise, autoscaling: PreferredBand, autoscalingPatch: {ratioEnforcement: raiseShort}}
+    - {name: hpa-slow, autoscaling: Independent, speedFactor: 0.7}
+"""
+
+
+def test_seeds_give_means_and_intervals_and_the_same_seeds_the_same_bytes(tmp_path, run_cli, examples):
+    (tmp_path / "scenario.yaml").write_text(SERVING_SCENARIO)
+    (tmp_path / "group.yaml").write_text((examples / "llama-70b-autoscaled.yaml").read_text())
+    outs = [tmp_path / "one", tmp_path / "two"]
+    for out in outs:
+        result = run_cli("simulate", tmp_path / "scenario.yaml", "--compare", "--seeds", "2", "--run", "fixed-ratio", "--run", "band-raise", "--out", out)
+        assert result.exit_code == 0, result.stderr
+    assert (outs[0] / "summary.json").read_bytes() == (outs[1] / "summary.json").read_bytes()
+    summary = json.loads((outs[0] / "summary.json").read_text())
+    assert set(summary) == {"fixed-ratio", "band-raise"}, "--run picks runs of the compare list"
+    across = summary["fixed-ratio"]["across_seeds"]
+    assert across["seeds"] == [5, 6], "--seeds overrides the scenario's 3"
+    slo = across["serving"]["serving/llama-70b-chat"]["slo_attainment"]
+    assert slo["n"] == 2 and slo["values"][0] == summary["fixed-ratio"]["serving"]["serving/llama-70b-chat"]["slo_attainment"]
+    assert slo["ci95"][0] <= slo["mean"] <= slo["ci95"][1]
+    assert "serving across 2 seeds" in result.stdout
+    page = (outs[0] / "index.html").read_text()
+    assert "Across 2 seed(s)" in page and 'src="serving_seeds.png"' in page
+    assert (outs[0] / "serving_seeds.png").stat().st_size > 1000
+
+
+def test_an_unknown_run_is_named(tmp_path, run_cli, examples):
+    (tmp_path / "scenario.yaml").write_text(SERVING_SCENARIO)
+    (tmp_path / "group.yaml").write_text((examples / "llama-70b-autoscaled.yaml").read_text())
+    result = run_cli("simulate", tmp_path / "scenario.yaml", "--compare", "--run", "nope", "--out", tmp_path / "out")
+    assert result.exit_code == 2 and "--run" in result.stderr and "fixed-ratio, band-raise, hpa-slow" in result.stderr

@@ -231,23 +231,26 @@ needs_traces = pytest.mark.skipif(
 
 @needs_traces
 def test_the_bundled_azure_scenario_compares_the_policies_on_the_real_trace(tmp_path, run_cli):
+    """One seed of two of its runs (the whole comparison, 14 runs x 5 seeds, takes minutes)."""
     out = tmp_path / "azure"
-    result = run_cli("simulate", ROOT / "examples/scenarios/azure-conv.yaml", "--compare", "--traces", SHARED_TRACES, "--out", out)
+    runs = ("preferred-band", "preferred-band-raise")
+    picks = [arg for name in runs for arg in ("--run", name)]
+    result = run_cli("simulate", ROOT / "examples/scenarios/azure-conv.yaml", "--compare", "--seeds", "1", *picks, "--traces", SHARED_TRACES, "--out", out)
     assert result.exit_code == 0, result.stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert set(summary) == {"fixed-ratio", "preferred-band", "slo", "independent-hpa"}
+    assert set(summary) == set(runs)
     serving = {name: figures["serving"]["serving/llama-70b-chat"] for name, figures in summary.items()}
     assert {s["requests"] for s in serving.values()} == {19_366}
-    # The coordinated policies serve more of the trace within its SLO, per GPU, than independent HPAs.
-    for name in ("fixed-ratio", "slo"):
-        assert serving[name]["slo_attainment"] > serving["independent-hpa"]["slo_attainment"]
-        assert serving[name]["goodput_rps_per_gpu"] > serving["independent-hpa"]["goodput_rps_per_gpu"]
+    # What holds across the seeds (docs/autoscaling.md): raiseShort pays GPUs for keeping
+    # every role at its own need; keepTotal holds the fewest.
+    assert serving["preferred-band"]["mean_gpus"] < serving["preferred-band-raise"]["mean_gpus"]
 
 
 @needs_traces
 def test_the_rack_affinity_keeps_every_prefill_near_decode_and_locality_keeps_transfers_short(tmp_path, run_cli):
     out = tmp_path / "affinity"
-    result = run_cli("simulate", ROOT / "examples/scenarios/azure-conv-affinity.yaml", "--compare", "--traces", SHARED_TRACES, "--out", out)
+    picks = ("--seeds", "1", "--run", "with-affinity", "--run", "without-affinity")
+    result = run_cli("simulate", ROOT / "examples/scenarios/azure-conv-affinity.yaml", "--compare", *picks, "--traces", SHARED_TRACES, "--out", out)
     assert result.exit_code == 0, result.stderr
     summary = json.loads((out / "summary.json").read_text())
     near, far = (summary[n]["serving"]["serving/llama-70b-chat"] for n in ("with-affinity", "without-affinity"))

@@ -22,6 +22,9 @@ if TYPE_CHECKING:  # resources imports this module; the type is only for the sig
 
 
 Policy = Literal["FixedRatio", "PreferredBand", "SLO", "Independent"]
+# How a ratio-keeping policy reconciles each role's own need with the ratio (docs/autoscaling.md,
+# "Ratio enforcement"): keep the total and re-split it, or raise the role that is short.
+RatioEnforcement = Literal["keepTotal", "raiseShort"]
 # Per-role figures a target can name (see docs/autoscaling.md for how each becomes replicas).
 Metric = Literal["queueDepth", "busyFraction", "kvUtilization", "tokensPerSecond", "ttftSeconds", "itlSeconds"]
 # Metrics that are fractions of a replica's capacity: a target above 1 could never be reached.
@@ -112,6 +115,7 @@ class AutoscalingSpec(StrictModel):
     roles: dict[str, RoleBounds]
     stabilization: Stabilization = Field(default_factory=Stabilization)
     panic: Panic = Field(default_factory=Panic)
+    ratio_enforcement: RatioEnforcement = "keepTotal"
     fixed_ratio: FixedRatio | None = None
     preferred_band: PreferredBand | None = None
     slo: SLO | None = None

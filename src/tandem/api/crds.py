@@ -148,6 +148,7 @@ DESCRIPTIONS = {
     "AutoscalingSpec.intervalSeconds": "How often the autoscaler decides.",
     "AutoscalingSpec.metricMaxAgeSeconds": "Signals older than this lead to no action.",
     "AutoscalingSpec.roles": "Replica bounds per unit, one entry per managed role.",
+    "AutoscalingSpec.ratioEnforcement": "keepTotal: split the asked total by the ratio; raiseShort: raise the role short of it (ratio-keeping policies).",
     "RoleBounds.minReplicas": "Fewest replicas per unit (default: the role's own minReplicas).",
     "RoleBounds.maxReplicas": "Most replicas per unit.",
     "Stabilization.scaleUpSeconds": "Scale up to the lowest recommendation of this window.",

@@ -12,8 +12,10 @@ the GPU budget (SLO), panic and the stabilisation windows, the percent bands
 - No signals, signals older than `metricMaxAgeSeconds`, no units, or a figure the policy
   needs that is NaN: no action (`changed` is False, `desired` is the current count, the
   state is returned as it came, and the reason names the missing figure).
-- Ratio-keeping policies recommend a total and its shares; the total is split within
-  the bounds (rounding.py, bands.py, the budget) into each role's recommendation.
+- Ratio-keeping policies recommend a total, its shares and each role's own need; the total
+  is split within the bounds (rounding.py, bands.py, the budget) into each role's
+  recommendation (`ratioEnforcement: keepTotal`), or each role keeps its need and the one
+  short of the bands is raised (`raiseShort`, enforcement.py).
 - Each role's recommendation then goes through the HPA windows on that role's own
   history (stabilization.py). With a fixed ratio this is exactly "stabilise the total,
   then split it" (the split of a total between two roles grows with the total); when a
@@ -31,6 +33,7 @@ from typing import Callable, Mapping
 
 from tandem.api.autoscaling import POLICY_FIELDS, SLO, AutoscalingSpec, FixedRatio
 from tandem.autoscaling.bands import Bounds, band_bounds
+from tandem.autoscaling.enforcement import raise_short
 from tandem.autoscaling.fixed_ratio import fixed_ratio
 from tandem.autoscaling.independent import independent
 from tandem.autoscaling.metrics import MissingSignal
@@ -93,8 +96,9 @@ def decide(
         raw, keys, fits = dict(recommendation.desired), {role: (role,) for role in roles}, None
     else:
         fits = _budget(recommendation.gpu_budget, gpus_per_replica, units, roles)
+        raise_from = recommendation.asks if spec.ratio_enforcement == "raiseShort" and recommendation.asks else None
         raw, split_notes = _split(
-            recommendation.total, recommendation.weights, limits, recommendation.bands, fits, recommendation.gpu_budget
+            recommendation.total, recommendation.weights, limits, recommendation.bands, fits, recommendation.gpu_budget, raise_from
         )
         notes += split_notes
         keys = {TOTAL: roles}
@@ -198,10 +202,22 @@ def _split(
     bands: Mapping[str, tuple[int, int]],
     fits: Callable[[Mapping[str, int]], bool] | None,
     budget: int | None,
+    raise_from: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, int], list[str]]:
     """`total` split by `weights` within `bounds` (tightened to `bands` where they can hold it),
     then the largest total below it that `fits` the GPU budget; when even the bounds'
-    minimums do not fit, those minimums (and a note saying so)."""
+    minimums do not fit, those minimums (and a note saying so).
+
+    With `raise_from` (ratioEnforcement raiseShort: each role's own need) the counts are
+    instead those needs with the short role raised to the bands (enforcement.py); the GPU
+    budget still wins: counts that exceed it are replaced by the largest split that fits."""
+    if raise_from is not None:
+        raised, raise_notes = raise_short(raise_from, bands, bounds)
+        if fits is None or fits(raised):
+            return raised, raise_notes
+        total = sum(raised.values())
+        split, notes = _split(total, weights, bounds, bands, fits, budget)
+        return split, raise_notes + ["raiseShort gives way to the gpuBudget", *notes]
 
     def attempt(target: int) -> tuple[dict[str, int], list[str]]:
         chosen, notes = bounds, []

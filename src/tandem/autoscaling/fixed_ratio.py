@@ -31,4 +31,4 @@ def fixed_ratio(spec: AutoscalingSpec, signals: Signals, units: int) -> Split:
         f"FixedRatio: {decode} {rate:,.0f} tok/s / {per_replica:,.0f} per replica{per_unit} = {needed:.2f}"
         f" -> {decode} {decode_replicas}, total {total} at {prefill}:{decode} {p}:{d}"
     )
-    return Split(total, {prefill: p, decode: d}, text)
+    return Split(total, {prefill: p, decode: d}, text, asks={prefill: total - decode_replicas, decode: decode_replicas})

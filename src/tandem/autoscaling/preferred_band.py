@@ -54,7 +54,7 @@ def preferred_band(
         + f" -> total {total}, shares {'/'.join(roles)}: pressure {shares(pressure)}, cost {shares(cost)},"
         + f" blend {shares(blend)}"
     )
-    return Split(total, blend, text, bands=bands)
+    return Split(total, blend, text, bands=bands, asks={role: whole(per_unit[role]) for role in roles})
 
 
 def cost_fill(

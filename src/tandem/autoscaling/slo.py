@@ -40,7 +40,7 @@ def slo(spec: AutoscalingSpec, signals: Signals, units: int) -> Split:
         f" / {config.decode_tokens_per_second_per_replica:,.0f} x ITL correction {itl:.2f} = {decode_need:.2f} -> {d}"
         + (f" (per unit of {units})" if units > 1 else "")
     )
-    return Split(p + d, {prefill: p, decode: d}, text, gpu_budget=config.gpu_budget)
+    return Split(p + d, {prefill: p, decode: d}, text, gpu_budget=config.gpu_budget, asks={prefill: p, decode: d})
 
 
 def _correction(observed: float, target: float, name: str, arrivals: float) -> float:

@@ -16,15 +16,27 @@ from tandem.placement import place
 from tandem.reference.baselines import independent, sequential
 from tandem.sim.runner import Variant, simulate
 from tandem.sim.scenario import load_scenario, with_variant
-from tandem.sim.summary import summarize
+from tandem.sim.summary import across_seeds, summarize
 from tandem.sim.traces import CatalogEntry, lookup
 
 POLICIES = {"tandem": place, "independent": independent, "sequential": sequential}
 
 
-def run_simulation(path: Path, policy: str, compare: bool, out: Path, console: Console, traces: Path | None = None) -> dict:
+def run_simulation(
+    path: Path,
+    policy: str,
+    compare: bool,
+    out: Path,
+    console: Console,
+    traces: Path | None = None,
+    seeds: int | None = None,
+    only: list[str] | None = None,
+) -> dict:
     """Run the scenario once with `policy`, or, with `compare`, every run its `compare:`
-    list names (the three placement policies when it names none)."""
+    list names (the three placement policies when it names none; `only` some of them);
+    each `seeds` times (default: the scenario's `seeds`), seed after seed. The plots
+    show the first seed; summary.json and the report add every run's mean and 95%
+    interval across the seeds."""
     try:  # plotting is an extra (`tandem[plot]`): the operator's image does not carry it
         from tandem.sim.report import write_report
     except ImportError as exc:
@@ -48,24 +60,43 @@ def run_simulation(path: Path, policy: str, compare: bool, out: Path, console: C
         variants = scenario.variants or [Variant(p, placement=p) for p in POLICIES]
     else:
         variants = [Variant(policy, placement=policy)]
-    runs = {}
+    if only:
+        unknown = [name for name in only if name not in {v.name for v in variants}]
+        if unknown:
+            raise InputError(Problem("--run", f"no run named {unknown[0]!r} (runs: {', '.join(v.name for v in variants)})"))
+        variants = [v for v in variants if v.name in only]
+    count = seeds if seeds is not None else scenario.seeds
+    runs: dict[str, tuple] = {}
+    per_seed: dict[str, list] = {v.name: [] for v in variants}
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
-        TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
+        TextColumn("{task.completed:.0f}/{task.total:.0f} {task.fields[unit]}"),
         TimeElapsedColumn(),
         console=Console(stderr=True),
         transient=True,
     ) as bar:
-        for variant in variants:
-            task = bar.add_task(f"simulating ({variant.name})", total=scenario.duration_s)
-            run = with_variant(scenario, variant)
-            result = simulate(run, progress=lambda now, task=task: bar.update(task, completed=now), placer=POLICIES[variant.placement])
-            runs[variant.name] = (result, summarize(run, result, rules_from=scenario))
+        overall = bar.add_task(f"{len(variants)} run(s) x {count} seed(s)", total=len(variants) * count, unit="runs")
+        for replicate in range(count):
+            seeded = scenario if replicate == 0 else load_scenario(source, text, read, read_trace, replicate)
+            for variant in variants:
+                task = bar.add_task(f"  {variant.name}, seed {seeded.seed}", total=seeded.duration_s, unit="simulated s")
+                run = with_variant(seeded, variant)
+                result = simulate(run, progress=lambda now, task=task: bar.update(task, completed=now), placer=POLICIES[variant.placement])
+                figures = summarize(run, result, rules_from=seeded)
+                if replicate == 0:
+                    runs[variant.name] = (result, figures)
+                per_seed[variant.name].append((seeded, figures))
+                bar.remove_task(task)
+                bar.advance(overall)
+    for name, (_, figures) in runs.items():
+        figures["across_seeds"] = across_seeds(per_seed[name])
     files = write_report(out, runs, f"tandem simulate: {path.name}")
     _print_placement(runs, path, scenario.duration_s, console)
     if any(figures.get("serving") for _, figures in runs.values()):
         _print_serving(runs, console)
+        if count > 1:
+            _print_across_seeds(runs, count, console)
     console.print(f"report: {files[-1]}  (summary.json and plots beside it)")
     return {name: figures for name, (_, figures) in runs.items()}
 
@@ -125,6 +156,36 @@ def _print_serving(runs: dict, console: Console) -> None:
                 str(len(v["scale_events"])),
             )
     console.print(table)
+
+
+def _print_across_seeds(runs: dict, count: int, console: Console) -> None:
+    table = Table(title=f"serving across {count} seeds: mean ± 95% interval (Student t)", header_style="bold")
+    for column in ("run", "group", "SLO met", "goodput /GPU", "TTFT p90 s", "TTFT p99 s", "ITL p90 ms", "mean GPUs"):
+        table.add_column(column, justify="left" if column in ("run", "group") else "right")
+    for name, (_, figures) in runs.items():
+        for group, v in figures["across_seeds"]["serving"].items():
+            table.add_row(
+                name,
+                group,
+                _mean_ci(v["slo_attainment"], 100, 1, "%"),
+                _mean_ci(v["goodput_rps_per_gpu"], 1, 4),
+                _mean_ci(v["ttft_s"]["p90"], 1, 2),
+                _mean_ci(v["ttft_s"]["p99"], 1, 2),
+                _mean_ci(v["itl_s"]["p90"], 1000, 1),
+                _mean_ci(v["mean_gpus"], 1, 1),
+            )
+    console.print(table)
+
+
+def _mean_ci(stat: dict, scale: float, digits: int, suffix: str = "") -> str:
+    """`mean ± half-width` of a `mean_ci` figure, scaled (shares as percent, seconds as ms)."""
+    if stat["mean"] is None:
+        return "-"
+    mean = stat["mean"] * scale
+    if stat["ci95"] is None:
+        return f"{mean:.{digits}f}{suffix}"
+    half = (stat["ci95"][1] - stat["ci95"][0]) / 2 * scale
+    return f"{mean:.{digits}f} ± {half:.{digits}f}{suffix}"
 
 
 def _fmt(value, digits: int | None = None) -> str:

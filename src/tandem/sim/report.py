@@ -29,6 +29,9 @@ SERVING_PLOTS = {
     "serving_utilisation.png": "GPU utilisation of the serving replicas over time (share of Ready serving GPUs computing)",
     "serving_replica_load.png": "Per replica (first run): prefill queue depth and decode KV-cache utilisation over time",
 }
+SEEDS_PLOT = {
+    "serving_seeds.png": "Across seeds: mean and 95% interval (bar) and each seed (dots) of SLO attainment, goodput per GPU, TTFT p90 and ITL p90",
+}
 # Per-group serving figures shown in the HTML table, in order.
 SERVING_COLUMNS = ("requests", "completed", "slo_attainment", "goodput_rps_per_gpu", "gpu_utilisation", "mean_gpus", "restarts")
 
@@ -42,6 +45,8 @@ def write_report(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]], titl
     files += _plots(out, runs)
     if any(result.serving for result, _ in runs.values()):
         files += _serving_plots(out, runs)
+        if _seeded(runs):
+            files += _seeds_plot(out, runs)
     index = out / "index.html"
     _write_text(index, _html(title, runs))  # last: a report with an index.html is whole
     files.append(index)
@@ -178,6 +183,55 @@ def _serving_plots(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]]) ->
     return written
 
 
+def _seeded(runs: dict[str, tuple[Result, dict[str, Any]]]) -> bool:
+    return any(figures.get("across_seeds", {}).get("serving") for _, figures in runs.values())
+
+
+# (figure, percentile or None, title, unit, scale) of the panels of serving_seeds.png
+_SEED_PANELS = (
+    ("slo_attainment", None, "SLO attainment", "share of requests", 1.0),
+    ("goodput_rps_per_gpu", None, "goodput per GPU", "requests/s per GPU", 1.0),
+    ("ttft_s", "p90", "TTFT p90", "seconds", 1.0),
+    ("itl_s", "p90", "ITL p90", "milliseconds", 1000.0),
+)
+
+
+def _seeds_plot(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]]) -> list[Path]:
+    """Each run's mean with its 95% interval as an error bar, and every seed as a dot: a
+    difference holds across seeds where two bars do not overlap."""
+    written: list[Path] = []
+    names = list(runs)
+    groups = sorted({g for _, figures in runs.values() for g in figures.get("across_seeds", {}).get("serving", {})})
+    figure, axes = plt.subplots(2, 2, figsize=(max(10, 1.1 * len(names) * max(len(groups), 1) + 4), 7.2), squeeze=False)
+    width = 0.8 / max(len(groups), 1)
+    for ax, (key, quantile, title, unit, scale) in zip(axes.flat, _SEED_PANELS):
+        for offset, group in enumerate(groups):
+            xs, means, errors, dots_x, dots_y = [], [], [[], []], [], []
+            for index, name in enumerate(names):
+                stat = runs[name][1].get("across_seeds", {}).get("serving", {}).get(group, {}).get(key)
+                stat = stat.get(quantile) if (stat is not None and quantile) else stat
+                if not stat or stat["mean"] is None:
+                    continue
+                x = index + (offset - (len(groups) - 1) / 2) * width
+                mean = stat["mean"] * scale
+                low, high = (stat["ci95"] or [stat["mean"], stat["mean"]])
+                xs.append(x)
+                means.append(mean)
+                errors[0].append(mean - low * scale)
+                errors[1].append(high * scale - mean)
+                measured = [v * scale for v in stat["values"] if v is not None]
+                dots_x += [x] * len(measured)
+                dots_y += measured
+            ax.errorbar(xs, means, yerr=errors, fmt="o", capsize=4, label=group if len(groups) > 1 else None)
+            ax.scatter(dots_x, dots_y, s=8, color="grey", alpha=0.6, zorder=3)
+        ax.set_xticks(range(len(names)), names, fontsize=7, rotation=30, ha="right")
+        _decorate(ax, f"{title} (mean, 95% interval, seeds)", unit)
+        ax.set_xlabel("")
+    _save(figure, out / "serving_seeds.png", written)
+    plt.close("all")
+    return written
+
+
 def _binned_p90(times: np.ndarray, values: np.ndarray, width: float) -> tuple[list[float], list[float]]:
     """p90 of `values` (NaN left out) per `width`-second bin of `times`."""
     if len(times) == 0:
@@ -250,8 +304,13 @@ def _html(title: str, runs: dict[str, tuple[Result, dict[str, Any]]]) -> str:
     if serving_rows:
         columns = ["run", "group", *SERVING_COLUMNS, "ttft_s p50/p90/p99", "itl_s p50/p90/p99", "scale events"]
         serving_header = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-        serving = f"<h2>Serving</h2><table><tr>{serving_header}</tr>{''.join(serving_rows)}</table>"
+        seeds = [figures.get("across_seeds", {}).get("seeds", []) for _, figures in runs.values()]
+        first = f" (first seed, {seeds[0][0]})" if seeds and len(seeds[0]) > 1 else ""
+        serving = f"<h2>Serving{html.escape(first)}</h2><table><tr>{serving_header}</tr>{''.join(serving_rows)}</table>"
         plots = {**SERVING_PLOTS, **PLOTS}
+        if _seeded(runs):
+            serving += _seeds_table(runs)
+            plots = {**SEEDS_PLOT, **plots}
     images = "".join(
         f'<figure><img src="{name}" alt="{html.escape(caption)}"><figcaption>{html.escape(caption)}</figcaption></figure>'
         for name, caption in plots.items()
@@ -273,6 +332,33 @@ pre {{ background: #f6f6f6; padding: 1em; max-height: 30em; overflow: auto; font
 <h2>Event log ({html.escape(first_policy)}, first 400 lines)</h2><pre>{log}</pre>
 </body></html>
 """
+
+
+def _seeds_table(runs: dict[str, tuple[Result, dict[str, Any]]]) -> str:
+    """Every run's serving figures across its seeds, as mean ± half the 95% interval."""
+    columns = ["run", "group", "seeds", "slo_attainment", "goodput_rps_per_gpu", "mean_gpus", "ttft_s p50", "ttft_s p90", "ttft_s p99", "itl_s p50", "itl_s p90", "itl_s p99"]
+    rows = []
+    count = 0
+    for name, (_, figures) in runs.items():
+        across = figures.get("across_seeds", {})
+        count = max(count, len(across.get("seeds", [])))
+        for group, values in across.get("serving", {}).items():
+            cells = [len(across["seeds"])] + [_interval(values[k]) for k in ("slo_attainment", "goodput_rps_per_gpu", "mean_gpus")]
+            cells += [_interval(values[m][q]) for m in ("ttft_s", "itl_s") for q in ("p50", "p90", "p99")]
+            rows.append(
+                f"<tr><td>{html.escape(name)}</td><td>{html.escape(group)}</td>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>"
+            )
+    header = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    note = "mean ± half of the 95% interval (Student t) over the seeds; a difference holds where two intervals do not overlap"
+    return f"<h2>Across {count} seed(s)</h2><p>{html.escape(note)}</p><table><tr>{header}</tr>{''.join(rows)}</table>"
+
+
+def _interval(stat: dict[str, Any]) -> str:
+    if stat["mean"] is None:
+        return "-"
+    if stat["ci95"] is None:
+        return _short(stat["mean"])
+    return f"{_short(stat['mean'])} ± {(stat['ci95'][1] - stat['ci95'][0]) / 2:.2g}"
 
 
 def _short(value: Any) -> str:

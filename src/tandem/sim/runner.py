@@ -66,6 +66,10 @@ class Variant:
     placement: str = "tandem"
     autoscaling: str | None = None  # overrides spec.autoscaling.policy of every group that has one
     affinity: str = "keep"  # "drop": the groups' affinity rules are removed
+    # JSON merge patch of spec.autoscaling of every group that has one (after `autoscaling`):
+    # e.g. the Independent baseline's targets, or ratioEnforcement.
+    autoscaling_patch: Mapping[str, Any] | None = None
+    speed_factor: float = 1.0  # the serving GPUs' speed relative to the scenario's (0.7: 30% slower)
 
 
 @dataclass
@@ -87,6 +91,11 @@ class Scenario:
     serving: list[ServingLoad] = field(default_factory=list)
     autoscale_tick_s: float = 5.0
     variants: list[Variant] = field(default_factory=list)  # what `--compare` runs; empty: the placement policies
+    # Repetitions: how many seeds `tandem simulate` runs by default, and which one this is
+    # (0: the scenario's own seed; k: seed + k, traces replayed from an offset, see scenario.py).
+    seeds: int = 1
+    replicate: int = 0
+    trace_offsets_s: Mapping[str, float] = field(default_factory=dict)  # group -> where its trace replay starts
 
 
 @dataclass

@@ -24,11 +24,22 @@ spec:
       slo: {ttftSeconds: 2, itlSeconds: 0.1}
       trace: {name: azure-conv-2023, rate: 4, startSeconds: 0, endSeconds: 1800}   # or file: ...
       # synthetic: {rate: 5, arrivals: gamma, burstiness: 3, input: {...}, output: {...}}
+  seeds: 5                                               # repetitions (seed, seed+1, ...; --seeds overrides)
+  speedFactor: 1.0                                       # serving GPUs' speed (0.7: every engine cost 1/0.7 as long)
   compare:                                               # the runs `tandem simulate --compare` puts side by side
     - {name: fixed-ratio, autoscaling: FixedRatio}
+    - {name: band-raise, autoscaling: PreferredBand, autoscalingPatch: {ratioEnforcement: raiseShort}}
+    - {name: fixed-ratio-slow, autoscaling: FixedRatio, speedFactor: 0.7}
     - {name: no-affinity, affinity: drop}
 ```
 Pure: `load_scenario` takes texts; the CLI reads the files (and the traces).
+
+Repetitions (`replicate` k of `seeds`): seed k runs everything random with `seed + k` (model
+load times, synthetic arrivals and lengths), and replays each recorded trace from a
+different point of its window: the window is rotated by frac(k × 0.618...) of its span
+(the golden-ratio sequence spreads any number of offsets evenly, and k = 0 is the
+unrotated replay), the requests before that point following those after it one mean gap
+later. So every seed serves the same requests at the same rate, in another order in time.
 """
 
 from __future__ import annotations
@@ -37,11 +48,12 @@ import copy
 import dataclasses
 from typing import Any, Callable, Literal
 
+import numpy as np
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from tandem.api.base import StrictModel
-from tandem.api.loading import load_texts
+from tandem.api.loading import load_documents, load_texts
 from tandem.api.resources import InferenceGroup
 from tandem.api.validation import check_group
 from tandem.errors import InputError, Problem
@@ -172,12 +184,17 @@ class ServingSpec(StrictModel):
 
 class VariantSpec(StrictModel):
     """One run of `--compare`: the same scenario with a placement policy, an autoscaling
-    policy for every group that autoscales, or the groups' affinity rules dropped."""
+    policy (and any other autoscaling setting, as a merge patch) for every group that
+    autoscales, the groups' affinity rules dropped, or slower serving GPUs."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     placement: Literal["tandem", "independent", "sequential"] = "tandem"
     autoscaling: Literal["FixedRatio", "PreferredBand", "SLO", "Independent"] | None = None
+    # JSON merge patch of spec.autoscaling (after `autoscaling`), e.g. the Independent
+    # baseline's targets or ratioEnforcement, so every variant can be tuned on its own.
+    autoscaling_patch: dict[str, Any] | None = None
     affinity: Literal["keep", "drop"] = "keep"
+    speed_factor: float = Field(1.0, gt=0, le=10)  # times the scenario's speedFactor
 
 
 class ScenarioSpec(StrictModel):
@@ -193,6 +210,10 @@ class ScenarioSpec(StrictModel):
     serving: list[ServingSpec] = Field(default_factory=list)
     autoscale_tick_seconds: float = Field(5.0, gt=0)
     compare: list[VariantSpec] = Field(default_factory=list)
+    seeds: int = Field(1, ge=1, le=1000)  # repetitions `tandem simulate` runs (--seeds overrides)
+    # The serving GPUs' speed against their profiles: FLOP/s and memory and NVLink bandwidth
+    # times this, fixed engine overheads divided by it (0.7: a pessimistic, 30% slower engine).
+    speed_factor: float = Field(1.0, gt=0, le=10)
 
     @model_validator(mode="after")
     def _unique(self) -> "ScenarioSpec":
@@ -217,15 +238,17 @@ def load_scenario(
     text: str,
     read: Callable[[str], tuple[str, str]],
     read_trace: Callable[[str], tuple[str, str]] | None = None,
+    replicate: int = 0,
 ) -> Scenario:
     """A runnable Scenario from the scenario text; `read(path)` returns (name, text) of a
-    file the scenario names, `read_trace(name)` that of a catalogue trace. Raises
-    InputError with field paths on any mistake."""
+    file the scenario names, `read_trace(name)` that of a catalogue trace; `replicate` k
+    is the k-th repetition (see the module docstring). Raises InputError with field paths
+    on any mistake."""
+    documents = load_documents(source, text)  # the hardened reader: duplicate keys, alias bombs, depth, huge numbers
+    if len(documents) != 1:
+        raise InputError(Problem("", f"a scenario file holds one YAML document, not {len(documents)}", source))
     try:
-        raw = yaml.safe_load(text)
-        parsed = ScenarioFile.model_validate(raw)
-    except yaml.YAMLError as exc:
-        raise InputError(Problem("", f"not valid YAML: {str(exc).splitlines()[0]}", source)) from None
+        parsed = ScenarioFile.model_validate(documents[0])
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
         path = ".".join(str(part) for part in error["loc"])
@@ -242,7 +265,7 @@ def load_scenario(
     for index, arrival in enumerate(spec.groups):
         if arrival.file is not None:
             name, body = read(arrival.file)
-            documents = [d for d in yaml.safe_load_all(body) if d]
+            documents = [d for d in load_documents(name, body) if d]
         else:
             name, documents = f"{source} spec.groups[{index}]", [arrival.group]
         load_texts([(name, yaml.safe_dump_all(documents))])  # validate the groups as `tandem validate` would
@@ -259,15 +282,17 @@ def load_scenario(
         role: Startup(s.image_pull_seconds, s.model_load_median_seconds, s.model_load_sigma) for role, s in spec.startup.items()
     }
     groups = {f"{g['metadata'].get('namespace', 'default')}/{g['metadata']['name']}": g for _, g in arrivals}
+    seed = spec.seed + replicate
     serving = [
-        _serving_load(index, entry, groups, spec.seed, spec.duration_seconds, source, read, read_trace)
+        _serving_load(index, entry, groups, seed, spec.duration_seconds, source, read, read_trace, replicate, spec.speed_factor)
         for index, entry in enumerate(spec.serving)
     ]
-    variants = [Variant(v.name, v.placement, v.autoscaling, v.affinity) for v in spec.compare]
+    offsets = {load.key: offset for load, offset in serving}
+    variants = [Variant(v.name, v.placement, v.autoscaling, v.affinity, v.autoscaling_patch, v.speed_factor) for v in spec.compare]
     for index, variant in enumerate(variants):
         _check_variant(index, variant, arrivals, source)
     return Scenario(
-        serving=serving,
+        serving=[load for load, _ in serving],
         autoscale_tick_s=spec.autoscale_tick_seconds,
         variants=variants,
         cluster=cluster,
@@ -275,7 +300,10 @@ def load_scenario(
         duration_s=spec.duration_seconds,
         changes=changes,
         faults=faults,
-        seed=spec.seed,
+        seed=seed,
+        seeds=spec.seeds,
+        replicate=replicate,
+        trace_offsets_s=offsets,
         bind_latency_s=spec.bind_latency_seconds,
         startup=startup,
         resync_s=spec.resync_seconds,
@@ -301,18 +329,71 @@ def _racks(cluster: list[dict[str, Any]]) -> dict[str, list[str]]:
 
 
 def with_variant(scenario: Scenario, variant: Variant) -> Scenario:
-    """The scenario as `variant` runs it: every autoscaling group on the variant's policy,
-    and the groups' affinity rules dropped if it says so. The placement policy is the
-    caller's to choose (it is code, not data)."""
+    """The scenario as `variant` runs it: every autoscaling group on the variant's policy
+    and settings, the groups' affinity rules dropped if it says so, the serving GPUs at
+    the variant's speed. The placement policy is the caller's to choose (it is code, not data)."""
     arrivals = []
     for at, group in scenario.arrivals:
         group = copy.deepcopy(group)
-        if variant.autoscaling and group["spec"].get("autoscaling"):
-            group["spec"]["autoscaling"]["policy"] = variant.autoscaling
+        if group["spec"].get("autoscaling"):
+            if variant.autoscaling:
+                group["spec"]["autoscaling"]["policy"] = variant.autoscaling
+            if variant.autoscaling_patch:
+                group["spec"]["autoscaling"] = merge_patch(group["spec"]["autoscaling"], variant.autoscaling_patch)
         if variant.affinity == "drop":
             group["spec"].pop("affinity", None)
         arrivals.append((at, group))
-    return dataclasses.replace(scenario, arrivals=arrivals)
+    serving = scenario.serving
+    if variant.speed_factor != 1.0:
+        serving = [dataclasses.replace(load, gpu=scaled_gpu(load.gpu, variant.speed_factor)) for load in serving]
+    return dataclasses.replace(scenario, arrivals=arrivals, serving=serving)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: mappings merge key by key, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+# GpuProfile fields that are speeds (scaled by the factor) and fixed engine times (divided by
+# it), so that every compute, memory and NVLink cost of prefill and decode takes 1/factor as
+# long. The NICs (KV transfer between replicas) and the memory sizes are left as they are:
+# the factor is about the engine's speed, which is what a calibration can get wrong.
+SPEED_FIELDS = ("peak_tflops", "hbm_bandwidth_tbps", "nvlink_gbps")
+TIME_FIELDS = ("layer_overhead_us", "prefill_layer_overhead_us", "iteration_overhead_us", "all_reduce_latency_us")
+
+
+def scaled_gpu(gpu: GpuProfile, factor: float) -> GpuProfile:
+    """`gpu` running `factor` times as fast (0.7: a pessimistic profile, 30% slower)."""
+    if factor == 1.0:
+        return gpu
+    update = {name: getattr(gpu, name) * factor for name in SPEED_FIELDS}
+    update.update({name: getattr(gpu, name) / factor for name in TIME_FIELDS})
+    return gpu.model_copy(update=update)
+
+
+# frac(k × GOLDEN) for k = 0, 1, 2, ... spreads any number of offsets evenly over [0, 1).
+GOLDEN = (5**0.5 - 1) / 2
+
+
+def rotated(trace: Trace, replicate: int) -> tuple[Trace, float]:
+    """The replay started frac(replicate × 0.618...) of the way into its span, wrapping around
+    (one mean gap between its last request and its first); and that offset in seconds."""
+    count = len(trace)
+    if replicate == 0 or count < 2 or trace.duration_s <= 0:
+        return trace, 0.0
+    period = trace.duration_s * count / (count - 1)  # the span plus one mean gap
+    offset = (replicate * GOLDEN) % 1.0 * period
+    shifted = (trace.arrival_s - offset) % period
+    order = np.argsort(shifted, kind="stable")
+    return Trace(trace.name, shifted[order], trace.input_tokens[order], trace.output_tokens[order]), round(offset, 3)
 
 
 def _check_variant(index: int, variant: Variant, arrivals: list[tuple[float, dict[str, Any]]], source: str) -> None:
@@ -326,7 +407,12 @@ def _check_variant(index: int, variant: Variant, arrivals: list[tuple[float, dic
             error = exc.errors(include_url=False)[0]
             problems = [Problem(".".join(str(part) for part in error["loc"]), error["msg"])]
         if problems:
-            field = "autoscaling" if variant.autoscaling else "affinity" if variant.affinity == "drop" else "name"
+            field = (
+                "autoscalingPatch" if variant.autoscaling_patch
+                else "autoscaling" if variant.autoscaling
+                else "affinity" if variant.affinity == "drop"
+                else "name"
+            )
             raise InputError(Problem(f"spec.compare[{index}].{field}", f"makes {key} invalid: {problems[0].path}: {problems[0].message}", source))
 
 
@@ -339,7 +425,10 @@ def _serving_load(
     source: str,
     read: Callable[[str], tuple[str, str]],
     read_trace: Callable[[str], tuple[str, str]] | None,
-) -> ServingLoad:
+    replicate: int,
+    speed_factor: float,
+) -> tuple[ServingLoad, float]:
+    """The group's load and where its trace replay starts (0 for synthetic load, which is reseeded)."""
     where = f"spec.serving[{index}]"
     group = groups.get(entry.group)
     if group is None:
@@ -357,7 +446,8 @@ def _serving_load(
                 Problem(f"{where}.{field_name}", f"{role!r} differs from the group's spec.autoscaling.{key} ({autoscaling.get(key, key.removesuffix('Role'))!r})", source)
             )
     model = _profile(ModelProfile, model_profile, entry.model, f"{where}.model", source, read)
-    gpu = _profile(GpuProfile, gpu_profile, entry.gpu, f"{where}.gpu", source, read)
+    gpu = scaled_gpu(_profile(GpuProfile, gpu_profile, entry.gpu, f"{where}.gpu", source, read), speed_factor)
+    offset = 0.0
     if entry.trace is not None:
         t = entry.trace
         if t.file is not None:
@@ -374,6 +464,7 @@ def _serving_load(
             trace = replay(recorded, rate=t.rate, start_s=t.start_seconds, end_s=t.end_seconds, limit=t.limit)
         except InputError as exc:  # e.g. a window the trace does not reach
             raise InputError(Problem(f"{where}.trace", exc.problems[0].message, source)) from None
+        trace, offset = rotated(trace, replicate)
     else:
         try:
             trace = entry.synthetic.generate(seed, max(duration_s - entry.start_at, 1.0))  # type: ignore[union-attr]
@@ -384,7 +475,7 @@ def _serving_load(
             field = names.get(head, head) + (f".{rest}" if rest else "")
             raise InputError(Problem(f"{where}.synthetic.{field}", problem.message, source)) from None
     namespace, name = entry.group.split("/")
-    return ServingLoad(
+    load = ServingLoad(
         namespace=namespace,
         name=name,
         model=model,
@@ -398,6 +489,7 @@ def _serving_load(
         cluster_bandwidth_gbps=entry.cluster_bandwidth_gbps,
         pods_per_replica={r["name"]: int(r.get("podsPerReplica", 1)) for r in group["spec"]["roles"]},
     )
+    return load, offset
 
 
 def _profile(kind: type, by_name: Callable[[str], Any], value: str, path: str, source: str, read: Callable[[str], tuple[str, str]]) -> Any:

@@ -30,6 +30,14 @@
 - `replicas`: per replica that served — kind, GPUs, `ready_s` [from, until] (null while
   Ready at the end), tokens/s over its Ready time (prefill: prompt tokens; decode:
   generated), busy fraction, mean and max queue depth, mean and peak KV utilisation.
+
+`across_seeds` (`tandem simulate` adds it to every run; the figures above are the first
+seed's): `seeds`, `trace_offsets_s` (per group, where each seed's trace replay started),
+and per serving group the figures that comparisons are judged on — `slo_attainment`,
+`goodput_rps_per_gpu`, `mean_gpus`, `gpu_utilisation`, and `ttft_s` / `itl_s` /
+`kv_transfer_s` p50/p90/p99 —
+each as {n, mean, ci95: [low, high] (Student t, null for one seed), values}. A difference
+between two runs holds across seeds when their intervals do not overlap.
 """
 
 from __future__ import annotations
@@ -239,3 +247,76 @@ def _downsample(points: list[tuple[float, Any]], limit: int) -> list[tuple[float
         return points
     step = len(points) / limit
     return [points[int(i * step)] for i in range(limit)] + [points[-1]]
+
+
+# The serving figures `across_seeds` summarises: the ones comparisons are judged on.
+SEED_FIGURES = ("slo_attainment", "goodput_rps_per_gpu", "mean_gpus", "gpu_utilisation")
+SEED_PERCENTILES = ("ttft_s", "itl_s", "kv_transfer_s")
+
+# Student t's 97.5% quantile for 1..30 degrees of freedom (two-sided 95%); beyond, the
+# Cornish-Fisher expansion below is within 1e-7 of it. numpy has no t distribution, and
+# a table keeps the core free of scipy.
+_T975 = (
+    12.706204736, 4.302652730, 3.182446305, 2.776445105, 2.570581836, 2.446911851, 2.364624252, 2.306004135,
+    2.262157163, 2.228138852, 2.200985160, 2.178812830, 2.160368656, 2.144786688, 2.131449546, 2.119905299,
+    2.109815578, 2.100922040, 2.093024054, 2.085963447, 2.079613845, 2.073873068, 2.068657610, 2.063898562,
+    2.059538553, 2.055529439, 2.051830516, 2.048407142, 2.045229642, 2.042272456,
+)
+
+
+def t_quantile_975(df: int) -> float:
+    """The 97.5% quantile of Student's t with `df` degrees of freedom."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z, v = 1.959963984540054, float(df)
+    return (
+        z
+        + (z**3 + z) / (4 * v)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4)
+    )
+
+
+def mean_ci(values: list[float | None]) -> dict[str, Any]:
+    """{n, mean, ci95, values}: the mean and its two-sided 95% Student t interval over the
+    seeds that measured the figure (a None is a seed that could not, e.g. no request done)."""
+    measured = [float(v) for v in values if v is not None]
+    n = len(measured)
+    if n == 0:
+        return {"n": 0, "mean": None, "ci95": None, "values": list(values)}
+    mean = math.fsum(measured) / n
+    interval = None
+    if n > 1:
+        sd = math.sqrt(math.fsum((v - mean) ** 2 for v in measured) / (n - 1))
+        half = t_quantile_975(n - 1) * sd / math.sqrt(n)
+        interval = [_round(mean - half), _round(mean + half)]
+    return {"n": n, "mean": _round(mean), "ci95": interval, "values": list(values)}
+
+
+def intervals_apart(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """True when two `mean_ci` intervals do not overlap: a difference that holds across seeds."""
+    if not a.get("ci95") or not b.get("ci95"):
+        return False
+    return a["ci95"][1] < b["ci95"][0] or b["ci95"][1] < a["ci95"][0]
+
+
+def across_seeds(runs: list[tuple[Scenario, dict[str, Any]]]) -> dict[str, Any]:
+    """The `across_seeds` entry of one variant from its runs, one per seed, in seed order."""
+    groups = sorted({g for _, figures in runs for g in figures.get("serving", {})})
+    serving: dict[str, Any] = {}
+    for group in groups:
+        mine = [figures.get("serving", {}).get(group, {}) for _, figures in runs]
+        entry: dict[str, Any] = {name: mean_ci([f.get(name) for f in mine]) for name in SEED_FIGURES}
+        for metric in SEED_PERCENTILES:
+            entry[metric] = {q: mean_ci([(f.get(metric) or {}).get(q) for f in mine]) for q in ("p50", "p90", "p99")}
+        serving[group] = entry
+    offsets = {g: [scenario.trace_offsets_s.get(g, 0.0) for scenario, _ in runs] for g in groups}
+    return {"seeds": [scenario.seed for scenario, _ in runs], "trace_offsets_s": offsets, "serving": serving}
+
+
+def _round(value: float) -> float:
+    """Enough digits for any figure here (shares, requests/s per GPU, seconds), few enough to read."""
+    return round(value, 6)

@@ -1,0 +1,74 @@
+"""`ratioEnforcement: raiseShort`: no role below its own need; the role short of the ratio is raised.
+
+The ratio-keeping policies know two things: each role's own need (`Split.asks`) and the
+ratio or band the roles should keep. When the needs break the ratio something must give:
+
+- `keepTotal` (the default, decide._split) keeps the policy's total and re-splits it, so
+  the GPU count stays what was asked and a role can end below its own signal (6 prefill /
+  2 decode asked at 1:1 -> 4/4);
+- `raiseShort` (Kthena's current rule) keeps every role at least at its own need and raises
+  the role that is short of the ratio (-> 6/6): no role is starved, at the price of GPUs.
+
+With two roles every band is a lower bound on one role: a role's share at least its
+minPercent, and the other's at most its maxPercent is this one's share at least
+100 - maxPercent. In integers `count >= ceil(total * m / 100)` is
+`count >= ceil(m * other / (100 - m))`, so raising each role to that, in turn, climbs to
+the smallest counts above the needs that hold both bands (each raise is monotone, so the
+first fixed point is the least one). A role that would have to pass its maximum stops
+there, and the reason says the band could not be kept: raiseShort never lowers a role
+below its need to keep a band.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+Bounds = Mapping[str, tuple[int, int]]
+
+
+def raise_short(asks: Mapping[str, int], bands: Mapping[str, tuple[int, int]], bounds: Bounds) -> tuple[dict[str, int], list[str]]:
+    """Counts of the two roles of `bounds`: each at least its ask (within its bounds), raised until the
+    percent `bands` hold, each at most its maximum; and notes for the reason line."""
+    roles = list(bounds)
+    if len(roles) != 2:
+        raise ValueError(f"raiseShort sizes exactly two roles, got {roles}")
+    asked = {role: min(max(asks.get(role, 0), bounds[role][0]), bounds[role][1]) for role in roles}
+    floors = {role: _floor_percent(role, roles, bands) for role in roles}
+    counts = dict(asked)
+    changed = True
+    while changed:  # terminates: every pass raises a count, and no count passes its maximum
+        changed = False
+        for role in roles:
+            need = _least(floors[role], sum(counts.values()) - counts[role])
+            raised = min(max(counts[role], need), bounds[role][1])
+            if raised != counts[role]:
+                counts[role], changed = raised, True
+    notes = []
+    for role in roles:
+        (other,) = [r for r in roles if r != role]
+        need = _least(floors[role], counts[other])
+        if counts[role] < need:
+            wanted = "every replica" if math.isinf(need) else f"{need}"
+            notes.append(
+                f"raiseShort: {role} at its maximum {counts[role]} cannot hold the band beside {other} {counts[other]}"
+                f" (it needs {wanted}): band not kept, no role lowered below its signal"
+            )
+        elif counts[role] > asked[role]:
+            notes.append(f"raiseShort: {role} raised from {asked[role]} to {counts[role]} to hold the band")
+    return counts, notes
+
+
+def _floor_percent(role: str, roles: list[str], bands: Mapping[str, tuple[int, int]]) -> int:
+    """The smallest share `role` may have: its own minPercent, or what the other's maxPercent leaves."""
+    (other,) = [r for r in roles if r != role]
+    return max(bands.get(role, (0, 100))[0], 100 - bands.get(other, (0, 100))[1])
+
+
+def _least(percent: int, other: int) -> float:
+    """The fewest replicas that are at least `percent`% of themselves plus `other`."""
+    if percent <= 0 or other == 0:
+        return 0
+    if percent >= 100:
+        return math.inf
+    return -(-percent * other // (100 - percent))
