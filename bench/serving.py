@@ -6,7 +6,7 @@
   requests over a simulated hour on 10 prefill + 10 decode replicas (Llama 3.1 70B,
   8 H100 each), replicas changing every 60 s and signals read every 15 s.
 - `azure-conv`: each run of examples/scenarios/azure-conv.yaml (the Azure conversation
-  trace at 6x, one run per autoscaling policy): wall time and the serving figures.
+  trace at 6x; the first seed of every run of its compare list: each policy, both ratio modes, under the calibrated and the 30%-slower profile): wall time and the serving figures (`tandem simulate --compare` runs all the seeds).
 - `affinity`: the same for examples/scenarios/azure-conv-affinity.yaml (with and without
   the prefill->decode affinity).
 The two trace cases need the Azure trace: `--traces DIR` (default ../shared/traces, else
