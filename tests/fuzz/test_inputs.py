@@ -5,6 +5,7 @@ error, never a traceback or a hang (issue 16). CI runs a fixed-seed sample of ea
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -43,3 +44,13 @@ def test_what_the_fuzzer_found_is_refused_in_one_line():
 
     with pytest.raises(InputError, match="unknown model"):
         model_profile("x" * 300)
+
+
+FOUND = sorted((Path(__file__).parent / "found").glob("*.txt"))
+
+
+@pytest.mark.parametrize("path", FOUND, ids=[p.stem for p in FOUND])
+def test_every_input_the_campaign_once_broke_on_is_answered(path):
+    """Mutants `bench/fuzz_inputs.py --count 10000` saved as failures, kept as they were."""
+    kind = path.stem.split("-")[0]
+    assert run(TARGETS[kind], path.read_text()) is None

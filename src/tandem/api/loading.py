@@ -222,7 +222,10 @@ def load_documents(source: str, text: str) -> list[Any]:
     json_error: str | None = None
     if text.lstrip()[:1] in ("{", "["):
         try:
-            return [json.loads(text, object_pairs_hook=_json_object)]
+            document = json.loads(text, object_pairs_hook=_json_object)
+            if _deeper_than(document, MAX_NESTING):  # as deep as YAML may go, no deeper
+                raise RecursionError
+            return [document]
         except _DuplicateKey as exc:
             raise InputError(Problem("", f"not valid JSON: {exc}", source)) from None
         except json.JSONDecodeError as exc:

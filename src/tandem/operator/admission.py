@@ -80,7 +80,7 @@ def parse(body: bytes) -> dict[str, Any]:
         raise Malformed("request.uid is missing")
     if not isinstance(request.get("operation"), str):
         raise Malformed("request.operation is missing")
-    for key in ("object", "oldObject"):
+    for key in ("object", "oldObject", "kind"):
         if request.get(key) is not None and not isinstance(request[key], dict):
             raise Malformed(f"request.{key} must be an object")
     return request
