@@ -152,7 +152,7 @@ class SyntheticSpec(StrictModel):
 
     rate: float = Field(gt=0)  # requests per second on average
     arrivals: Literal["poisson", "gamma"] = "poisson"
-    burstiness: float = Field(1.0, gt=0)  # coefficient of variation of gamma inter-arrival times
+    burstiness: float = Field(1.0, gt=0, le=20)  # coefficient of variation of gamma inter-arrival times
     input: LengthSpec = Field(default_factory=lambda: LengthSpec(median=1024, sigma=1.0, maximum=16_384))
     output: LengthSpec = Field(default_factory=lambda: LengthSpec(median=128, sigma=0.9, maximum=4_096))
 

@@ -99,6 +99,9 @@ def _draw_lengths(rng: np.random.Generator, lengths: Lengths, count: int) -> np.
     return np.clip(np.rint(drawn), 1, lengths.maximum).astype(np.int64)
 
 
+MAX_BURSTINESS = 20.0
+
+
 def _check(seed: int, duration_s: float, rate: float, arrivals: str, burstiness: float) -> None:
     if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
         raise InputError(Problem("seed", f"must be a whole number >= 0, got {seed!r}"))
@@ -112,8 +115,10 @@ def _check(seed: int, duration_s: float, rate: float, arrivals: str, burstiness:
         )
     if arrivals not in ARRIVALS:
         raise InputError(Problem("arrivals", f"must be one of {', '.join(ARRIVALS)}, got {arrivals!r}"))
-    if not _positive(burstiness):
-        raise InputError(Problem("burstiness", f"must be a finite number > 0, got {burstiness!r}"))
+    if not _positive(burstiness) or burstiness > MAX_BURSTINESS:
+        # Gamma gaps of shape 1/burstiness²: far beyond real traces (CV 2-5), almost every gap
+        # is 0 and the draw never reaches the duration.
+        raise InputError(Problem("burstiness", f"must be a finite number > 0 and at most {MAX_BURSTINESS:g}, got {burstiness!r}"))
     if arrivals == "poisson" and burstiness != 1:
         raise InputError(Problem("burstiness", f"applies to gamma arrivals only (Poisson gaps have burstiness 1), got {burstiness!r}"))
 
