@@ -12,10 +12,10 @@ import copy
 import hashlib
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from support.builders import world
+from support.builders import bound_pod, cluster, container, group, role, world
 from support.fuzz import examples
 from support.strategies import worlds
 from tandem.placement import place
@@ -51,8 +51,48 @@ def spans(objects: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
     return out
 
 
+TOLERATE = [{"key": "maintenance", "operator": "Exists"}]
+
+
+def _taint(node: dict[str, Any]) -> None:
+    node["spec"] = {"taints": [{"key": "maintenance", "effect": "NoSchedule"}]}
+
+
+def router_off_the_decode_host() -> list[dict[str, Any]]:
+    """The counterexample of issue 10: hosts only, minimums 0, a CPU-only router that
+    tolerates a taint the decode does not. The router (one replica, so its extra comes
+    first) tied on GPUs between the tainted host and the other, took the one that sorts
+    first by name, and the decode could not follow it: 2 hosts or 1 by name."""
+    objects = cluster("host=2", gpus=4)
+    _taint(objects[1])
+    router = role("router", 1, 0, gpus=0, tolerations=TOLERATE)
+    router["template"]["spec"]["containers"] = [container(cpu="1")]
+    return objects + [group("g", [role("decode", 2, 0, gpus=4), router])]
+
+
+def first_extras_without_reservations() -> list[dict[str, Any]]:
+    """Two units whose minimums are 0: the second unit's first replica chose its host
+    without the first unit's reservation, and the tie between the hosts fell to names."""
+    objects = cluster("host=2", gpus=8) + [bound_pod("busy-0", "n-000", 3), bound_pod("busy-1", "n-001", 5)]
+    return objects + [group("g", [role("prefill", 2, 0, gpus=2, required="host")], replicas=2, required="host")]
+
+
+def to_side_on_the_only_node_of_the_from_side() -> list[dict[str, Any]]:
+    """The decode (the `to` side, placed first) tied between a tainted host and the only
+    host the prefill's selector allows, and took that one when it sorted first."""
+    objects = cluster("rack=1,host=2", gpus=2)
+    _taint(objects[1])
+    objects[2]["metadata"]["labels"]["pool"] = "a"
+    prefill = role("prefill", 1, 0, gpus=1, pods=2, nodeSelector={"pool": "a"}, tolerations=TOLERATE)
+    decode = role("decode", 1, 0, gpus=1, tolerations=TOLERATE)
+    return objects + [group("g", [prefill, decode], affinity=[{"from": "prefill", "to": "decode", "level": "rack", "mode": "Required"}])]
+
+
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds(), st.integers(0, 2**16))
+@example(router_off_the_decode_host(), 1)
+@example(first_extras_without_reservations(), 1)
+@example(to_side_on_the_only_node_of_the_from_side(), 1)
 def test_renaming_nodes_changes_no_state_and_no_domain_count(objects, salt):
     assert spans(renamed(objects, salt)) == spans(objects)
 

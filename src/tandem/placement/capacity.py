@@ -17,11 +17,19 @@ from tandem.placement.state import RoleState, UnitState
 
 def fit(free: np.ndarray, vec: np.ndarray, ok: np.ndarray) -> np.ndarray:
     """How many pods of shape `vec` each node (row of `free`) can still take."""
-    cols = np.flatnonzero(vec > 0)
+    cols = (vec > 0).nonzero()[0]
     counts = free[:, cols[0]] // vec[cols[0]]
     for c in cols[1:]:
         np.minimum(counts, free[:, c] // vec[c], out=counts)
     return np.where(ok, counts, 0)
+
+
+def member(values: np.ndarray, present: np.ndarray, size: int) -> np.ndarray:
+    """[values]: whether each value (an id below `size`) is among `present`; np.isin
+    without its sort, for the small arrays placement asks about thousands of times."""
+    marks = np.zeros(size + 1, dtype=bool)  # the last one for -1: a node missing the level
+    marks[present[present >= 0]] = True
+    return marks[values]
 
 
 def sum_by(groups: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
@@ -136,6 +144,22 @@ class Counts:
             else:
                 ancestor = view.ancestor[inner][depth]
                 self._capacity[key] = np.bincount(ancestor, weights=per_sub, minlength=view.domain_count(depth)).astype(np.int64)
+        return self._capacity[key]
+
+    def pod_slots(self, depth: int) -> np.ndarray:
+        """[domains at depth]: upper bound on the unit's pods each domain can take at
+        once — per node the most pods of any one shape. Each role's count alone can pass
+        while together they cannot: four 8-GPU prefill and two decode pairs of 8-GPU pods
+        each see five whole free hosts, but the unit needs eight."""
+        key = (-1, depth)
+        if key not in self._capacity:
+            view = self.unit.view
+            most = np.zeros(self.nodes.size, np.int64)
+            for r, role in enumerate(self.unit.roles):
+                np.maximum(most, self.k_leader[r], out=most)
+                if role.pods > 1:
+                    np.maximum(most, self.k_worker[r], out=most)
+            self._capacity[key] = sum_by(view.dom[depth][self.nodes], most, view.domain_count(depth))
         return self._capacity[key]
 
     def free_by_domain(self, depth: int) -> np.ndarray:

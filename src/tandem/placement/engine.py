@@ -6,34 +6,41 @@
    is every role's `minReplicas` complete replicas, placed whole inside one domain of the
    unit's pack level or not at all. As in Kueue's topology-aware scheduling, the engine
    counts bottom-up how many replicas of each role fit per domain (`capacity.py`), then
-   chooses top-down: preferred level first, tiers by room to grow beside what earlier
-   units reserved, tightest fit, and real assignments compared for the fewest newly
-   opened nodes. Inside the domain, replicas go one at a time (`replica.py`): the `to`
-   side of an affinity first, where the `from` side will fit too, then the `from` side
-   next to it. A unit stranded behind earlier ones may move them (`repair.py`).
+   chooses top-down for the whole unit: tiers by room for it beside what earlier units
+   reserved, the fewest later units' whole fits spoiled (`lookahead.py`), tightest fit,
+   and real assignments compared for the fewest newly opened nodes. Inside the domain,
+   replicas go one at a time (`replica.py`, `locality.py`): the `to` side of an affinity
+   first, where the `from` side will fit too, then the `from` side next to it, in as few
+   narrower domains as fit them. A unit stranded behind earlier ones may move them
+   (`repair.py`).
 2. **Extras** (`extras.py`). Replicas beyond the minimums, one at a time for the (unit,
    role) furthest behind its desired count, near their counterparts; when a role can take
    no more, the unit's other roles stop at its fraction (extras one step ahead are taken
    back), so the ratio holds.
 
-Why a unit did not fit is worded in `explain.py`. Ties break on domain and node number,
-which follow sorted names: the result is deterministic.
+Why a unit did not fit is worded in `explain.py`. What ties on every key breaks on the
+node's class and rack (`ties.py`), then on domain and node number, which follow sorted
+names: the result is deterministic, and renaming nodes changes no unit's state.
 """
 
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import numpy as np
+
 from tandem.placement.demand import UnitDemand
 from tandem.placement.explain import describe_gang_failure, unresolvable
 from tandem.placement.exclusive import Exclusivity
 from tandem.placement.extras import place_extras
 from tandem.placement.gang import place_gang
+from tandem.placement.lookahead import Later
 from tandem.placement.plan import Plan
 from tandem.placement.relocate import relocate_short_units
 from tandem.placement.repair import REPAIR_ATTEMPTS, make_room
 from tandem.placement.reservations import Reservations
 from tandem.placement.state import UnitState
+from tandem.placement.ties import Ties
 from tandem.topology import ClusterSnapshot, TopologyView
 
 
@@ -51,7 +58,13 @@ def place(
     change which units get their minimums).
     """
     free = snapshot.free
-    prepared = [UnitState.prepare(order, unit, views[unit.topology], snapshot, snapshot.totals) for order, unit in enumerate(units)]
+    eligibility: dict[tuple, np.ndarray] = {}
+    prepared = [UnitState.prepare(order, unit, views[unit.topology], snapshot, snapshot.totals, eligibility) for order, unit in enumerate(units)]
+    ties = Ties.of([mask for unit in prepared for role in unit.roles for mask in (role.leader_ok, role.worker_ok)], len(snapshot.node_names))
+    later = Later.of(prepared)
+    for unit in prepared:
+        unit.ties = ties
+        unit.later = later
     exclusivity = Exclusivity.of(snapshot, views, prepared)
 
     reservations = Reservations()
@@ -84,9 +97,9 @@ def place(
             failed[shape] = (unit.failure, unit.unresolvable)
 
     if extras:
-        place_extras(prepared, free, exclusivity)
+        place_extras(prepared, free, exclusivity, reservations)
         if relocate_short_units(prepared, free, exclusivity):
             for unit in prepared:
                 unit.reopen()
-            place_extras(prepared, free, exclusivity)
+            place_extras(prepared, free, exclusivity, reservations)
     return Plan(tuple(unit.result() for unit in prepared))

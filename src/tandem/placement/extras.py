@@ -12,15 +12,23 @@ from tandem.placement.exclusive import Exclusivity
 from tandem.placement.explain import describe_replica, short_role_list
 from tandem.placement.gang import place_gang, required_affinity_holds
 from tandem.placement.replica import place_replica
+from tandem.placement.reservations import Reservations
 from tandem.placement.state import RoleState, Space, UnitState
 
 
-def place_extras(units: list[UnitState], free: np.ndarray, exclusivity: Exclusivity) -> None:
+def place_extras(units: list[UnitState], free: np.ndarray, exclusivity: Exclusivity, reservations: Reservations) -> None:
     """Add replicas beyond the minimums, the (unit, role) furthest behind its target first.
 
     An exclusive unit's next replica goes only where no other exclusive unit holds the
     domain, and what it takes is recorded before the next replica of anyone is placed.
+    `reservations` (what every unit with a domain still wants) is kept current, so that
+    a unit whose minimums are all zero chooses its domain with its first replica beside
+    what the others will grow into, as a minimum gang does; without it the choice
+    between equally tight domains fell to node numbers, i.e. to node names.
     """
+    for unit in units:
+        if unit.functional and unit.domain is not None:
+            reservations.note(unit)
     heap: list[tuple[int, float, int, int, int]] = []
 
     def push(unit: UnitState, role: RoleState) -> None:
@@ -45,13 +53,16 @@ def place_extras(units: list[UnitState], free: np.ndarray, exclusivity: Exclusiv
         if len(role.placed) + 1 > cap:
             continue
         unit.allowed = exclusivity.open_to(unit)
-        if _place_extra(unit, role, free):
+        if _place_extra(unit, role, free, reservations):
             exclusivity.claim(unit)
+            reservations.note(unit)
             push(unit, role)
         else:
             role.blocked = f"no room for another {role.demand.name} replica ({describe_replica(unit, role)})"
             _trim_to_ratio(unit, role, free, floors)
             exclusivity.claim(unit)
+            if unit.domain is not None:
+                reservations.note(unit)
             if unit.capped is None:
                 unit.capped = role.blocked
                 others = [o for o in unit.roles if o is not role and len(o.placed) < o.demand.desired]
@@ -90,10 +101,11 @@ def _ratio_cap(unit: UnitState, role: RoleState) -> int:
     return max(len(role.placed), math.ceil(min(fractions) * role.demand.desired - 1e-9))
 
 
-def _place_extra(unit: UnitState, role: RoleState, free: np.ndarray) -> bool:
+def _place_extra(unit: UnitState, role: RoleState, free: np.ndarray, reservations: Reservations) -> bool:
     if unit.domain is None:
-        # Every minimum is zero: the first replica picks the unit's domain like a gang of one.
-        return place_gang(unit, free, {role.index: 1})
+        # Every minimum is zero: the first replica picks the unit's domain like a gang of
+        # one, beside what the other units reserve.
+        return place_gang(unit, free, {role.index: 1}, reservations)
     view = unit.view
     space = Space.of(Counts.of(unit, free, within=view.members(*unit.domain)).nodes, free)
     unit_preferred = None
@@ -107,8 +119,9 @@ def _place_extra(unit: UnitState, role: RoleState, free: np.ndarray) -> bool:
         for rule in unit.rules
         if rule.target == role.index
     }
-    rest = sum(max(o.demand.desired - len(o.placed), 0) * int(o.replica_total[unit.dominant]) for o in unit.roles)
-    replica = place_replica(unit, role, space, unit.domain[0], {}, waiting, unit_preferred, rest=rest)
+    remaining = {o.index: max(o.demand.desired - len(o.placed), 0) for o in unit.roles}
+    rest = sum(count * int(unit.roles[r].replica_total[unit.dominant]) for r, count in remaining.items())
+    replica = place_replica(unit, role, space, unit.domain[0], {}, waiting, unit_preferred, rest=rest, remaining=remaining, reservations=reservations)
     if replica is None:
         return False
     free[space.nodes] = space.free

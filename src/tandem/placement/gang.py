@@ -59,14 +59,17 @@ def _place_gang_once(
 
     The domain is chosen at the required level for the WHOLE unit (every role at its
     desired count): candidates where the minimum fits are ranked by tier — the whole
-    unit fits beside what earlier units hold and reserve; else the minimum does; else it
-    must take reserved room, the least intrusion best — then the tightest fit (large
-    domains stay whole for the units that need them), then how well the preferred level
-    can hold it (a preferred domain for the whole unit, then for the minimum). Inside the chosen domain the minimum goes to the best
-    preferred-level domain that takes it, else the next broader level, else anywhere in
-    the domain. Up to GANG_TRIALS domains of the best rank get a real assignment; the
-    one that stays at the narrowest level, then opens the least capacity of wholly free
-    nodes, wins (fragments are used before whole nodes).
+    unit fits beside what earlier units hold and reserve (in the domain and around it);
+    else the minimum does; else it must take reserved room, the least intrusion best —
+    then, among whole fits, the fewest later units' whole fits spoiled (`lookahead.py`),
+    then the tightest fit (large domains stay whole for the units that need them), then
+    how well the preferred level can hold it (a preferred domain for the whole unit,
+    then for the minimum). Inside the chosen domain the unit goes to the narrower domain
+    that holds it whole, best fit level by level (`_whole_inside`), else the minimum to
+    the best preferred-level domain that takes it, else the next broader level, else
+    anywhere in the domain. Up to GANG_TRIALS domains of the best rank get a real
+    assignment; the one that stays at the narrowest level, then opens the least capacity
+    of wholly free nodes, wins (fragments are used before whole nodes).
     """
     view = unit.view
     counts = Counts.of(unit, free)
@@ -77,40 +80,50 @@ def _place_gang_once(
     top = unit.required_depth
     inner = list(range(unit.preferred_depth, top, -1)) if unit.preferred_depth is not None else []
     ranks = {depth: _rank(unit, counts, depth, needs, wanted, demand, full, reservations) for depth in [top, *inner]}
-    feasible, tier, leftover = ranks[top]
+    feasible, tier, leftover, room = ranks[top]
     candidates = np.flatnonzero(feasible)
     if candidates.size == 0:
         return False
     # How well the preferred level can hold the unit inside each candidate (3: not at all).
     preferred = np.full(view.domain_count(top), 3, dtype=np.int64)
     if inner:
-        ok, sub_tier, _ = ranks[inner[0]]
+        ok, sub_tier, *_ = ranks[inner[0]]
         subs = np.flatnonzero(ok)
         np.minimum.at(preferred, view.ancestor[inner[0]][top][subs], sub_tier[subs])
-    key = (candidates, preferred[candidates], np.where(tier[candidates] < 2, leftover[candidates], -leftover[candidates]), tier[candidates])
+    # Last before the domain number: the least free capacity, i.e. among domains equally
+    # tight beside reservations the one with the least reserved room (a domain's number
+    # follows its name: for hosts, the node's name).
+    spare = counts.free_by_domain(top)[candidates, counts.dominant]
+    # Before tightness: the fewest later units' whole fits spoiled (`lookahead.py`).
+    spoils = np.zeros(tier.size, np.int64)
+    whole_fit = candidates[tier[candidates] == 0]
+    if unit.later is not None:
+        spoils[whole_fit] = unit.later.spoiled(unit, room[whole_fit], int(full[counts.dominant]))
+    signed = np.where(tier[candidates] < 2, leftover[candidates], -leftover[candidates])
+    key = (candidates, *unit.ties.domain_keys(view, top, candidates), spare, preferred[candidates], signed, spoils[candidates], tier[candidates])
     ranked = candidates[np.lexsort(key)]
     # A domain whose counted nodes are all wholly free opens at least the gang's demand,
     # so it cannot beat a trial that opened no more than that.
     narrowest = view.depth_count - 1
     bound = int(demand[counts.dominant])
-    best: tuple[tuple[int, int, int, int, int], int, int, Space, dict[int, list[list[int]]]] | None = None
+    best: tuple[tuple[int, ...], int, int, Space, dict[int, list[list[int]]]] | None = None
     trials = 0
     for domain in ranked[:MAX_DOMAIN_ATTEMPTS]:
-        rank = (int(tier[domain]), int(leftover[domain]), int(preferred[domain]))
-        if best is not None and (trials >= trials_allowed or rank != best[0][:3]):
+        rank = (int(tier[domain]), int(spoils[domain]), int(leftover[domain]), int(preferred[domain]))
+        if best is not None and (trials >= trials_allowed or rank != best[0][:4]):
             break
-        if best is not None and best[0][3:] <= (-narrowest, bound) and not _has_fragments(unit, counts, int(domain)):
+        if best is not None and best[0][4:] <= (-narrowest, bound) and not _has_fragments(unit, counts, int(domain)):
             continue
-        whole = _whole_inside(unit, counts, int(domain), needs, wanted, demand, full, reservations)
-        found = _assign_in_domain(unit, free, needs, int(domain), inner, ranks, counts, whole)
+        whole = _whole_inside(unit, counts, free, int(domain), wanted, full, reservations)
+        found = _assign_in_domain(unit, free, needs, int(domain), inner, ranks, counts, whole, reservations)
         if found is None:
             continue
         trials += 1
         depth, where, space, placed = found
         score = (*rank, -depth, _opened(unit, free, space))
-        if best is None or score[3:] < best[0][3:]:
+        if best is None or score[4:] < best[0][4:]:
             best = (score, depth, where, space, placed)
-        if score[3:] == (-narrowest, 0):
+        if score[4:] == (-narrowest, 0):
             break  # at the narrowest level, opening no free node: no other trial can do better
     if best is None:
         return False
@@ -132,13 +145,15 @@ def _rank(
     demand: np.ndarray,
     full: np.ndarray,
     reservations: Reservations,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(feasible, tier, leftover) for every domain at `depth`.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(feasible, tier, leftover, room) for every domain at `depth`.
 
     Feasible: the minimum fits by the counts (and, for a unit already running, the
-    domain is inside its own). Tier 0: the whole unit fits beside what others reserved;
-    1: the minimum does; 2: it must take reserved room. Leftover: room in the dominant
-    resource after the unit (tiers 0-1) or the intrusion (tier 2).
+    domain is inside its own). Tier 0: the whole unit fits beside what others reserved
+    in the domain and in each domain around it (by resources, by each role's replicas
+    and by pods: `Counts.pod_slots`); 1: the minimum does; 2: it must take reserved
+    room. Leftover: room in the dominant resource after the unit (tiers 0-1) or the
+    intrusion (tier 2). Room: the dominant resource free beside reservations.
     """
     view = unit.view
     free_here = counts.free_by_domain(depth)
@@ -148,15 +163,22 @@ def _rank(
     if unit.domain is not None:
         # Replicas already run: the unit stays in their domain.
         feasible &= view.ancestor[depth][unit.required_depth] == unit.domain[1]
-    room = free_here - reservations.reserved(view, depth, unit.roles[0].replica_total.size)[:, counts.columns]
+    width = unit.roles[0].replica_total.size
+    room = free_here - reservations.reserved(view, depth, width)[:, counts.columns]
+    for broader in range(1, depth) if reservations else ():
+        # Room another unit reserves in a broader domain (its block) is not this unit's
+        # in any domain inside it.
+        above = counts.free_by_domain(broader) - reservations.reserved(view, broader, width)[:, counts.columns]
+        room = np.minimum(room, above[view.ancestor[depth][broader]])
     whole = np.all(room >= full, axis=1)
     for r, count in wanted.items():
         if count > 0:
             whole &= counts.capacity(r, depth) >= count
+    whole &= counts.pod_slots(depth) >= sum(count * unit.roles[r].pods for r, count in wanted.items())
     tier = np.where(whole, 0, np.where(np.all(room >= demand, axis=1), 1, 2))
     dominant = counts.dominant
     leftover = room[:, dominant] - np.where(whole, full[dominant], demand[dominant])
-    return feasible, tier, leftover
+    return feasible, tier, leftover, room[:, dominant]
 
 
 def _assign_in_domain(
@@ -165,62 +187,68 @@ def _assign_in_domain(
     needs: Mapping[int, int],
     domain: int,
     inner: list[int],
-    ranks: Mapping[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
+    ranks: Mapping[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
     counts: Counts,
     whole: list[tuple[int, int]],
+    reservations: Reservations,
 ) -> tuple[int, int, Space, dict[int, list[list[int]]]] | None:
     """(depth, domain, space, replicas) of the narrowest place inside `domain` (of the
-    unit's required level) that takes the gang: first the narrowest domain at any level
-    that holds the WHOLE unit beside reservations (tightest first, as Kueue picks the
-    lowest level whose best fit holds the set); else the preferred level's domains that
-    hold the minimum, then each broader level's; else the whole domain."""
+    unit's required level) that takes the gang: first the domains that hold the WHOLE
+    unit beside reservations (`whole`, from `_whole_inside`: best fit level by level,
+    the narrowest first); else the preferred level's domains that hold the minimum, then
+    each broader level's; else the whole domain."""
     view = unit.view
     top = unit.required_depth
     for depth, sub in whole:
         space = _space(view, depth, sub, counts, free)
-        placed = _assign_gang(unit, space, needs, depth)
+        placed = _assign_gang(unit, space, needs, depth, reservations)
         if placed is not None:
             return depth, sub, space, placed
     for depth in inner:
-        feasible, tier, leftover = ranks[depth]
+        feasible, tier, leftover, _ = ranks[depth]
         subs = np.flatnonzero(feasible & (view.ancestor[depth][top] == domain))
         if unit.preferred_domain is not None and unit.preferred_domain[0] == depth:
             subs = subs[subs == unit.preferred_domain[1]]
-        key = (subs, np.where(tier[subs] < 2, leftover[subs], -leftover[subs]), tier[subs])
+        spare = counts.free_by_domain(depth)[subs, counts.dominant]
+        key = (subs, *unit.ties.domain_keys(view, depth, subs), spare, np.where(tier[subs] < 2, leftover[subs], -leftover[subs]), tier[subs])
         for sub in subs[np.lexsort(key)][:MAX_SUB_ATTEMPTS]:
             space = _space(view, depth, int(sub), counts, free)
-            placed = _assign_gang(unit, space, needs, depth)
+            placed = _assign_gang(unit, space, needs, depth, reservations)
             if placed is not None:
                 return depth, int(sub), space, placed
     space = _space(view, top, domain, counts, free)
-    placed = _assign_gang(unit, space, needs, top)
+    placed = _assign_gang(unit, space, needs, top, reservations)
     return None if placed is None else (top, domain, space, placed)
 
 
 def _whole_inside(
     unit: UnitState,
     counts: Counts,
+    free: np.ndarray,
     domain: int,
-    needs: Mapping[int, int],
     wanted: Mapping[int, int],
-    demand: np.ndarray,
     full: np.ndarray,
     reservations: Reservations,
 ) -> list[tuple[int, int]]:
     """(depth, domain) of the narrower domains inside `domain` (of the required level)
-    that hold the whole unit beside what others hold and reserve — they and each of
-    their ancestors below `domain`, since a unit packed at a broad level reserves room
-    there, not in one rack: the narrowest level that has one, its tightest first, at
-    most MAX_SUB_ATTEMPTS. Counted over that domain's nodes only."""
+    that hold the whole unit beside what others hold and reserve, best fit level by
+    level: the tightest such domain one level down, then inside it the tightest one
+    level further down, and so on (a large domain stays whole for the unit that needs
+    it, at every level). The candidates of the narrowest level reached come first
+    (at most MAX_SUB_ATTEMPTS, tightest first), then the domains chosen above them,
+    narrowest first. Counted over that domain's nodes only; between equally tight
+    domains, the one with less free capacity on all its nodes (fragments no pod of this
+    unit fits count too: they may be another unit's room)."""
     view = unit.view
     top = unit.required_depth
     if unit.domain is not None or top == view.depth_count - 1:
         return []  # a unit with running replicas stays around them instead
     local = counts.restrict(view.dom[top][counts.nodes] == domain)
+    members = view.members(top, domain)
     width = unit.roles[0].replica_total.size
     dominant = counts.dominant
     found: list[tuple[int, int]] = []
-    holding = np.zeros(0, np.int64)  # domains of the level above that hold the whole unit
+    chosen: list[tuple[int, int]] = []  # the tightest holding domain at each level so far
     for depth in range(top + 1, view.depth_count):
         domains, free_here, capacity = local.local(depth)
         room = free_here - reservations.reserved(view, depth, width)[np.ix_(domains, counts.columns)]
@@ -228,15 +256,20 @@ def _whole_inside(
         for r, count in wanted.items():
             if count > 0:
                 whole &= capacity[r] >= count
-        if depth > top + 1:
-            whole &= np.isin(view.ancestor[depth][depth - 1][domains], holding)
+        if chosen:
+            whole &= view.ancestor[depth][depth - 1][domains] == chosen[-1][1]
         if not whole.any():
             break
-        holding = domains[whole]
         subs = np.flatnonzero(whole)
-        order = np.lexsort((domains[subs], room[subs, dominant]))
+        spare = np.zeros(subs.size, np.int64)
+        if subs.size > 1:
+            present, inverse = np.unique(view.dom[depth][members], return_inverse=True)
+            everything = np.bincount(inverse, weights=free[members, unit.dominant], minlength=present.size)
+            spare = everything[np.searchsorted(present, domains[subs])]
+        order = np.lexsort((domains[subs], *unit.ties.domain_keys(view, depth, domains[subs]), spare, room[subs, dominant]))
         found = [(depth, int(domains[sub])) for sub in subs[order][:MAX_SUB_ATTEMPTS]]
-    return found
+        chosen.append(found[0])
+    return found + chosen[-2::-1]
 
 
 def _space(view: TopologyView, depth: int, domain: int, counts: Counts, free: np.ndarray) -> Space:
@@ -262,29 +295,47 @@ def _opened(unit: UnitState, free: np.ndarray, space: Space) -> int:
     return int(allocatable[empty & touched, unit.dominant].sum())
 
 
-def _gang_order(unit: UnitState, needs: Mapping[int, int]) -> list[int]:
-    """`to` roles first, then roles without affinity, then `from` roles; bigger replicas first."""
+def _gang_sequence(unit: UnitState, needs: Mapping[int, int], order: str = "roles") -> list[int]:
+    """The role of each replica of the gang, in placement order.
+
+    "roles": `to` roles first, then roles without affinity, then `from` roles, role by
+    role, bigger replicas first. "sources": the `from` roles first, then the others.
+    "pairs": the same roles as "roles", but replica by replica across them in
+    proportion to their counts (to, from, to, from, ...), so each `to` replica's `from`
+    partners are placed before the next `to` replica takes their room.
+    """
     sources = {rule.source for rule in unit.rules}
     targets = {rule.target for rule in unit.rules}
 
     def rank(r: int) -> tuple:
         tier = 0 if r in targets and r not in sources else 2 if r in sources else 1
+        if order == "sources":
+            tier = 0 if r in sources else 1
         return (tier, -int(unit.roles[r].replica_total[unit.dominant]), r)
 
-    return sorted(needs, key=rank)
+    roles = sorted(needs, key=rank)
+    if order != "pairs":
+        return [r for r in roles for _ in range(needs[r])]
+    slots = [((k + 0.5) / needs[r], position, r) for position, r in enumerate(roles) for k in range(needs[r])]
+    return [r for *_, r in sorted(slots)]
 
 
-def _assign_gang(unit: UnitState, space: Space, needs: Mapping[int, int], depth: int) -> dict[int, list[list[int]]] | None:
+def _assign_gang(
+    unit: UnitState, space: Space, needs: Mapping[int, int], depth: int, reservations: Reservations
+) -> dict[int, list[list[int]]] | None:
     """Place the gang inside `space` (updating its free copy), or None if it does not fit.
 
     Best fit first. If that fails and the unit has affinity rules, once more with the `to`
     side spread (each pod where the most room is left), which keeps room for `from` pods
-    next to it.
+    next to it; then with the `from` side first, wherever it fits best, and the `to`
+    side around it; then replica by replica across roles, `to` and `from` in turn (the
+    `to` side placed all first can take the only room the `from` side had, whichever
+    way ties between nodes are broken).
     """
-    attempts = (False, True) if unit.rules else (False,)
-    for spread in attempts:
+    attempts = ((False, "roles"), (True, "roles"), (False, "sources"), (False, "pairs")) if unit.rules else ((False, "roles"),)
+    for spread, order in attempts:
         trial = space.copy()
-        placed = _try_gang(unit, trial, needs, depth, spread)
+        placed = _try_gang(unit, trial, needs, depth, spread, reservations, order)
         if placed is not None:
             space.free[:] = trial.free
             return placed
@@ -292,21 +343,33 @@ def _assign_gang(unit: UnitState, space: Space, needs: Mapping[int, int], depth:
 
 
 def _try_gang(
-    unit: UnitState, space: Space, needs: Mapping[int, int], depth: int, spread: bool
+    unit: UnitState,
+    space: Space,
+    needs: Mapping[int, int],
+    depth: int,
+    spread: bool,
+    reservations: Reservations,
+    order: str = "roles",
 ) -> dict[int, list[list[int]]] | None:
-    """Every replica of the gang, role by role in `_gang_order`; None at the first that does not fit."""
+    """Every replica of the gang, in `_gang_sequence` order; None at the first that does not fit.
+
+    Besides the gang, the unit's later extras count as what is still to come when pods
+    are ranked by where the rest of the unit can go (`locality.pending_demand`): a gang
+    of one CPU-only router goes where the unit's GPU pods can follow it.
+    """
     placed: dict[int, list[list[int]]] = {r: [] for r in needs}
     waiting = dict(needs)
+    later = {o: max(role.demand.planned - len(role.placed) - needs.get(o, 0), 0) for o, role in enumerate(unit.roles)}
     targets = {rule.target for rule in unit.rules}
-    for r in _gang_order(unit, needs):
+    for r in _gang_sequence(unit, needs, order):
         role = unit.roles[r]
-        for _ in range(needs[r]):
-            rest = sum(int(unit.roles[o].replica_total[unit.dominant]) * n for o, n in waiting.items())
-            replica = place_replica(unit, role, space, depth, placed, waiting, None, spread and r in targets, rest)
-            if replica is None:
-                return None
-            placed[r].append(replica)
-            waiting[r] -= 1
+        rest = sum(int(unit.roles[o].replica_total[unit.dominant]) * n for o, n in waiting.items())
+        remaining = {o: n + waiting.get(o, 0) for o, n in later.items()}
+        replica = place_replica(unit, role, space, depth, placed, waiting, None, spread and r in targets, rest, remaining, reservations)
+        if replica is None:
+            return None
+        placed[r].append(replica)
+        waiting[r] -= 1
     if not required_affinity_holds(unit, placed):
         return None
     return placed

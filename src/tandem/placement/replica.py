@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Iterator, Mapping
 
 import numpy as np
 
-from tandem.placement.capacity import fit, replica_capacity, replica_depth
-from tandem.placement.locality import locality_keys, unit_nodes
+from tandem.placement.capacity import fit, member, replica_capacity, replica_depth
+from tandem.placement.locality import Locality, locality_keys, pending_demand, unit_nodes
+from tandem.placement.reservations import Reservations
 from tandem.placement.state import RoleState, Space, UnitState, all_replicas
 
 # How many replica domains are tried for one replica before it is declared unplaceable.
@@ -39,7 +40,7 @@ def _affinity_masks(
         if rule.source == role.index:
             targets = [n for rep in all_replicas(unit, rule.target, fresh) for n in rep]
             if targets:
-                near = np.isin(doms, view.dom[rule.depth][np.array(targets)])
+                near = member(doms, view.dom[rule.depth][np.array(targets)], view.domain_count(rule.depth))
             elif waiting.get(rule.target, 0) > 0 or not rule.required:
                 continue  # the counterpart comes later in this gang; checked at the end
             else:
@@ -55,12 +56,14 @@ def _affinity_masks(
                 if not served.intersection(int(view.dom[rule.depth][m]) for m in rep)
                 for n in rep
             ]
-            gain = np.isin(doms, view.dom[rule.depth][np.array(sources)]).astype(np.int64) if sources else np.zeros(doms.size, np.int64)
+            gain = np.zeros(doms.size, np.int64)
+            if sources:
+                gain = member(doms, view.dom[rule.depth][np.array(sources)], view.domain_count(rule.depth)).astype(np.int64)
             still = waiting.get(rule.source, 0)
             if still > 0:
                 leader = int(unit.roles[rule.source].leader[dominant])
                 own = int(min(role.leader[dominant], role.worker[dominant]))
-                compact, inverse = np.unique(doms, return_inverse=True)
+                compact, inverse = space.groups(view, rule.depth)
                 room = np.bincount(inverse, weights=space.free[:, dominant], minlength=compact.size).astype(np.int64)[inverse]
                 fit = (room - own) // leader if leader > 0 else np.full(doms.size, still)
                 gain = gain + np.clip(fit, 0, still)
@@ -80,21 +83,26 @@ def place_replica(
     unit_preferred: np.ndarray | None,
     spread: bool = False,
     rest: int = 0,
+    remaining: Mapping[int, int] | None = None,
+    reservations: Reservations | None = None,
 ) -> list[int] | None:
     """Place one complete replica of `role` in `space` (committing to its free copy).
 
     Candidate replica domains (at the replica's pack depth) are ranked: affinity score,
-    inside the unit's preferred domain, locality at each level between the space and the
-    replica domain (`locality.py`; `rest` is what the unit still has to place, in its
-    dominant resource), tightest fit, then domain number. Returns the node of each pod,
-    or None when no candidate takes the whole replica.
+    inside the unit's preferred domain, leaving the unit's other roles room for the
+    replicas they still need (`_crowds_out`), locality at each level between the space
+    and the replica domain (`locality.py`; `rest` is what the unit still has to place,
+    in its dominant resource, and `remaining` the replicas per role it is made of, this
+    one included; room is counted beside what other units reserve, `reservations`),
+    tightest fit, then the domain's class and number (`ties.py`). Returns the node of
+    each pod, or None when no candidate takes the whole replica.
     """
     view = unit.view
     nodes = space.nodes
     k_leader = fit(space.free, role.leader, role.leader_ok[nodes])
     k_worker = k_leader if role.same_shape or role.pods == 1 else fit(space.free, role.worker, role.worker_ok[nodes])
     required, preferred = _affinity_masks(unit, role, space, fresh, waiting)
-    compact, groups = np.unique(view.dom[replica_depth(role, depth)][nodes], return_inverse=True)
+    compact, groups = space.groups(view, replica_depth(role, depth))
     size = compact.size
     capacity = replica_capacity(role, k_leader, k_worker, groups, size)
     if required is not None:
@@ -113,25 +121,91 @@ def place_replica(
     inner = replica_depth(role, depth)
     used = unit_nodes(unit, fresh)
     rest = max(rest, int(role.replica_total[unit.dominant]))
+    remaining = {role.index: 1} if remaining is None else remaining
+    pending = pending_demand(unit, space, remaining)
+    follow = not role.replica_total[unit.dominant]
+    if follow:
+        # Nothing of its own to fit: it goes where the most of the whole rest can follow.
+        rest = max(rest, sum(count * int(unit.roles[r].replica_total[unit.dominant]) for r, count in remaining.items()))
     # A `to` replica whose `from` replicas are still to come goes where they fit beside it
     # (the affinity score), not where the unit already is: locality stops above the
     # rule's level, or the `to` side would crowd out the `from` side it is there for.
-    stop = min([rule.depth for rule in unit.rules if rule.target == role.index and waiting.get(rule.source, 0) > 0], default=unit.view.depth_count)
-    near: list[np.ndarray] = []
-    if spread:
-        leftover = -leftover
-    elif min(inner, stop - 1) > depth:
-        first = np.zeros(size, dtype=np.int64)
-        first[groups[::-1]] = np.arange(groups.size - 1, -1, -1)
-        near = [key[first] for key in locality_keys(unit, space, range(depth + 1, min(inner, stop - 1) + 1), used, rest)]
-    keys = (compact[candidates], leftover[candidates], *(key[candidates] for key in reversed(near)), outside[candidates], -affinity[candidates])
-    order = np.lexsort(keys)
-    for group in candidates[order][:MAX_REPLICA_ATTEMPTS]:
+    # One that takes none of the dominant resource crowds out nothing.
+    stop = unit.view.depth_count
+    if not follow:
+        stop = min([rule.depth for rule in unit.rules if rule.target == role.index and waiting.get(rule.source, 0) > 0], default=stop)
+    # Where the replica would leave another role of the unit fewer replicas than it still
+    # needs (`_crowds_out`), it goes only if nowhere else will do.
+    crowds = _crowds_out(unit, role, space, depth, remaining) if not spread else None
+    crowding = np.zeros(size, dtype=bool)
+    if crowds is not None:
+        crowding = np.ones(size, dtype=bool)
+        np.logical_and.at(crowding, groups, crowds)
+    order = candidates
+    if candidates.size > 1:
+        ranks = (leftover, crowding, outside, affinity)
+        keys = _replica_keys(unit, role, space, depth, inner, candidates, groups, compact, ranks, used, rest, pending, follow, stop, spread, reservations)
+        order = candidates[np.lexsort(keys)]
+    others = _others_there(unit, space, used) if unit.later is not None and len(unit.later.units) > 1 else None
+    locality = Locality(inner, used, rest, stop, pending, reservations, crowds, others)
+    for group in order[:MAX_REPLICA_ATTEMPTS]:
         positions = np.nonzero(groups == group)[0]
-        chosen = _assign_pods(unit, role, space, positions, required, preferred, unit_preferred, spread, (inner, used, rest, stop))
+        chosen = _assign_pods(unit, role, space, positions, required, preferred, unit_preferred, spread, locality)
         if chosen is not None:
             return [int(nodes[p]) for p in chosen]
     return None
+
+
+def _replica_keys(
+    unit: UnitState,
+    role: RoleState,
+    space: Space,
+    depth: int,
+    inner: int,
+    candidates: np.ndarray,
+    groups: np.ndarray,
+    compact: np.ndarray,
+    ranks: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    used: np.ndarray,
+    rest: int,
+    pending: np.ndarray,
+    follow: bool,
+    stop: int,
+    spread: bool,
+    reservations: Reservations | None,
+) -> tuple[np.ndarray, ...]:
+    """Sort keys over the candidate replica domains, least significant first (np.lexsort):
+    domain number, class and rack (hosts), room for the rest below a `to` replica's rule
+    level, tightest fit, locality, crowding out another role, the unit's preferred
+    domain, affinity (`ranks`: leftover, crowding, outside, affinity per
+    replica domain)."""
+    leftover, crowding, outside, affinity = ranks
+    size = compact.size
+    first = np.zeros(size, dtype=np.int64)
+    first[groups[::-1]] = np.arange(groups.size - 1, -1, -1)
+    near: list[np.ndarray] = []
+    late: list[np.ndarray] = []  # below the rule's level: room for the rest breaks ties only
+    if spread:
+        leftover = -leftover
+    else:
+        if min(inner, stop - 1) > depth:
+            depths = range(depth + 1, min(inner, stop - 1) + 1)
+            near = [key[first] for key in locality_keys(unit, space, depths, used, rest, pending, None, follow, reservations)]
+        if inner >= max(stop, depth + 1):
+            depths = range(max(stop, depth + 1), inner + 1)
+            late = [key[first] for key in locality_keys(unit, space, depths, np.zeros(0, np.int64), rest, pending, None, follow, reservations)]
+    kind = unit.ties.domain_keys(unit.view, inner, compact[candidates])
+    c = candidates
+    return (
+        compact[c],
+        *kind,
+        *(key[c] for key in reversed(late)),
+        leftover[c],
+        *(key[c] for key in reversed(near)),
+        crowding[c],
+        outside[c],
+        -affinity[c],
+    )
 
 
 def _assign_pods(
@@ -143,13 +217,14 @@ def _assign_pods(
     preferred: np.ndarray | None,
     unit_preferred: np.ndarray | None,
     spread: bool = False,
-    locality: tuple[int, np.ndarray, int, int] | None = None,
+    locality: Locality | None = None,
 ) -> list[int] | None:
     """Best-fit the pods of one replica onto `positions`; commit to the space on success.
 
     With a preferred replica pack narrower than the required one, first try to keep the
     whole replica inside one domain of the preferred level: best affinity score first, then
-    tightest. A `to` replica being spread skips this: spreading it is the point.
+    locality (a domain the unit already uses first, `locality.py`), then tightest. A `to`
+    replica being spread skips this: spreading it is the point.
     """
     attempts: list[np.ndarray] = []
     depth = role.preferred_depth
@@ -171,7 +246,16 @@ def _assign_pods(
                 np.logical_or.at(near, groups, required[positions] & (k_leader >= 1))
                 capacity = np.where(near, capacity, 0)
             fitting = np.nonzero(capacity >= 1)[0]
-            order = np.lexsort((compact[fitting], leftover[fitting], -affinity[fitting]))
+            local: list[np.ndarray] = []
+            if locality is not None:
+                first = np.zeros(compact.size, dtype=np.int64)
+                first[groups[::-1]] = np.arange(groups.size - 1, -1, -1)
+                depths = range(locality.inner + 1, min(depth, locality.stop - 1) + 1)
+                follow = not role.replica_total[unit.dominant]
+                keys = locality_keys(unit, space, depths, locality.used, locality.rest, locality.pending, positions, follow, locality.reservations)
+                local = [key[first] for key in keys]
+            kind = unit.ties.domain_keys(view, depth, compact[fitting])
+            order = np.lexsort((compact[fitting], *kind, leftover[fitting], *(key[fitting] for key in reversed(local)), -affinity[fitting]))
             for group in fitting[order][:MAX_REPLICA_ATTEMPTS]:
                 attempts.append(positions[groups == group])
     attempts.append(positions)
@@ -191,43 +275,145 @@ def _greedy_pods(
     preferred: np.ndarray | None,
     unit_preferred: np.ndarray | None,
     spread: bool = False,
-    locality: tuple[int, np.ndarray, int, int] | None = None,
+    locality: Locality | None = None,
 ) -> list[int] | None:
     """Pods one by one, each to the node it fits best (least left over; most with `spread`);
-    the leader near counterparts. With `locality` (replica depth, the unit's nodes, what it
-    still has to place, the depth locality stops at) pods go to as few narrower domains
-    as fit them first."""
+    the leader near counterparts. With `locality` pods go to as few narrower domains as
+    fit them first (room beside what other units reserve, `locality.py`).
+
+    The last ties, before the node's class, rack (`ties.py`) and number, are contention: a pod
+    that takes some of the dominant resource goes where less of the rest of the unit may
+    go (leaving the only node a selector allows to the pod that needs it); one that takes
+    none goes where more of the rest may follow it; then a node that holds no pod this
+    plan gave another unit (each unit keeps to its own nodes while it grows).
+    """
     saved = space.free[subset].copy()
+    pending = locality.pending.copy() if locality is not None else None
     chosen: list[int] = []
-    # Spreading a `to` replica: its later pods go to affinity domains it does not cover yet.
-    spread_depths = [rule.depth for rule in unit.rules if rule.target == role.index] if spread else []
     for pod in range(role.pods):
         vec, ok = (role.leader, role.leader_ok) if pod == 0 else (role.worker, role.worker_ok)
         fits = fit(space.free[subset], vec, ok[space.nodes[subset]]) >= 1
-        leftover = space.free[subset, unit.dominant] - vec[unit.dominant]
-        # Least significant first (np.lexsort): node number, fit, locality, the unit's
-        # preferred domain, then affinity for the leader.
-        keys: list[np.ndarray] = [subset, -leftover if spread else leftover]
-        if locality is not None and not spread:
-            inner, used, rest, stop = locality
-            here = np.concatenate((used, space.nodes[np.array(chosen, dtype=np.int64)]))
-            depths = range(inner + 1, stop)
-            keys += reversed(locality_keys(unit, space, depths, here, rest - pod * int(vec[unit.dominant]), subset))
-        if pod == 0:
-            if required is not None:
-                fits &= required[subset]
-            if unit_preferred is not None:
-                keys.append(~unit_preferred[subset])
-            if preferred is not None:
-                keys.append(-preferred[subset])
-        if pod > 0 and spread_depths:
-            for depth in spread_depths:
-                doms = unit.view.dom[depth]
-                keys.append(np.isin(doms[space.nodes[subset]], doms[space.nodes[np.array(chosen)]]))
-        if not fits.any():
+        if pod == 0 and required is not None:
+            fits &= required[subset]
+        count = int(np.count_nonzero(fits))
+        if count == 0:
             space.free[subset] = saved
             return None
-        best = subset[fits][np.lexsort(tuple(key[fits] for key in keys))[0]]
+        if count == 1:
+            best = subset[fits][0]  # nothing to rank
+        else:
+            keys = list(_pod_keys(unit, role, space, subset, pod, vec, chosen, pending, preferred, unit_preferred, spread, locality))
+            best = subset[fits][np.lexsort(tuple(key[fits] for key in reversed(keys)))[0]]
         space.free[best] -= vec
         chosen.append(int(best))
+        if pending is not None and vec[unit.dominant]:
+            # This pod is placed: the rest that may still go to a node shrinks by it.
+            pending -= int(vec[unit.dominant]) * ok[space.nodes].astype(np.int64)
     return chosen
+
+
+def _pod_keys(
+    unit: UnitState,
+    role: RoleState,
+    space: Space,
+    subset: np.ndarray,
+    pod: int,
+    vec: np.ndarray,
+    chosen: list[int],
+    pending: np.ndarray | None,
+    preferred: np.ndarray | None,
+    unit_preferred: np.ndarray | None,
+    spread: bool,
+    locality: Locality | None,
+) -> Iterator[np.ndarray]:
+    """Sort keys over `subset` for pod `pod` of a replica, most significant first:
+    affinity for the leader, the unit's preferred domain, crowding out another role,
+    locality, fit, (for a `to` pod below its rule's level) its own replica and room,
+    contention, other units' nodes, rack and class; the node number breaks what is left."""
+    mine = space.nodes[np.array(chosen, dtype=np.int64)]
+    follow = not vec[unit.dominant]
+    if pod > 0 and spread:
+        # Spreading a `to` replica: its later pods go to affinity domains it does not cover yet.
+        for depth in [rule.depth for rule in unit.rules if rule.target == role.index]:
+            doms = unit.view.dom[depth]
+            yield np.isin(doms[space.nodes[subset]], doms[mine])
+    if pod == 0:
+        if preferred is not None:
+            yield -preferred[subset]
+        if unit_preferred is not None:
+            yield ~unit_preferred[subset]
+    # A pod that takes none of the dominant resource crowds out nothing: locality
+    # does not stop for it.
+    stop = unit.view.depth_count if locality is None or follow else locality.stop
+    if locality is not None and not spread:
+        if pod == 0 and locality.crowds is not None:
+            yield locality.crowds[subset]
+        here = np.concatenate((locality.used, mine))
+        rest_now = locality.rest - pod * int(vec[unit.dominant])
+        yield from locality_keys(unit, space, range(locality.inner + 1, stop), here, rest_now, pending, subset, follow, locality.reservations)
+    leftover = space.free[subset, unit.dominant] - vec[unit.dominant]
+    yield -leftover if spread else leftover
+    if locality is not None and not spread and stop < unit.view.depth_count:
+        # Below the rule's level (a `to` pod waiting for its `from` side): the replica's
+        # own pods together, then room for the rest, break ties only.
+        depths = range(max(stop, locality.inner + 1), unit.view.depth_count)
+        yield from locality_keys(unit, space, depths, mine, locality.rest, pending, subset, False, locality.reservations)
+    if pending is not None:
+        yield -pending[subset] if follow else pending[subset]
+    if locality is not None and locality.others is not None:
+        yield locality.others[subset]
+    yield from reversed(unit.ties.node_keys(unit.view, space.nodes[subset]))
+
+
+def _others_there(unit: UnitState, space: Space, mine: np.ndarray) -> np.ndarray:
+    """[positions]: whether the node holds a pod this plan placed for another unit (its free
+    capacity in the dominant resource is below the snapshot's, and no pod of this unit
+    is there, `mine`)."""
+    touched = space.free[:, unit.dominant] != space.before(unit.view.snapshot, unit.dominant)
+    if touched.any() and mine.size:
+        where = np.flatnonzero(touched)
+        touched[where] = ~member(space.nodes[where], mine, unit.ties.node_class.size)
+    return touched
+
+
+def _crowds_out(unit: UnitState, role: RoleState, space: Space, depth: int, remaining: Mapping[int, int]) -> np.ndarray | None:
+    """[positions]: whether one pod of `role` (a one-pod replica) on the node would leave
+    another role of the unit fewer complete replicas in the space than it still needs
+    (a prefill on the one rack with two free hosts, which a decode pair needed), or None
+    when no role could be crowded out.
+
+    Counted like the bottom-up counts: the node's room for the other role's pods before
+    and after, in its replica domain."""
+    if role.pods != 1:
+        return None
+    out: np.ndarray | None = None
+    nodes = space.nodes
+    after = space.free - role.leader
+    for o, need in remaining.items():
+        other = unit.roles[o]
+        if o == role.index or need <= 0:
+            continue
+        k_leader = fit(space.free, other.leader, other.leader_ok[nodes])
+        k_worker = k_leader if other.pods == 1 or other.same_shape else fit(space.free, other.worker, other.worker_ok[nodes])
+        compact, inverse = space.groups(unit.view, replica_depth(other, depth))
+        most = max(int(k_leader.max()), int(k_worker.max()))
+        if int(replica_capacity(other, k_leader, k_worker, inverse, compact.size).sum()) - most >= need:
+            continue  # one pod costs at most a node's pods of it in replicas: it cannot fall short
+        k_after = fit(after, other.leader, other.leader_ok[nodes])
+        leaders = np.bincount(inverse, weights=k_leader, minlength=compact.size).astype(np.int64)
+        leaders_after = leaders[inverse] - k_leader + k_after
+        if other.pods == 1:
+            capacity, capacity_after = leaders, leaders_after
+        elif other.same_shape:
+            capacity, capacity_after = leaders // other.pods, leaders_after // other.pods
+        else:
+            k_worker_after = fit(after, other.worker, other.worker_ok[nodes])
+            workers = np.bincount(inverse, weights=k_worker, minlength=compact.size).astype(np.int64)
+            capacity = np.minimum(leaders, workers // (other.pods - 1))
+            capacity_after = np.minimum(leaders_after, (workers[inverse] - k_worker + k_worker_after) // (other.pods - 1))
+        total = int(capacity.sum())
+        if total < need:
+            continue  # short already: nothing this pod does makes it fit
+        short = total - (capacity[inverse] - capacity_after) < need
+        out = short if out is None else out | short
+    return out

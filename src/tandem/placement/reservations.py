@@ -42,11 +42,13 @@ class Reservations:
     def __init__(self) -> None:
         self._by_unit: dict[int, Reservation] = {}
         self._sums: dict[tuple[TopologyView, int], np.ndarray] = {}
+        self._at: dict[tuple[TopologyView, int], int] = {}  # reservations noted at each (view, depth)
 
     def copy(self) -> "Reservations":
         out = Reservations()
         out._by_unit = dict(self._by_unit)
         out._sums = {key: sums.copy() for key, sums in self._sums.items()}
+        out._at = dict(self._at)
         return out
 
     def put(self, order: int, reservation: Reservation) -> None:
@@ -74,8 +76,26 @@ class Reservations:
             self._sums[key] = sums
         return self._sums[key]
 
+    def __bool__(self) -> bool:
+        return bool(self._by_unit)
+
+    def by_others(self, unit: UnitState, depth: int, domains: np.ndarray) -> np.ndarray:
+        """[len(domains)]: what units other than `unit` reserve inside each of `domains`
+        (at `depth`), in the unit's dominant resource."""
+        view = unit.view
+        if not any(count for (other, at), count in self._at.items() if other is view and at >= depth):
+            return np.zeros(domains.size, np.int64)  # nothing reserved this narrow
+        out = self.reserved(view, depth, unit.roles[0].replica_total.size)[domains, unit.dominant]
+        own = self._by_unit.get(unit.order)
+        if own is not None and own.view is view and own.depth >= depth:
+            mine = view.ancestor[own.depth][depth][own.domain]
+            out = out - np.where(domains == mine, own.demand[unit.dominant], 0)
+        return out
+
     def _apply(self, reservation: Reservation, sign: int) -> None:
         view = reservation.view
+        key = (view, reservation.depth)
+        self._at[key] = self._at.get(key, 0) + sign
         for (other, depth), sums in self._sums.items():
             if other is view and reservation.depth >= depth:
                 sums[view.ancestor[reservation.depth][depth][reservation.domain]] += sign * reservation.demand

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from functools import cached_property
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
 from tandem.placement.demand import RoleDemand, UnitDemand
 from tandem.placement.plan import PodAssignment, ReplicaAssignment, UnitPlacement
+from tandem.placement.ties import Ties
 from tandem.topology import ClusterSnapshot, TopologyView
+
+if TYPE_CHECKING:
+    from tandem.placement.lookahead import Later
 
 
 @dataclass
@@ -83,15 +88,26 @@ class UnitState:
     domain: tuple[int, int] | None = None  # (depth, id) at the required level
     preferred_domain: tuple[int, int] | None = None  # (depth, id) if packed at a narrower level
     capped: str | None = None  # why extras stopped short of the desired counts
+    ties: Ties = field(default_factory=lambda: Ties.none(0))  # how ties between nodes break in this plan
+    later: "Later | None" = field(default=None, repr=False)  # the plan's units, for looking ahead (`lookahead.py`)
 
     @classmethod
     def prepare(
-        cls, order: int, unit: UnitDemand, view: TopologyView, snapshot: ClusterSnapshot, totals: np.ndarray
+        cls,
+        order: int,
+        unit: UnitDemand,
+        view: TopologyView,
+        snapshot: ClusterSnapshot,
+        totals: np.ndarray,
+        eligibility: dict[tuple, np.ndarray] | None = None,
     ) -> "UnitState":
-        eligibility: dict[tuple, np.ndarray] = {}
+        """`eligibility` caches the nodes each pod shape may use, shared by the units of
+        one plan: units of one group ask the same, and one array per shape lets ties
+        (`ties.py`) tell shapes apart without comparing arrays."""
+        eligibility = {} if eligibility is None else eligibility
 
         def eligible(shape) -> np.ndarray:
-            key = shape.key()
+            key = (view, shape.key())
             if key not in eligibility:
                 eligibility[key] = snapshot.eligible(shape.node_selector, shape.tolerations) & view.usable
             return eligibility[key]
@@ -149,6 +165,7 @@ class UnitState:
         exclusive_depth = None if unit.exclusive is None else view.depth(unit.exclusive)
         state = cls(order, unit, view, roles, rules, required_depth, preferred_depth, exclusive_depth, dominant, eligible)
         state.allowed = eligible
+        state.ties = Ties.none(eligible.size)
         state.settle_existing()
         return state
 
@@ -162,6 +179,11 @@ class UnitState:
             preferred = {self.view.node_domain(n, self.preferred_depth) for n in nodes}
             if len(preferred) == 1:
                 self.preferred_domain = (self.preferred_depth, preferred.pop())
+
+    @cached_property
+    def whole_demand(self) -> np.ndarray:
+        """Resources of the whole unit: every role at the count it is heading to."""
+        return sum((role.demand.planned * role.replica_total for role in self.roles), np.zeros_like(self.roles[0].leader))
 
     def minimum_needs(self) -> dict[int, int]:
         """Role index -> complete replicas the unit needs to be functional."""
@@ -250,19 +272,26 @@ class Space:
     nodes: np.ndarray
     free: np.ndarray
     _groups: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+    _before: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, nodes: np.ndarray, free: np.ndarray) -> "Space":
         return cls(nodes, free[nodes].copy())
 
     def copy(self) -> "Space":
-        return Space(self.nodes, self.free.copy(), self._groups)
+        return Space(self.nodes, self.free.copy(), self._groups, self._before)
 
     def groups(self, view: TopologyView, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """(domain ids, position -> index into them) of the space's nodes at `depth`."""
         if depth not in self._groups:
             self._groups[depth] = np.unique(view.dom[depth][self.nodes], return_inverse=True)
         return self._groups[depth]
+
+    def before(self, snapshot: ClusterSnapshot, column: int) -> np.ndarray:
+        """Free capacity in resource `column` of the space's nodes before this plan."""
+        if column not in self._before:
+            self._before[column] = np.maximum(snapshot.allocatable[self.nodes, column] - snapshot.used[self.nodes, column], 0)
+        return self._before[column]
 
 
 def all_replicas(unit: UnitState, r: int, fresh: Mapping[int, list[list[int]]]) -> list[list[int]]:
