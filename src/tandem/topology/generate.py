@@ -9,6 +9,7 @@ the broader levels use `network.tandem.dev/<level>` with globally numbered value
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any, Sequence
 
 from tandem.errors import InputError, Problem
@@ -24,13 +25,20 @@ def parse_shape(text: str, path: str = "shape", source: str = "") -> list[tuple[
     levels: list[tuple[str, int]] = []
     for part in text.split(","):
         name, sep, count = part.strip().partition("=")
-        if not sep or not name or not count.strip().isdigit() or int(count) < 1:
-            raise InputError(Problem(path, f"{part.strip()!r} is not LEVEL=COUNT with COUNT >= 1 (e.g. block=4,rack=4,host=8)", source))
-        levels.append((name.strip(), int(count)))
+        digits = count.strip()
+        if not sep or not name or not digits.isdigit() or len(digits) > 7 or int(digits) < 1:
+            raise InputError(Problem(path, f"{part.strip()[:60]!r} is not LEVEL=COUNT with COUNT >= 1 (e.g. block=4,rack=4,host=8)", source))
+        levels.append((name.strip(), int(digits)))
     names = [name for name, _ in levels]
     if len(set(names)) != len(names):
         raise InputError(Problem(path, f"level names must be unique, got {', '.join(names)}", source))
+    nodes = math.prod(count for _, count in levels)
+    if nodes > MAX_GENERATED_NODES:
+        raise InputError(Problem(path, f"makes {nodes:,} nodes; at most {MAX_GENERATED_NODES:,} are generated", source))
     return levels
+
+
+MAX_GENERATED_NODES = 131_072  # twice the largest clusters on one control plane today
 
 
 def generate_cluster(
