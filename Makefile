@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/controller.py
 	$(BIN)/python bench/operator_http.py
 	$(BIN)/python bench/webhook.py
+	$(BIN)/python bench/faults.py
 
 # The serving model against NVIDIA aiconfigurator's measured tables (a large optional extra).
 fidelity: $(STAMP)

@@ -14,6 +14,9 @@ from tandem.controller.decide import decide
 from tandem.controller.memo import Memo
 from tandem.controller.observe import observe
 from tandem.controller.reconcile import reconcile
+from tandem.api.naming import POD_INDEX_LABEL, REVISION_LABEL
+from tandem.api.resources import InferenceGroup
+from tandem.controller.pods import replica_pods, revision_of
 from tandem.errors import Conflict, Forbidden, Invalid, ServerTimeout, ServiceUnavailable, TooManyRequests
 
 VERBS = ("create", "patch", "patch_status", "delete")
@@ -298,3 +301,150 @@ def test_a_group_asking_for_billions_of_units_is_refused_and_the_others_go_on():
     assert accepted["status"] == "False" and "spec.replicas: 2,147,483,647 units is more than the controller plans" in accepted["message"]
     llama = store.get("InferenceGroup", "serving", "llama")
     assert {c["type"]: c["status"] for c in llama["status"]["conditions"]}["Available"] == "True"
+
+
+def test_a_pod_being_deleted_holds_its_node_until_it_is_gone():
+    """Found by the fault campaign (issue 16): a pass that deleted a running pod placed
+    another on its node in the same pass; when the delete failed (a 500) and the create
+    went through, the node held more GPUs than it has. A deleted pod also keeps running
+    until it terminates. Its node is free for the pass after it is gone."""
+    store = world(group("a", [role("prefill", 1, 1, gpus=8)]), shape="block=1,rack=1,host=1")
+    settle(store, store)
+    store.create(group("b", [role("prefill", 1, 1, gpus=8)]))
+    reconcile(store, 100.0)  # b's pod waits: the one node is full
+    store.patch("InferenceGroup", "serving", "a", {"spec": {"replicas": 0}})
+    writer = FaultyWriter(store, lambda n, verb: ServiceUnavailable("injected") if verb == "delete" else None)
+    report = reconcile(writer, 101.0)
+    assert report.errors and not over_committed(store), "a's pod still runs: b's is not put beside it"
+    settle(store, store, start=102.0)
+    assert [p["metadata"]["name"] for p in store.list("Pod")] == ["b-0-prefill-0-0"]
+    assert store.get("Pod", "serving", "b-0-prefill-0-0")["spec"]["nodeName"] == "n-000"
+
+
+def test_a_replica_of_two_revisions_is_replaced_whole():
+    """Found by the fault campaign (issue 16): a failed replica's worker was deleted, its
+    leader's delete failed (a 500), and the replacement took the same index: its new worker
+    was created beside the old leader. Read by the worker's revision, that replica passed for
+    a complete one of the new revision, and the rolling update stopped with an old leader
+    running forever. A replica whose pods are of two revisions is now broken: replaced whole."""
+    g = group("mix", [role("prefill", 1, 1, gpus=4, pods=2)])
+    store = world(g, shape="block=1,rack=1,host=2")
+    settle(store, store)
+    old = store.get("Pod", "serving", "mix-0-prefill-0-0")
+    roles = store.get("InferenceGroup", "serving", "mix")["spec"]["roles"]
+    roles[0]["template"]["spec"]["containers"][0]["image"] = "vllm:new"
+    store.patch("InferenceGroup", "serving", "mix", {"spec": {"roles": roles}})
+    settle(store, store, start=100.0)
+    leader = next(p for p in store.list("Pod") if p["metadata"]["labels"][POD_INDEX_LABEL] == "0")
+    name, new_revision = leader["metadata"]["name"], leader["metadata"]["labels"][REVISION_LABEL]
+    assert new_revision != old["metadata"]["labels"][REVISION_LABEL]
+    # the leader as the old revision made it, back beside the new worker, bound and Ready
+    store.delete("Pod", "serving", name)
+    stale = {k: v for k, v in leader.items() if k != "status"}
+    stale["metadata"] = {k: v for k, v in leader["metadata"].items() if k not in ("uid", "resourceVersion", "creationTimestamp")}
+    stale["metadata"]["labels"] = {**leader["metadata"]["labels"], REVISION_LABEL: old["metadata"]["labels"][REVISION_LABEL]}
+    stale["spec"] = {**leader["spec"], "containers": old["spec"]["containers"]}
+    store.create(stale)
+    store.patch_status("Pod", "serving", name, {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+    settle(store, store, start=200.0)
+    pods = store.list("Pod")
+    assert len(pods) == 2 and {p["metadata"]["labels"][REVISION_LABEL] for p in pods} == {new_revision}
+    assert all(p["spec"]["containers"][0]["image"] == "vllm:new" for p in pods)
+    assert store.get("InferenceGroup", "serving", "mix")["status"]["functionalUnits"] == 1
+
+
+def test_a_unit_whole_again_is_not_released_for_the_partial_since_its_status_still_shows():
+    """Found by the fault campaign (issue 16): a unit partially placed got its last pod bound,
+    but the status write that would clear `partialSince` failed (a 503); the next pass, past
+    the gang timeout, released the whole unit, running and complete. A unit is released
+    only if it is still partial; a whole one just has its `partialSince` cleared."""
+    g = group("whole", [role("prefill", 1, 1, gpus=8), role("decode", 1, 1, gpus=8)])
+    g["spec"]["scheduler"] = {"gangTimeoutSeconds": 20}
+    store = world(g)
+    settle(store, store)
+    units = store.get("InferenceGroup", "serving", "whole")["status"]["units"]
+    stale = [{**units[0], "partialSince": "1970-01-01T00:00:05Z"}]  # as the failed write left it
+    store.patch_status("InferenceGroup", "serving", "whole", {"status": {"units": stale}})
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in store.list("Pod")}
+    report = reconcile(store, 100.0)
+    assert report.deleted == 0 and not any("GangTimeout" in line for line in report.events)
+    assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in store.list("Pod")} == before
+    unit = store.get("InferenceGroup", "serving", "whole")["status"]["units"][0]
+    assert "partialSince" not in unit and unit["releases"] == 0
+
+
+def test_a_waiting_replica_whose_lower_index_has_gone_is_still_placed():
+    """Found by the fault campaign (issue 16): a rolling update's new replica took index 1
+    while the old one held 0; a rack loss left the new one waiting for a node after the old
+    one had gone. The engine named the replica it placed by the lowest free index, 0, and
+    the pods waiting under index 1 were never given a node. New replicas in a plan now go to
+    the waiting ones in order, whatever their indices."""
+    store = world(group("gap", [role("prefill", 1, 1, gpus=8)]), shape="block=1,rack=1,host=2")
+    raw = store.get("InferenceGroup", "serving", "gap")
+    typed = InferenceGroup.model_validate({k: v for k, v in raw.items() if k != "status"})
+    for pod in replica_pods(raw, typed, 0, "prefill", 1, revision_of(typed, raw), admitted=True):
+        store.create(pod)  # admitted, behind tandem's gate, under index 1; nothing under 0
+    settle(store, store)
+    pod = store.get("Pod", "serving", "gap-0-prefill-1-0")
+    assert pod["spec"].get("nodeName") and not store.list("Pod", fields="metadata.name=gap-0-prefill-0-0")
+    assert store.get("InferenceGroup", "serving", "gap")["status"]["functionalUnits"] == 1
+
+
+def test_a_pod_being_deleted_holds_its_node_even_when_its_replacement_takes_its_name():
+    """Found by the fault campaign (issue 16), after the fix above: a broken replica was
+    replaced under the same index in the pass that deleted its running leader, so the
+    leader's name stood for the replacement and its node looked free again."""
+    a = group("a", [role("prefill", 1, 1, gpus=4, pods=2)])
+    store = world(a, group("c", [role("prefill", 1, 1, gpus=8)]), shape="block=1,rack=1,host=2")
+    settle(store, store)  # a on one node (2 x 4 GPUs), c on the other (8)
+    store.create(group("b", [role("prefill", 1, 1, gpus=8)], priority=10))
+    reconcile(store, 100.0)  # b waits: no room
+    store.patch_status("Pod", "serving", "a-0-prefill-0-1", {"status": {"phase": "Failed"}})  # a's worker fails
+    writer = FaultyWriter(store, lambda n, verb: ServiceUnavailable("injected") if verb == "delete" else None)
+    reconcile(writer, 101.0)
+    assert not over_committed(store), "a's leader still runs on its node: nothing is put beside it"
+    settle(store, store, start=102.0)
+    assert not over_committed(store)
+
+
+def test_the_higher_priority_group_is_placed_first_whatever_its_name():
+    """Found while writing the test above: the controller handed the engine its units in
+    the order of the groups' names, and the engine places in the order given, so
+    `spec.priority` changed nothing. Units now go to it by priority, then age."""
+    store = world(group("a", [role("prefill", 1, 1, gpus=8)]), group("b", [role("prefill", 1, 1, gpus=8)], priority=10),
+                  shape="block=1,rack=1,host=1")
+    settle(store, store)
+    assert store.get("Pod", "serving", "b-0-prefill-0-0")["spec"].get("nodeName") == "n-000"
+    assert not store.get("Pod", "serving", "a-0-prefill-0-0")["spec"].get("nodeSelector"), "a waits"
+
+
+class _Lagging:
+    """A cluster whose reads are an older snapshot (a cache that lags); writes go to the store."""
+
+    def __init__(self, store, snapshot):
+        self._store, self._snapshot = store, snapshot
+
+    def snapshot(self):
+        return self._snapshot
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+def test_a_pod_bound_since_a_lagging_read_is_not_released_as_unbound():
+    """Found by the fault campaign (issue 16): a kube-scheduler outage ended and the pods
+    were bound, but the pass read a cache 7 s behind, saw them placed and never bound past
+    the gang timeout, and deleted them, running. A pod is deleted on the version it was
+    read at (a resourceVersion precondition): here the delete meets a Conflict, and the
+    pass after, on the fresh state, leaves the pod alone."""
+    g = group("late", [role("prefill", 1, 1, gpus=8)])
+    g["spec"]["scheduler"] = {"gangTimeoutSeconds": 20}
+    store = world(g)
+    reconcile(store, 0.0)  # placed, not bound
+    lagging = store.snapshot()
+    kubelet(store)  # now bound, and Ready
+    pod = store.get("Pod", "serving", "late-0-prefill-0-0")
+    report = reconcile(_Lagging(store, lagging), 30.0)
+    assert report.deleted == 0 and [e.code for e in report.errors if e.action.startswith("delete Pod")] == [409]
+    assert store.get("Pod", "serving", "late-0-prefill-0-0")["metadata"]["uid"] == pod["metadata"]["uid"], "still running"
+    assert reconcile(store, 31.0).deleted == 0

@@ -173,3 +173,43 @@ def test_on_synced_runs_once_when_the_informers_first_report_synced():
         clock.now += 1.0
         operator.tick(clock.now)
     assert calls == [clock.now - 2.0], "once, at the first synced turn"
+
+
+def test_a_pass_whose_writes_failed_retryably_is_retried_soon_with_a_doubling_backoff():
+    s = PassSchedule(debounce=0.05, min_interval=0.1, resync=300.0, retry_base=0.5, retry_cap=4.0)
+    s.ran(0.0, None, retry=True)
+    assert s.next_due(0.1) == 0.5, "not at the resync: nothing else may change to wake a pass"
+    s.ran(0.5, None, retry=True)
+    s.ran(1.5, None, retry=True)
+    assert s.next_due(1.6) == 3.5, "0.5, 1, 2 s: doubling"
+    for t in (3.5, 7.5, 11.5):
+        s.ran(t, None, retry=True)
+    assert s.next_due(11.6) == 15.5, "capped"
+    s.ran(15.5, 2.0, retry=True)
+    assert s.next_due(15.6) == 17.5, "an earlier requeue_after wins"
+    s.ran(17.5, None)
+    assert s.failures == 0 and s.next_due(17.6) == 317.5, "a clean pass: back to the resync"
+
+
+def test_the_operator_retries_a_failed_write_before_the_resync():
+    """Found by the fault campaign (issue 16): a peers ConfigMap patch answered 504 was tried
+    again only at the next change or resync (5 minutes), the peers file stale until then."""
+    from support.controller_world import FaultyWriter
+    from tandem.errors import ServerTimeout
+
+    store = world(design_group())
+    clock = Clock()
+    faults = {"left": 1}
+
+    def fail(n, verb):
+        if verb == "create" and faults["left"]:
+            faults["left"] -= 1
+            return ServerTimeout("injected")
+        return None
+
+    operator = Operator(FaultyWriter(store, fail), clock, schedule=PassSchedule(resync=300.0))
+    report = operator.tick(clock.now)
+    assert report is not None and report.retryable
+    clock.now += 0.6  # nothing changes in between (no informer wakes it)
+    again = operator.tick(clock.now)
+    assert again is not None and not again.errors and again.created >= 1, "retried half a second later"

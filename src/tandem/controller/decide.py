@@ -17,7 +17,8 @@ For each valid group, in order:
    planner turns its replicas and remembered state into deletes, admissions and creates
    (pods are created with tandem's scheduling gate, owned by the group).
 4. **Place** (all groups together): admitted pods still gated go to the engine, with each
-   unit's running replicas fixed and every other pod's node taken; the engine chooses
+   unit's running replicas fixed and every other pod's node taken (a pod this pass
+   deletes included: it holds its node until it is gone); the engine chooses
    each unit's domain for the counts its spec asks for (`RoleDemand.eventual`), not only
    for what the current step admits. A pod created in
    this pass is created already placed (`nodeSelector` on `kubernetes.io/hostname`,
@@ -40,7 +41,7 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from tandem.api.kube import Node, Pod
-from tandem.api.naming import GROUP_LABEL, PEERS_FILE, POD_INDEX_LABEL, UNIT_LABEL
+from tandem.api.naming import GROUP_LABEL, PEERS_FILE, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import InferenceGroup
 from tandem.api.status import RECONCILE_KEYS, Condition, InferenceGroupStatus, RoleStatus, UnitStatus
 from tandem.api.timestamps import rfc3339, seconds
@@ -151,7 +152,12 @@ class _Draft:
         if key not in expected:
             return
         meta = pod["metadata"]
-        self.actions.append(DeleteObject("Pod", meta.get("namespace"), meta["name"], uid=meta.get("uid"), why=why))
+        # uid and resourceVersion preconditions: the pod deleted is the one decided on, as it
+        # was read (a cache that lagged may have shown it unbound, failed or surplus before
+        # it changed; then the delete fails with a Conflict and the next pass decides again)
+        self.actions.append(
+            DeleteObject("Pod", meta.get("namespace"), meta["name"], uid=meta.get("uid"), resource_version=meta.get("resourceVersion"), why=why)
+        )
         del expected[key]
 
 
@@ -161,14 +167,17 @@ class _Draft:
 def _release(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> None:
     timeout = draft.typed.spec.scheduler.gang_timeout_seconds
     expired = set()
+    by_unit = _live_by_unit(draft.group, expected)
     for unit in draft.before.units:
         if unit.partial_since is None:
             continue
         deadline = seconds(unit.partial_since) + timeout
-        if now > deadline:
-            expired.add(unit.index)
-        else:
+        if now <= deadline:
             draft.deadlines.append(deadline)
+        elif _partial(by_unit.get(unit.index, []), draft.typed):
+            expired.add(unit.index)
+        # else whole again (or holding nothing) since the status was written: nothing to
+        # release, and this pass's status clears `partialSince`
     for pod in sorted(draft.group.pods, key=pod_index, reverse=True):  # a replica's workers before its leader
         meta, spec = pod["metadata"], pod.get("spec", {})
         if meta.get("deletionTimestamp"):
@@ -189,6 +198,11 @@ def _release(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> None:
             "Warning", "GangTimeout", f"unit {unit} partially placed for more than {timeout}s; released to be placed again as a unit"
         )
     draft.released = expired
+
+
+def _partial(pods: list[Object], group: InferenceGroup) -> bool:
+    """Holding a node (a bound pod) without every role's minimum bound: what `partialSince` times."""
+    return any(p["spec"].get("nodeName") for p in pods) and not minimum_placed(unit_replicas(pods, group), group)
 
 
 # ----------------------------------------------------------------------------- 2. companions
@@ -225,7 +239,7 @@ def _companions(draft: _Draft, expected: dict[PodKey, Object]) -> None:
 
 def _coordinate(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> None:
     raw, typed = draft.group.raw, draft.typed
-    revision = revision_of(typed)
+    revision = revision_of(typed, raw)
     spec = UnitSpec.from_group(typed, revision)
     pods_per_replica = {r.name: r.pods_per_replica for r in typed.spec.roles}
     by_unit = _live_by_unit(draft.group, expected)
@@ -330,7 +344,12 @@ def _place(
     waiting = {key: expected[key] for key in sorted(candidates) if key in expected and _waits_for_placement(expected[key])}
     if not waiting or not valid:
         return 0, []
-    pods = list(expected.values())
+    # A pod this pass deletes holds its node until it is gone: the delete may fail (and the
+    # pass's creates still go through), and a deleted pod terminates before it lets go. By
+    # uid: a replacement may take the deleted pod's name in the same pass.
+    kept = {pod["metadata"].get("uid") for pod in expected.values()}
+    deleting = [pod for pod in state.pods if pod["metadata"].get("uid") not in kept]
+    pods = [*expected.values(), *deleting]
     notes: list[str] = []
     nodes = []
     for raw in state.nodes:
@@ -356,7 +375,8 @@ def _place(
     views = {name: cache.view((name, dict(state.topology_versions).get(name)), t, snapshot) for name, t in state.topologies.items()}
     demands: list[UnitDemand] = []
     by_group: dict[tuple[str, str], _Draft] = {}
-    for draft in valid:
+    # The engine places units in the order given: priority, then age (as `units_from_groups`).
+    for draft in sorted(valid, key=lambda d: (-d.typed.spec.priority, d.group.raw["metadata"].get("creationTimestamp") or "", d.group.key)):
         by_group[draft.group.key] = draft
         demands += _unit_demands(draft, expected)
     plan = placer(snapshot, views, demands)
@@ -365,16 +385,32 @@ def _place(
         draft = by_group[(unit.unit.namespace, unit.unit.group)]
         if unit.state == "Unschedulable":
             draft.event("Warning", "Unschedulable", f"unit {unit.unit.unit}: {unit.message}")
-        for _, replicas in unit.roles:
-            for replica in replicas:
-                if replica.existing:
-                    continue
-                for assignment in replica.pods:
-                    key = (unit.unit.namespace, assignment.name)
-                    if key in waiting:
-                        _assign(draft, waiting[key], assignment.node, now, expected)
+        slots = _waiting_replicas(waiting, unit.unit.namespace, unit.unit.group, unit.unit.unit)
+        for role, replicas in unit.roles:
+            # The engine numbers new replicas from the lowest index no running one holds; the
+            # waiting ones may hold others (a lower index was taken when they were created
+            # and has gone since): each new replica goes to the next waiting one, in order.
+            for replica, members in zip([r for r in replicas if not r.existing], slots.get(role, [])):
+                for assignment, pod in zip(replica.pods, members):
+                    if pod is not None:
+                        _assign(draft, pod, assignment.node, now, expected)
                         placed += 1
     return placed, notes
+
+
+def _waiting_replicas(waiting: dict[PodKey, Object], namespace: str, group: str, unit: int) -> dict[str, list[list[Object | None]]]:
+    """Per role, the unit's replicas with pods waiting for a node, lowest index first: each
+    a list by pod index (None for a pod not waiting: placed already)."""
+    by_replica: dict[tuple[str, int], dict[int, Object]] = {}
+    for (ns, _), pod in waiting.items():
+        labels = pod["metadata"].get("labels") or {}
+        if ns != namespace or labels.get(GROUP_LABEL) != group or labels.get(UNIT_LABEL) != str(unit):
+            continue
+        by_replica.setdefault((labels[ROLE_LABEL], int(labels[REPLICA_LABEL])), {})[pod_index(pod)] = pod
+    out: dict[str, list[list[Object | None]]] = {}
+    for (role, _), pods in sorted(by_replica.items()):
+        out.setdefault(role, []).append([pods.get(i) for i in range(max(pods) + 1)])
+    return out
 
 
 def _assign(draft: _Draft, pod: Object, node: str, now: float, expected: dict[PodKey, Object]) -> None:
@@ -470,7 +506,7 @@ def _unit_demands(draft: _Draft, expected: dict[PodKey, Object]) -> list[UnitDem
 def _status(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> None:
     raw, typed, before = draft.group.raw, draft.typed, draft.before
     generation = int(raw["metadata"].get("generation", 1))
-    revision = revision_of(typed)
+    revision = revision_of(typed, raw)
     by_unit = _pods_after(draft, expected)
     units = {unit: unit_replicas(by_unit.get(unit, []), typed) for unit in range(typed.spec.replicas)}
     roles: list[RoleStatus] = []

@@ -50,14 +50,17 @@ ASSIGNED_AT = "tandem.dev/assigned-at"  # when tandem chose the pod's node (RFC 
 HOSTNAME = "kubernetes.io/hostname"
 
 
-def revision_of(group: InferenceGroup) -> str:
-    """A short hash of everything that defines the pods: templates and pods per replica."""
+def revision_of(group: InferenceGroup, raw: dict[str, Any]) -> str:
+    """A short hash of everything that defines the pods: each role's templates as written
+    in `raw` (every field: the typed model keeps only what placement reads, so a new
+    argument or environment variable must come from the manifest) and pods per replica."""
+    written = {r.get("name"): r for r in raw["spec"]["roles"]}
     roles = [
         {
             "name": r.name,
             "podsPerReplica": r.pods_per_replica,
-            "template": r.template.model_dump(by_alias=True, exclude_none=True),
-            "workerTemplate": r.worker_template.model_dump(by_alias=True, exclude_none=True) if r.worker_template else None,
+            "template": written[r.name].get("template"),
+            "workerTemplate": written[r.name].get("workerTemplate"),
         }
         for r in group.spec.roles
     ]
@@ -220,7 +223,8 @@ def replicas_of_unit(
     order, so a replica missing pods tells how it got there. Without its leader, holding a
     run of the highest indices, none failed, it is an unfinished creation (a writer stopped
     between two creates): it is completed, not replaced, and its phase counts the missing
-    pods as just created. With its leader and missing a worker, or with a failed pod, it is
+    pods as just created. With its leader and missing a worker, with a failed pod, or with
+    pods of two revisions (a replacement created beside a pod whose delete failed), it is
     Failed (it will be replaced whole). With `revision`, only a replica of that revision can
     be completed (the template of another is gone). Otherwise its phase is that of its least
     advanced pod: Gated (held by coordination), Pending (admitted, not yet bound),
@@ -236,7 +240,8 @@ def replicas_of_unit(
         own_revision = members[0]["metadata"]["labels"].get(REVISION_LABEL, "")
         phases = [_pod_phase(p) for p in members]
         size = pods_per_replica.get(role, 1)
-        if "Failed" in phases:
+        mixed = any(p["metadata"]["labels"].get(REVISION_LABEL, "") != own_revision for p in members)
+        if "Failed" in phases or mixed:
             phase = "Failed"
         elif len(members) >= size:
             phase = min(phases, key=PHASE_ORDER.index)

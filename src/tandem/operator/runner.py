@@ -4,7 +4,7 @@
         leading = elector.step(now)            # every loop turn; renews every few seconds
         if leading and schedule.due(now):
             report = reconcile(cluster, now)   # the same pass the simulator runs
-            schedule.ran(now, report.requeue_after)
+            schedule.ran(now, report.requeue_after, retry=bool(report.retryable))
         wait until the next pass or renewal is due, or an informer reports a change
 
 A follower keeps its informers warm and its elector polling, and writes nothing: when it
@@ -80,7 +80,7 @@ class Operator:
         if not self.leading or not ready or not self.schedule.due(now):
             return None
         report = reconcile(self.cluster, now, self._timed_place, self.memo)
-        self.schedule.ran(now, report.requeue_after)
+        self.schedule.ran(now, report.requeue_after, retry=bool(report.retryable))
         self.passes += 1
         elapsed = max(self.clock() - now, 0.0)
         self.metrics.observe_pass(report, elapsed)

@@ -1,0 +1,70 @@
+"""The campaign notices a broken controller: each test breaks one guarantee on purpose
+(monkeypatched for the test only) and runs a schedule that exercises it. A campaign
+that reported 0 violations here would be checking nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import tandem.controller.decide as decide
+import tandem.controller.pods as pods
+import tandem.coordination.planner as planner
+from support.faults.campaign import run
+from support.faults.schedule import Schedule, generate
+from tandem.coordination.model import Delete
+
+FOUND = Path(__file__).parent / "found"
+
+
+def invariants(schedule: Schedule) -> set[str]:
+    return {v.invariant for v in run(schedule).violations}
+
+
+def test_a_controller_that_never_releases_a_partial_unit_breaks_partial_placement(monkeypatch):
+    monkeypatch.setattr(decide, "_release", lambda draft, now, expected: None)
+    assert "partial-placement" in invariants(generate(70))
+
+
+def test_a_controller_that_replaces_a_replica_cut_short_creates_pods_twice(monkeypatch):
+    monkeypatch.setattr(pods, "unfinished", lambda members, size: False)
+    assert "created-twice" in invariants(generate(153))
+
+
+def test_an_update_that_drains_before_it_surges_breaks_the_rollout_floor(monkeypatch):
+    update = planner.plan_update
+
+    def draining(spec, observed, now):
+        decision = update(spec, observed, now)
+        old = [r for r in observed.replicas if r.revision != spec.revision and r.phase != "Failed"]
+        return dataclasses.replace(decision, delete=(*decision.delete, *(Delete(r.role, r.index, "drained early") for r in old[:1])))
+
+    monkeypatch.setattr(planner, "plan_update", draining)
+    assert "rollout-floor" in invariants(generate(15))
+
+
+def test_a_status_written_once_and_never_again_breaks_status(monkeypatch):
+    status = decide._status
+
+    def once(draft, now, expected):
+        if not draft.group.raw.get("status"):
+            status(draft, now, expected)
+
+    monkeypatch.setattr(decide, "_status", once)
+    assert "status" in invariants(generate(0))
+
+
+def test_a_unit_released_and_never_retried_breaks_liveness(monkeypatch):
+    monkeypatch.setattr(decide, "backoff_seconds", lambda attempt: 10.0**7)
+    assert "liveness" in invariants(generate(87))
+
+
+def test_placing_on_the_node_a_deleted_pod_still_holds_breaks_capacity(monkeypatch):
+    place = decide._place
+
+    def freed(state, drafts, now, expected, placer):
+        alive = tuple(p for p in state.pods if decide._pod_key(p) in expected)
+        return place(dataclasses.replace(state, pods=alive), drafts, now, expected, placer)
+
+    monkeypatch.setattr(decide, "_place", freed)
+    assert "capacity" in invariants(Schedule.load(FOUND / "deleted-pod-frees-its-node.json"))

@@ -1,0 +1,293 @@
+"""A schedule: a small cluster, a few InferenceGroups, and timed events (user changes and
+faults), all drawn from one seed and kept as plain JSON so a failing one can be saved,
+read, edited and replayed.
+
+Time is in seconds from the start of the run. Faults happen only inside the fault window
+`[0, fault_window)`; at `fault_window` every node recovers, every dead operator replica
+restarts, and the run settles (at most `settle` more seconds) so the eventual invariants
+(status agrees with the pods, every group that fits is functional) can be checked.
+
+Event types (`type`, then its fields):
+
+| type | fields | what happens |
+|---|---|---|
+| `create` | group | the group (from `groups`) is created |
+| `delete` | group | the group is deleted (its pods go by owner reference) |
+| `scale` | group, replicas | `spec.replicas` (units) changes |
+| `ratio` | group, replicas | each role's `replicas` changes ({role: count}; coordination scaling) |
+| `template` | group, revision | every role's template gets `FAULT_REVISION=<revision>` (a rolling update) |
+| `node-loss` | nodes, recover_after | nodes go NotReady and their pods fail; back after `recover_after` s (null: at the end of the window) |
+| `flap` | node, down_for | a node is NotReady for `down_for` s; its pods are not Ready meanwhile, then Ready again |
+| `bind-outage` | nodes, until | until then, no pod is bound to these nodes (kube-scheduler or the nodes' kubelets stuck): pods placed there wait, past their gang timeout |
+| `startup-failures` | until, rate | until then, each pod that would become Ready fails at start-up with probability `rate` |
+| `crash` | replica, after_writes, restart_after | the replica (an index, or `leader`) dies before its `after_writes`-th next write (between two writes) and restarts `restart_after` s later |
+| `storm` | code, until, rate | until then, each API write (and Lease read) is answered `code` (409, 429, 500, 503, 504) with probability `rate`; `504-applied`: the write is applied, then 504 |
+| `stale` | replica, until, lag | until then, the replica reads a snapshot `lag` s old (plus its own writes, as the adapter's informers give it) |
+| `watch-cut` | | (HTTP) the server ends every open watch |
+| `gone` | as_status | (HTTP) the server compacts its history and ends the watches: 410 Gone, as an ERROR event or as the answer |
+| `list-errors` | code, until | (HTTP) until then, the informers' lists are answered `code` half the time |
+| `failover` | graceful, restart_after | the leader is stopped (SIGTERM: it releases the Lease; else SIGKILL: it does not) and restarts `restart_after` s later (null: at the end of the window) |
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from support.builders import cluster, group, role
+
+VERSION = 1
+EPOCH = 1_764_000_000.0  # true time zero, as seconds since the epoch (timestamps look real)
+GPUS_PER_NODE = 8
+STORM_CODES = (409, 429, 500, 503, 504, "504-applied")
+
+
+@dataclass
+class Schedule:
+    seed: int
+    shape: str
+    groups: dict[str, dict[str, Any]]  # name -> InferenceGroup manifest
+    events: list[dict[str, Any]]
+    replicas: int = 1  # operator replicas (leader election between them)
+    clocks: list[dict[str, float]] = field(default_factory=list)  # per replica: offset (s) and rate
+    fault_window: float = 120.0
+    settle: float = 900.0
+    resync: float = 30.0
+    lease: dict[str, float] = field(default_factory=lambda: {"duration": 15.0, "renew_deadline": 10.0, "renew_every": 2.0})
+    world: str = "memory"  # or "http"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": VERSION,
+            "seed": self.seed,
+            "world": self.world,
+            "shape": self.shape,
+            "replicas": self.replicas,
+            "clocks": self.clocks,
+            "fault_window": self.fault_window,
+            "settle": self.settle,
+            "resync": self.resync,
+            "lease": self.lease,
+            "groups": self.groups,
+            "events": self.events,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Schedule":
+        if data.get("version") != VERSION:
+            raise ValueError(f"schedule version {data.get('version')!r}, this campaign reads {VERSION}")
+        return cls(
+            seed=int(data["seed"]),
+            shape=data["shape"],
+            groups=data["groups"],
+            events=data["events"],
+            replicas=int(data.get("replicas", 1)),
+            clocks=data.get("clocks") or [{"offset": 0.0, "rate": 1.0}] * int(data.get("replicas", 1)),
+            fault_window=float(data["fault_window"]),
+            settle=float(data.get("settle", 900.0)),
+            resync=float(data.get("resync", 30.0)),
+            lease=data.get("lease") or {"duration": 15.0, "renew_deadline": 10.0, "renew_every": 2.0},
+            world=data.get("world", "memory"),
+        )
+
+    def save(self, path: Path, **extra: Any) -> None:
+        path.write_text(json.dumps({**self.to_json(), **extra}, indent=1, sort_keys=True) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> "Schedule":
+        return cls.from_json(json.loads(path.read_text()))
+
+    def cluster_objects(self) -> list[dict[str, Any]]:
+        return cluster(self.shape, GPUS_PER_NODE)
+
+    def kinds(self) -> list[str]:
+        """The event types, in order (for summaries)."""
+        return [e["type"] for e in self.events]
+
+
+# ----------------------------------------------------------------------------- drawing
+
+
+def generate(seed: int, *, world: str = "memory", size: float = 1.0) -> Schedule:
+    """The schedule of `seed`: the same seed always gives the same schedule. `size` scales
+    the fault window (smaller schedules, the same mixture)."""
+    rng = random.Random(f"tandem-faults-{seed}")
+    racks, hosts = rng.choice([2, 3]), rng.choice([2, 3, 4])
+    shape = f"block=1,rack={racks},host={hosts}"
+    nodes = [o["metadata"]["name"] for o in cluster(shape, GPUS_PER_NODE) if o["kind"] == "Node"]
+    rack_of = {o["metadata"]["name"]: o["metadata"]["labels"]["network.tandem.dev/rack"] for o in cluster(shape) if o["kind"] == "Node"}
+    window = float(round(rng.uniform(90, 180) * size))
+    replicas = 2 if rng.random() < 0.5 else 1
+    clocks = [{"offset": 0.0, "rate": 1.0}]
+    if replicas == 2:
+        clocks.append({"offset": round(rng.uniform(-4.0, 4.0), 3), "rate": round(rng.uniform(0.999, 1.001), 6)})
+    groups = _groups(rng, racks, hosts)
+    events: list[dict[str, Any]] = []
+    for name in groups:
+        events.append({"at": float(rng.randint(0, 15)), "type": "create", "group": name})
+    changed = _user_changes(rng, groups, window, events)
+    faults = rng.randint(1, 5)
+    kinds = ["node-loss", "rack-loss", "flap", "bind-outage", "startup-failures", "crash", "storm"] + (["failover"] if replicas == 2 else [])
+    weights = [3, 2, 2, 2, 2, 3, 4] + ([3] if replicas == 2 else [])
+    if world == "http":  # the adapter's informers lag as they lag; the server cuts and compacts
+        kinds, weights = kinds + ["watch-cut", "gone", "list-errors"], weights + [3, 3, 2]
+    else:
+        kinds, weights = kinds + ["stale"], weights + [2]
+    for kind in rng.choices(kinds, weights, k=faults):
+        events.append(_fault(rng, kind, window, nodes, rack_of, replicas, changed, world))
+    events.sort(key=lambda e: (e["at"], _ORDER.index(e["type"])))
+    return Schedule(seed, shape, groups, events, replicas, clocks, window, world=world)
+
+
+_ORDER = ["create", "scale", "ratio", "template", "delete", "node-loss", "flap", "bind-outage", "startup-failures", "crash", "storm", "stale",
+          "failover", "watch-cut", "gone", "list-errors"]
+
+
+def _groups(rng: random.Random, racks: int, hosts: int) -> dict[str, dict[str, Any]]:
+    """One to three groups. Most schedules leave room: the groups' largest size (after any
+    scaling the schedule may do, and a rolling update's surge) fits in half the cluster.
+    Two in five are tight, up to 85% of it: there a lost node or rack leaves units without
+    room, partially placed until their gang timeout releases them."""
+    capacity = racks * hosts * GPUS_PER_NODE
+    rack = hosts * GPUS_PER_NODE
+    tight = rng.random() < 0.4
+    budget = capacity * (85 if tight else 50) // 100
+    out: dict[str, dict[str, Any]] = {}
+    for index in range(rng.randint(1, 3)):
+        for _ in range(20):  # draw until it fits what is left
+            manifest = _group(rng, f"g{index}")
+            need = _gpus(manifest, grow=0 if tight else 1)
+            per_unit = need // manifest["spec"]["replicas"]
+            pack = (manifest["spec"].get("topology") or {}).get("pack", {}).get("required")
+            domain = rack if pack == "rack" else capacity
+            if need <= budget and per_unit <= domain * (3 if tight else 2) // 4:
+                out[manifest["metadata"]["name"]] = manifest
+                budget -= need
+                break
+    if not out:
+        out["g0"] = group("g0", [role("prefill", 1, 1, gpus=2), role("decode", 1, 1, gpus=2)])
+    return out
+
+
+def _group(rng: random.Random, name: str) -> dict[str, Any]:
+    roles = []
+    for role_name, most in (("prefill", 3), ("decode", 2)):
+        replicas = rng.randint(1, most)
+        minimum = rng.choice([None, 1, replicas] if replicas > 1 else [None, 1])
+        roles.append(role(role_name, replicas, minimum, gpus=rng.choice([1, 2, 4, 8]), pods=rng.choice([1, 1, 2])))
+    if rng.random() < 0.3:  # a third role, sometimes
+        roles.append(role("router", 1, rng.choice([None, 0, 1]), gpus=rng.choice([1, 2])))
+    manifest = group(name, roles, replicas=rng.randint(1, 2), required=rng.choice(["rack", "block", None]))
+    spec = manifest["spec"]
+    spec["scheduler"] = {"gangTimeoutSeconds": rng.choice([20, 40, 60])}
+    coordination: dict[str, Any] = {
+        "rollout": {"progression": rng.choice(["OrderScheduled", "OrderReady"]), "stepTimeoutSeconds": rng.choice([60, 120, 600])},
+        "scaling": {"maxSkew": rng.choice([1, 2, "50%"]), "progression": rng.choice(["OrderScheduled", "OrderReady"])},
+    }
+    surge = rng.choice([0, 1, 1])
+    coordination["rollingUpdate"] = {"maxSurge": surge, "maxUnavailable": rng.choice([1]) if surge == 0 else rng.choice([0, 0, 1]),
+                                     "maxSkew": rng.choice([1, "50%"])}
+    if rng.random() < 0.4:
+        coordination["rollout"]["steps"] = {"prefill": rng.randint(1, 2), "decode": 1}
+    spec["coordination"] = coordination
+    return manifest
+
+
+def _gpus(manifest: dict[str, Any], grow: int = 0) -> int:
+    """GPUs of the whole group, each role `grow` replicas larger (scaling, a surge)."""
+    per_unit = sum((r["replicas"] + grow) * r.get("podsPerReplica", 1) * _role_gpus(r) for r in manifest["spec"]["roles"])
+    return per_unit * (manifest["spec"]["replicas"] + grow)
+
+
+def _role_gpus(r: dict[str, Any]) -> int:
+    return sum(int(c["resources"]["requests"].get("nvidia.com/gpu", 0)) for c in r["template"]["spec"]["containers"])
+
+
+def _user_changes(rng: random.Random, groups: dict[str, dict[str, Any]], window: float, events: list[dict[str, Any]]) -> list[float]:
+    """Up to three changes inside the window (scale, ratio, template, delete and re-create);
+    returns when rollouts start (creates and template changes), for a failover to hit one."""
+    starts = [e["at"] for e in events]
+    names = sorted(groups)
+    revision = 0
+    for _ in range(rng.randint(0, 3)):
+        name = rng.choice(names)
+        manifest = groups[name]
+        at = float(rng.randint(25, max(26, int(window) - 25)))
+        kind = rng.choice(["scale", "ratio", "template", "template", "delete"])
+        if kind == "scale":
+            units = manifest["spec"]["replicas"]
+            events.append({"at": at, "type": "scale", "group": name, "replicas": units + 1 if units == 1 else units - 1})
+        elif kind == "ratio":  # new counts for every role: coordination scaling within maxSkew
+            counts = {r["name"]: max(1, r["replicas"] + rng.choice([-1, 1, 1, 2])) for r in manifest["spec"]["roles"]}
+            events.append({"at": at, "type": "ratio", "group": name, "replicas": counts})
+        elif kind == "template":
+            revision += 1
+            events.append({"at": at, "type": "template", "group": name, "revision": revision})
+            starts.append(at)
+        else:
+            events.append({"at": at, "type": "delete", "group": name})
+            if rng.random() < 0.6:
+                back = at + rng.randint(5, 30)
+                events.append({"at": float(min(back, window - 1)), "type": "create", "group": name})
+                starts.append(back)
+    return starts
+
+
+def _fault(
+    rng: random.Random, kind: str, window: float, nodes: list[str], rack_of: dict[str, str], replicas: int, starts: list[float], world: str
+) -> dict[str, Any]:
+    at = float(rng.randint(5, int(window) - 10))
+    if kind == "watch-cut":
+        return {"at": at, "type": "watch-cut"}
+    if kind == "gone":
+        return {"at": at, "type": "gone", "as_status": rng.random() < 0.5}
+    if kind == "list-errors":
+        return {"at": at, "type": "list-errors", "code": rng.choice([500, 503, 504]), "until": min(at + rng.randint(3, 15), window)}
+    if kind == "node-loss":
+        return {"at": at, "type": "node-loss", "nodes": [rng.choice(nodes)], "recover_after": rng.choice([None, None, 20.0, 40.0, 80.0])}
+    if kind == "rack-loss":
+        rack = rng.choice(sorted(set(rack_of.values())))
+        lost = [n for n in nodes if rack_of[n] == rack]
+        return {"at": at, "type": "node-loss", "nodes": lost, "rack": rack, "recover_after": rng.choice([None, 30.0, 60.0])}
+    if kind == "flap":  # mostly short; some long enough to outlast a gang timeout
+        return {"at": at, "type": "flap", "node": rng.choice(nodes), "down_for": float(rng.choice([rng.randint(2, 15), rng.randint(20, 90)]))}
+    if kind == "bind-outage":  # every node, or some: then a unit binds in part
+        stuck = nodes if rng.random() < 0.4 else rng.sample(nodes, max(1, len(nodes) // 3))
+        if starts and rng.random() < 0.6:
+            at = float(min(rng.choice(starts), window - 10))
+        return {"at": at, "type": "bind-outage", "nodes": sorted(stuck), "until": min(at + rng.randint(20, 90), window)}
+    if kind == "startup-failures":
+        return {"at": at, "type": "startup-failures", "until": min(at + rng.randint(20, 60), window), "rate": rng.choice([0.2, 0.4, 0.6])}
+    if kind == "crash":
+        if starts and rng.random() < 0.6:  # mid-rollout, when a pass has many writes to make
+            at = float(min(rng.choice(starts) + rng.randint(0, 10), window - 5))
+        return {"at": at, "type": "crash", "replica": "leader", "after_writes": rng.randint(0, 12), "restart_after": float(rng.randint(1, 10))}
+    if kind == "storm":  # over HTTP the server answers before it applies: no 504-applied
+        code = rng.choice(STORM_CODES if world == "memory" else STORM_CODES[:-1])
+        return {"at": at, "type": "storm", "code": code, "until": min(at + rng.randint(5, 30), window), "rate": rng.choice([0.3, 0.6, 0.9])}
+    if kind == "stale":
+        # Two replicas: a lag below leaseDuration - renewDeadline (5 s), so a new leader's
+        # cache holds the old leader's last writes (docs/reliability.md, assumptions).
+        lag = float(rng.randint(1, 4 if replicas == 2 else 8))
+        return {"at": at, "type": "stale", "replica": rng.randrange(replicas), "until": min(at + rng.randint(10, 40), window), "lag": lag}
+    # failover, mid-rollout: shortly after a create or a template change
+    start = rng.choice(starts) if starts else at
+    at = float(min(start + rng.randint(2, 20), window - 5))
+    return {"at": at, "type": "failover", "graceful": rng.random() < 0.4, "restart_after": rng.choice([None, 5.0, 20.0])}
+
+
+def patched_template(manifest: dict[str, Any], revision: int) -> dict[str, Any]:
+    """The group's roles with `FAULT_REVISION=<revision>` in every container: a new revision."""
+    roles = copy.deepcopy(manifest["spec"]["roles"])
+    for r in roles:
+        for key in ("template", "workerTemplate"):
+            if key not in r:
+                continue
+            for container in r[key]["spec"]["containers"]:
+                env = [e for e in container.get("env", []) if e.get("name") != "FAULT_REVISION"]
+                container["env"] = [*env, {"name": "FAULT_REVISION", "value": str(revision)}]
+    return {"spec": {"roles": roles}}
