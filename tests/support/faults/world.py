@@ -123,6 +123,9 @@ class Replica:
 
 
 class World:
+    """One schedule's cluster and operator replicas; `step()` advances it one second.
+    `checker_factory` builds the invariants' checker (None: nothing is checked)."""
+
     def __init__(self, schedule: Schedule, checker_factory: Callable[["World"], Any] | None = None):
         self.schedule = schedule
         self.t = 0.0
