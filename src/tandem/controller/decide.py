@@ -381,11 +381,12 @@ def _place(
         demands += _unit_demands(draft, expected)
     plan = placer(snapshot, views, demands)
     placed = 0
+    waiting_by_unit = _waiting_replicas(waiting)
     for unit in plan.units:
         draft = by_group[(unit.unit.namespace, unit.unit.group)]
         if unit.state == "Unschedulable":
             draft.event("Warning", "Unschedulable", f"unit {unit.unit.unit}: {unit.message}")
-        slots = _waiting_replicas(waiting, unit.unit.namespace, unit.unit.group, unit.unit.unit)
+        slots = waiting_by_unit.get(unit.unit.key, {})
         for role, replicas in unit.roles:
             # The engine numbers new replicas from the lowest index no running one holds; the
             # waiting ones may hold others (a lower index was taken when they were created
@@ -398,18 +399,17 @@ def _place(
     return placed, notes
 
 
-def _waiting_replicas(waiting: dict[PodKey, Object], namespace: str, group: str, unit: int) -> dict[str, list[list[Object | None]]]:
-    """Per role, the unit's replicas with pods waiting for a node, lowest index first: each
-    a list by pod index (None for a pod not waiting: placed already)."""
-    by_replica: dict[tuple[str, int], dict[int, Object]] = {}
-    for (ns, _), pod in waiting.items():
+def _waiting_replicas(waiting: dict[PodKey, Object]) -> dict[tuple[str, str, int], dict[str, list[list[Object | None]]]]:
+    """Per unit (namespace, group, unit) and role, the replicas with pods waiting for a node,
+    lowest index first: each a list by pod index (None for a pod not waiting: placed already)."""
+    by_replica: dict[tuple[str, str, int, str, int], dict[int, Object]] = {}
+    for (namespace, _), pod in waiting.items():
         labels = pod["metadata"].get("labels") or {}
-        if ns != namespace or labels.get(GROUP_LABEL) != group or labels.get(UNIT_LABEL) != str(unit):
-            continue
-        by_replica.setdefault((labels[ROLE_LABEL], int(labels[REPLICA_LABEL])), {})[pod_index(pod)] = pod
-    out: dict[str, list[list[Object | None]]] = {}
-    for (role, _), pods in sorted(by_replica.items()):
-        out.setdefault(role, []).append([pods.get(i) for i in range(max(pods) + 1)])
+        key = (namespace, labels[GROUP_LABEL], int(labels[UNIT_LABEL]), labels[ROLE_LABEL], int(labels[REPLICA_LABEL]))
+        by_replica.setdefault(key, {})[pod_index(pod)] = pod
+    out: dict[tuple[str, str, int], dict[str, list[list[Object | None]]]] = {}
+    for (namespace, group, unit, role, _), pods in sorted(by_replica.items()):
+        out.setdefault((namespace, group, unit), {}).setdefault(role, []).append([pods.get(i) for i in range(max(pods) + 1)])
     return out
 
 
