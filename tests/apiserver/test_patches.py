@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from apiserver.helpers import IG, NS, group, pod
-from tandem.apiserver.patches import json_patch, merge_patch, strategic_merge
+from tandem.api.merge import merge_patch
+from tandem.apiserver.patches import json_patch, strategic_merge
 from tandem.errors import Invalid
 
 PODS = f"/api/v1/namespaces/{NS}/pods"

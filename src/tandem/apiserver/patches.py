@@ -51,19 +51,6 @@ ORDER = "$setElementOrder/"
 DELETE_FROM = "$deleteFromPrimitiveList/"
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch of `target` (not changed) by `patch`."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
-
-
 def strategic_merge(target: Any, patch: Any) -> Any:
     """A strategic merge patch of `target` (not changed); None when the patch deletes it."""
     if not isinstance(patch, dict):

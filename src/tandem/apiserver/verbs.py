@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import yaml
 
+from tandem.api.merge import merge_patch
 from tandem.apiserver import admission, patches, review, tables, webhooks
 from tandem.apiserver.kinds import Resource
 from tandem.apiserver.routes import Route
@@ -291,14 +292,14 @@ def _patch(state: State, call: Call) -> Pending:
 
 def _apply(kind: str, current: dict[str, Any], body: Any, *, custom: bool) -> Any:
     if kind == patches.MERGE:
-        return patches.merge_patch(current, _object(body))
+        return merge_patch(current, _object(body))
     if kind == patches.STRATEGIC:
         return patches.strategic_merge(current, _object(body)) or {}
     if kind == patches.JSON_PATCH:
         return patches.json_patch(current, body)
     applied = _object(body)  # server-side apply, approximated (no field ownership)
     applied.get("metadata", {}).pop("resourceVersion", None)
-    return patches.merge_patch(current, applied) if custom else (patches.strategic_merge(current, applied) or {})
+    return merge_patch(current, applied) if custom else (patches.strategic_merge(current, applied) or {})
 
 
 def plan_update(

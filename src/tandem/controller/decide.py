@@ -41,6 +41,7 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from tandem.api.kube import Node, Pod
+from tandem.api.merge import merge_patch
 from tandem.api.naming import GROUP_LABEL, PEERS_FILE, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import InferenceGroup
 from tandem.api.status import RECONCILE_KEYS, Condition, InferenceGroupStatus, RoleStatus, UnitStatus
@@ -274,7 +275,7 @@ def _coordinate(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> No
                 draft.actions.append(
                     PatchObject("Pod", meta.get("namespace"), meta["name"], patch, meta.get("resourceVersion"), "admitted by the step")
                 )
-                expected[_pod_key(pod)] = _merged(pod, patch)
+                expected[_pod_key(pod)] = merge_patch(pod, patch)
         gone = {(d.role, d.index) for d in decision.delete}
         for replica in replicas:
             members = pods_of[(replica.role, replica.index)]
@@ -422,13 +423,13 @@ def _assign(draft: _Draft, pod: Object, node: str, now: float, expected: dict[Po
         "metadata": {"annotations": {ASSIGNED_AT: rfc3339(now)}},
         "spec": {"nodeSelector": {HOSTNAME: node}, "schedulingGates": gates or None},
     }
-    expected[key] = _merged(pod, assignment)
+    expected[key] = merge_patch(pod, assignment)
     draft.deadlines.append(now + draft.typed.spec.scheduler.gang_timeout_seconds)  # bound by then, or released
     index = draft.pod_write.get(key)
     earlier = draft.actions[index] if index is not None else None
     if isinstance(earlier, CreateObject):
         draft.actions[index] = dataclasses.replace(  # type: ignore[index]
-            earlier, obj=_without_server_fields(_merged(earlier.obj, assignment)), why=f"{earlier.why}, placed on {node}"
+            earlier, obj=_without_server_fields(merge_patch(earlier.obj, assignment)), why=f"{earlier.why}, placed on {node}"
         )
         return
     meta = pod["metadata"]
@@ -620,19 +621,6 @@ def _merge_patches(first: Any, second: Any) -> Any:
     out = dict(first)
     for key, value in second.items():
         out[key] = _merge_patches(out.get(key), value) if key in out else value
-    return out
-
-
-def _merged(obj: Object, patch: Any) -> Object:
-    """`obj` with a merge patch applied (RFC 7386), as a new dict; `obj` is not changed."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(obj) if isinstance(obj, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merged(out.get(key), value) if isinstance(value, dict) else value
     return out
 
 

@@ -54,6 +54,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from tandem.api.base import StrictModel
 from tandem.api.loading import load_documents, load_texts
+from tandem.api.merge import merge_patch
 from tandem.api.resources import InferenceGroup
 from tandem.api.validation import check_group
 from tandem.errors import InputError, Problem
@@ -347,19 +348,6 @@ def with_variant(scenario: Scenario, variant: Variant) -> Scenario:
     if variant.speed_factor != 1.0:
         serving = [dataclasses.replace(load, gpu=scaled_gpu(load.gpu, variant.speed_factor)) for load in serving]
     return dataclasses.replace(scenario, arrivals=arrivals, serving=serving)
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386: mappings merge key by key, null deletes, anything else replaces."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
 
 
 # GpuProfile fields that are speeds (scaled by the factor) and fixed engine times (divided by

@@ -36,6 +36,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal, Mapping
 
+from tandem.api.merge import merge_patch
 from tandem.api.timestamps import rfc3339
 from tandem.controller.ports import AlreadyExists, Conflict, EventType, Gone, Invalid, NotFound, Object, ObjectRef, Propagation, Selector
 from tandem.controller.selectors import matches, matches_fields, parse, parse_fields
@@ -208,7 +209,7 @@ class MemoryStore:
         current = self.get(kind, namespace, name)
         self._precondition(current, resource_version, None)
         body = {k: v for k, v in patch.items() if k != "status" or kind not in self._status}
-        new = _merge(copy.deepcopy(current), body)
+        new = merge_patch(current, body)
         new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         return self._replace(current, new)
 
@@ -221,7 +222,7 @@ class MemoryStore:
         current = self.get(kind, namespace, name)
         self._precondition(current, resource_version, None)
         new = copy.deepcopy(current)
-        merged = _merge(new.get("status") or {}, patch.get("status", {}))
+        merged = merge_patch(new.get("status") or {}, patch.get("status", {}))
         if merged:
             new["status"] = merged
         else:
@@ -414,20 +415,6 @@ def _matching(
         and all(r.matches(obj["metadata"].get("labels", {})) for r in label_requirements)
         and matches_fields(field_requirements, obj)
     ]
-
-
-def _merge(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: null deletes, objects merge, anything else replaces."""
-    if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
-    if not isinstance(target, dict):
-        target = {}
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        else:
-            target[key] = _merge(target.get(key), value)
-    return target
 
 
 def _check_pod_spec(old: Mapping[str, Any], new: Mapping[str, Any]) -> None:

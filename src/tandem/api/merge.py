@@ -1,0 +1,21 @@
+"""RFC 7386 JSON merge patch: the one implementation the store, the local API server, the
+controller's view of its own writes and the scenario variants share."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """`target` merged with `patch` as a new value (`target` is not changed): mappings merge
+    key by key, null deletes, anything else replaces (copied)."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
