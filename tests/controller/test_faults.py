@@ -278,13 +278,19 @@ def changes(store):
             for e in store.watch(kind, "0")]
 
 
+def acted(decisions):
+    """What a pass decides, without the groups it skipped as settled (they decide nothing)."""
+    groups = tuple(g for g in decisions.groups if g.actions)
+    return groups, decisions.requeue_after, decisions.placed, decisions.notes
+
+
 def test_a_memo_across_passes_changes_no_decision_and_spares_revalidation():
     store = world(*two_groups())
     memo = Memo()
     now = 0.0
     for _ in range(12):  # the story's first steps, with and without the memo at every pass
         with_memo = decide(observe(store.snapshot(), memo), now)
-        assert with_memo == decide(observe(store.snapshot()), now)
+        assert acted(with_memo) == acted(decide(observe(store.snapshot()), now))
         reconcile(store, now, memo=memo)
         kubelet(store)
         now += 1.0

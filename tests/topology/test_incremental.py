@@ -1,4 +1,4 @@
-"""The placement snapshot kept up to date between passes equals one built from scratch,
+"""The placement snapshot kept up to date event by event equals one built from scratch,
 whatever sequence of node and pod events came in between (random sequences replayed)."""
 
 from __future__ import annotations
@@ -97,9 +97,33 @@ class World:
 
     def models(self) -> tuple[list, list]:
         nodes = [((n["metadata"]["uid"], n["metadata"]["resourceVersion"]), Node.model_validate(n)) for n in self.nodes.values()]
-        pods = [(p["metadata"]["uid"], (p["metadata"]["uid"], p["metadata"]["resourceVersion"]), Pod.model_validate(p))
-                for p in self.pods.values()]
+        pods = [(name, (p["metadata"]["uid"], p["metadata"]["resourceVersion"]), Pod.model_validate(p))
+                for name, p in sorted(self.pods.items())]
         return nodes, pods
+
+
+class Feed:
+    """Tells a cache of every node and pod whose version changed since the last call, as the
+    controller's index does."""
+
+    def __init__(self, cache: SnapshotCache):
+        self.cache = cache
+        self.nodes: dict[str, tuple] = {}
+        self.pods: dict[str, tuple] = {}
+
+    def __call__(self, world: World) -> None:
+        nodes, pods = world.models()
+        now_nodes = {m.metadata.name: (v, m) for v, m in nodes}
+        now_pods = {k: (v, m) for k, v, m in pods}
+        for name in sorted(set(self.nodes) | set(now_nodes)):
+            if self.nodes.get(name, (None,))[0] != now_nodes.get(name, (None,))[0]:
+                version, model = now_nodes.get(name, ((), None))
+                self.cache.node(name, version, model)
+        for key in sorted(set(self.pods) | set(now_pods)):
+            if self.pods.get(key, (None,))[0] != now_pods.get(key, (None,))[0]:
+                version, model = now_pods.get(key, ((), None))
+                self.cache.pod(key, version, model)
+        self.nodes, self.pods = now_nodes, now_pods
 
 
 def same(a: ClusterSnapshot, b: ClusterSnapshot) -> None:
@@ -116,11 +140,13 @@ def test_the_snapshot_kept_up_to_date_equals_one_built_from_scratch(events):
     for node in world.nodes.values():
         world.bump(node)
     cache = SnapshotCache()
+    feed = Feed(cache)
     topology = ClusterTopology.model_validate(TOPOLOGY)
     for event, n in [("add-pod", 0), *events]:
         world.apply(event, n)
+        feed(world)
         nodes, pods = world.models()
-        kept, kept_warnings = cache.snapshot(nodes, pods)
+        kept, kept_warnings = cache.snapshot()
         built, built_warnings = ClusterSnapshot.build([m for _, m in nodes], [m for _, _, m in pods])
         same(kept, built)
         assert kept_warnings == built_warnings
@@ -129,6 +155,10 @@ def test_the_snapshot_kept_up_to_date_equals_one_built_from_scratch(events):
         for a, b in zip(view.dom, rebuilt.dom):
             assert np.array_equal(a, b)
         assert np.array_equal(view.usable, rebuilt.usable)
+        assert view.exclusions == rebuilt.exclusions
+        for depth in range(view.depth_count):
+            for domain in range(view.domain_count(depth)):
+                assert np.array_equal(view.members(depth, domain), rebuilt.members(depth, domain))
 
 
 def test_a_pod_event_does_not_rebuild_the_nodes_part():
@@ -136,10 +166,31 @@ def test_a_pod_event_does_not_rebuild_the_nodes_part():
     for node in world.nodes.values():
         world.bump(node)
     cache = SnapshotCache()
+    feed = Feed(cache)
     for step in range(20):
         world.apply("add-pod" if step % 3 else "move-pod", step)
-        cache.snapshot(*world.models())
+        feed(world)
+        cache.snapshot()
     assert cache.rebuilds == 1
+
+
+def test_a_cordoned_node_is_patched_in_place_and_a_relabelled_one_rebuilds():
+    world = World()
+    for node in world.nodes.values():
+        world.bump(node)
+    cache = SnapshotCache()
+    feed = Feed(cache)
+    feed(world)
+    topology = ClusterTopology.model_validate(TOPOLOGY)
+    before = cache.view("t", topology, cache.snapshot()[0])
     world.apply("cordon", 0)
-    cache.snapshot(*world.models())
+    feed(world)
+    snapshot, _ = cache.snapshot()
+    after = cache.view("t", topology, snapshot)
+    assert cache.rebuilds == 1
+    assert not snapshot.schedulable[0] and before.usable[0] and not after.usable[0]
+    assert 0 not in after.members(0, 0).tolist()
+    world.apply("relabel", 1)
+    feed(world)
+    cache.snapshot()
     assert cache.rebuilds == 2

@@ -92,7 +92,7 @@ class Decisions:
     requeue_after: float | None = None
     placed: int = 0  # pods given a node by this pass
     notes: tuple[str, ...] = field(default_factory=tuple)  # lines for a log that no event carries
-    # Groups this pass found settled (nothing to write, nothing waiting for a node), by the
+    # Groups this pass found settled (nothing to write, nothing waiting for a node), with the
     # versions of everything their decision read, with the time their next deadline comes
     # (inf: none): until then, the same inputs decide nothing again (see `memo.py`).
-    settled: tuple[tuple[tuple[Any, ...], float], ...] = field(default_factory=tuple, compare=False)
+    settled: tuple[tuple[tuple[str, str], tuple[Any, ...], float], ...] = field(default_factory=tuple, compare=False)

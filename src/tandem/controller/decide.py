@@ -36,11 +36,8 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-from pydantic import ValidationError
-
-from tandem.api.kube import Node, Pod
 from tandem.api.merge import merge_patch
 from tandem.api.naming import GROUP_LABEL, PEERS_FILE, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import InferenceGroup
@@ -56,7 +53,6 @@ from tandem.controller.actions import (
     PatchStatus,
     RecordEvent,
 )
-from tandem.controller.memo import version_key
 from tandem.controller.observe import ClusterState, GroupState
 from tandem.controller.pods import (
     ADMITTED,
@@ -90,36 +86,66 @@ _AFTER_DEADLINE_S = 1e-3
 
 
 def decide(state: ClusterState, now: float, placer: Placer = place) -> Decisions:
-    expected: dict[PodKey, Object] = {_pod_key(p): p for p in state.pods}  # pods as they will be
-    drafts = [_Draft(group, state.settled_key(group)) for group in state.groups]
-    for draft in drafts:
-        until = state.memo.settled_until(draft.settled_key) if draft.group.valid else None
-        if until is not None and now < until:
-            draft.skipped = True  # settled with these very inputs, and no deadline since
+    expected = _Expected(state.pods)  # pods as they will be
+    drafts, deadlines = [], []
+    for group in state.groups:
+        inputs = state.settled_key(group)
+        until = state.memo.settled_until(group.key, inputs) if group.valid else None
+        if until is not None and now < until:  # settled with these very inputs, and no deadline since
             if until != math.inf:
-                draft.deadlines.append(until)
-        elif draft.group.valid:
+                deadlines.append(until)
+            continue
+        draft = _Draft(group, inputs)
+        drafts.append(draft)
+        if group.valid:
             _release(draft, now, expected)
             _companions(draft, expected)
             _coordinate(draft, now, expected)
-    placed, notes = _place(state, [d for d in drafts if not d.skipped], now, expected, placer)
+    placed, notes = _place(state, drafts, now, expected, placer)
     for draft in drafts:
-        if draft.skipped:
-            continue
         if draft.group.valid:
             _status(draft, now, expected)
         else:
             _invalid(draft, now)
-    deadlines = [d for draft in drafts for d in draft.deadlines]
+    deadlines += [d for draft in drafts for d in draft.deadlines]
     requeue = max(min(deadlines) - now, 0.0) + _AFTER_DEADLINE_S if deadlines else None
     groups = tuple(GroupActions(*draft.group.key, actions=tuple(draft.actions)) for draft in drafts)
     settled = tuple(
-        (draft.settled_key, min(draft.deadlines, default=math.inf))
+        (draft.group.key, draft.settled_key, min(draft.deadlines, default=math.inf))
         for draft in drafts
-        if draft.settled_key is not None and draft.group.valid and not draft.skipped and not draft.actions
+        if draft.settled_key is not None and draft.group.valid and not draft.actions
         and not any(_waits_for_placement(p) for p in draft.group.pods)
     )
     return Decisions(groups, requeue, placed, tuple(notes), settled)
+
+
+class _Expected:
+    """Pods as they will be after this pass: the observed ones, with this pass's creates,
+    patches and deletes laid over them (the observed map is shared and not copied)."""
+
+    def __init__(self, observed: Mapping[PodKey, Object]):
+        self._observed = observed
+        self._over: dict[PodKey, Object | None] = {}
+
+    def get(self, key: PodKey) -> Object | None:
+        if key in self._over:
+            return self._over[key]
+        return self._observed.get(key)
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key) is not None  # type: ignore[arg-type]
+
+    def __getitem__(self, key: PodKey) -> Object:
+        pod = self.get(key)
+        if pod is None:
+            raise KeyError(key)
+        return pod
+
+    def __setitem__(self, key: PodKey, pod: Object) -> None:
+        self._over[key] = pod
+
+    def __delitem__(self, key: PodKey) -> None:
+        self._over[key] = None
 
 
 @dataclass
@@ -128,7 +154,6 @@ class _Draft:
 
     group: GroupState
     settled_key: tuple[Any, ...] | None = None
-    skipped: bool = False  # settled since an earlier pass: nothing decided for it
     actions: list[Action] = field(default_factory=list)
     released: set[int] = field(default_factory=set)
     decisions: dict[int, Decision] = field(default_factory=dict)
@@ -148,7 +173,7 @@ class _Draft:
     def event(self, type_: str, reason: str, message: str) -> None:
         self.actions.append(RecordEvent(ObjectRef.of(self.group.raw), type_, reason, message))  # type: ignore[arg-type]
 
-    def delete_pod(self, pod: Object, why: str, expected: dict[PodKey, Object]) -> None:
+    def delete_pod(self, pod: Object, why: str, expected: _Expected) -> None:
         key = _pod_key(pod)
         if key not in expected:
             return
@@ -165,7 +190,7 @@ class _Draft:
 # ----------------------------------------------------------------------------- 1. release
 
 
-def _release(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> None:
+def _release(draft: _Draft, now: float, expected: _Expected) -> None:
     timeout = draft.typed.spec.scheduler.gang_timeout_seconds
     expired = set()
     by_unit = _live_by_unit(draft.group, expected)
@@ -209,7 +234,7 @@ def _partial(pods: list[Object], group: InferenceGroup) -> bool:
 # ----------------------------------------------------------------------------- 2. companions
 
 
-def _companions(draft: _Draft, expected: dict[PodKey, Object]) -> None:
+def _companions(draft: _Draft, expected: _Expected) -> None:
     """Service first, then the peers files, so a pod created in this pass finds its
     ConfigMap; the files list only Ready replicas, so creating pods changes none."""
     raw, typed = draft.group.raw, draft.typed
@@ -238,7 +263,7 @@ def _companions(draft: _Draft, expected: dict[PodKey, Object]) -> None:
 # ----------------------------------------------------------------------------- 3. coordinate
 
 
-def _coordinate(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> None:
+def _coordinate(draft: _Draft, now: float, expected: _Expected) -> None:
     raw, typed = draft.group.raw, draft.typed
     revision = revision_of(typed, raw)
     spec = UnitSpec.from_group(typed, revision)
@@ -294,7 +319,7 @@ def _coordinate(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> No
             draft.event("Warning", "Stalled", f"unit {unit}: {decision.reason}")
 
 
-def _create_pods(draft: _Draft, pods: list[Object], now: float, expected: dict[PodKey, Object], why: str) -> None:
+def _create_pods(draft: _Draft, pods: list[Object], now: float, expected: _Expected, why: str) -> None:
     """Create a replica's pods workers first, its leader last (`replicas_of_unit` reads a
     replica cut short by a crash from that order)."""
     for pod in reversed(pods):
@@ -304,7 +329,7 @@ def _create_pods(draft: _Draft, pods: list[Object], now: float, expected: dict[P
         expected[_pod_key(pod)] = pod
 
 
-def _live_by_unit(group: GroupState, expected: dict[PodKey, Object]) -> dict[int, list[Object]]:
+def _live_by_unit(group: GroupState, expected: _Expected) -> dict[int, list[Object]]:
     by_unit: dict[int, list[Object]] = {}
     for pod in group.pods:
         current = expected.get(_pod_key(pod))
@@ -314,7 +339,7 @@ def _live_by_unit(group: GroupState, expected: dict[PodKey, Object]) -> dict[int
     return by_unit
 
 
-def _pods_after(draft: _Draft, expected: dict[PodKey, Object]) -> dict[int, list[Object]]:
+def _pods_after(draft: _Draft, expected: _Expected) -> dict[int, list[Object]]:
     """The group's live pods per unit as they will be after this pass, created ones included."""
     by_unit = _live_by_unit(draft.group, expected)
     for key, action in draft.pod_write.items():
@@ -337,7 +362,7 @@ def _lowest_free(taken: set[int], count: int) -> list[int]:
 
 
 def _place(
-    state: ClusterState, drafts: list[_Draft], now: float, expected: dict[PodKey, Object], placer: Placer
+    state: ClusterState, drafts: list[_Draft], now: float, expected: _Expected, placer: Placer
 ) -> tuple[int, list[str]]:
     valid = [d for d in drafts if d.group.valid]
     # Only a group's own pods wait for tandem's gate, and a group skipped as settled has none.
@@ -345,34 +370,14 @@ def _place(
     waiting = {key: expected[key] for key in sorted(candidates) if key in expected and _waits_for_placement(expected[key])}
     if not waiting or not valid:
         return 0, []
-    # A pod this pass deletes holds its node until it is gone: the delete may fail (and the
-    # pass's creates still go through), and a deleted pod terminates before it lets go. By
-    # uid: a replacement may take the deleted pod's name in the same pass.
-    kept = {pod["metadata"].get("uid") for pod in expected.values()}
-    deleting = [pod for pod in state.pods if pod["metadata"].get("uid") not in kept]
-    pods = [*expected.values(), *deleting]
-    notes: list[str] = []
-    nodes = []
-    for raw in state.nodes:
-        node_model = _validated(state, "Node", raw, Node, raw)
-        if isinstance(node_model, str):
-            notes.append(f"node {raw['metadata'].get('name', '?')} skipped: {node_model}")
-        else:
-            nodes.append((_version(raw), node_model))
-    holding = []
-    for pod in pods:
-        node = assigned_node(pod)
-        if node and not pod_failed(pod):
-            body = {**pod, "spec": {**pod.get("spec", {}), "nodeName": node}}
-            pod_model = _validated(state, "Pod", pod, Pod, body, node)
-            if isinstance(pod_model, str):
-                notes.append(f"pod {pod['metadata'].get('name', '?')} not counted: {pod_model}")
-            else:
-                holding.append((_version(pod)[0], (*_version(pod), node), pod_model))
-    # The snapshot and domain trees of the last pass, brought up to date (the memo's cache):
-    # equal to building them from these nodes and pods, at the cost of what changed.
+    # The snapshot of the observed nodes and pods, kept up to date by `observe` (the memo's
+    # cache): equal to building it from them, at the cost of what changed. What this pass
+    # writes before placing changes no node's load: creates are gated, patches only admit,
+    # and a pod this pass deletes holds its node until it is gone (the delete may fail, and
+    # a deleted pod terminates before it lets go).
+    notes = [note for _, note in sorted(state.memo.unusable.items())]
     cache = state.memo.placement
-    snapshot, _ = cache.snapshot(nodes, holding)
+    snapshot, _ = cache.snapshot()
     views = {name: cache.view((name, dict(state.topology_versions).get(name)), t, snapshot) for name, t in state.topologies.items()}
     demands: list[UnitDemand] = []
     by_group: dict[tuple[str, str], _Draft] = {}
@@ -414,7 +419,7 @@ def _waiting_replicas(waiting: dict[PodKey, Object]) -> dict[tuple[str, str, int
     return out
 
 
-def _assign(draft: _Draft, pod: Object, node: str, now: float, expected: dict[PodKey, Object]) -> None:
+def _assign(draft: _Draft, pod: Object, node: str, now: float, expected: _Expected) -> None:
     """Write the node choice and lift tandem's gate: into the pod's create if this pass
     creates it, else into one patch (with its admission, if this pass admits it)."""
     key = _pod_key(pod)
@@ -442,27 +447,6 @@ def _assign(draft: _Draft, pod: Object, node: str, now: float, expected: dict[Po
     draft.actions.append(PatchObject("Pod", meta.get("namespace"), meta["name"], assignment, meta.get("resourceVersion"), f"placed on {node}"))
 
 
-def _validated(state: ClusterState, kind: str, raw: Object, model: Any, body: Object, *more: Any) -> Any:
-    """The model of `body` (or the first validation message), remembered by `raw`'s version."""
-
-    def build() -> Any:
-        try:
-            return model.model_validate(body)
-        except ValidationError as exc:
-            return str(exc.errors()[0]["msg"])
-
-    key = version_key(kind, raw, *more)
-    return build() if key is None else state.memo.get(key, build)
-
-
-def _version(obj: Object) -> tuple[str, str]:
-    """(uid, resourceVersion); an object without them (made by this pass) is its own version."""
-    meta = obj["metadata"]
-    if meta.get("uid") and meta.get("resourceVersion"):
-        return (meta["uid"], meta["resourceVersion"])
-    return (f"unsaved:{id(obj)}", "")
-
-
 def _waits_for_placement(pod: Object) -> bool:
     meta, spec = pod["metadata"], pod.get("spec", {})
     return (
@@ -473,7 +457,7 @@ def _waits_for_placement(pod: Object) -> bool:
     )
 
 
-def _unit_demands(draft: _Draft, expected: dict[PodKey, Object]) -> list[UnitDemand]:
+def _unit_demands(draft: _Draft, expected: _Expected) -> list[UnitDemand]:
     """Per unit with waiting pods: the admitted replicas as the demand, the running ones as existing."""
     typed = draft.typed
     by_unit = _pods_after(draft, expected)
@@ -504,7 +488,7 @@ def _unit_demands(draft: _Draft, expected: dict[PodKey, Object]) -> list[UnitDem
 # ----------------------------------------------------------------------------- 5. status
 
 
-def _status(draft: _Draft, now: float, expected: dict[PodKey, Object]) -> None:
+def _status(draft: _Draft, now: float, expected: _Expected) -> None:
     raw, typed, before = draft.group.raw, draft.typed, draft.before
     generation = int(raw["metadata"].get("generation", 1))
     revision = revision_of(typed, raw)

@@ -6,16 +6,17 @@ same object: a world that keeps one `Memo` across passes (the simulator's runner
 operator) pays for an object once per change instead of once per pass. A pass without
 one (`Memo()` fresh each time) decides exactly the same, only slower.
 
-It keeps the last placement snapshot and domain trees (`topology.incremental`), brought
-up to date with the nodes and pods that changed. It also remembers which groups a pass found settled (nothing written, nothing waiting for
-a node), keyed by the versions of everything their decision read, and until when (their
-next deadline): decide skips such a group while those versions hold and the deadline has
-not come, since the same inputs before the same deadline decide the same nothing.
+It keeps the cluster as last observed (`index.py`: objects by kind, pods by group, what
+changed), each group's state while its inputs hold, and the placement snapshot and
+domain trees (`topology.incremental`), told of every Node and Pod that changed. It also
+remembers which groups a pass found settled (nothing written, nothing waiting for a
+node), with the inputs their decision read and until when (their next deadline): decide
+skips such a group while those inputs hold and the deadline has not come, since the same
+inputs before the same deadline decide the same nothing.
 
-Bounded: `sweep(live)` drops the entries of objects that no longer exist at the version
-they were validated at, once the memo holds more than twice as many entries as there are
-live objects (so a steady pass, which validates no Node, does not forget the Nodes the
-next placement needs, and the cost of sweeping is spread over many passes).
+Bounded: `sweep(live)` drops the validations of groups that no longer exist at the
+version they were validated at, once there are more than twice as many as live groups;
+the per-group entries go with their group.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Hashable, TypeVar
 
+from tandem.controller.index import ClusterIndex, GroupKey
 from tandem.topology.incremental import SnapshotCache
 
 T = TypeVar("T")
@@ -35,6 +37,12 @@ class Memo:
     misses: int = 0
     settled_hits: int = 0  # groups a pass skipped as settled
     placement: SnapshotCache = field(default_factory=SnapshotCache)  # the last placement snapshot, kept up to date
+    index: ClusterIndex = field(default_factory=ClusterIndex)  # the cluster as last observed
+    group_states: dict[GroupKey, tuple[Any, ...]] = field(default_factory=dict)  # (raw, serial, topologies, GroupState)
+    groups: tuple[Any, ...] | None = None  # (stamp, GroupStates, deleting groups) while no group changes
+    unusable: dict[tuple[str, tuple[str, str]], str] = field(default_factory=dict)  # Nodes and Pods that do not validate
+    placement_keys: dict[tuple[str, tuple[str, str]], str] = field(default_factory=dict)  # what the snapshot last read of each
+    settled: dict[GroupKey, tuple[tuple[Hashable, ...], float]] = field(default_factory=dict)  # inputs, until
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -48,20 +56,26 @@ class Memo:
         self._entries[key] = value
         return value
 
-    def settled_until(self, key: tuple[Hashable, ...] | None) -> float | None:
-        """When a group found settled with exactly these inputs next has a deadline (None: not known settled)."""
-        until = None if key is None else self._entries.get(key)
+    def settled_until(self, group: GroupKey, inputs: tuple[Hashable, ...] | None) -> float | None:
+        """When `group`, found settled with exactly these inputs, next has a deadline (None: not known settled)."""
+        kept = self.settled.get(group)
+        until = kept[1] if kept is not None and inputs is not None and kept[0] == inputs else None
         self.settled_hits += until is not None
         return until
 
-    def remember_settled(self, settled: Collection[tuple[tuple[Hashable, ...], float]]) -> None:
-        for key, until in settled:
-            self._entries[key] = until
+    def remember_settled(self, settled: Collection[tuple[GroupKey, tuple[Hashable, ...], float]]) -> None:
+        for group, inputs, until in settled:
+            self.settled[group] = (inputs, until)
 
-    def sweep(self, live: Callable[[], Collection[tuple[Hashable, Hashable, Hashable]]], objects: int) -> None:
-        """Forget deleted and changed objects when the memo has grown past twice the
-        `objects` that exist; `live()` gives their (kind, uid, resourceVersion)."""
-        if len(self._entries) <= 2 * objects + 64:
+    def sweep(self, live: Callable[[], Collection[tuple[Hashable, Hashable, Hashable]]], groups: Callable[[], Collection[GroupKey]], count: int) -> None:
+        """Forget what is about groups that are gone or changed, once there is more than
+        twice as much as the `count` groups that exist; `live()` gives their (kind, uid,
+        resourceVersion), `groups()` their keys."""
+        if len(self.group_states) > count or len(self.settled) > count:
+            present = set(groups())
+            self.group_states = {k: v for k, v in self.group_states.items() if k in present}
+            self.settled = {k: v for k, v in self.settled.items() if k in present}
+        if len(self._entries) <= 2 * count + 64:
             return
         alive = set(live())
         self._entries = {k: v for k, v in self._entries.items() if k[:3] in alive}

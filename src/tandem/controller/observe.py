@@ -1,28 +1,33 @@
 """Observe: one snapshot of everything a pass decides from, read once.
 
-Six lists (InferenceGroups, ClusterTopologies, Nodes, Pods, and the Services and
-ConfigMaps tandem made) through the `Reader` of one consistent snapshot; pods and those
-companions are grouped by the group that owns them, and each group is validated once
-(see `validity`). Nothing here writes, and nothing later in the pass reads
-the cluster again.
+Six kinds (InferenceGroups, ClusterTopologies, Nodes, Pods, and the Services and
+ConfigMaps tandem made) through the `Reader` of one consistent snapshot, into the
+memo's `ClusterIndex`: only what changed since the last pass when the reader can say
+(see `index.py`), everything otherwise. Pods and companions come grouped by the group
+that owns them; each group is validated once per version (see `validity`), and the
+Nodes and Pods that changed are handed to the placement snapshot (`topology.incremental`)
+as they are seen, so a pass costs what changed, not what exists. Nothing here writes, and
+nothing later in the pass reads the cluster again.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
-from tandem.api.naming import GROUP_LABEL
+from pydantic import ValidationError
+
+from tandem.api.kube import Node, Pod
 from tandem.api.resources import ClusterTopology, InferenceGroup
+from tandem.controller.index import COMPANION_KINDS, Change, GroupKey, Name
 from tandem.controller.memo import Memo, version_key
+from tandem.controller.pods import assigned_node, pod_failed
 from tandem.controller.ports import Object, Reader
 from tandem.controller.validity import group_problems, topologies_of
 from tandem.errors import Problem
 
-
 # What a pass reads, and so what a world must list (and an operator watch): the kinds here.
-OBSERVED_KINDS = ("InferenceGroup", "ClusterTopology", "Node", "Pod", "Service", "ConfigMap")
+OBSERVED_KINDS = ("InferenceGroup", "ClusterTopology", "Node", "Pod", *COMPANION_KINDS)
 
 
 @dataclass(frozen=True)
@@ -30,12 +35,13 @@ class GroupState:
     raw: Object
     typed: InferenceGroup | None  # None when the object does not even parse
     problems: tuple[Problem, ...]  # empty for a valid group
-    pods: tuple[Object, ...]  # the group's pods, deleting ones included
+    pods: tuple[Object, ...]  # the group's pods, deleting ones included, by name
     companions: tuple[Object, ...] = ()  # its headless Service and peers ConfigMaps
+    # What changes whenever any input of deciding the group changes (itself, a pod, a
+    # companion; the ClusterTopologies are keyed apart); None when an input has no version.
+    inputs: tuple[Any, ...] | None = None
 
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.raw["metadata"].get("namespace", "default"), self.raw["metadata"]["name"])
+    key: tuple[str, str] = ("", "")  # (namespace, name)
 
     @property
     def valid(self) -> bool:
@@ -44,70 +50,144 @@ class GroupState:
 
 @dataclass(frozen=True)
 class ClusterState:
+    """The pass's view. `nodes` and `pods` are the memo's index, shared: read-only, and
+    valid until the next `observe` with the same memo."""
+
     groups: tuple[GroupState, ...]
     topologies: dict[str, ClusterTopology]
-    nodes: tuple[Object, ...]
-    pods: tuple[Object, ...]  # every pod (other workloads hold capacity too)
+    nodes: Mapping[Name, Object]  # by ("", name)
+    pods: Mapping[Name, Object]  # every pod, by (namespace, name) (other workloads hold capacity too)
     deleting_groups: tuple[Object, ...] = field(default_factory=tuple)
     topology_versions: tuple[tuple[str, str], ...] = ()
     memo: Memo = field(default_factory=Memo, compare=False, repr=False)  # validated models, by version
 
-    @property
-    def size(self) -> int:
-        return len(self.groups) + len(self.nodes) + len(self.pods) + len(self.deleting_groups)
-
     def settled_key(self, group: GroupState) -> tuple[Any, ...] | None:
-        """The versions of everything deciding `group` reads: itself, its pods and companions,
-        the ClusterTopologies (None when an object has no uid or version)."""
-        versions = []
-        for obj in (*group.pods, *group.companions):
-            meta = obj["metadata"]
-            if not meta.get("uid") or not meta.get("resourceVersion"):
-                return None
-            versions.append((meta["uid"], meta["resourceVersion"]))
-        return version_key("InferenceGroup", group.raw, "settled", tuple(sorted(versions)), self.topology_versions)
+        """What deciding `group` read, as versions: its inputs and the ClusterTopologies
+        (None when an object has no uid or version)."""
+        return None if group.inputs is None else (*group.inputs, self.topology_versions)
 
-    def live_versions(self) -> set[tuple[str, str, str]]:
-        """(kind, uid, resourceVersion) of every object a memo entry may be about."""
-        out: set[tuple[str, str, str]] = set()
-        for kind, objects in (("InferenceGroup", [g.raw for g in self.groups]), ("Node", self.nodes), ("Pod", self.pods)):
-            for obj in objects:
-                meta = obj["metadata"]
-                out.add((kind, meta.get("uid", ""), meta.get("resourceVersion", "")))
-        return out
+    def live_groups(self) -> set[tuple[str, str, str]]:
+        """(kind, uid, resourceVersion) of every group a memo entry may be about."""
+        return {("InferenceGroup", g.raw["metadata"].get("uid", ""), g.raw["metadata"].get("resourceVersion", "")) for g in self.groups}
 
 
 def observe(reader: Reader, memo: Memo | None = None) -> ClusterState:
-    """`memo` remembers validated models across passes (see `memo.py`); the state is the same without it."""
+    """`memo` remembers the index and validated models across passes (see `memo.py`); the
+    state is the same without it, only dearer."""
     memo = Memo() if memo is None else memo
-    raw_groups = reader.list("InferenceGroup")
-    raw_topologies = reader.list("ClusterTopology")
-    topologies, _ = topologies_of(raw_topologies)
-    topology_versions = tuple(sorted((t["metadata"]["name"], t["metadata"].get("resourceVersion", "")) for t in raw_topologies))
-    nodes = tuple(reader.list("Node"))
-    pods = tuple(reader.list("Pod"))
-    by_group = _by_group(pods)
-    companions = _by_group([*reader.list("Service", labels=GROUP_LABEL), *reader.list("ConfigMap", labels=GROUP_LABEL)])
-    groups, deleting = [], []
-    for raw in raw_groups:
-        if raw["metadata"].get("deletionTimestamp"):
-            deleting.append(raw)  # its pods go with it (owner references); nothing to decide
+    index = memo.index
+    changes = index.refresh(reader, OBSERVED_KINDS)
+    _follow(memo, changes)
+    raw_topologies = [obj for _, obj in sorted(index.of_kind("ClusterTopology").items())]
+    topology_versions = tuple((t["metadata"]["name"], t["metadata"].get("resourceVersion", "")) for t in raw_topologies)
+    topologies = _topologies(memo, raw_topologies, topology_versions)
+    stamp = (index.groups_serial, topology_versions)
+    if memo.groups is None or memo.groups[0] != stamp:  # a group, or something of one, changed
+        groups, deleting = [], []
+        for name, raw in sorted(index.of_kind("InferenceGroup").items()):
+            if raw["metadata"].get("deletionTimestamp"):
+                deleting.append(raw)  # its pods go with it (owner references); nothing to decide
+                continue
+            groups.append(_group_state(memo, raw, (raw["metadata"].get("namespace", "default"), name[1]), topologies, topology_versions))
+        memo.groups = (stamp, tuple(groups), tuple(deleting))
+    _, kept, gone = memo.groups
+    return ClusterState(kept, topologies, index.of_kind("Node"), index.of_kind("Pod"), gone, topology_versions, memo)
+
+
+def _group_state(
+    memo: Memo, raw: Object, key: GroupKey, topologies: dict[str, ClusterTopology], topology_versions: tuple[tuple[str, str], ...]
+) -> GroupState:
+    """The group's state, kept while neither it, its pods, its companions nor the topologies change."""
+    index = memo.index
+    serial = index.serial.get(key, 0)
+    kept = memo.group_states.get(key)
+    if kept is not None and kept[0] is raw and kept[1] == serial and kept[2] == topology_versions:
+        return kept[3]
+    validity = version_key("InferenceGroup", raw, topology_versions)
+    if validity is None:
+        typed, problems = group_problems(raw, topologies)
+    else:
+        typed, problems = memo.get(validity, lambda: group_problems(raw, topologies))
+    pods = tuple(obj for _, obj in sorted(index.pods_of.get(key, {}).items()))
+    companions = tuple(obj for _, obj in sorted(index.companions_of.get(key, {}).items(), key=_companion_order))
+    meta = raw["metadata"]
+    versioned = all(o["metadata"].get("uid") and o["metadata"].get("resourceVersion") for o in (raw, *pods, *companions))
+    inputs = ("InferenceGroup", meta.get("uid"), meta.get("resourceVersion"), serial) if versioned else None
+    state = GroupState(raw, typed, tuple(problems), pods, companions, inputs, key)
+    memo.group_states[key] = (raw, serial, topology_versions, state)
+    return state
+
+
+def _companion_order(item: tuple[tuple[str, str, str], Object]) -> tuple[int, str, str]:
+    kind, namespace, name = item[0]
+    return (COMPANION_KINDS.index(kind), namespace, name)
+
+
+def _topologies(memo: Memo, raws: list[Object], versions: tuple[tuple[str, str], ...]) -> dict[str, ClusterTopology]:
+    if all(version for _, version in versions):
+        return memo.get(("ClusterTopologies", versions), lambda: topologies_of(raws)[0])
+    return topologies_of(raws)[0]
+
+
+def _follow(memo: Memo, changes: list[Change]) -> None:
+    """Hand the Nodes and Pods that changed to the placement snapshot, validated; one that
+    does not validate is left out, with a note for the next placement. A change the
+    snapshot cannot see (a heartbeat, a pod's IP) costs a comparison, not a validation."""
+    cache, notes, seen = memo.placement, memo.unusable, memo.placement_keys
+    for change in changes:
+        if change.kind not in ("Node", "Pod"):
             continue
-        key = version_key("InferenceGroup", raw, topology_versions)
-        if key is None:
-            typed, problems = group_problems(raw, topologies)
+        obj = change.after
+        note_key = (change.kind, change.name)
+        relevant = None if obj is None else (_node_facts(obj) if change.kind == "Node" else _pod_facts(obj))
+        if relevant is not None and seen.get(note_key) == relevant:
+            continue
+        if relevant is None:
+            seen.pop(note_key, None)
         else:
-            typed, problems = memo.get(key, lambda raw=raw: group_problems(raw, topologies))
-        key = (raw["metadata"].get("namespace", "default"), raw["metadata"]["name"])
-        groups.append(GroupState(raw, typed, tuple(problems), tuple(by_group.get(key, ())), tuple(companions.get(key, ()))))
-    return ClusterState(tuple(groups), topologies, nodes, pods, tuple(deleting), topology_versions, memo)
+            seen[note_key] = relevant
+        notes.pop(note_key, None)
+        if change.kind == "Node":
+            name = change.name[1]
+            model = None if obj is None else _model(Node, obj)
+            if isinstance(model, str):
+                notes[note_key] = f"node {name} skipped: {model}"
+                model = None
+            cache.node(name, _version(obj), model)
+            continue
+        node = assigned_node(obj) if obj is not None and not pod_failed(obj) else None
+        model = None if node is None else _model(Pod, {**obj, "spec": {**obj.get("spec", {}), "nodeName": node}})  # type: ignore[dict-item]
+        if isinstance(model, str):
+            notes[note_key] = f"pod {change.name[1]} not counted: {model}"
+            model = None
+        cache.pod(change.name, _version(obj), model)
 
 
-def _by_group(objects: list[Object] | tuple[Object, ...]) -> dict[tuple[str, str], list[Object]]:
-    out: dict[tuple[str, str], list[Object]] = defaultdict(list)
-    for obj in objects:
-        meta = obj["metadata"]
-        owner = (meta.get("labels") or {}).get(GROUP_LABEL)
-        if owner is not None:
-            out[(meta.get("namespace", "default"), owner)].append(obj)
-    return out
+def _node_facts(node: Object) -> str:
+    """What of a Node the placement snapshot reads (labels, capacity, usability, taints), as text."""
+    ready = [c.get("status") for c in (node.get("status") or {}).get("conditions") or () if isinstance(c, dict) and c.get("type") == "Ready"]
+    return repr((node["metadata"].get("labels"), (node.get("status") or {}).get("allocatable"), node.get("spec"), ready))
+
+
+def _pod_facts(pod: Object) -> str:
+    """What of a Pod the placement snapshot reads (where it runs, its phase, its requests,
+    the labels of an exclusive unit), as text: a change of anything else is no change to it."""
+    spec, meta = pod.get("spec") or {}, pod["metadata"]
+    resources = [[c.get("resources") for c in spec.get(part) or () if isinstance(c, dict)] for part in ("containers", "initContainers")]
+    return repr((assigned_node(pod), pod_failed(pod), (pod.get("status") or {}).get("phase"), resources, spec.get("overhead"),
+                 meta.get("labels"), meta.get("namespace"), len(spec.get("containers") or ())))
+
+
+def _model(model: Any, body: Object) -> Any:
+    """The model of `body`, or the first validation message."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        return str(exc.errors()[0]["msg"])
+
+
+def _version(obj: Object | None) -> tuple[Any, ...]:
+    if obj is None:
+        return ()
+    meta = obj["metadata"]
+    return (meta.get("uid"), meta.get("resourceVersion"), id(obj) if not meta.get("resourceVersion") else None)

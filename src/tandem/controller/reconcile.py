@@ -1,6 +1,6 @@
 """One level-triggered pass over every InferenceGroup: observe, decide, apply.
 
-    state = observe(cluster.snapshot())      # four lists, one consistent snapshot
+    state = observe(cluster.snapshot())      # what changed, from one consistent snapshot
     decisions = decide(state, now, placer)   # pure: actions per group, requeue_after
     report = apply(cluster, decisions)       # writes, group by group
 
@@ -30,5 +30,5 @@ def reconcile(cluster: Cluster, now: float, placer: Placer = place, memo: Memo |
     report = apply(cluster, decisions)
     if memo is not None:
         memo.remember_settled(decisions.settled)
-        memo.sweep(state.live_versions, state.size)
+        memo.sweep(state.live_groups, lambda: [g.key for g in state.groups], len(state.groups))
     return report

@@ -19,6 +19,10 @@
   counts repeats, as the Kubernetes event recorder aggregates them.
 - `watch(kind, since)` returns every change after `since`; a `since` older than the
   retained history raises `Gone`, so the caller re-lists, as with a real server.
+- A snapshot also says which objects changed since an earlier one (`changes_since`, from a
+  journal of keys), so a controller pass reads what changed, not everything
+  (`controller/index.py`). Taking one costs nothing: the store copies its table on the
+  first write after a snapshot was taken (copy on write), not on every snapshot.
 - Watching (`watch`) and binding (`bind`) are the world's, not the controller's.
 - Pods: `spec` is immutable except removing scheduling gates, and adding `nodeSelector`
   entries while the pod is still gated (KEP-3838); `bind` sets `spec.nodeName` and is
@@ -34,7 +38,7 @@ import copy
 import hashlib
 from collections import defaultdict, deque
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Literal, Mapping
+from typing import Any, Callable, Hashable, Iterable, Literal, Mapping
 
 from tandem.api.merge import merge_patch
 from tandem.api.timestamps import rfc3339
@@ -66,11 +70,34 @@ class ListResult:
 class Snapshot:
     """A `Reader` over the store as it was at one resourceVersion; objects are shared, read-only."""
 
-    def __init__(self, objects: dict[tuple[str, str, str], Object], version: int, cluster_scoped: frozenset[str] = CLUSTER_SCOPED):
+    def __init__(
+        self,
+        objects: dict[tuple[str, str, str], Object],
+        version: int,
+        cluster_scoped: frozenset[str] = CLUSTER_SCOPED,
+        journal: deque[tuple[int, tuple[str, str, str]]] | None = None,
+    ):
         self._objects = objects
         self._cluster_scoped = cluster_scoped
+        self._version = version
+        self._journal = journal
         self.resource_version = str(version)
         self._sorted: dict[str, list[tuple[str, str, str]]] | None = None  # keys per kind, sorted at the first list
+
+    def changes_since(self, cursor: Hashable | None) -> tuple[Hashable, set[tuple[str, str, str]] | None]:
+        """(this snapshot's cursor, the keys (kind, namespace or "", name) written or deleted
+        after `cursor` up to this snapshot); None for the keys when `cursor` is None or older
+        than the journal keeps: then the caller lists everything."""
+        journal, version = self._journal, self._version
+        if cursor is None or journal is None or not isinstance(cursor, int) or cursor > version:
+            return version, None
+        keys: set[tuple[str, str, str]] = set()
+        for at, key in reversed(journal):
+            if at <= cursor:
+                return version, keys
+            if at <= version:  # later writes are not in this snapshot
+                keys.add(key)
+        return version, (keys if cursor >= version or (journal and journal[0][0] <= cursor + 1) else None)
 
     def get(self, kind: str, namespace: str | None, name: str) -> Object:
         obj = self._objects.get(_key(kind, namespace, name, self._cluster_scoped))
@@ -101,7 +128,10 @@ class MemoryStore:
         self._status = set(status_subresource)
         self._cluster_scoped = frozenset(cluster_scoped)
         self._objects: dict[tuple[str, str, str], Object] = {}
+        self._shared = False  # a snapshot holds `_objects`: copy it before the next write
         self._events: deque[Event] = deque(maxlen=history)
+        self._journal: deque[tuple[int, tuple[str, str, str]]] = deque(maxlen=history)  # (version, key) of each write
+        self._owned: dict[str, set[tuple[str, str, str]]] = defaultdict(set)  # owner uid -> its dependents' keys
         self._version = 0
         self._uids = 0
 
@@ -128,7 +158,8 @@ class MemoryStore:
     # ------------------------------------------------------------------ reads
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(dict(self._objects), self._version, self._cluster_scoped)
+        self._shared = True
+        return Snapshot(self._objects, self._version, self._cluster_scoped, self._journal)
 
     def get(self, kind: str, namespace: str | None, name: str) -> Object:
         obj = self._objects.get(self._key(kind, namespace, name))
@@ -339,29 +370,49 @@ class MemoryStore:
             return new
         return self._write(key, new, "MODIFIED")
 
+    def _table(self) -> dict[tuple[str, str, str], Object]:
+        """The object table, to change: a copy if a snapshot still holds it."""
+        if self._shared:
+            self._objects, self._shared = dict(self._objects), False
+        return self._objects
+
     def _write(self, key: tuple[str, str, str], obj: Object, kind_of_event: str) -> Object:
         self._version += 1
         obj["metadata"]["resourceVersion"] = str(self._version)
-        self._objects[key] = obj
+        table = self._table()
+        self._index_owners(key, table.get(key), obj)
+        table[key] = obj
         self._events.append(Event(kind_of_event, copy.deepcopy(obj), str(self._version)))  # type: ignore[arg-type]
+        self._journal.append((self._version, key))
         return copy.deepcopy(obj)
 
+    def _index_owners(self, key: tuple[str, str, str], old: Object | None, new: Object | None) -> None:
+        for obj, add in ((old, False), (new, True)):
+            for ref in (obj or {}).get("metadata", {}).get("ownerReferences", []) if obj else ():
+                owner = ref.get("uid")
+                if owner is None:
+                    continue
+                if add:
+                    self._owned[owner].add(key)
+                else:
+                    self._owned.get(owner, set()).discard(key)
+
     def _remove(self, key: tuple[str, str, str], orphan: bool = False) -> None:
-        obj = self._objects.pop(key)
+        obj = self._table().pop(key)
+        self._index_owners(key, obj, None)
         self._version += 1
         gone = copy.deepcopy(obj)
         gone["metadata"]["resourceVersion"] = str(self._version)  # the deletion's version, as a real server sends it
         self._events.append(Event("DELETED", gone, str(self._version)))
+        self._journal.append((self._version, key))
         uid = obj["metadata"]["uid"]
-        dependents = [
-            k for k, o in sorted(self._objects.items()) if any(ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences", []))
-        ]
+        dependents = sorted(self._owned.pop(uid, ()))
         for dependent in dependents:
-            if dependent not in self._objects:
+            current = self._objects.get(dependent)
+            if current is None or not any(ref.get("uid") == uid for ref in current["metadata"].get("ownerReferences", [])):
                 continue
             kind, namespace, name = dependent
             if orphan:
-                current = self._objects[dependent]
                 new = copy.deepcopy(current)
                 kept = [r for r in current["metadata"]["ownerReferences"] if r.get("uid") != uid]
                 if kept:

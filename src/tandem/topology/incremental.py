@@ -1,41 +1,60 @@
-"""The placement snapshot kept between passes, brought up to date with what changed.
+"""The placement snapshot kept between passes, brought up to date event by event.
 
 `ClusterSnapshot.build` walks every node and every bound pod; a controller pass that
 places one unit on a settled cluster of 10,000 nodes paid for all of them each time. A
-`SnapshotCache` keeps the last snapshot and its parts:
+`SnapshotCache` is told of each change instead (`node`, `pod`: the controller's index
+hands them over as it sees them) and keeps:
 
 - the nodes' part (names, labels, allocatable, schedulability, taints, the label index)
-  and each ClusterTopology's domain tree over it, rebuilt only when a node's version
-  changes (a node added, removed, relabelled, cordoned, gone NotReady);
-- what each bound pod holds, by the pod's uid, version and node: a pass subtracts what
-  changed or left and adds what changed or came, so the `used` array costs a dictionary
-  lookup per unchanged pod and a vector per changed one.
+  and each ClusterTopology's domain tree over it. A node whose model did not change (a
+  heartbeat) costs nothing; one whose capacity, usability or taints changed is patched in
+  place (its rows; the trees' member lists when usability moved); a node added, removed
+  or relabelled rebuilds the nodes' part;
+- what each pod holds, by its key: the `used` array changes by one vector per pod event.
 
-The result is always equal to `ClusterSnapshot.build` over the same nodes and pods (a
-property test replays random event sequences against it). A pod that asks for a resource
-no node offers changes the snapshot's columns, so that pass rebuilds from scratch.
+Domain roll-ups are sums over `used` taken when a decision needs them (`TopologyView`),
+so they follow without upkeep. `snapshot()` is always equal to `ClusterSnapshot.build`
+over the same nodes and pods (a property test replays random event sequences against
+it). A pod asking for a resource no node offers changes the snapshot's columns: while
+one is held, `snapshot()` builds from scratch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Hashable, Sequence
+from typing import Hashable
 
 import numpy as np
 
 from tandem.api.kube import Node, Pod
 from tandem.api.naming import EXCLUSIVE_LABEL, GROUP_LABEL, UNIT_LABEL
 from tandem.api.resources import ClusterTopology
-from tandem.topology.snapshot import ClusterSnapshot, _pod_slot, _vector
+from tandem.topology.snapshot import DEFAULT_MAX_PODS, PODS, ClusterSnapshot, _node_problem, _pod_slot, _REPELS, _vector, to_units
 from tandem.topology.tree import TopologyView
 
 Versioned = tuple[Hashable, ...]  # what identifies one version of an object: (uid, resourceVersion, ...)
 
 
 @dataclass(frozen=True)
+class _Load:
+    """What a pod holds, as much as the snapshot needs (not the pod: 250,000 of them are kept)."""
+
+    namespace: str
+    name: str
+    node: str
+    requests: tuple[tuple[str, int], ...]
+    exclusive: tuple[str, str, str] | None  # (level, group, unit) of a unit that asked for an exclusive level
+
+    @classmethod
+    def of(cls, pod: Pod) -> "_Load":
+        labels = pod.metadata.labels
+        exclusive = (labels[EXCLUSIVE_LABEL], labels.get(GROUP_LABEL, ""), labels.get(UNIT_LABEL, "")) if EXCLUSIVE_LABEL in labels else None
+        return cls(pod.metadata.namespace or "", pod.metadata.name, pod.spec.node_name or "", tuple(sorted(pod.spec.requests().items())), exclusive)
+
+
+@dataclass(frozen=True)
 class _Held:
-    version: Versioned
     node: int | None  # None: bound to a node the snapshot does not have
     vector: np.ndarray | None
     exclusive: tuple[int, str, tuple[str, str, str]] | None
@@ -44,46 +63,71 @@ class _Held:
 
 @dataclass
 class SnapshotCache:
-    base_key: tuple[Versioned, ...] | None = None
+    nodes: dict[str, tuple[Versioned, Node]] = field(default_factory=dict)
+    pods: dict[Hashable, tuple[Versioned, _Load]] = field(default_factory=dict)  # pods that hold capacity
     base: ClusterSnapshot | None = None
     views: dict[Hashable, TopologyView] = field(default_factory=dict)
     held: dict[Hashable, _Held] = field(default_factory=dict)
     used: np.ndarray | None = None
+    exclusive: dict[Hashable, tuple[int, str, tuple[str, str, str]]] = field(default_factory=dict)  # held ones, by pod
+    warnings: dict[Hashable, str] = field(default_factory=dict)  # held pods on nodes the snapshot lacks
     rebuilds: int = 0  # nodes' part built again (for tests and benchmarks)
+    _stale: bool = True  # nodes added, removed or relabelled since `base`
+    _patched: set[str] = field(default_factory=set)  # nodes changed in place since `base`
+    _changed: set[Hashable] = field(default_factory=set)  # pods changed since `used`
+    _odd: set[Hashable] = field(default_factory=set)  # pods asking for a resource no node offers
 
-    def snapshot(self, nodes: Sequence[tuple[Versioned, Node]], pods: Sequence[tuple[Hashable, Versioned, Pod]]) -> tuple[ClusterSnapshot, list[str]]:
-        """The snapshot of `nodes` (each with its version) holding `pods` (uid, version, model)."""
-        holding = [(uid, version, pod) for uid, version, pod in pods if pod.holds_capacity()]
-        base_key = tuple(sorted(version for version, _ in nodes))
-        if base_key != self.base_key or self.base is None:
-            self.base, _ = ClusterSnapshot.build([node for _, node in nodes])
-            self.base_key, self.views, self.held, self.used = base_key, {}, {}, None
-            self.rebuilds += 1
+    # ------------------------------------------------------------------ events
+
+    def node(self, name: str, version: Versioned, model: Node | None) -> None:
+        """Node `name` is now `model` (None: gone, or not valid)."""
+        before = self.nodes.get(name)
+        if model is None:
+            if before is not None:
+                del self.nodes[name]
+                self._stale = True
+            return
+        self.nodes[name] = (version, model)
+        if before is None or before[1].metadata.labels != model.metadata.labels:
+            self._stale = True
+        elif before[1] != model:
+            self._patched.add(name)
+
+    def pod(self, key: Hashable, version: Versioned, model: Pod | None) -> None:
+        """Pod `key` is now `model` (None: gone, or holding nothing). Its load moves at once
+        when the nodes' part is current, else at the next `snapshot()`."""
+        if model is None or not model.holds_capacity():
+            if self.pods.pop(key, None) is None:
+                return
+        else:
+            before = self.pods.get(key)
+            if before is not None and before[0] == version:
+                return
+            self.pods[key] = (version, _Load.of(model))
+        if self.base is None or self._stale or self.used is None or self._odd:
+            self._changed.add(key)
+        else:
+            self._move(key, self.base, self.used)
+
+    # ------------------------------------------------------------------ reads
+
+    def snapshot(self) -> tuple[ClusterSnapshot, list[str]]:
+        """The snapshot of the nodes and pods told so far; plus warnings (pods on unknown nodes)."""
+        if self._stale or self.base is None:
+            self._rebuild()
+        elif self._patched:
+            self._patch()
         base = self.base
-        if any(name not in base.resource_index for _, _, pod in holding for name in pod.spec.requests()):
-            self.held, self.used = {}, None  # new columns: this pass builds from scratch
-            return ClusterSnapshot.build([node for _, node in nodes], [pod for _, _, pod in holding])
-        used = np.zeros_like(base.allocatable) if self.used is None else self.used.copy()
-        held: dict[Hashable, _Held] = {}
-        for uid, version, pod in holding:
-            before = self.held.get(uid)
-            if before is not None and before.version == version:
-                held[uid] = before
-                continue
-            if before is not None and before.node is not None:
-                used[before.node] -= before.vector
-            held[uid] = entry = _hold(base, version, pod)
-            if entry.node is not None:
-                used[entry.node] += entry.vector
-        for uid, before in self.held.items():
-            if uid not in held and before.node is not None:
-                used[before.node] -= before.vector
-        self.held, self.used = held, used
-        entries = [held[uid] for uid, _, _ in holding]
-        snapshot = dataclasses.replace(
-            base, used=used.copy(), exclusive_pods=tuple(e.exclusive for e in entries if e.exclusive is not None)
-        )
-        return snapshot, [e.warning for e in entries if e.warning is not None]
+        assert base is not None
+        used = np.zeros_like(base.allocatable) if self.used is None else self.used
+        for key in sorted(self._changed):
+            self._move(key, base, used)
+        self._changed, self.used = set(), used
+        if self._odd:  # new columns: build from scratch while such a pod is held
+            self._changed, self.held, self.used, self.exclusive, self.warnings = set(self.pods), {}, None, {}, {}
+            return ClusterSnapshot.build([m for _, m in self.nodes.values()], [_pod(load) for _, (_, load) in sorted(self.pods.items())])
+        snapshot = dataclasses.replace(base, used=used.copy(), exclusive_pods=tuple(v for _, v in sorted(self.exclusive.items())))
+        return snapshot, [v for _, v in sorted(self.warnings.items())]
 
     def view(self, key: Hashable, topology: ClusterTopology, snapshot: ClusterSnapshot) -> TopologyView:
         """The domain tree of `topology` (identified by `key`, e.g. its name and version) over `snapshot`."""
@@ -92,17 +136,85 @@ class SnapshotCache:
             view = self.views[key] = TopologyView.build(topology, snapshot)
         return dataclasses.replace(view, snapshot=snapshot)
 
+    # ------------------------------------------------------------------ internals
 
-def _hold(base: ClusterSnapshot, version: Versioned, pod: Pod) -> _Held:
-    i = base.node_index.get(pod.spec.node_name or "")
+    def _move(self, key: Hashable, base: ClusterSnapshot, used: np.ndarray) -> None:
+        """Take pod `key`'s old load off `used` and put its new one on."""
+        before = self.held.pop(key, None)
+        if before is not None and before.node is not None:
+            used[before.node] -= before.vector
+        self.exclusive.pop(key, None)
+        self.warnings.pop(key, None)
+        self._odd.discard(key)
+        entry = self.pods.get(key)
+        if entry is None:
+            return
+        load = entry[1]
+        if any(name not in base.resource_index for name, _ in load.requests):
+            self._odd.add(key)  # held by no array: `snapshot()` builds from scratch while it lasts
+            return
+        self.held[key] = held = _hold(base, load)
+        if held.node is not None:
+            used[held.node] += held.vector
+        if held.exclusive is not None:
+            self.exclusive[key] = held.exclusive
+        if held.warning is not None:
+            self.warnings[key] = held.warning
+
+    def _rebuild(self) -> None:
+        self.base, _ = ClusterSnapshot.build([model for _, model in self.nodes.values()])
+        self.views, self.held, self.used, self.exclusive, self.warnings = {}, {}, None, {}, {}
+        self._changed = set(self.pods)
+        self._stale, self._patched = False, set()
+        self.rebuilds += 1
+
+    def _patch(self) -> None:
+        """Capacity, usability or taints of existing nodes changed: their rows, in new arrays."""
+        base = self.base
+        assert base is not None
+        if any(name not in base.resource_index for n in self._patched for name in self.nodes[n][1].status.allocatable):
+            self._rebuild()  # a resource no node offered before: new columns
+            return
+        allocatable, schedulable = base.allocatable.copy(), base.schedulable.copy()
+        problems, taints = list(base.problems), list(base.taints)
+        for name in self._patched:
+            i, node = base.node_index[name], self.nodes[name][1]
+            allocatable[i] = 0
+            allocatable[i, base.resource_index[PODS]] = DEFAULT_MAX_PODS
+            for resource, amount in node.status.allocatable.items():
+                allocatable[i, base.resource_index[resource]] = to_units(resource, amount)
+            problems[i] = _node_problem(node)
+            schedulable[i] = problems[i] is None
+            taints[i] = tuple(t for t in node.spec.taints if t.effect in _REPELS)
+        self._patched = set()
+        self.base = dataclasses.replace(
+            base,
+            allocatable=allocatable,
+            schedulable=schedulable,
+            problems=tuple(problems),
+            taints=tuple(taints),
+            tainted_nodes=tuple(i for i, node_taints in enumerate(taints) if node_taints),
+        )
+        self.views = {key: view.rebased(self.base) for key, view in self.views.items()}
+
+
+def _hold(base: ClusterSnapshot, load: _Load) -> _Held:
+    i = base.node_index.get(load.node)
     if i is None:
-        warning = (f"pod {pod.metadata.namespace}/{pod.metadata.name} is bound to node {pod.spec.node_name!r}, "
-                   "which is not among the nodes given; ignored")
-        return _Held(version, None, None, None, warning)
+        warning = f"pod {load.namespace}/{load.name} is bound to node {load.node!r}, which is not among the nodes given; ignored"
+        return _Held(None, None, None, warning)
     size = len(base.resources)
-    vector = _vector(pod.spec.requests(), base.resource_index, size) + _pod_slot(base.resource_index, size)
-    labels = pod.metadata.labels
-    exclusive = None
-    if EXCLUSIVE_LABEL in labels:
-        exclusive = (i, labels[EXCLUSIVE_LABEL], (pod.metadata.namespace or "", labels.get(GROUP_LABEL, ""), labels.get(UNIT_LABEL, "")))
-    return _Held(version, i, vector, exclusive, None)
+    vector = _vector(dict(load.requests), base.resource_index, size) + _pod_slot(base.resource_index, size)
+    exclusive = None if load.exclusive is None else (i, load.exclusive[0], (load.namespace, load.exclusive[1], load.exclusive[2]))
+    return _Held(i, vector, exclusive, None)
+
+
+def _pod(load: _Load) -> Pod:
+    """A pod holding `load`, for a snapshot built from scratch."""
+    labels = {} if load.exclusive is None else {EXCLUSIVE_LABEL: load.exclusive[0], GROUP_LABEL: load.exclusive[1], UNIT_LABEL: load.exclusive[2]}
+    requests = {name: f"{amount}m" for name, amount in load.requests}
+    return Pod.model_validate({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": load.name, "namespace": load.namespace, "labels": labels},
+        "spec": {"nodeName": load.node, "containers": [{"name": "load", "resources": {"requests": requests}}]},
+    })

@@ -12,6 +12,7 @@ broader depth (`ancestor`). Roll-ups are `np.add.at` over those arrays.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 
@@ -40,17 +41,10 @@ class TopologyView:
     def build(cls, topology: ClusterTopology, snapshot: ClusterSnapshot) -> "TopologyView":
         levels = topology.spec.levels
         paths: list[tuple[str, ...] | None] = []
-        exclusions: list[tuple[str, str]] = []
         for i, name in enumerate(snapshot.node_names):
             labels = snapshot.labels[i]
             missing = [lv for lv in levels if lv.node_label not in labels]
-            if missing:
-                paths.append(None)
-                exclusions.append((name, f"missing label {missing[0].node_label} (level {missing[0].name})"))
-                continue
-            paths.append(tuple(labels[lv.node_label] for lv in levels))
-            if snapshot.problems[i]:
-                exclusions.append((name, snapshot.problems[i] or ""))
+            paths.append(None if missing else tuple(labels[lv.node_label] for lv in levels))
         labelled = np.array([p is not None for p in paths], dtype=bool)
         usable = labelled & snapshot.schedulable
 
@@ -72,24 +66,30 @@ class TopologyView:
                 lookup = {key: d for d, key in enumerate(keys_per_depth[broader])}
                 per_broader.append(np.array([lookup[key[:broader]] for key in keys], dtype=np.int64))
             ancestors.append(tuple(per_broader))
-        orders, starts = [], []
-        usable_idx = np.nonzero(usable)[0]
-        for depth, dom in enumerate(doms):
-            order = usable_idx[np.argsort(dom[usable_idx], kind="stable")]
-            counts = np.bincount(dom[usable_idx], minlength=len(names[depth]))
-            orders.append(order)
-            starts.append(np.concatenate(([0], np.cumsum(counts))).astype(np.int64))
+        orders, starts = _members(doms, names, usable)
         return cls(
             topology=topology,
             snapshot=snapshot,
             level_names=("cluster", *(lv.name for lv in levels)),
             usable=usable,
-            exclusions=tuple(exclusions),
+            exclusions=_exclusions(topology, snapshot, labelled),
             dom=tuple(doms),
             names=tuple(names),
             ancestor=tuple(ancestors),
-            _order=tuple(orders),
-            _starts=tuple(starts),
+            _order=orders,
+            _starts=starts,
+        )
+
+    def rebased(self, snapshot: ClusterSnapshot) -> "TopologyView":
+        """This tree over `snapshot`: the same nodes with the same labels, whose
+        schedulability may differ (usable nodes and member lists follow)."""
+        labelled = self.dom[0] >= 0
+        usable = labelled & snapshot.schedulable
+        if np.array_equal(usable, self.usable):
+            return dataclasses.replace(self, snapshot=snapshot, exclusions=_exclusions(self.topology, snapshot, labelled))
+        orders, starts = _members(self.dom, self.names, usable)
+        return dataclasses.replace(
+            self, snapshot=snapshot, usable=usable, exclusions=_exclusions(self.topology, snapshot, labelled), _order=orders, _starts=starts
         )
 
     # ------------------------------------------------------------------ structure
@@ -174,6 +174,32 @@ class TopologyView:
         if depth == 0:
             return None
         return self.topology.spec.levels[depth - 1].link_bandwidth_gbps
+
+
+def _members(doms: list[np.ndarray] | tuple[np.ndarray, ...], names: list[tuple[str, ...]] | tuple[tuple[str, ...], ...],
+             usable: np.ndarray) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """Per depth: the usable nodes sorted by domain, and where each domain's slice starts."""
+    orders, starts = [], []
+    usable_idx = np.nonzero(usable)[0]
+    for depth, dom in enumerate(doms):
+        order = usable_idx[np.argsort(dom[usable_idx], kind="stable")]
+        counts = np.bincount(dom[usable_idx], minlength=len(names[depth]))
+        orders.append(order)
+        starts.append(np.concatenate(([0], np.cumsum(counts))).astype(np.int64))
+    return tuple(orders), tuple(starts)
+
+
+def _exclusions(topology: ClusterTopology, snapshot: ClusterSnapshot, labelled: np.ndarray) -> tuple[tuple[str, str], ...]:
+    """(node, reason) for each node this tree cannot use: a level label missing, or a problem."""
+    out = []
+    for i in np.nonzero(~labelled | ~snapshot.schedulable)[0].tolist():
+        name, labels = snapshot.node_names[i], snapshot.labels[i]
+        if not labelled[i]:
+            missing = next(lv for lv in topology.spec.levels if lv.node_label not in labels)
+            out.append((name, f"missing label {missing.node_label} (level {missing.name})"))
+        elif snapshot.problems[i]:
+            out.append((name, snapshot.problems[i] or ""))
+    return tuple(out)
 
 
 def _display_names(keys: list[tuple[str, ...]]) -> tuple[str, ...]:
