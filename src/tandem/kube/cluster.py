@@ -24,7 +24,7 @@ import httpx2
 
 from tandem.controller.observe import OBSERVED_KINDS
 from tandem.controller.ports import EventType, Object, ObjectRef, Propagation
-from tandem.kube.informer import Informer, OnChange
+from tandem.kube.informer import Informer, Journal, OnChange
 from tandem.kube.kinds import kind_of
 from tandem.kube.reader import CacheReader, Key, LiveReader
 from tandem.kube.rest import Rest, Source, as_rest
@@ -55,6 +55,7 @@ class KubeCluster:
         self.writer = writer or KubeWriter(self.rest)
         self.on_change = on_change
         self._lock = threading.Lock()
+        self.journal = Journal()  # every informer's changes, numbered (guarded by the lock)
         self._live = LiveReader(self.rest)
         self.live_kinds = frozenset(live_kinds)
         self.kinds = tuple(dict.fromkeys(k for k in kinds if k not in self.live_kinds))
@@ -70,6 +71,7 @@ class KubeCluster:
                         kind,
                         namespace=namespace,
                         lock=self._lock,
+                        journal=self.journal,
                         on_change=self._changed,
                         resync=resync,
                         watch_timeout=watch_timeout,
@@ -144,11 +146,15 @@ class KubeCluster:
     # ------------------------------------------------------------------ Reader
 
     def snapshot(self) -> CacheReader:
-        caches: dict[str, dict[Key, Object]] = {kind: {} for kind in self.kinds}
+        """The caches as they are now, shared (each is copied on its next change), and
+        where the journal stands, for `changes_since`."""
+        by_kind: dict[str, list[dict[Key, Object]]] = {kind: [] for kind in self.kinds}
         with self._lock:
             for informer in self.informers:
-                caches[informer.kind.kind].update(informer.items)
-        return CacheReader(caches, self._live, self.live_kinds)
+                by_kind[informer.kind.kind].append(informer.share())
+            seq = self.journal.seq
+        caches = {kind: parts[0] if len(parts) == 1 else {k: v for part in parts for k, v in part.items()} for kind, parts in by_kind.items()}
+        return CacheReader(caches, self._live, self.live_kinds, journal=(self.journal, self._lock, seq))
 
     # ------------------------------------------------------------------ Writer
 

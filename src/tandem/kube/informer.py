@@ -14,7 +14,10 @@ needed a second (async) client, or a bridge for every write, for no gain at this
 
 The cache maps (namespace, name) to the object, trimmed (`trim.py`), with `apiVersion` and
 `kind` filled in (list items come without them). Objects are never changed in place: a
-new version replaces the old under the cluster's lock, so a snapshot is one dict copy.
+new version replaces the old under the cluster's lock, and the dict itself is copied on
+the first change after a snapshot took it (`share`), so a snapshot costs nothing. Each
+change is numbered in the cluster's `Journal`, so a pass can ask what changed since the
+last one (`CacheReader.changes_since`) instead of reading everything.
 `on_change(kind, event_type, obj)` is called after each change, outside the lock; a re-list
 reports what it found different as ADDED / MODIFIED / DELETED.
 
@@ -36,6 +39,7 @@ import logging
 import math
 import threading
 import time
+from collections import deque
 from typing import Any, Callable, Mapping
 
 import httpx2
@@ -53,6 +57,29 @@ Key = tuple[str, str]
 OnChange = Callable[[str, str, Object], None]
 
 
+class Journal:
+    """The keys (kind, namespace or "", name) of cache changes, numbered; the latest `size`
+    kept. Guarded by the cluster's lock, like the caches."""
+
+    def __init__(self, size: int = 100_000):
+        self.entries: deque[tuple[int, tuple[str, str, str]]] = deque(maxlen=size)
+        self.seq = 0
+
+    def add(self, kind: str, key: Key) -> None:
+        self.seq += 1
+        self.entries.append((self.seq, (kind, key[0], key[1])))
+
+    def since(self, cursor: int, upto: int) -> set[tuple[str, str, str]] | None:
+        """Keys changed after `cursor` up to `upto`; None when the journal no longer reaches back."""
+        keys: set[tuple[str, str, str]] = set()
+        for seq, key in reversed(self.entries):
+            if seq <= cursor:
+                return keys
+            if seq <= upto:
+                keys.add(key)
+        return keys if cursor >= upto or (self.entries and self.entries[0][0] <= cursor + 1) else None
+
+
 class Informer:
     def __init__(
         self,
@@ -63,6 +90,7 @@ class Informer:
         lock: threading.Lock | None = None,
         on_change: OnChange | None = None,
         trim: Callable[[Mapping[str, Any]], Object] | None = None,
+        journal: Journal | None = None,
         resync: float = 300.0,
         watch_timeout: float = 300.0,
         read_grace: float = 15.0,
@@ -83,6 +111,8 @@ class Informer:
         self.backoff = backoff
         self.clock = clock
         self.items: dict[Key, Object] = {}  # guarded by `lock`; entries replaced, objects never changed
+        self.journal = journal or Journal()  # guarded by `lock`
+        self._shared = False  # a snapshot holds `items`: copy before the next change
         self.deleted_here: dict[Key, str] = {}  # guarded by `lock`: deleted by this process, not yet seen gone
         self.resource_version: str = ""  # the last version seen (list, event or bookmark)
         self.lists = 0  # how many times it has listed
@@ -161,7 +191,8 @@ class Informer:
             cached = self.items.get(key)
             if cached is not None and _older(version, _version(cached)):
                 return
-            self.items[key] = prepared
+            self._table()[key] = prepared
+            self.journal.add(self.kind.kind, key)
             self.deleted_here.pop(key, None)
 
     def deleted(self, namespace: str | None, name: str) -> None:
@@ -171,8 +202,19 @@ class Informer:
             cached = self.items.get(key)
             if cached is None or cached["metadata"].get("deletionTimestamp"):
                 return  # gone already, or the watch told us first that something holds it
-            del self.items[key]
+            del self._table()[key]
+            self.journal.add(self.kind.kind, key)
             self.deleted_here[key] = _version(cached)
+
+    def share(self) -> dict[Key, Object]:
+        """The cache, for a snapshot (call with the lock held): it is copied before it changes again."""
+        self._shared = True
+        return self.items
+
+    def _table(self) -> dict[Key, Object]:
+        if self._shared:
+            self.items, self._shared = dict(self.items), False
+        return self.items
 
     # ------------------------------------------------------------------ the loop, continued
 
@@ -185,8 +227,11 @@ class Informer:
                     del self.deleted_here[key]  # the server agrees
                 elif _not_after(_version(fresh[key]), at) and not fresh[key]["metadata"].get("deletionTimestamp"):
                     del fresh[key]  # a list begun before our delete
-            old, self.items = self.items, fresh
+            old, self.items, self._shared = self.items, fresh, False
             self.resource_version = version
+            for key in old.keys() | fresh.keys():
+                if old.get(key) is None or fresh.get(key) is None or _version(old[key]) != _version(fresh[key]):
+                    self.journal.add(self.kind.kind, key)
         self.lists += 1
         self._listed_at = self.clock()
         self._heard()
@@ -277,7 +322,9 @@ class Informer:
             self.resource_version = version or self.resource_version
             cached, gone_at = self.items.get(key), self.deleted_here.get(key)
             if type_ == "DELETED":
-                self.items.pop(key, None)
+                if key in self.items:
+                    del self._table()[key]
+                    self.journal.add(self.kind.kind, key)
                 self.deleted_here.pop(key, None)
                 late = False
             elif gone_at is not None:  # deleted here: only news of the deletion, or a new ADDED, counts
@@ -286,7 +333,8 @@ class Informer:
             else:  # older than what this process wrote
                 late = cached is not None and _older(version, _version(cached))
             if type_ != "DELETED" and not late:
-                self.items[key] = prepared
+                self._table()[key] = prepared
+                self.journal.add(self.kind.kind, key)
                 self.deleted_here.pop(key, None)
         self._heard()
         if not late:

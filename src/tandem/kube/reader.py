@@ -12,7 +12,8 @@ and cannot afford to watch (the leader election Lease: RBAC grants `get` on it a
 
 from __future__ import annotations
 
-from typing import Mapping
+import threading
+from typing import TYPE_CHECKING, Hashable, Mapping
 
 from tandem.controller.ports import NotFound, Object, Selector
 from tandem.controller.selectors import matches_fields, parse, parse_fields
@@ -20,14 +21,36 @@ from tandem.errors import BadRequest
 from tandem.kube.kinds import kind_of
 from tandem.kube.rest import Rest
 
+if TYPE_CHECKING:
+    from tandem.kube.informer import Journal
+
 Key = tuple[str, str]
 
 
 class CacheReader:
-    def __init__(self, caches: Mapping[str, Mapping[Key, Object]], live: "LiveReader | None" = None, live_kinds: frozenset[str] = frozenset()):
+    def __init__(
+        self,
+        caches: Mapping[str, Mapping[Key, Object]],
+        live: "LiveReader | None" = None,
+        live_kinds: frozenset[str] = frozenset(),
+        journal: "tuple[Journal, threading.Lock, int] | None" = None,
+    ):
         self._caches = caches
         self._live = live
         self._live_kinds = live_kinds
+        self._journal = journal
+
+    def changes_since(self, cursor: Hashable | None) -> tuple[Hashable, set[tuple[str, str, str]] | None]:
+        """(this snapshot's cursor, the keys (kind, namespace or "", name) changed after
+        `cursor` up to this snapshot); None for the keys when that is not known (no cursor,
+        or one older than the journal keeps): then the caller lists everything."""
+        if self._journal is None:
+            return None, None
+        journal, lock, seq = self._journal
+        if not isinstance(cursor, int) or cursor > seq:
+            return seq, None
+        with lock:
+            return seq, journal.since(cursor, seq)
 
     def get(self, kind: str, namespace: str | None, name: str) -> Object:
         if kind in self._live_kinds and self._live is not None:

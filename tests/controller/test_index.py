@@ -1,0 +1,160 @@
+"""The cluster as observed from what changed equals the cluster observed from scratch.
+
+Random sequences of writes (groups, pods, nodes, Services, ConfigMaps, topologies created,
+changed and deleted) are replayed against the memory store; after each batch, `observe`
+with a memo kept across the batches (fed by the store's journal, or by full lists when
+the journal no longer reaches back) must see exactly what a fresh `observe` sees, and the
+placement snapshot it kept up to date must equal one built from every node and pod.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from support.builders import bound_pod, cluster, group, role
+from tandem.api.kube import Node, Pod
+from tandem.api.naming import GROUP_LABEL, UNIT_LABEL
+from tandem.controller.memo import Memo
+from tandem.controller.observe import observe
+from tandem.controller.pods import assigned_node, pod_failed
+from tandem.sim.store import MemoryStore
+from tandem.topology import ClusterSnapshot
+
+OPS = st.lists(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["group", "scale", "delete-group", "pod", "bind", "fail", "delete-pod", "other-pod", "cordon",
+                             "heartbeat", "relabel", "delete-node", "service", "configmap", "topology"]),
+            st.integers(0, 30),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+class Writer:
+    def __init__(self, store: MemoryStore):
+        self.store = store
+        self.made = 0
+
+    def names(self, kind: str, namespace: str | None = None) -> list[str]:
+        return [o["metadata"]["name"] for o in self.store.list(kind, namespace)]
+
+    def apply(self, op: str, n: int) -> None:
+        store = self.store
+        groups = self.names("InferenceGroup")
+        nodes = self.names("Node")
+        pods = self.names("Pod", "serving")
+        self.made += 1
+        if op == "group" or (op in ("scale", "delete-group", "pod", "service", "configmap") and not groups):
+            store.create(group(f"g{self.made}", [role("prefill", 2, 1, gpus=2), role("decode", 1, 1, gpus=2)]))
+        elif op == "scale":
+            store.patch("InferenceGroup", "serving", groups[n % len(groups)], {"spec": {"replicas": 1 + n % 3}})
+        elif op == "delete-group":
+            store.delete("InferenceGroup", "serving", groups[n % len(groups)])
+        elif op == "pod":
+            owner = groups[n % len(groups)]
+            pod = bound_pod(f"{owner}-p{self.made}", nodes[n % len(nodes)] if nodes else "gone", 1 + n % 3)
+            pod["metadata"].update(namespace="serving", labels={GROUP_LABEL: owner, UNIT_LABEL: "0"})
+            if n % 2:
+                del pod["spec"]["nodeName"]
+            store.create(pod)
+        elif op in ("bind", "fail", "delete-pod"):
+            if not pods:
+                return
+            name = pods[n % len(pods)]
+            current = store.get("Pod", "serving", name)
+            if op == "delete-pod":
+                store.delete("Pod", "serving", name)
+            elif op == "fail":
+                store.patch_status("Pod", "serving", name, {"status": {"phase": "Failed"}})
+            elif not current["spec"].get("nodeName") and nodes:
+                store.bind("serving", name, nodes[n % len(nodes)])
+        elif op == "other-pod" and nodes:
+            store.create(bound_pod(f"other-{self.made}", nodes[n % len(nodes)], n % 2))
+        elif op in ("cordon", "heartbeat", "relabel", "delete-node") and nodes:
+            name = nodes[n % len(nodes)]
+            if op == "cordon":
+                store.patch("Node", None, name, {"spec": {"unschedulable": bool(n % 2) or None}})
+            elif op == "heartbeat":
+                store.patch_status("Node", None, name, {"status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": f"t{self.made}"}]}})
+            elif op == "relabel":
+                store.patch("Node", None, name, {"metadata": {"labels": {"network.tandem.dev/rack": f"rack-{n % 3}"}}})
+            else:
+                store.delete("Node", None, name)
+        elif op in ("service", "configmap"):
+            owner = groups[n % len(groups)]
+            kind = "Service" if op == "service" else "ConfigMap"
+            store.create({"apiVersion": "v1", "kind": kind, "metadata": {"name": f"{owner}-{kind.lower()}-{self.made}",
+                          "namespace": "serving", "labels": {GROUP_LABEL: owner}}})
+        elif op == "topology":
+            topology = store.get("ClusterTopology", None, "default")
+            store.patch("ClusterTopology", None, "default", {"metadata": {"annotations": {"touched": str(self.made)}}})
+            assert topology
+
+
+def seen(state) -> tuple:
+    groups = tuple((g.key, g.raw, g.pods, g.companions, g.valid, tuple(p.message for p in g.problems)) for g in state.groups)
+    return groups, dict(state.nodes), dict(state.pods), state.deleting_groups, state.topology_versions
+
+
+def built(store: MemoryStore) -> ClusterSnapshot:
+    nodes = [Node.model_validate(n) for n in store.list("Node")]
+    pods = []
+    for pod in store.list("Pod"):
+        node = assigned_node(pod)
+        if node and not pod_failed(pod):
+            pods.append(Pod.model_validate({**pod, "spec": {**pod["spec"], "nodeName": node}}))
+    return ClusterSnapshot.build(nodes, pods)[0]
+
+
+def check(store: MemoryStore, memo: Memo) -> None:
+    kept = observe(store.snapshot(), memo)
+    assert seen(kept) == seen(observe(store.snapshot()))
+    snapshot, _ = memo.placement.snapshot()
+    scratch = built(store)
+    assert snapshot.node_names == scratch.node_names and snapshot.resources == scratch.resources
+    for name in ("allocatable", "used", "schedulable"):
+        assert np.array_equal(getattr(snapshot, name), getattr(scratch, name)), name
+
+
+@settings(max_examples=40, deadline=None)
+@given(OPS, st.sampled_from([10_000, 5]))
+def test_observing_what_changed_equals_observing_everything(batches, history):
+    store = MemoryStore(history=history)  # history 5: the journal often no longer reaches back
+    for obj in cluster("rack=2,host=3"):
+        store.create(copy.deepcopy(obj))
+    memo, writer = Memo(), Writer(store)
+    check(store, memo)
+    for batch in batches:
+        for op, n in batch:
+            writer.apply(op, n)
+        check(store, memo)
+    if history == 10_000:
+        assert memo.index.lists == 1, "after the first pass, only what changed is read"
+
+
+def test_a_settled_pass_reads_nothing_and_a_heartbeat_validates_nothing():
+    store = MemoryStore()
+    for obj in cluster("rack=2,host=3"):
+        store.create(copy.deepcopy(obj))
+    memo = Memo()
+    node = store.list("Node")[0]["metadata"]["name"]
+    store.patch_status("Node", None, node, {"status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "first"}]}})
+    observe(store.snapshot(), memo)
+    memo.placement.snapshot()
+    before = dict(memo.placement_keys)
+    lists = memo.index.lists
+    store.patch_status("Node", None, node, {"status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "later"}]}})
+    rebuilds = memo.placement.rebuilds
+    state = observe(store.snapshot(), memo)
+    memo.placement.snapshot()
+    assert memo.placement_keys == before and memo.placement.rebuilds == rebuilds and memo.index.lists == lists
+    assert state.nodes[("", node)]["status"]["conditions"][0]["lastHeartbeatTime"] == "later"
