@@ -161,6 +161,7 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
     log: list[tuple[float, str]] = []
     passes = 0
     memo = Memo()  # validated groups, nodes and pods by resourceVersion, across passes
+    typed_groups: dict[str, tuple[str, InferenceGroup | None]] = {}  # the sampler's, by uid and generation
     pending_follow_up = False
     requeued: set[float] = set()  # pass times already asked for by requeue_after
     while len(loop) and (loop.next_time() or 0.0) <= scenario.duration_s:
@@ -195,7 +196,7 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
         if down:
             kubelet.react()
             _sync(driver, store, loop.now)
-            samples.append(_sample(store, loop.now))
+            samples.append(_sample(store, loop.now, typed_groups))
             continue
         report = reconcile(store, loop.now, placer, memo)
         passes += 1
@@ -210,7 +211,7 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
             if due not in requeued and due <= scenario.duration_s:
                 loop.schedule(due, "requeue")
                 requeued.add(due)
-        samples.append(_sample(store, loop.now))
+        samples.append(_sample(store, loop.now, typed_groups))
         if progress:
             progress(loop.now)
     if driver is None:
@@ -222,7 +223,7 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
 
 def _sync(driver: LoadDriver | None, store: MemoryStore, now: float) -> None:
     if driver is not None:
-        driver.sync(store.list("Pod"), now)
+        driver.sync(store.snapshot().list("Pod"), now)  # shared, read-only: no copy of every pod per pass
 
 
 def _apply(kind: str, data: dict[str, Any], store: MemoryStore, kubelet: Kubelet) -> str | None:
@@ -245,9 +246,11 @@ def _apply(kind: str, data: dict[str, Any], store: MemoryStore, kubelet: Kubelet
     return None
 
 
-def _sample(store: MemoryStore, at: float) -> Sample:
+def _sample(store: MemoryStore, at: float, typed: dict[str, tuple[str, InferenceGroup | None]] | None = None) -> Sample:
     """Figures at one moment; functional and Ready are counted as the controller counts
-    them (complete replicas, `controller.pods`), GPUs per pod."""
+    them (complete replicas, `controller.pods`), GPUs per pod. `typed` remembers each
+    group's model by uid and generation across samples (a status write changes neither)."""
+    typed = {} if typed is None else typed
     reader = store.snapshot()
     pods = [p for p in reader.list("Pod") if not pod_failed(p)]
     by_group: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -262,9 +265,17 @@ def _sample(store: MemoryStore, at: float) -> Sample:
     desired_counts: dict[str, dict[str, int]] = {}
     held: dict[str, int] = {}
     for raw in reader.list("InferenceGroup"):
-        try:
-            group = InferenceGroup.model_validate({k: v for k, v in raw.items() if k != "status"})
-        except ValidationError:
+        meta = raw["metadata"]
+        stamp = f"{meta.get('uid')}/{meta.get('generation')}"
+        kept = typed.get(meta.get("uid", ""))
+        if kept is None or kept[0] != stamp:
+            try:
+                kept = (stamp, InferenceGroup.model_validate({k: v for k, v in raw.items() if k != "status"}))
+            except ValidationError:
+                kept = (stamp, None)
+            typed[meta.get("uid", "")] = kept
+        group = kept[1]
+        if group is None:
             continue
         key = f"{group.metadata.namespace}/{group.metadata.name}"
         mine = by_group.get((group.metadata.namespace, group.metadata.name), [])

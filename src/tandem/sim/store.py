@@ -382,7 +382,9 @@ class MemoryStore:
         table = self._table()
         self._index_owners(key, table.get(key), obj)
         table[key] = obj
-        self._events.append(Event(kind_of_event, copy.deepcopy(obj), str(self._version)))  # type: ignore[arg-type]
+        # Stored objects are never changed in place (a write replaces them), so the history
+        # shares them; `watch` hands out copies.
+        self._events.append(Event(kind_of_event, obj, str(self._version)))  # type: ignore[arg-type]
         self._journal.append((self._version, key))
         return copy.deepcopy(obj)
 
