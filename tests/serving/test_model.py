@@ -255,18 +255,22 @@ def _tiny_gpu(kv_tokens: float) -> GpuProfile:
     )
 
 
-def test_requests_wait_for_kv_and_capacity_is_never_exceeded():
-    gpu = _tiny_gpu(4000.5)  # llama-3.1-8b weights + 4,000 KV tokens
+def test_paged_kv_admits_without_the_output_length_and_preempts_the_newest_when_blocks_run_out():
+    gpu = _tiny_gpu(4000.5)  # llama-3.1-8b weights + 4,000 KV tokens = 250 blocks of 16
     assert kv_capacity_tokens(L8, gpu, 1) == 4000
-    # each request reserves 1,500 tokens: two fit at a time, the third waits for a departure
+    # each request needs 63 blocks to start (1,001 tokens) and 94 at its end (1,500): all three
+    # start at once (no reservation of the answer), then the newest is preempted to make room
     sm = serve([0.0, 0.0, 0.0], [1000] * 3, [500] * 3, [prefill(0, gpus=1), decode(0, gpus=1)], model=L8, gpu=gpu)
     result = sm.results()
     assert result.completed.all()
-    assert result.replica_peak_kv_utilization[result.replica_kinds.index("decode")] == pytest.approx(3000 / 4000)
-    first_two_done = np.sort(result.e2e_s[:2])
-    assert result.ttft_s[2] > first_two_done[0]  # admitted only once a request left
-    # a request larger than any decode replica is parked, never admitted, and blocks no one
-    sm = serve([0.0, 0.0], [3000, 100], [2000, 10], [prefill(0, gpus=1), decode(0, gpus=1)], model=L8, gpu=gpu)
+    assert result.ttft_s[2] < 0.2 * result.e2e_s[:2].min()  # admitted with the others, not after them
+    assert result.preemptions.tolist() == [0, 0, 1]  # the most recently arrived goes
+    assert result.replica_peak_kv_utilization[result.replica_kinds.index("decode")] <= 1.0
+    assert result.e2e_s[2] > result.e2e_s[:2].max()  # recomputed and finished after the others
+    assert result.max_itl_s[2] > 10 * result.max_itl_s[0]  # the preemption shows as a stall
+    # a request whose prompt needs more blocks than any decode replica has is parked, never
+    # admitted, and blocks no one
+    sm = serve([0.0, 0.0], [4100, 100], [20, 10], [prefill(0, gpus=1), decode(0, gpus=1)], model=L8, gpu=gpu)
     result = sm.results()
     assert result.completed.tolist() == [False, True]
     assert math.isnan(result.ttft_s[0]) and math.isnan(result.e2e_s[0])

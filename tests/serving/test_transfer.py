@@ -86,12 +86,13 @@ def test_a_request_that_waited_for_room_sends_its_whole_kv():
     tiny = H100.model_copy(update={"hbm_gib": (l8.weight_bytes + engine + 3000.5 * 131_072) / GIB,
                                    "memory_utilization": 1.0, "reserved_gib": 0.0})
     sm = ServingModel(l8, tiny, lambda a, b: 100.0, ttft_slo_s=2.0, itl_slo_s=0.05)
-    sm.add_requests(np.array([0.0, 0.0]), np.array([1000, 1000]), np.array([1000, 1000]))
+    # 187 blocks of 16: the first takes 63 (1,001 tokens), the second's 126 (2,001) do not fit beside them
+    sm.add_requests(np.array([0.0, 0.0]), np.array([1000, 2000]), np.array([1000, 10]))
     sm.set_replicas(0.0, [ReplicaInfo("p", "prefill", 0, 1, "a"), ReplicaInfo("d", "decode", 0, 1, "b")])
     sm.advance(1e5)
     result = sm.results()
     assert result.completed.all()
-    assert result.kv_transfer_s[1] == pytest.approx(kv_transfer_seconds(l8, 1000, 100.0, latency_s=LATENCY_S), rel=1e-12)
+    assert result.kv_transfer_s[1] == pytest.approx(kv_transfer_seconds(l8, 2000, 100.0, latency_s=LATENCY_S), rel=1e-12)
     assert result.kv_transfer_s[1] > 10 * result.kv_transfer_s[0]
 
 

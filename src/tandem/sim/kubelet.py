@@ -2,7 +2,10 @@
 
 A pod whose tandem gate is gone and that carries a hostname selector is bound after a
 bind latency (kube-scheduler's work); a bound pod becomes Ready after an image pull plus
-a model load drawn per role from a seeded log-normal. A failed node fails its pods and
+a model load drawn from a seeded log-normal around a median: per `namespace/group/role`
+when the scenario states one (a serving role: its cold start, from the model's size and a
+load bandwidth, see `sim.scenario.cold_start_seconds`), else per role, else `"*"`.
+Readiness waits for the model, as a readiness probe on the engine's health endpoint does. A failed node fails its pods and
 drops out of Ready until it recovers.
 """
 
@@ -15,7 +18,7 @@ import numpy as np
 
 from tandem.errors import ApiError
 from tandem.controller.pods import GATE, HOSTNAME, pod_ready
-from tandem.api.naming import ROLE_LABEL
+from tandem.api.naming import GROUP_LABEL, ROLE_LABEL
 from tandem.sim.events import EventLoop
 from tandem.sim.store import MemoryStore
 
@@ -35,7 +38,7 @@ class Kubelet:
     loop: EventLoop
     rng: np.random.Generator
     bind_latency_s: float = 1.0
-    startup: Mapping[str, Startup] = field(default_factory=dict)  # per role; "*" for the rest
+    startup: Mapping[str, Startup] = field(default_factory=dict)  # per "ns/group/role", per role; "*" for the rest
     _scheduled: set[tuple[str, str, str]] = field(default_factory=set)
 
     def react(self) -> None:
@@ -52,8 +55,14 @@ class Kubelet:
                 self.loop.schedule(self.loop.now + self.bind_latency_s, "bind", namespace=meta["namespace"], name=meta["name"], uid=meta["uid"], node=node)
             if spec.get("nodeName") and not pod_ready(pod) and ("ready",) + key not in self._scheduled:
                 self._scheduled.add(("ready",) + key)  # type: ignore[arg-type]
-                role = meta.get("labels", {}).get(ROLE_LABEL, "*")
-                start = self.startup.get(role) or self.startup.get("*") or Startup()
+                labels = meta.get("labels", {})
+                role = labels.get(ROLE_LABEL, "*")
+                start = (
+                    self.startup.get(f"{meta['namespace']}/{labels.get(GROUP_LABEL, '')}/{role}")
+                    or self.startup.get(role)
+                    or self.startup.get("*")
+                    or Startup()
+                )
                 delay = start.image_pull_s + float(self.rng.lognormal(np.log(start.model_load_median_s), start.model_load_sigma))
                 self.loop.schedule(self.loop.now + delay, "ready", namespace=meta["namespace"], name=meta["name"], uid=meta["uid"])
 

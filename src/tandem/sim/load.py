@@ -5,6 +5,13 @@ reads which replicas are Ready (all their pods Ready, none deleting) and hands t
 to the model; between passes the model runs its requests. The autoscaler reads the
 model's figures through `signals`, renamed from the model's prefill/decode to the
 group's own role names, just as a metrics pipeline would report them.
+
+A replica that stops being Ready because its pods are being deleted (a scale-down, a
+rolling update: every pod gone or carrying a deletionTimestamp, none failed) drains: the
+model stops routing to it and lets it finish, for at most the grace period (the leader
+pod's `terminationGracePeriodSeconds`, 30 s when unset, as Kubernetes; or the scenario's
+override). Any other loss (a pod failed, a node lost, a pod of a multi-node replica gone
+while the others stay) is forced: its requests restart at once.
 """
 
 from __future__ import annotations
@@ -39,6 +46,16 @@ class ServingLoad:
     window_s: float = 60.0
     cluster_bandwidth_gbps: float = 100.0  # between nodes that share no domain of any level
     pods_per_replica: Mapping[str, int] = field(default_factory=dict)  # by role name; 1 when absent
+    # engine behaviour (docs/serving.md)
+    kv_block_tokens: int = 16
+    preemption: str = "recompute"
+    swap_space_gib: float = 4.0
+    swap_gbps: float = 25.0
+    prefix_caching: bool = True
+    chunked_prefill: bool = False
+    max_num_batched_tokens: int = 8192
+    drain: bool = True
+    drain_grace_s: float | None = None  # None: the pod's terminationGracePeriodSeconds (30 s default)
 
     @property
     def key(self) -> str:
@@ -52,6 +69,8 @@ class ServingRun:
     load: ServingLoad
     model: ServingModel
     replicas: tuple[ReplicaInfo, ...] = ()
+    pods_of: dict[str, tuple[tuple[str, ...], float]] = field(default_factory=dict)  # replica id -> (pod uids, grace s)
+    drained: int = 0  # replicas that left by draining (graceful), not forced
     timeline: list[tuple[float, int, int, int]] = field(default_factory=list)  # (t, prefill, decode, GPUs serving)
 
 
@@ -66,8 +85,21 @@ class LoadDriver:
                 lambda a, b, fallback=load.cluster_bandwidth_gbps: bandwidth(a, b, fallback),
                 ttft_slo_s=load.ttft_slo_s,
                 itl_slo_s=load.itl_slo_s,
+                max_prefill_batch_tokens=load.max_num_batched_tokens,
+                block_tokens=load.kv_block_tokens,
+                preemption=load.preemption,
+                swap_space_gib=load.swap_space_gib,
+                swap_gbps=load.swap_gbps,
+                prefix_caching=load.prefix_caching,
+                chunked_prefill=load.chunked_prefill,
             )
-            model.add_requests(load.trace.arrival_s, load.trace.input_tokens, load.trace.output_tokens)
+            model.add_requests(
+                load.trace.arrival_s,
+                load.trace.input_tokens,
+                load.trace.output_tokens,
+                load.trace.prefix_hashes,
+                load.trace.prefix_block_tokens,
+            )
             self.runs[load.key] = ServingRun(load, model)
 
     def advance(self, now: float) -> None:
@@ -76,11 +108,22 @@ class LoadDriver:
 
     def sync(self, pods: list[dict[str, Any]], now: float) -> None:
         """Hand each model the replicas that are Ready now (only when the set changed)."""
+        by_uid: dict[str, dict[str, Any]] | None = None
         for run in self.runs.values():
-            ready = _ready_replicas(pods, run.load)
+            ready, pods_of = _ready_replicas(pods, run.load)
             if ready != run.replicas:
-                run.model.set_replicas(now, ready)
+                drain: dict[str, float] = {}
+                if run.load.drain:
+                    if by_uid is None:
+                        by_uid = {p["metadata"].get("uid", ""): p for p in pods}
+                    kept = {r.id for r in ready}
+                    for old in run.replicas:
+                        if old.id not in kept and _deleted(run.pods_of[old.id][0], by_uid):
+                            drain[old.id] = run.load.drain_grace_s if run.load.drain_grace_s is not None else run.pods_of[old.id][1]
+                run.drained += len(drain)
+                run.model.set_replicas(now, ready, drain)
                 run.replicas = ready
+                run.pods_of = pods_of
                 kinds = [r.kind for r in ready]
                 run.timeline.append((now, kinds.count("prefill"), kinds.count("decode"), sum(r.gpus for r in ready)))
 
@@ -117,9 +160,25 @@ class LoadDriver:
         return {key: run.model.results() for key, run in self.runs.items()}
 
 
-def _ready_replicas(pods: list[dict[str, Any]], load: ServingLoad) -> tuple[ReplicaInfo, ...]:
+# Kubernetes' default terminationGracePeriodSeconds
+DEFAULT_GRACE_S = 30.0
+
+
+def _deleted(uids: tuple[str, ...], by_uid: dict[str, dict[str, Any]]) -> bool:
+    """Every pod of the replica is gone or being deleted, and none failed: a graceful removal."""
+    for uid in uids:
+        pod = by_uid.get(uid)
+        if pod is not None and (not pod["metadata"].get("deletionTimestamp") or pod_failed(pod)):
+            return False
+    return True
+
+
+def _ready_replicas(
+    pods: list[dict[str, Any]], load: ServingLoad
+) -> tuple[tuple[ReplicaInfo, ...], dict[str, tuple[tuple[str, ...], float]]]:
     """The group's serving replicas: Ready as the controller counts them
-    (`controller.pods.replicas_of_unit`: every pod there and Ready), and bound."""
+    (`controller.pods.replicas_of_unit`: every pod there and Ready), and bound; and per
+    replica its pods' uids and the leader's grace period."""
     kinds = {load.prefill_role: "prefill", load.decode_role: "decode"}
     by_unit: dict[int, list[dict[str, Any]]] = {}
     for pod in pods:
@@ -129,6 +188,7 @@ def _ready_replicas(pods: list[dict[str, Any]], load: ServingLoad) -> tuple[Repl
             continue
         by_unit.setdefault(int(labels[UNIT_LABEL]), []).append(pod)
     out = []
+    meta: dict[str, tuple[tuple[str, ...], float]] = {}
     for unit, members in sorted(by_unit.items()):
         replicas, pods_of = replicas_of_unit(members, dict(load.pods_per_replica))
         for replica in replicas:
@@ -140,7 +200,12 @@ def _ready_replicas(pods: list[dict[str, Any]], load: ServingLoad) -> tuple[Repl
             # The leader's uid is part of the identity: a re-created replica starts with an empty KV cache.
             ident = f"{load.key}/{unit}/{replica.role}/{replica.index}@{leader['metadata'].get('uid', '')}"
             out.append(ReplicaInfo(ident, kinds[replica.role], unit, gpus, leader["spec"]["nodeName"]))
-    return tuple(out)
+            grace = leader["spec"].get("terminationGracePeriodSeconds")
+            meta[ident] = (
+                tuple(p["metadata"].get("uid", "") for p in replica_pods),
+                DEFAULT_GRACE_S if grace is None else float(grace),
+            )
+    return tuple(out), meta
 
 
 def _serving(pod: dict[str, Any]) -> bool:

@@ -27,13 +27,16 @@ SERVING_PLOTS = {
     "serving_latency.png": "TTFT p90 and ITL p90 of the requests arriving in each 30 s, against the SLO",
     "serving_replicas.png": "Ready prefill and decode replicas over time (the autoscaler's changes as dots), and the request rate",
     "serving_utilisation.png": "GPU utilisation of the serving replicas over time (share of Ready serving GPUs computing)",
-    "serving_replica_load.png": "Per replica (first run): prefill queue depth and decode KV-cache utilisation over time",
+    "serving_replica_load.png": "Per replica (first run): prefill queue depth and decode KV-cache utilisation (allocated blocks) over time",
 }
 SEEDS_PLOT = {
     "serving_seeds.png": "Across seeds: mean and 95% interval (bar) and each seed (dots) of SLO attainment, goodput per GPU, TTFT p90 and ITL p90",
 }
 # Per-group serving figures shown in the HTML table, in order.
-SERVING_COLUMNS = ("requests", "completed", "slo_attainment", "goodput_rps_per_gpu", "gpu_utilisation", "mean_gpus", "restarts")
+SERVING_COLUMNS = (
+    "requests", "completed", "slo_attainment", "goodput_rps_per_gpu", "gpu_utilisation", "mean_gpus", "restarts",
+    "preempted", "prefix_cache_hit_rate", "drained_replicas", "drain_requeued",
+)
 
 
 def write_report(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]], title: str) -> list[Path]:

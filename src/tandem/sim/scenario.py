@@ -13,12 +13,18 @@ spec:
     "*": {imagePullSeconds: 20, modelLoadMedianSeconds: 60, modelLoadSigma: 0.3}
   groups:
     - {at: 0, file: llama-70b.yaml}                      # relative to the scenario file
+    - {at: 60, file: llama-70b.yaml, name: llama-70b-2}  # the same manifest again, under another name
   changes:
     - {at: 900, group: serving/llama-70b, patch: {spec: {replicas: 3}}}
   faults:
     - {at: 1800, rack: rack-5, recoverAfterSeconds: 600}  # any domain name; or nodes: [...]
   serving:                                               # request load per group (docs/serving.md)
     - group: serving/llama-70b
+      # engine behaviour, defaults shown (docs/serving.md):
+      # kvCache: {blockTokens: 16, preemption: recompute, swapSpaceGib: 4, swapGbPerSecond: 25}
+      # prefixCaching: true, chunkedPrefill: false, maxNumBatchedTokens: 8192
+      # coldStart: {loadGbPerSecond: 2, engineStartSeconds: 30}   # or {modelLoadSeconds: 120}
+      # drain: {enabled: true}                                    # gracePeriodSeconds: pod's, else 30
       model: llama-3.1-70b                               # a built-in profile, or a file beside the scenario
       gpu: h100-sxm
       slo: {ttftSeconds: 2, itlSeconds: 0.1}
@@ -89,6 +95,8 @@ class GroupArrival(StrictModel):
     at: float = Field(ge=0)
     file: str | None = None
     group: dict[str, Any] | None = None
+    # The group under another name: one manifest deployed several times (one group per arrival).
+    name: str | None = Field(default=None, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
     @model_validator(mode="after")
     def _one_source(self) -> "GroupArrival":
@@ -162,6 +170,33 @@ class SyntheticSpec(StrictModel):
         return synthetic(seed, duration_s, self.rate, self.arrivals, self.burstiness, lengths[0], lengths[1], name="synthetic")
 
 
+class KvCacheSpec(StrictModel):
+    """Decode KV paging (vLLM): blocks allocated as tokens are produced, preemption when out of them."""
+
+    block_tokens: int = Field(16, ge=1, le=1024)  # vLLM's --block-size default
+    preemption: Literal["recompute", "swap"] = "recompute"  # vLLM's default is recompute
+    swap_space_gib: float = Field(4.0, ge=0, le=1024)  # host memory per GPU for swapped KV (vLLM v0 --swap-space)
+    swap_gb_per_second: float = Field(25.0, gt=0, le=1000)  # HBM <-> host copy per GPU (PCIe)
+
+
+class ColdStartSpec(StrictModel):
+    """Time from a pod being bound to serving: image pull (spec.startup), then loading the
+    weights each node holds at `loadGbPerSecond` (GB/s per node) plus a fixed engine start
+    (CUDA graphs, NCCL, memory profiling); `modelLoadSeconds` replaces that computation."""
+
+    load_gb_per_second: float = Field(2.0, gt=0, le=1000)
+    engine_start_seconds: float = Field(30.0, ge=0, le=3600)
+    model_load_seconds: float | None = Field(None, gt=0, le=86400)
+
+
+class DrainSpec(StrictModel):
+    """Scale-down and rolling updates drain replicas: no new requests, in-flight work
+    finishes, for at most the grace period (default: the pod's terminationGracePeriodSeconds)."""
+
+    enabled: bool = True
+    grace_period_seconds: float | None = Field(None, ge=0, le=86400)
+
+
 class ServingSpec(StrictModel):
     group: str = Field(pattern=r"^[a-z0-9-]+/[a-z0-9-]+$")  # namespace/name
     model: str
@@ -175,6 +210,12 @@ class ServingSpec(StrictModel):
     start_at: float = Field(0.0, ge=0)  # when the first request arrives, in scenario time
     metrics_window_seconds: float = Field(60.0, gt=0)
     cluster_bandwidth_gbps: float = Field(100.0, gt=0)  # between nodes sharing no domain
+    kv_cache: KvCacheSpec = Field(default_factory=KvCacheSpec)
+    prefix_caching: bool = True  # vLLM V1's default; needs a trace with prefix hashes (Mooncake)
+    chunked_prefill: bool = False
+    max_num_batched_tokens: int = Field(8192, ge=16, le=1_048_576)  # prefill tokens per iteration
+    cold_start: ColdStartSpec = Field(default_factory=ColdStartSpec)
+    drain: DrainSpec = Field(default_factory=DrainSpec)
 
     @model_validator(mode="after")
     def _one_source(self) -> "ServingSpec":
@@ -270,7 +311,16 @@ def load_scenario(
         else:
             name, documents = f"{source} spec.groups[{index}]", [arrival.group]
         load_texts([(name, yaml.safe_dump_all(documents))])  # validate the groups as `tandem validate` would
-        arrivals += [(arrival.at, doc) for doc in documents if doc.get("kind") == "InferenceGroup"]
+        found = [doc for doc in documents if doc.get("kind") == "InferenceGroup"]
+        if arrival.name is not None:
+            if len(found) != 1:
+                raise InputError(Problem(f"spec.groups[{index}].name", f"renames one group; {name} holds {len(found)}", source))
+            found = [{**found[0], "metadata": {**found[0]["metadata"], "name": arrival.name}}]
+        for doc in found:
+            key = f"{doc['metadata'].get('namespace', 'default')}/{doc['metadata']['name']}"
+            if any(f"{g['metadata'].get('namespace', 'default')}/{g['metadata']['name']}" == key for _, g in arrivals):
+                raise InputError(Problem(f"spec.groups[{index}]", f"group {key} arrives twice (give each arrival its own name)", source))
+        arrivals += [(arrival.at, doc) for doc in found]
     racks = _racks(cluster)
     faults = []
     for index, fault in enumerate(spec.faults):
@@ -289,6 +339,13 @@ def load_scenario(
         for index, entry in enumerate(spec.serving)
     ]
     offsets = {load.key: offset for load, offset in serving}
+    for (load, _), entry in zip(serving, spec.serving):
+        # the serving roles' pods become Ready only once their engine has loaded the model
+        for role in (load.prefill_role, load.decode_role):
+            base = startup.get(role) or startup.get("*") or Startup()
+            startup[f"{load.key}/{role}"] = Startup(
+                base.image_pull_s, cold_start_seconds(load.model, load.pods_per_replica.get(role, 1), entry.cold_start), base.model_load_sigma
+            )
     variants = [Variant(v.name, v.placement, v.autoscaling, v.affinity, v.autoscaling_patch, v.speed_factor) for v in spec.compare]
     for index, variant in enumerate(variants):
         _check_variant(index, variant, arrivals, source)
@@ -309,6 +366,16 @@ def load_scenario(
         startup=startup,
         resync_s=spec.resync_seconds,
     )
+
+
+def cold_start_seconds(model: ModelProfile, pods_per_replica: int, spec: ColdStartSpec) -> float:
+    """Seconds from an engine's start to serving: the weights one node holds (the replica's
+    weights over its pods; tensor parallelism within a node, pipeline stages across nodes)
+    read at the node's load bandwidth, plus the fixed engine start; or the stated override."""
+    if spec.model_load_seconds is not None:
+        return spec.model_load_seconds
+    per_node = model.params * model.weight_bytes_per_param / max(pods_per_replica, 1)
+    return per_node / (spec.load_gb_per_second * 1e9) + spec.engine_start_seconds
 
 
 def _racks(cluster: list[dict[str, Any]]) -> dict[str, list[str]]:
@@ -381,7 +448,7 @@ def rotated(trace: Trace, replicate: int) -> tuple[Trace, float]:
     offset = (replicate * GOLDEN) % 1.0 * period
     shifted = (trace.arrival_s - offset) % period
     order = np.argsort(shifted, kind="stable")
-    return Trace(trace.name, shifted[order], trace.input_tokens[order], trace.output_tokens[order]), round(offset, 3)
+    return trace.take(order, shifted[order]), round(offset, 3)
 
 
 def _check_variant(index: int, variant: Variant, arrivals: list[tuple[float, dict[str, Any]]], source: str) -> None:
@@ -472,10 +539,19 @@ def _serving_load(
         decode_role=decode_role,
         ttft_slo_s=entry.slo.ttft_seconds,
         itl_slo_s=entry.slo.itl_seconds,
-        trace=Trace(trace.name, trace.arrival_s + entry.start_at, trace.input_tokens, trace.output_tokens),
+        trace=trace.take(np.arange(len(trace)), trace.arrival_s + entry.start_at),
         window_s=entry.metrics_window_seconds,
         cluster_bandwidth_gbps=entry.cluster_bandwidth_gbps,
         pods_per_replica={r["name"]: int(r.get("podsPerReplica", 1)) for r in group["spec"]["roles"]},
+        kv_block_tokens=entry.kv_cache.block_tokens,
+        preemption=entry.kv_cache.preemption,
+        swap_space_gib=entry.kv_cache.swap_space_gib,
+        swap_gbps=entry.kv_cache.swap_gb_per_second,
+        prefix_caching=entry.prefix_caching,
+        chunked_prefill=entry.chunked_prefill,
+        max_num_batched_tokens=entry.max_num_batched_tokens,
+        drain=entry.drain.enabled,
+        drain_grace_s=entry.drain.grace_period_seconds,
     )
     return load, offset
 

@@ -16,6 +16,12 @@
 
 `serving` (groups with request load, docs/serving.md), per group:
 - `requests`, `completed`, `restarts` (requests that lost work to a leaving replica).
+- `preempted` (requests a decode replica preempted for KV blocks at least once) and
+  `preemptions` (all preemptions); `prefix_cache_hit_rate`: prompt tokens served from
+  prefill replicas' prefix caches / prompt tokens prefilled (null before any prefill);
+  `drained_replicas`: replicas that drained (scale-down, rolling update) instead of
+  leaving at once; `drain_requeued`: requests sent back to the router because a draining
+  replica's grace period ran out before they finished there.
 - `ttft_s`, `itl_s`, `e2e_s`, `kv_transfer_s`: p50/p90/p99 over completed requests
   (ITL is the request's mean inter-token latency, TPOT).
 - `slo_attainment`: share of ALL requests of the trace that completed within both the
@@ -119,6 +125,11 @@ def _serving(key: str, served: ServingResults, result: Result, end: float) -> di
         "requests": int(len(served.arrival_s)),
         "completed": int(served.completed.sum()),
         "restarts": int((served.restarts > 0).sum()),
+        "preempted": int((served.preemptions > 0).sum()),
+        "preemptions": int(served.preemptions.sum()),
+        "prefix_cache_hit_rate": None if (rate := served.prefix_hit_rate()) is None else round(rate, 4),
+        "drained_replicas": int((~np.isnan(served.replica_drain_s)).sum()),
+        "drain_requeued": int((served.drain_requeued > 0).sum()),
         "ttft_s": _percentiles(served, "ttft_s"),
         "itl_s": _percentiles(served, "itl_s"),
         "e2e_s": _percentiles(served, "e2e_s"),

@@ -36,10 +36,11 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -58,11 +59,13 @@ _ANY_UNIT = -1  # the admission pool of units without a decode replica
 DECODE_LOAD_STEP = 8
 
 # request states
-_PENDING, _ROUTER, _QUEUED, _PREFILLING, _WAITING_KV, _PARKED, _TRANSFERRING, _JOINING, _DECODING, _DONE = range(10)
+_PENDING, _ROUTER, _QUEUED, _PREFILLING, _WAITING_KV, _PARKED, _TRANSFERRING, _JOINING, _DECODING, _DONE, _PREEMPTED = range(11)
 
 # event kinds, in the order they run at equal times (after arrivals, so that prompts
 # arriving together start in one batch)
-_PREFILL_START, _PREFILL_DONE, _TRANSFER_DONE, _RUN_END = range(4)
+_PREFILL_START, _PREFILL_DONE, _TRANSFER_DONE, _RUN_END, _DRAIN_END = range(5)
+
+PREEMPTION_MODES = ("recompute", "swap")
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,8 @@ class _Replica:
     joined_at: float
     left_at: float = math.nan
     token: int = 0  # bumped to cancel the replica's pending event
+    drain_token: int = 0  # matches its pending drain-end event
+    drain_at: float = math.nan  # when it began to drain
     total_tokens: int = 0  # prefill: prompt tokens processed; decode: tokens generated
 
 
@@ -88,12 +93,17 @@ class _Replica:
 class _Prefill(_Replica):
     queue: deque[int] = field(default_factory=deque)
     outstanding: int = 0  # prompt tokens queued + running
-    batch: list[int] = field(default_factory=list)
-    batch_tokens: int = 0
+    busy: bool = False  # a batch is running
+    batch: list[int] = field(default_factory=list)  # requests whose prefill this batch completes
+    partial: int = -1  # chunked prefill: the request this batch runs a (non-final) chunk of
+    batch_tokens: int = 0  # tokens computed (prefix-cache hits excluded)
+    batch_prompts: int = 0  # whole prompts this batch completes, for `outstanding`
     batch_start: float = 0.0
     batch_end: float = 0.0
     starting: bool = False  # a batch start is scheduled for now
     holding: set[int] = field(default_factory=set)  # requests whose KV it holds (waiting or sending)
+    cache: dict[int, None] = field(default_factory=dict)  # prefix blocks held, least recently used first
+    cache_blocks: int = 0  # how many prefix blocks its KV holds
     # completed batches, in time order
     starts: list[float] = field(default_factory=list)
     ends: list[float] = field(default_factory=list)
@@ -104,7 +114,7 @@ class _Prefill(_Replica):
         busy = tokens = 0.0
         first = bisect.bisect_right(self.ends, start)
         spans = list(zip(self.starts[first:], self.ends[first:], self.tokens[first:]))
-        if self.batch and math.isnan(self.left_at):
+        if self.busy and math.isnan(self.left_at):
             spans.append((self.batch_start, self.batch_end, self.batch_tokens))
         for begin, last, count in spans:
             if begin >= end:
@@ -119,8 +129,14 @@ class _Prefill(_Replica):
 @dataclass(eq=False)
 class _Decode(_Replica):
     capacity: int = 0  # KV tokens
-    reserved: int = 0
-    peak_reserved: int = 0
+    blocks: int = 0  # KV blocks (capacity // block size)
+    held: int = 0  # blocks of requests not in the running batch (transferring in, waiting for a slot)
+    run_peak: int = 0  # blocks the running batch holds in the last iteration of its run
+    peak_blocks: int = 0
+    swap_blocks: int = 0  # swap space (host memory), in blocks
+    swapped: int = 0  # blocks swapped out now
+    delay: float = 0.0  # engine time owed before the next run (swap-outs)
+    resume: deque[int] = field(default_factory=deque)  # preempted, waiting for blocks (front first)
     ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # running batch
     remaining: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # iterations left
     context: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # KV of its next iteration
@@ -166,12 +182,40 @@ class ServingModel:
         max_prefill_batch_tokens: int = 8192,
         max_decode_batch: int = 256,
         unknown_bandwidth_gbps: float | None = None,
+        block_tokens: int = 16,
+        preemption: str = "recompute",
+        swap_space_gib: float = 4.0,
+        swap_gbps: float = 25.0,
+        prefix_caching: bool = True,
+        chunked_prefill: bool = False,
     ):
         """`bandwidth_gbps(prefill_node, decode_node)` is the link's Gbit/s (e.g.
         `TopologyView.bandwidth_gbps`); where it says None, `unknown_bandwidth_gbps` is used,
-        and without one that is an InputError."""
+        and without one that is an InputError.
+
+        Decode KV is paged in blocks of `block_tokens` (vLLM's default 16) allocated as
+        tokens are produced; out of blocks, the most recently arrived sequence is preempted
+        (`preemption`: "recompute", vLLM's default, or "swap" to `swap_space_gib` of host
+        memory per GPU at `swap_gbps` GB/s per GPU). `prefix_caching`: prefill replicas
+        reuse the KV of prompt prefixes they computed before (needs the trace's prefix
+        hashes). `chunked_prefill`: prompts are split so that each prefill iteration
+        computes at most `max_prefill_batch_tokens` tokens (docs/serving.md)."""
         if max_prefill_batch_tokens < 1 or max_decode_batch < 1:
             raise ValueError("max_prefill_batch_tokens and max_decode_batch must be >= 1")
+        if block_tokens < 1:
+            raise ValueError(f"block_tokens must be >= 1, got {block_tokens}")
+        if preemption not in PREEMPTION_MODES:
+            raise ValueError(f"preemption must be one of {', '.join(PREEMPTION_MODES)}, got {preemption!r}")
+        if swap_space_gib < 0 or not swap_gbps > 0:
+            raise ValueError("swap_space_gib must be >= 0 and swap_gbps > 0")
+        self.block_tokens = block_tokens
+        self.preemption = preemption
+        self.swap_space_gib = swap_space_gib
+        self.swap_gbps = swap_gbps
+        self.prefix_caching = prefix_caching
+        self.chunked_prefill = chunked_prefill
+        self.prefix_block_tokens = 512
+        self._kv_bytes = roofline.kv_bytes_per_token(model)
         self.model = model
         self.gpu = gpu
         self._bandwidth_of = bandwidth_gbps
@@ -208,6 +252,16 @@ class ServingModel:
         self._restarts = np.zeros(0, np.int64)
         self._generation = np.zeros(0, np.int64)  # bumped on restart: cancels a pending transfer
         self._ready_at = np.zeros(0)  # when prefill finished (admission order)
+        self._blocks = np.zeros(0, np.int64)  # decode KV blocks held outside a running batch
+        self._progress = np.zeros(0, np.int64)  # prompt tokens whose KV exists (cache hits + chunks done)
+        self._hit = np.zeros(0, np.int64)  # prefix-cache hit of the current prefill attempt
+        self._cached = np.zeros(0, np.int64)  # prompt tokens served from the prefix cache, all attempts
+        self._queried = np.zeros(0, np.int64)  # prompt tokens prefilled, all attempts (hits included)
+        self._preemptions = np.zeros(0, np.int64)
+        self._swapped = np.zeros(0, bool)  # preempted by swapping (its KV is in host memory)
+        self._drain_requeued = np.zeros(0, np.int64)  # sent back when a draining replica's grace ran out
+        self._hashes: list[tuple[int, ...]] = []
+        self._draining: dict[str, _Prefill | _Decode] = {}
         self._prefill_of: dict[int, _Prefill] = {}  # where the KV is computed / held
         self._decode_of: dict[int, _Decode] = {}
         self._next_arrival = 0
@@ -235,8 +289,17 @@ class ServingModel:
 
     # ------------------------------------------------------------------ inputs
 
-    def add_requests(self, arrival_s: np.ndarray, input_tokens: np.ndarray, output_tokens: np.ndarray) -> None:
-        """Append requests (sorted by arrival, none before the last one added or before now)."""
+    def add_requests(
+        self,
+        arrival_s: np.ndarray,
+        input_tokens: np.ndarray,
+        output_tokens: np.ndarray,
+        prefix_hashes: Sequence[Sequence[int]] | None = None,
+        prefix_block_tokens: int = 512,
+    ) -> None:
+        """Append requests (sorted by arrival, none before the last one added or before now).
+        `prefix_hashes`: per request, the ids of its prompt's prefix blocks of
+        `prefix_block_tokens` tokens (Mooncake's `hash_ids`); without them no prefix hits."""
         arrival = np.asarray(arrival_s, dtype=float)
         inputs = np.asarray(input_tokens)
         outputs = np.asarray(output_tokens)
@@ -261,6 +324,15 @@ class ServingModel:
             if arrival[0] < earliest:
                 raise InputError(Problem("arrival_s[0]", f"must be >= {earliest} (the model's time or the last arrival added)"))
         n = arrival.size
+        if prefix_hashes is not None:
+            if len(prefix_hashes) != n:
+                raise InputError(Problem("prefix_hashes", f"must have one row per request ({n}), got {len(prefix_hashes)}"))
+            if prefix_block_tokens < 1:
+                raise InputError(Problem("prefix_block_tokens", f"must be >= 1, got {prefix_block_tokens}"))
+            self.prefix_block_tokens = prefix_block_tokens
+            self._hashes += [tuple(row) for row in prefix_hashes]
+        else:
+            self._hashes += [()] * n
         self._arrival = np.concatenate([self._arrival, arrival])
         self._input = np.concatenate([self._input, inputs.astype(np.int64)])
         self._output = np.concatenate([self._output, outputs.astype(np.int64)])
@@ -279,13 +351,28 @@ class ServingModel:
             ("_restarts", 0, np.int64),
             ("_generation", 0, np.int64),
             ("_ready_at", math.nan, float),
+            ("_blocks", 0, np.int64),
+            ("_progress", 0, np.int64),
+            ("_hit", 0, np.int64),
+            ("_cached", 0, np.int64),
+            ("_queried", 0, np.int64),
+            ("_preemptions", 0, np.int64),
+            ("_swapped", False, bool),
+            ("_drain_requeued", 0, np.int64),
         ):
             setattr(self, name, np.concatenate([getattr(self, name), np.full(n, fill, dtype)]))
 
-    def set_replicas(self, now: float, replicas: Sequence[ReplicaInfo]) -> None:
+    def set_replicas(self, now: float, replicas: Sequence[ReplicaInfo], drain_s: Mapping[str, float] | None = None) -> None:
         """The complete set of Ready replicas from `now`: new ids join, missing ids leave
-        (an id whose kind, unit, GPUs or node changed leaves and joins again)."""
+        (an id whose kind, unit, GPUs or node changed leaves and joins again).
+
+        A missing id listed in `drain_s` drains instead of leaving at once (a graceful
+        shutdown): it takes no new request, finishes what it holds and leaves when idle, or
+        after `drain_s[id]` seconds (its grace period), when what is left is sent back to
+        the router and counted in `drain_requeued`. Others leave at once (forced: their
+        requests restart)."""
         self.advance(now)
+        drain_s = drain_s or {}
         wanted: dict[str, ReplicaInfo] = {}
         for position, info in enumerate(replicas):
             if info.kind not in KINDS:
@@ -297,13 +384,32 @@ class ServingModel:
             wanted[info.id] = info
         leaving_prefills = sorted(i for i, r in self._prefills.items() if wanted.get(i) != r.info)
         leaving_decodes = sorted(i for i, r in self._decodes.items() if wanted.get(i) != r.info)
-        if leaving_prefills or leaving_decodes:
+        reborn = sorted(i for i in self._draining if i in wanted)  # a draining id back: the old one goes now
+        if leaving_prefills or leaving_decodes or reborn:
             self._sample()  # the leavers' last busy time and tokens are measured before they go
         back_to_router: list[int] = []
+        for replica_id in reborn:
+            back_to_router += self._end_drain(self._draining[replica_id])
+        draining: list[_Prefill | _Decode] = []
         for replica_id in leaving_prefills:
-            back_to_router += self._leave_prefill(self._prefills.pop(replica_id))
+            prefill = self._prefills.pop(replica_id)
+            if replica_id in drain_s and replica_id not in wanted:
+                draining.append(prefill)
+            else:
+                back_to_router += self._leave_prefill(prefill)
         for replica_id in leaving_decodes:
-            back_to_router += self._leave_decode(self._decodes.pop(replica_id))
+            decode = self._decodes.pop(replica_id)
+            if replica_id in drain_s and replica_id not in wanted:
+                draining.append(decode)
+            else:
+                back_to_router += self._leave_decode(decode)
+        for replica in draining:
+            self._draining[replica.info.id] = replica
+            grace = float(drain_s[replica.info.id])
+            replica.drain_token += 1  # its other pending events stay valid
+            replica.drain_at = now
+            if math.isfinite(grace):
+                self._schedule(now + max(grace, 0.0), _DRAIN_END, replica, replica.drain_token)
         for replica_id in sorted(wanted):
             info = wanted[replica_id]
             if replica_id not in self._prefills and replica_id not in self._decodes:
@@ -316,6 +422,8 @@ class ServingModel:
         self._rebuild_pools()
         self._dispatch_router()
         self._try_admit()
+        for replica in draining:
+            self._check_drained(replica)
         self._sample()
 
     # ------------------------------------------------------------------ time
@@ -349,8 +457,10 @@ class ServingModel:
                 self._prefill_done(target, token)  # type: ignore[arg-type]
             elif kind == _TRANSFER_DONE:
                 self._transfer_done(int(target), token)  # type: ignore[call-overload]
-            else:
+            elif kind == _RUN_END:
                 self._run_end(target, token)  # type: ignore[arg-type]
+            else:
+                self._drain_end(target, token)  # type: ignore[arg-type]
         if math.isfinite(until):
             self.now = until
 
@@ -375,9 +485,29 @@ class ServingModel:
         """Tokens to prefill: the prompt plus whatever was delivered before a restart."""
         return int(self._input[request] + self._delivered[request])
 
-    def _reservation(self, request: int) -> int:
-        """KV tokens a decode replica reserves for the request: prompt + output."""
-        return int(self._input[request] + self._output[request])
+    def _admission_blocks(self, request: int) -> int:
+        """KV blocks a decode replica allocates when the request's KV is sent to it: its
+        context once the first token is out (prompt + tokens delivered + 1). Nothing is
+        reserved for the answer: blocks are added as tokens are generated."""
+        return -(-int(self._input[request] + self._delivered[request] + 1) // self.block_tokens)
+
+    def _member_blocks(self, decode: _Decode, k: int) -> int:
+        """Blocks the running batch holds in its iteration k (context + k tokens each)."""
+        b = self.block_tokens
+        return int(((decode.context + (k + b - 1)) // b).sum())
+
+    def _free_blocks(self, decode: _Decode) -> int:
+        """Blocks free for a newcomer: those neither held nor needed by the running batch
+        before its run ends (so admitting never cuts the run short)."""
+        return decode.blocks - decode.held - decode.run_peak
+
+    def allocated_blocks(self, decode: _Decode) -> int:
+        """Blocks allocated now: outside the batch, plus the batch's in its current iteration."""
+        run = decode.run
+        if run is None or decode.ids.size == 0:
+            return decode.held
+        k = run.done_by(self.now, decode.run_end_k) if self.now > run.start else 0
+        return decode.held + self._member_blocks(decode, min(k, max(decode.run_end_k - 1, 0)))
 
     def _send_to_prefill(self, request: int) -> None:
         best: _Prefill | None = None
@@ -388,31 +518,84 @@ class ServingModel:
         best.queue.append(request)
         best.outstanding += self._prompt(request)
         self._state[request] = _QUEUED
-        if not best.batch and not best.starting:
+        if not best.busy and not best.starting:
             best.starting = True
             self._schedule(self.now, _PREFILL_START, best, best.token)
 
+    def _lookup(self, replica: _Prefill, request: int, prompt: int) -> int:
+        """Prompt tokens whose KV the replica's prefix cache holds (leading blocks, up to
+        the first miss; at least the last token is computed, as vLLM does); the request's
+        blocks become the most recently used, the least recently used are evicted."""
+        hashes = self._hashes[request]
+        if not hashes or not self.prefix_caching or replica.cache_blocks <= 0:
+            return 0
+        cache = replica.cache
+        matched = 0
+        for block in hashes:
+            if block not in cache:
+                break
+            matched += 1
+        for block in hashes:
+            cache.pop(block, None)
+            cache[block] = None
+        excess = len(cache) - replica.cache_blocks
+        if excess > 0:
+            for block in list(itertools.islice(cache, excess)):
+                del cache[block]
+        return min(matched * self.prefix_block_tokens, prompt - 1)
+
     def _start_batch(self, replica: _Prefill) -> None:
+        """One prefill iteration, FCFS: whole prompts up to the token budget (a longer one
+        alone), or with chunked prefill exactly the budget, the last prompt cut into a chunk.
+        Tokens served from the prefix cache are not computed and not counted in the budget."""
         replica.starting = False
         queue = replica.queue
-        if not queue or replica.batch or not math.isnan(replica.left_at):
+        if not queue or replica.busy or not math.isnan(replica.left_at):
             return
-        batch = [queue.popleft()]
-        lengths = [self._prompt(batch[0])]
-        total = lengths[0]
+        budget = self.max_prefill_batch_tokens
+        chunked = self.chunked_prefill
+        finishing: list[int] = []
+        lengths: list[int] = []
+        total = prompts = 0
+        squares = 0.0
+        partial = -1
         while queue:
-            length = self._prompt(queue[0])
-            if total + length > self.max_prefill_batch_tokens:
-                break
-            batch.append(queue.popleft())
-            lengths.append(length)
-            total += length
-        replica.batch = batch
-        replica.batch_tokens = total
-        replica.batch_start = self.now
-        replica.batch_end = self.now + roofline.prefill_seconds(self.model, self.gpu, replica.info.gpus, total, lengths)
-        for request in batch:
+            request = queue[0]
+            prompt = self._prompt(request)
+            done = int(self._progress[request])
+            if done == 0:
+                hit = self._lookup(replica, request, prompt)
+                self._hit[request] = hit
+                self._progress[request] = done = hit
+            left = prompt - done
+            if chunked:
+                take = min(left, budget - total)
+                if take <= 0:
+                    break
+            else:
+                if total and total + left > budget:
+                    break
+                take = left
+            queue.popleft()
+            total += take
+            lengths.append(take)
+            squares += float(done + take) ** 2 - float(done) ** 2
+            self._progress[request] = done + take
             self._state[request] = _PREFILLING
+            if done + take < prompt:
+                partial = request  # chunked: the budget is spent
+                break
+            finishing.append(request)
+            prompts += prompt
+        replica.busy = True
+        replica.batch = finishing
+        replica.partial = partial
+        replica.batch_tokens = total
+        replica.batch_prompts = prompts
+        replica.batch_start = self.now
+        replica.batch_end = self.now + roofline.prefill_seconds(
+            self.model, self.gpu, replica.info.gpus, total, lengths, attention_squares=squares
+        )
         replica.token += 1
         self._schedule(replica.batch_end, _PREFILL_DONE, replica, replica.token)
 
@@ -420,8 +603,17 @@ class ServingModel:
         if token != replica.token or not math.isnan(replica.left_at):
             return
         duration = replica.batch_end - replica.batch_start
+        if replica.partial >= 0:
+            self._prefill_s[replica.partial] += duration
+            self._state[replica.partial] = _QUEUED
+            replica.queue.appendleft(replica.partial)  # its next chunk goes first
+            replica.partial = -1
         for request in replica.batch:
             self._prefill_s[request] += duration
+            self._cached[request] += self._hit[request]
+            self._queried[request] += self._prompt(request)
+            self._progress[request] = 0
+            self._hit[request] = 0
             self._state[request] = _WAITING_KV
             self._ready_at[request] = self.now
             self._prefill_of[request] = replica
@@ -432,12 +624,15 @@ class ServingModel:
         replica.ends.append(replica.batch_end)
         replica.tokens.append(replica.batch_tokens)
         replica.total_tokens += replica.batch_tokens
-        replica.outstanding -= replica.batch_tokens
+        replica.outstanding -= replica.batch_prompts
+        replica.busy = False
         replica.batch = []
-        replica.batch_tokens = 0
+        replica.batch_tokens = replica.batch_prompts = 0
         if replica.queue:
             self._start_batch(replica)
         self._try_admit()
+        if self._draining:
+            self._check_drained(replica)
 
     # ------------------------------------------------------------------ admission and transfer
 
@@ -494,22 +689,22 @@ class ServingModel:
             pool = pools[chosen]
             request = pool[0]
             candidates = self._decodes_by_unit.get(chosen, [])
-            need = self._reservation(request)
+            need = self._admission_blocks(request)
             source = self._prefill_of[request]
             target: _Decode | None = None
             target_rank: tuple[int, float, int, str] | None = None
             for decode in candidates:
-                free = decode.capacity - decode.reserved
+                free = decode.blocks - decode.held - decode.run_peak
                 if free >= need:
                     # Load first, in steps of DECODE_LOAD_STEP sequences, then the nearest,
                     # then the most room: near decode wins among replicas about as busy,
                     # and a far one is used before a near one runs ahead of it.
-                    load = (decode.ids.size + len(decode.joiners) + len(decode.transferring)) // DECODE_LOAD_STEP
+                    load = (decode.ids.size + len(decode.joiners) + len(decode.transferring) + len(decode.resume)) // DECODE_LOAD_STEP
                     rank = (load, -self._bandwidth(source.info.node, decode.info.node), -free, decode.info.id)
                     if target_rank is None or rank < target_rank:
                         target, target_rank = decode, rank
             if target is None:
-                if candidates and need > max(decode.capacity for decode in candidates):
+                if candidates and need > max(decode.blocks for decode in candidates):
                     pool.popleft()
                     self._state[request] = _PARKED
                     self._parked.append(request)
@@ -520,8 +715,10 @@ class ServingModel:
             self._start_transfer(request, source, target, need)
 
     def _start_transfer(self, request: int, source: _Prefill, target: _Decode, need: int) -> None:
-        target.reserved += need
-        target.peak_reserved = max(target.peak_reserved, target.reserved)
+        target.held += need
+        self._blocks[request] = need
+        if target.run is None:
+            target.peak_blocks = max(target.peak_blocks, target.held)
         target.transferring.add(request)
         self._decode_of[request] = target
         self._decode_replica[request] = target.index
@@ -577,7 +774,8 @@ class ServingModel:
             return
         self._in_flight.pop(request, None)
         decode = self._decode_of[request]
-        self._prefill_of.pop(request).holding.discard(request)
+        source = self._prefill_of.pop(request)
+        source.holding.discard(request)
         decode.transferring.discard(request)
         now = self.now
         if self._delivered[request] == 0:
@@ -591,8 +789,13 @@ class ServingModel:
         self._last_token_at[request] = now
         self._delivered[request] += 1
         if self._delivered[request] >= self._output[request]:
+            decode.held -= int(self._blocks[request])
+            self._blocks[request] = 0
             self._complete(request, decode)
             self._try_admit()
+            if self._draining:
+                self._check_drained(decode)
+                self._check_drained(source)
             return
         self._state[request] = _JOINING
         decode.joiners.append(request)
@@ -605,23 +808,77 @@ class ServingModel:
             k = run.first_boundary_from(now, decode.run_end_k)
             if k < decode.run_end_k:
                 decode.run_end_k = k
+                decode.run_peak = self._member_blocks(decode, k - 1)
                 decode.token += 1
                 self._schedule(run.boundary(k), _RUN_END, decode, decode.token)
+        if self._draining:
+            self._check_drained(source)
 
     # ------------------------------------------------------------------ decode
 
     def _start_run(self, decode: _Decode) -> None:
-        """Begin a run at now: joiners fill free slots (FIFO), then the batch is fixed."""
+        """Begin a run at now: preempted requests come back first (when their blocks fit),
+        then joiners fill free slots (FIFO); the batch is fixed. If the batch would run out
+        of blocks before its first departure, the run ends at that iteration, where the most
+        recently arrived members are preempted (`_preempt`)."""
         room = self.max_decode_batch - decode.ids.size
-        if decode.joiners and room > 0:
-            newcomers = [decode.joiners.popleft() for _ in range(min(room, len(decode.joiners)))]
+        delay, decode.delay = decode.delay, 0.0
+        newcomers: list[int] = []
+        if (decode.resume or decode.joiners) and room > 0:
+            free = decode.blocks - decode.held - (self._member_blocks(decode, 0) if decode.resume and decode.ids.size else 0)
+            while decode.resume and room > 0:
+                request = decode.resume[0]
+                context = int(self._input[request] + self._delivered[request])
+                need = -(-context // self.block_tokens)
+                if need > decode.blocks:
+                    # a sequence longer than the whole cache cannot go on (vLLM refuses a
+                    # sequence beyond its cache): it stays unfinished
+                    decode.resume.popleft()
+                    self._state[request] = _PARKED
+                    self._decode_of.pop(request, None)
+                    if self._swapped[request]:
+                        decode.swapped -= need
+                        self._swapped[request] = False
+                    continue
+                if need > free:
+                    break
+                decode.resume.popleft()
+                free -= need
+                room -= 1
+                newcomers.append(request)
+                if self._swapped[request]:  # swap in: host memory -> HBM over PCIe
+                    decode.swapped -= need
+                    self._swapped[request] = False
+                    delay += self._swap_seconds(decode, context)
+                else:  # recompute the lost KV: a prefill of the prompt and the tokens so far
+                    delay += roofline.prefill_seconds(self.model, self.gpu, decode.info.gpus, context)
+            while decode.joiners and room > 0:
+                request = decode.joiners.popleft()
+                decode.held -= int(self._blocks[request])
+                self._blocks[request] = 0
+                room -= 1
+                newcomers.append(request)
+        if newcomers:
             ids = np.asarray(newcomers, dtype=np.int64)
             self._state[ids] = _DECODING
             decode.ids = np.concatenate([decode.ids, ids])
             decode.remaining = np.concatenate([decode.remaining, self._output[ids] - self._delivered[ids]])
             decode.context = np.concatenate([decode.context, self._input[ids] + self._delivered[ids]])
+        available = decode.blocks - decode.held
+        preempted = False
+        end_need = -1
+        if decode.ids.size:
+            end_need = self._member_blocks(decode, int(decode.remaining.min()) - 1)
+            if end_need > available:  # else every iteration of the run fits (the need only grows)
+                end_need = -1
+                while decode.ids.size and self._member_blocks(decode, 0) > available:
+                    delay += self._preempt(decode)
+                    preempted = True
         if decode.ids.size == 0:
             decode.run = None
+            decode.run_peak = 0
+            if preempted and decode.resume and decode.held == 0:
+                self._start_run(decode)  # all preempted with nothing else holding blocks: retry alone (or park)
             return
         batch = int(decode.ids.size)
         context = int(decode.context.sum())
@@ -630,26 +887,69 @@ class ServingModel:
             self._decode_parts[key] = roofline.decode_step_parts(self.model, self.gpu, decode.info.gpus, batch)
         fixed, per_token = self._decode_parts[key]  # an iteration takes fixed + per_token x context
         decode.run = BatchRun(
-            start=self.now,
+            start=self.now + delay,
             batch=batch,
             context=context,
             base=fixed + per_token * context,
             slope=per_token * batch,
             floor=0.0,
         )
-        decode.run_end_k = int(decode.remaining.min())
+        end_k = int(decode.remaining.min())
+        if end_need < 0 and self._member_blocks(decode, end_k - 1) > available:
+            # the first iteration that would need more blocks than there are ends the run
+            low, high = 0, end_k - 1  # fits at low, not at high
+            while high - low > 1:
+                middle = (low + high) // 2
+                if self._member_blocks(decode, middle) > available:
+                    high = middle
+                else:
+                    low = middle
+            end_k = high
+        decode.run_end_k = end_k
+        decode.run_peak = end_need if end_need >= 0 else self._member_blocks(decode, end_k - 1)
         decode.token += 1
         self._schedule(decode.run.boundary(decode.run_end_k), _RUN_END, decode, decode.token)
 
     def _run_end(self, decode: _Decode, token: int) -> None:
         if token != decode.token or not math.isnan(decode.left_at):
             return
+        # the run's last iteration held the most blocks: held + run_peak (exactly, at this boundary)
+        decode.peak_blocks = max(decode.peak_blocks, decode.held + decode.run_peak)
         finished = self._iterate(decode, decode.run_end_k)
         for request in finished:
             self._complete(int(request), decode)
         self._start_run(decode)
         if len(finished):
             self._try_admit()
+        if self._draining:
+            self._check_drained(decode)
+
+    def _preempt(self, decode: _Decode) -> float:
+        """Preempt the most recently arrived member (vLLM's FCFS victim): its blocks are
+        freed (recompute) or copied to host memory (swap, when the swap space holds them;
+        else recompute). It waits at the front of the replica's queue. Returns the engine
+        seconds the preemption costs now (a swap-out)."""
+        position = int(np.argmax(decode.ids))
+        request = int(decode.ids[position])
+        keep = np.ones(decode.ids.size, bool)
+        keep[position] = False
+        decode.ids = decode.ids[keep]
+        decode.remaining = decode.remaining[keep]
+        decode.context = decode.context[keep]
+        self._preemptions[request] += 1
+        self._state[request] = _PREEMPTED
+        decode.resume.appendleft(request)
+        context = int(self._input[request] + self._delivered[request])
+        blocks = -(-context // self.block_tokens)
+        if self.preemption == "swap" and decode.swapped + blocks <= decode.swap_blocks:
+            decode.swapped += blocks
+            self._swapped[request] = True
+            return self._swap_seconds(decode, context)
+        return 0.0
+
+    def _swap_seconds(self, decode: _Decode, tokens: int) -> float:
+        """Copying `tokens` of KV between HBM and host memory, each GPU its shard over its own PCIe link."""
+        return tokens * self._kv_bytes / (decode.info.gpus * self.swap_gbps * 1e9)
 
     def _iterate(self, decode: _Decode, k: int) -> np.ndarray:
         """Apply k iterations of the current run: deliver tokens, return (and drop) finished requests."""
@@ -683,7 +983,6 @@ class ServingModel:
         now = self.now
         self._state[request] = _DONE
         self._decode_of.pop(request, None)
-        decode.reserved -= self._reservation(request)
         e2e = now - self._arrival[request]
         self._e2e[request] = e2e
         outputs = int(self._output[request])
@@ -698,17 +997,20 @@ class ServingModel:
     def _join(self, info: ReplicaInfo) -> None:
         index = len(self._replicas)
         if info.kind == "prefill":
-            roofline.kv_capacity_tokens(self.model, self.gpu, info.gpus)  # the weights must fit
-            prefill = _Prefill(info=info, index=index, joined_at=self.now)
+            capacity = roofline.kv_capacity_tokens(self.model, self.gpu, info.gpus)  # the weights must fit
+            prefill = _Prefill(info=info, index=index, joined_at=self.now, cache_blocks=capacity // self.prefix_block_tokens)
             self._prefills[info.id] = prefill
             self._replicas.append(prefill)
             return
         gpus = info.gpus
+        capacity = roofline.kv_capacity_tokens(self.model, self.gpu, gpus)
         decode = _Decode(
             info=info,
             index=index,
             joined_at=self.now,
-            capacity=roofline.kv_capacity_tokens(self.model, self.gpu, gpus),
+            capacity=capacity,
+            blocks=capacity // self.block_tokens,
+            swap_blocks=int(self.swap_space_gib * 2**30 * gpus / self._kv_bytes) // self.block_tokens,
         )
         self._decodes[info.id] = decode
         self._replicas.append(decode)
@@ -724,14 +1026,23 @@ class ServingModel:
         target = self._decode_of.pop(request, None)
         self._in_flight.pop(request, None)
         if target is not None:
-            target.reserved -= self._reservation(request)
+            target.held -= int(self._blocks[request])
             target.transferring.discard(request)
+        self._blocks[request] = 0
+        self._progress[request] = 0
+        self._hit[request] = 0
+        self._swapped[request] = False
 
     def _leave_prefill(self, replica: _Prefill) -> list[int]:
         replica.left_at = self.now
         replica.token += 1
-        back = list(replica.queue)
-        if replica.batch:
+        back = []
+        for request in replica.queue:
+            if self._progress[request] > self._hit[request]:  # a chunk of it was computed here: lost
+                self._restart(request)
+            self._progress[request] = self._hit[request] = 0
+            back.append(request)
+        if replica.busy:
             # the part of the batch done so far counts as work done, for throughput and busy time
             replica.starts.append(replica.batch_start)
             replica.ends.append(self.now)
@@ -740,7 +1051,8 @@ class ServingModel:
             partial = int(round(replica.batch_tokens * done / span)) if span > 0 else 0
             replica.tokens.append(partial)
             replica.total_tokens += partial
-        for request in replica.batch:
+        running = replica.batch + ([replica.partial] if replica.partial >= 0 else [])
+        for request in running:
             self._restart(request)
             back.append(request)
         for request in sorted(replica.holding):
@@ -749,7 +1061,9 @@ class ServingModel:
         for request in back:
             self._state[request] = _ROUTER
         replica.queue.clear()
+        replica.busy = False
         replica.batch = []
+        replica.partial = -1
         replica.outstanding = 0
         return back
 
@@ -762,14 +1076,49 @@ class ServingModel:
             self._iterate(decode, done)  # tokens delivered before it went; none finishes here
             decode.ends[-1] = self.now  # busy until now, in an iteration whose tokens are lost
             decode.run = None
-        lost = sorted(set(decode.ids.tolist()) | set(decode.joiners) | decode.transferring)
+        lost = sorted(set(decode.ids.tolist()) | set(decode.joiners) | decode.transferring | set(decode.resume))
         for request in lost:
             self._restart(request)
         decode.ids = np.zeros(0, np.int64)
         decode.remaining = np.zeros(0, np.int64)
         decode.context = np.zeros(0, np.int64)
         decode.joiners.clear()
+        decode.resume.clear()
+        decode.held = decode.run_peak = decode.swapped = 0
         return lost
+
+    def _idle(self, replica: _Prefill | _Decode) -> bool:
+        if isinstance(replica, _Prefill):
+            return not (replica.busy or replica.queue or replica.holding or replica.starting)
+        return not (replica.ids.size or replica.joiners or replica.transferring or replica.resume)
+
+    def _check_drained(self, replica: _Prefill | _Decode) -> None:
+        """A draining replica with nothing left leaves."""
+        if self._draining.get(replica.info.id) is replica and self._idle(replica):
+            del self._draining[replica.info.id]
+            if isinstance(replica, _Prefill):
+                self._leave_prefill(replica)
+            else:
+                self._leave_decode(replica)
+
+    def _end_drain(self, replica: _Prefill | _Decode) -> list[int]:
+        """A draining replica's grace period is over: it goes, and what it still held goes
+        back to the router (counted in `drain_requeued`)."""
+        del self._draining[replica.info.id]
+        back = self._leave_prefill(replica) if isinstance(replica, _Prefill) else self._leave_decode(replica)
+        for request in back:
+            self._drain_requeued[request] += 1
+        return back
+
+    def _drain_end(self, replica: _Prefill | _Decode, token: int) -> None:
+        if self._draining.get(replica.info.id) is not replica or token != replica.drain_token:
+            return
+        self._sample()
+        back = self._end_drain(replica)
+        self._router.extendleft(reversed(sorted(back)))
+        self._rebuild_pools()
+        self._dispatch_router()
+        self._try_admit()
 
     # ------------------------------------------------------------------ measurements
 
@@ -787,7 +1136,7 @@ class ServingModel:
             if not (replica.left_at <= start):  # NaN (present) or left within the window
                 seconds, count = replica.work(start, now)
                 tokens[replica.info.kind] += count
-                if math.isnan(replica.left_at):
+                if math.isnan(replica.left_at) and replica.info.id not in self._draining:
                     begin = max(start, replica.joined_at)
                     busy[replica.info.kind].append(min(1.0, seconds / (now - begin)) if now > begin else 0.0)
         roles = {
@@ -801,10 +1150,12 @@ class ServingModel:
             "decode": RoleSignals(
                 replicas=len(decodes),
                 queue_depth=float(
-                    sum(len(pool) for pool in self._pools.values()) + len(self._parked) + sum(len(d.joiners) for d in decodes)
+                    sum(len(pool) for pool in self._pools.values())
+                    + len(self._parked)
+                    + sum(len(d.joiners) + len(d.resume) for d in decodes)
                 ),
                 busy_fraction=_mean(busy["decode"]),
-                kv_utilization=_mean([d.reserved / d.capacity for d in decodes]),
+                kv_utilization=_mean([self.allocated_blocks(d) / d.blocks for d in decodes]),
                 tokens_per_s=tokens["decode"] / window_s,
             ),
         }
@@ -833,13 +1184,14 @@ class ServingModel:
         start = self._last_sample_at
         span = now - start
         columns = self._samples
-        for replica in list(self._prefills.values()) + list(self._decodes.values()):
+        present = list(self._prefills.values()) + list(self._decodes.values()) + list(self._draining.values())
+        for replica in sorted(present, key=lambda r: r.index):
             busy, tokens = replica.work(start, now)
             if isinstance(replica, _Prefill):
                 queue, kv = len(replica.queue), math.nan
             else:
                 assert isinstance(replica, _Decode)
-                queue, kv = len(replica.joiners), replica.reserved / replica.capacity
+                queue, kv = len(replica.joiners) + len(replica.resume), self.allocated_blocks(replica) / replica.blocks
             begin = max(start, replica.joined_at)
             columns["at"].append(now)
             columns["replica"].append(replica.index)
@@ -868,15 +1220,20 @@ class ServingModel:
             decode_replica=self._decode_replica.copy(),
             restarts=self._restarts.copy(),
             completed=completed,
+            preemptions=self._preemptions.copy(),
+            cached_tokens=self._cached.copy(),
+            prefilled_tokens=self._queried.copy(),
+            drain_requeued=self._drain_requeued.copy(),
             replica_ids=tuple(r.info.id for r in replicas),
             replica_kinds=tuple(r.info.kind for r in replicas),
             replica_units=np.array([r.info.unit for r in replicas], dtype=np.int64),
             replica_gpus=np.array([r.info.gpus for r in replicas], dtype=np.int64),
             replica_joined_s=np.array([r.joined_at for r in replicas], dtype=float),
             replica_left_s=np.array([r.left_at for r in replicas], dtype=float),
+            replica_drain_s=np.array([r.drain_at for r in replicas], dtype=float),
             replica_kv_capacity_tokens=np.array([r.capacity if isinstance(r, _Decode) else 0 for r in replicas], dtype=np.int64),
             replica_peak_kv_utilization=np.array(
-                [r.peak_reserved / r.capacity if isinstance(r, _Decode) else math.nan for r in replicas], dtype=float
+                [r.peak_blocks / r.blocks if isinstance(r, _Decode) else math.nan for r in replicas], dtype=float
             ),
             replica_tokens=np.array([r.total_tokens for r in replicas], dtype=float),
             samples=ReplicaSamples(

@@ -27,7 +27,7 @@ class ReplicaSamples:
     at_s: np.ndarray  # float, when sampled
     replica: np.ndarray  # int, index into ServingResults.replica_ids
     queue_depth: np.ndarray  # int: prefill: prompts queued (not running); decode: transferred, waiting for a batch slot
-    kv_utilization: np.ndarray  # float 0..1 (reserved / capacity); NaN for prefill
+    kv_utilization: np.ndarray  # float 0..1 (allocated blocks / blocks); NaN for prefill
     tokens_per_s: np.ndarray  # float: prefill prompt tokens/s, decode generated tokens/s
     busy_fraction: np.ndarray  # float 0..1: share of the interval with a batch running
 
@@ -48,6 +48,10 @@ class ServingResults:
     decode_replica: np.ndarray  # int index of the last decode replica; -1 if none
     restarts: np.ndarray  # times the request lost prefill work or its KV to a leaving replica
     completed: np.ndarray  # bool
+    preemptions: np.ndarray  # times a decode replica preempted the request for KV blocks
+    cached_tokens: np.ndarray  # prompt tokens served from a prefill replica's prefix cache, all attempts
+    prefilled_tokens: np.ndarray  # prompt tokens of the prefills it completed (hits included), all attempts
+    drain_requeued: np.ndarray  # times a draining replica's grace period ran out with it unfinished there
     # per replica that ever took part, in order of joining
     replica_ids: tuple[str, ...]
     replica_kinds: tuple[str, ...]
@@ -55,8 +59,9 @@ class ServingResults:
     replica_gpus: np.ndarray
     replica_joined_s: np.ndarray
     replica_left_s: np.ndarray  # NaN while present
+    replica_drain_s: np.ndarray  # when it began to drain (it took no new request from then); NaN if it never drained
     replica_kv_capacity_tokens: np.ndarray  # 0 for prefill
-    replica_peak_kv_utilization: np.ndarray  # highest reserved / capacity ever; NaN for prefill
+    replica_peak_kv_utilization: np.ndarray  # highest allocated blocks / blocks ever; NaN for prefill
     replica_tokens: np.ndarray  # prefill: prompt tokens processed; decode: tokens generated
     samples: ReplicaSamples
     ttft_slo_s: float
@@ -70,6 +75,11 @@ class ServingResults:
         with np.errstate(invalid="ignore"):
             itl_ok = np.isnan(self.itl_s) | (self.itl_s <= itl_target)
             return self.completed & (self.ttft_s <= ttft_target) & itl_ok
+
+    def prefix_hit_rate(self) -> float | None:
+        """Prompt tokens served from prefix caches / prompt tokens prefilled (None before any prefill)."""
+        queried = int(self.prefilled_tokens.sum())
+        return None if queried == 0 else float(self.cached_tokens.sum()) / queried
 
     def percentiles(
         self, metric: str = "ttft_s", qs: Sequence[float] = (50, 90, 99), completed_only: bool = True

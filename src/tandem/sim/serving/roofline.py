@@ -181,6 +181,8 @@ def prefill_seconds(
     gpus: int | Parallel,
     tokens: int,
     batch_prompt_lengths: Sequence[int] | None = None,
+    *,
+    attention_squares: float | None = None,
 ) -> float:
     """One prefill batch of whole prompts (`batch_prompt_lengths`, summing to `tokens`;
     without it the batch is one prompt of `tokens`):
@@ -189,12 +191,16 @@ def prefill_seconds(
     all-reduces(tokens) + layer overhead + prefill layer overhead) + LM head(prompts)
     + (pp - 1) stage hops + iteration overhead. Pipeline stages run one after another, so
     a batch's latency is not cut by pp.
+
+    `attention_squares` replaces sum len^2 when part of a prompt's KV is already there (a
+    prefix-cache hit or an earlier chunk, `p` tokens, then `c` new ones): its causal
+    attention costs (p + c)^2 - p^2, the new queries against the whole context.
     """
     lengths = [tokens] if batch_prompt_lengths is None else list(batch_prompt_lengths)
     if sum(lengths) != tokens:
         raise ValueError(f"batch_prompt_lengths sum to {sum(lengths)}, not tokens={tokens}")
     parallel = layout(model, gpu, gpus)
-    squares = float(sum(length * length for length in lengths))
+    squares = float(sum(length * length for length in lengths)) if attention_squares is None else float(attention_squares)
     attention = 2.0 * model.attention_width * squares / (parallel.tp * gpu.peak_tflops * 1e12 * gpu.attention_efficiency)
     per_layer = (
         _gemm_seconds(model, gpu, parallel, tokens)

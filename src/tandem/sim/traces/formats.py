@@ -3,7 +3,8 @@
 - Azure LLM inference (2023/2024) CSV: `TIMESTAMP,ContextTokens,GeneratedTokens`, the
   timestamp a naive ISO datetime with up to 9 fractional digits (the files carry 7).
 - Mooncake JSONL: one object per line with `timestamp` (milliseconds),
-  `input_length`, `output_length` (and `hash_ids`, ignored).
+  `input_length`, `output_length`, and `hash_ids` when present (prefix block ids, kept
+  for the serving model's prefix cache).
 - BurstGPT CSV: `Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type`,
   the timestamp in seconds. Rows with `Response tokens` 0 are requests that failed
   upstream: they are left out and counted in `Trace.failed_dropped`, because a request
@@ -101,6 +102,8 @@ def parse_mooncake_jsonl(text: str, source: str = "", name: str | None = None) -
     stamps: list[float] = []
     inputs: list[int] = []
     outputs: list[int] = []
+    hashes: list[tuple[int, ...]] = []
+    any_hashes = False
     for number, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
@@ -116,10 +119,15 @@ def parse_mooncake_jsonl(text: str, source: str = "", name: str | None = None) -
         stamps.append(_json_field(record, "timestamp", where, source, _json_number))
         inputs.append(_json_field(record, "input_length", where, source, _json_length))
         outputs.append(_json_field(record, "output_length", where, source, _json_length))
+        if "hash_ids" in record:
+            any_hashes = True
+            hashes.append(tuple(_json_field(record, "hash_ids", where, source, _json_hash_ids)))
+        else:
+            hashes.append(())
     if not stamps:
         raise InputError(Problem("", "the trace has no requests", source))
     milliseconds = np.array(stamps, dtype=np.float64)
-    return _trace(name or _stem(source), (milliseconds - milliseconds.min()) / 1000.0, inputs, outputs)
+    return _trace(name or _stem(source), (milliseconds - milliseconds.min()) / 1000.0, inputs, outputs, hashes=hashes if any_hashes else None)
 
 
 # -- CSV ---------------------------------------------------------------------------------
@@ -259,6 +267,14 @@ def _json_number(value: object) -> str | None:
     return None
 
 
+def _json_hash_ids(value: object) -> str | None:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return f"{_clip(json.dumps(value))} is not a list of integers"
+    if any(abs(v) > _INT64_MAX for v in value):
+        return "an id is out of the 64-bit range"
+    return None
+
+
 def _json_length(value: object) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int):
         return f"{_clip(json.dumps(value))} is not an integer"
@@ -277,7 +293,7 @@ def _lines(text: str) -> list[str]:
     return text.removeprefix("\ufeff").splitlines()
 
 
-def _trace(name: str, arrival_s, input_tokens, output_tokens, failed_dropped: int = 0) -> Trace:
+def _trace(name: str, arrival_s, input_tokens, output_tokens, failed_dropped: int = 0, hashes=None) -> Trace:
     arrival = np.asarray(arrival_s, dtype=np.float64)
     order = np.argsort(arrival, kind="stable")
     return Trace(
@@ -286,6 +302,7 @@ def _trace(name: str, arrival_s, input_tokens, output_tokens, failed_dropped: in
         input_tokens=np.asarray(input_tokens, dtype=np.int64)[order],
         output_tokens=np.asarray(output_tokens, dtype=np.int64)[order],
         failed_dropped=failed_dropped,
+        prefix_hashes=None if hashes is None else tuple(hashes[int(i)] for i in order),
     )
 
 

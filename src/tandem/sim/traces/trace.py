@@ -27,6 +27,11 @@ class Trace:
     input_tokens: np.ndarray
     output_tokens: np.ndarray
     failed_dropped: int = 0
+    # Per request, the ids of its prompt's prefix blocks (Mooncake's `hash_ids`: block j
+    # hashes the first (j + 1) x `prefix_block_tokens` tokens, so equal ids mean an equal
+    # prefix); None when the source has none (then no prefix-cache hits are possible).
+    prefix_hashes: tuple[tuple[int, ...], ...] | None = None
+    prefix_block_tokens: int = 512
 
     def __post_init__(self) -> None:
         # Fix the dtypes and freeze the arrays: a frozen dataclass whose arrays can be
@@ -49,6 +54,25 @@ class Trace:
         for key, value in arrays.items():
             value.setflags(write=False)
             object.__setattr__(self, key, value)
+        if self.prefix_hashes is not None:
+            hashes = tuple(tuple(int(h) for h in row) for row in self.prefix_hashes)
+            if len(hashes) != arrival.size:
+                raise ValueError(f"Trace prefix_hashes must have one row per request ({arrival.size}), got {len(hashes)}")
+            object.__setattr__(self, "prefix_hashes", hashes)
+        if self.prefix_block_tokens < 1:
+            raise ValueError("Trace prefix_block_tokens must be >= 1")
+
+    def take(self, index: np.ndarray, arrival_s: np.ndarray, name: str | None = None) -> "Trace":
+        """The requests at `index` (in that order) with new arrival times; prefix hashes follow."""
+        hashes = None if self.prefix_hashes is None else tuple(self.prefix_hashes[int(i)] for i in index)
+        return Trace(
+            name=self.name if name is None else name,
+            arrival_s=arrival_s,
+            input_tokens=self.input_tokens[index],
+            output_tokens=self.output_tokens[index],
+            prefix_hashes=hashes,
+            prefix_block_tokens=self.prefix_block_tokens,
+        )
 
     def __len__(self) -> int:
         return int(self.arrival_s.size)
@@ -62,6 +86,8 @@ class Trace:
             and np.array_equal(self.arrival_s, other.arrival_s)
             and np.array_equal(self.input_tokens, other.input_tokens)
             and np.array_equal(self.output_tokens, other.output_tokens)
+            and self.prefix_hashes == other.prefix_hashes
+            and self.prefix_block_tokens == other.prefix_block_tokens
         )
 
     __hash__ = None  # type: ignore[assignment]  # equal by value, and arrays are not hashable
@@ -83,6 +109,7 @@ class Trace:
             "input_tokens": _length_stats(self.input_tokens),
             "output_tokens": _length_stats(self.output_tokens),
             "failed_dropped": self.failed_dropped,
+            "prefix_hashes": self.prefix_hashes is not None,
         }
 
 

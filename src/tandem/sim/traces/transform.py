@@ -44,9 +44,4 @@ def replay(
         raise InputError(
             Problem("start_s", f"no request of {trace.name} arrives in {window} s (it spans 0 to {trace.duration_s:g} s)")
         )
-    return Trace(
-        name=trace.name,
-        arrival_s=(arrival[first:last] - start_s) / rate,
-        input_tokens=trace.input_tokens[first:last],
-        output_tokens=trace.output_tokens[first:last],
-    )
+    return trace.take(np.arange(first, last), (arrival[first:last] - start_s) / rate)
