@@ -10,9 +10,9 @@ mixture of faults: node and rack loss, NotReady flaps, pods failing at start-up,
 controller crashing between two writes, 409 storms, 429 and 5xx answers (some after the
 write went through), reads that lag writes, clock skew between two operator replicas and
 leader failover mid-rollout. `--schedules` run over the in-memory store; `--http` more
-(fewer, slower) through the Kubernetes adapter (`tandem.kube`) over HTTP against a small
-API server over the same store (tests/kube/fakeapi.py), with watch streams cut, 410 Gone
-and 5xx answers besides. The invariants are in
+(fewer, slower) through the Kubernetes adapter (`tandem.kube`) over HTTP against the local
+API server (`tandem.apiserver`, in-process, over the same store, with its fault hook), with
+watch streams cut, 410 Gone and 5xx answers besides. The invariants are in
 tests/support/faults/invariants.py and docs/reliability.md.
 
 One JSON line per failing schedule (its violations and where it was saved), then one per

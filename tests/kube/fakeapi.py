@@ -10,7 +10,9 @@ Test controls: `fail(...)` answers the next matching requests with an error;
 `compact()` makes every older resourceVersion too old to watch from (410, as after etcd
 compaction); `end_watches()` closes every open watch; `bookmark()` sends a bookmark on
 every open watch; `requests` records what came in. `tandem apiserver` (issue 12) is the
-product's real one; this stays for fault injection.
+product's real one, and the fault campaign runs against it (its own fault hook,
+`tandem.apiserver.faults`); this fake stays for the adapter's tests (tests/kube), where a
+request-level script of failures (`fail`) is the point.
 """
 
 from __future__ import annotations

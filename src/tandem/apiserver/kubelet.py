@@ -28,6 +28,7 @@ from tandem.apiserver.state import State
 from tandem.controller.pods import pod_ready
 from tandem.errors import ApiError
 
+HOSTNAME = "kubernetes.io/hostname"
 IDLE_WAKE_S = 1.0  # look again at least this often, even when nothing changes
 COALESCE_S = 0.02  # after a step, let a burst of writes land before the next
 
@@ -42,6 +43,8 @@ class Kubelet:
     _started: dict[str, float] = field(default_factory=dict)  # uid -> when it started running
     _ips: dict[str, str] = field(default_factory=dict)
     _addresses: int = 0  # pod IPs handed out so far
+    _known: dict[str, "Amounts | None"] = field(default_factory=dict)  # uid -> its requests, once needed
+    _settled: dict[str, str] = field(default_factory=dict)  # uid -> the resourceVersion it was running and Ready at
     _seen: str = ""
     _thread: threading.Thread | None = None
 
@@ -67,19 +70,22 @@ class Kubelet:
             time.sleep(COALESCE_S)
 
     def step(self) -> float | None:
-        """Do what is due (with the lock held); seconds until the next thing is due, or None."""
+        """Do what is due (with the lock held); seconds until the next thing is due, or None.
+
+        A pod running and Ready costs a glance: the nodes' use is added up (requests
+        remembered per pod) and the nodes sorted only when some pod is to be bound, so a
+        step over thousands of settled pods stays cheap (the load bench, docs/reliability.md)."""
         now = self.monotonic()
         snapshot = self.state.store.snapshot()
         pods = snapshot.list("Pod")
-        nodes = snapshot.list("Node")
-        used = _used(pods)
+        work = [p for p in pods if self._needs_work(p)]
         due: list[float] = []
         wrote = False
-        for pod in sorted(pods, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["namespace"], p["metadata"]["name"])):
-            meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+        used: dict[str, Amounts] | None = None
+        placement: _Nodes | None = None
+        for pod in sorted(work, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["namespace"], p["metadata"]["name"])):
+            meta, spec = pod["metadata"], pod.get("spec") or {}
             uid = meta["uid"]
-            if meta.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
-                continue
             try:
                 if not spec.get("nodeName"):
                     if spec.get("schedulingGates"):
@@ -90,12 +96,14 @@ class Kubelet:
                     if now - first < self.bind_latency:
                         due.append(first + self.bind_latency - now)
                         continue
-                    node, why = _first_fit(pod, nodes, used)
+                    if used is None or placement is None:
+                        used, placement = self._used(pods), _Nodes(snapshot.list("Node"))
+                    node, why = _first_fit(pod, placement, used, self._requests(pod))
                     if node is None:
                         wrote |= self._scheduled_condition(pod, "False", "Unschedulable", why)
                         continue
                     pod = self.state.store.bind(meta["namespace"], meta["name"], node)
-                    _add(used[node], _requests(pod))
+                    _add(used[node], self._requests(pod))
                     wrote = True
                 if (uid not in self._started or (pod.get("status") or {}).get("phase") != "Running") and self._run_pod(pod, now):
                     pod = self.state.store.get("Pod", meta["namespace"], meta["name"])
@@ -109,13 +117,46 @@ class Kubelet:
                         due.append(left)
             except ApiError:
                 continue  # changed under us (deleted, re-gated): look again next step
-        alive = {p["metadata"]["uid"] for p in pods}
-        for remembered in (self._eligible, self._started, self._ips):
-            for uid in [u for u in remembered if u not in alive]:
-                del remembered[uid]
+        if len(self._known) > len(pods):  # forget pods that are gone
+            alive = {p["metadata"]["uid"] for p in pods}
+            for remembered in (self._eligible, self._started, self._ips, self._known, self._settled):
+                for uid in [u for u in remembered if u not in alive]:
+                    del remembered[uid]
         if wrote:
             self.state.changed()
         return min(due) if due else None
+
+    def _needs_work(self, pod: dict[str, Any]) -> bool:
+        """Whether anything may be due for `pod`: not when it is finished, being deleted, or
+        running and Ready since this kubelet started it (remembered at its resourceVersion)."""
+        meta = pod["metadata"]
+        uid, version = meta["uid"], meta.get("resourceVersion")
+        if self._settled.get(uid) == version:
+            return False
+        status = pod.get("status") or {}
+        if meta.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
+            return False
+        self._known.setdefault(uid, None)
+        if (pod.get("spec") or {}).get("nodeName") and uid in self._started and status.get("phase") == "Running" and pod_ready(pod):
+            self._settled[uid] = version
+            return False
+        return True
+
+    def _requests(self, pod: dict[str, Any]) -> Amounts:
+        """The pod's requests (a pod's containers never change: remembered by uid)."""
+        uid = pod["metadata"]["uid"]
+        known = self._known.get(uid)
+        if known is None:
+            known = self._known[uid] = _requests(pod)
+        return known
+
+    def _used(self, pods: list[dict[str, Any]]) -> dict[str, Amounts]:
+        used: dict[str, Amounts] = defaultdict(dict)
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                _add(used[node], self._requests(pod))
+        return used
 
     # ------------------------------------------------------------------ status writes
 
@@ -214,22 +255,29 @@ def _add(total: Amounts, more: Amounts) -> None:
         total[name] = total.get(name, 0) + amount
 
 
-def _used(pods: list[dict[str, Any]]) -> dict[str, Amounts]:
-    used: dict[str, Amounts] = defaultdict(dict)
-    for pod in pods:
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-            _add(used[node], _requests(pod))
-    return used
+class _Nodes:
+    """The nodes by name, and by host name (the selector tandem writes), for one step."""
+
+    def __init__(self, nodes: list[dict[str, Any]]):
+        self.ordered = sorted(nodes, key=lambda n: n["metadata"]["name"])
+        self.by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for node in self.ordered:
+            host = (node["metadata"].get("labels") or {}).get(HOSTNAME)
+            if host is not None:
+                self.by_host[host].append(node)
 
 
-def _first_fit(pod: dict[str, Any], nodes: list[dict[str, Any]], used: dict[str, Amounts]) -> tuple[str | None, str]:
+def _first_fit(pod: dict[str, Any], nodes: _Nodes, used: dict[str, Amounts], wanted: Amounts) -> tuple[str | None, str]:
     """The first node by name the pod may go to, or None and why not."""
     spec = pod.get("spec") or {}
     selector = spec.get("nodeSelector") or {}
-    wanted = _requests(pod)
     reasons: dict[str, int] = defaultdict(int)
-    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+    candidates = nodes.ordered
+    if HOSTNAME in selector:  # only nodes of that host name can match: the others are counted as not matching
+        candidates = nodes.by_host.get(selector[HOSTNAME], [])
+        if len(nodes.ordered) > len(candidates):
+            reasons["didn't match Pod's node affinity/selector"] += len(nodes.ordered) - len(candidates)
+    for node in candidates:
         name = node["metadata"]["name"]
         labels = node["metadata"].get("labels") or {}
         if any(labels.get(k) != v for k, v in selector.items()):
@@ -246,7 +294,7 @@ def _first_fit(pod: dict[str, Any], nodes: list[dict[str, Any]], used: dict[str,
                 return name, ""
             reasons[f"Insufficient {short}"] += 1
     detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
-    return None, f"0/{len(nodes)} nodes are available" + (f": {detail}." if detail else ".")
+    return None, f"0/{len(nodes.ordered)} nodes are available" + (f": {detail}." if detail else ".")
 
 
 def _short(wanted: Amounts, used: Amounts, allocatable: dict[str, Any]) -> str | None:

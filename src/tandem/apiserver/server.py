@@ -21,12 +21,14 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from tandem.apiserver import cel, discovery, protobuf, tables, verbs, watch
+from tandem.apiserver.faults import Faults, Injected, Request
 from tandem.apiserver.kubelet import Kubelet
 from tandem.apiserver.routes import Route, route
 from tandem.apiserver.seed import seed
 from tandem.apiserver.state import State
-from tandem.apiserver.status import Refused, UnsupportedMediaType, failure
+from tandem.apiserver.status import Expired, Refused, UnsupportedMediaType, failure
 from tandem.errors import ApiError, BadRequest, InternalError, NotFound
+from tandem.sim.store import MemoryStore
 
 log = logging.getLogger("tandem.apiserver")
 MAX_BODY = 3 * 1024 * 1024  # the real server's request limit
@@ -48,19 +50,31 @@ class ApiServer:
         bookmark_every: float = 10.0,
         clock: Callable[[], float] = time.time,
         history: int | None = None,
+        store: MemoryStore | None = None,
+        faults: Faults | None = None,
     ):
         """`objects` are stored first (`seed.cluster_objects`); `crds`: tandem's CRDs installed;
         `kubelet`: run the simulated kubelet (ready `ready_after` s after start, bound
-        `bind_latency` s after the gates go)."""
+        `bind_latency` s after the gates go). For tests, in-process only: `store` serves a
+        store of the caller's (empty), `faults` installs a fault-injection hook
+        (`tandem.apiserver.faults`; None, the default and what `tandem apiserver` runs: no faults)."""
         if not cel.available():
             log.warning("cel-python is not installed (pip install 'tandem[apiserver]'): CRDs' x-kubernetes-validations rules are not checked")
-        self.state = State(clock) if history is None else State(clock, history)
+        self.state = State(clock, store=store) if history is None else State(clock, history, store=store)
+        self.faults = faults
+        self.state.faults = faults
+        if faults is not None:
+            faults.install(lambda: int(self.state.store.resource_version), self._wake)
         seed(self.state, objects or [], crds=crds)
         self.bookmark_every = bookmark_every
         self.kubelet = Kubelet(self.state, ready_after=ready_after, bind_latency=bind_latency) if kubelet else None
         self._http = ThreadingHTTPServer((host, port), _handler(self))
         self._http.daemon_threads = True
         self._thread: threading.Thread | None = None
+
+    def _wake(self) -> None:
+        with self.state.lock:
+            self.state.changed()
 
     @property
     def url(self) -> str:
@@ -156,11 +170,23 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             body = self._parse(raw)
             accept = self.headers.get("Accept") or JSON
-            if method == "GET" and target.name is None and params.get("watch") in ("true", "1"):
+            watching = method == "GET" and target.name is None and params.get("watch") in ("true", "1")
+            injected: Injected | None = None
+            if self.api.faults is not None:
+                request = Request(method, url.path, params, watching, target.resource.kind, target.subresource)
+                injected = self.api.faults.decide(request)
+                if injected is not None and not injected.applied:
+                    self._injected(injected)
+                    return
+            if watching:
                 self._watch(target, params, accept)
                 return
             call = verbs.Call(method, target, params, body, self.headers.get("Content-Type") or JSON, accept)
             answer = verbs.handle(state, call)
+            if injected is not None and self.api.faults is not None:  # applied, and the answer lost
+                self.api.faults.lost(request, answer.code, answer.body)
+                self._injected(injected)
+                return
             self._json(answer.code, answer.body, answer.warnings)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
@@ -178,6 +204,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(exc.code, failure(exc, target.resource if target else None, target.name if target else None), warnings)
             except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting (on a slow webhook, say)
                 self.close_connection = True
+
+    def _injected(self, fault: Injected) -> None:
+        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": fault.status_message,
+                "reason": fault.status_reason, "code": fault.code}
+        self._send(fault.code, json.dumps(body).encode(), JSON, list(fault.headers.items()))
 
     def _other(self, method: str, path: str) -> None:
         """Everything that is not a resource: health, version, discovery, OpenAPI."""
@@ -219,6 +250,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _watch(self, target: Route, params: dict[str, str], accept: str) -> None:
         watch.check(params)  # a bad selector is a 400, before the 200 goes out
+        faults = self.api.faults
+        if faults is not None and faults.gone_as_status and faults.too_old(params.get("resourceVersion") or ""):
+            raise Expired(f"too old resource version: {params.get('resourceVersion')} ({faults.compacted})")
         stream = watch.events(
             self.api.state, target.resource, target.namespace, params, table=tables.wants_table(accept), bookmark_every=self.api.bookmark_every
         )

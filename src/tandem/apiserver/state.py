@@ -23,12 +23,14 @@ _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # as the real server's generateN
 
 
 class State:
-    def __init__(self, clock: Callable[[], float] = time.time, history: int = HISTORY):
+    def __init__(self, clock: Callable[[], float] = time.time, history: int = HISTORY, store: MemoryStore | None = None):
+        """`store`: serve this store (empty; a test's own subclass) instead of a new one."""
         self.clock = clock
-        self.store = MemoryStore(clock=clock, history=history)
+        self.store = store if store is not None else MemoryStore(clock=clock, history=history)
         self.registry = Registry(self.store)
         self.lock = threading.Condition(threading.RLock())
         self.stopping = False
+        self.faults: Any = None  # a test's fault-injection hook (`faults.Faults`), installed by the server; None: none
         self.pages: OrderedDict[str, tuple[list[dict[str, Any]], str]] = OrderedDict()
         self._counters: dict[str, int] = {}
 

@@ -12,7 +12,8 @@
   `bookmark_every` seconds without events, and just before the stream ends.
   `sendInitialEvents=true` ends the initial ADDED events with a BOOKMARK annotated
   `k8s.io/initial-events-end`.
-- `timeoutSeconds` ends the stream (default 30 minutes); so does the server stopping.
+- `timeoutSeconds` ends the stream (default 30 minutes); so does the server stopping, and
+  a test's fault hook cutting watches (`faults.py`; a version it compacted away is 410).
 A watch holds its own thread and waits on the state's lock between changes.
 """
 
@@ -52,6 +53,8 @@ def events(
     bookmarks = params.get("allowWatchBookmarks") in ("true", "1")
     initial_events = params.get("sendInitialEvents") == "true" or since in ("", "0")
     deadline = monotonic() + timeout
+    faults = state.faults  # a test's hook: watches cut, history compacted (`faults.py`)
+    epoch = faults.epoch if faults is not None else 0
 
     def shown(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         obj = present(resource, obj)
@@ -87,7 +90,11 @@ def events(
             while True:
                 if state.stopping:
                     return
+                if faults is not None and faults.epoch != epoch:
+                    return  # cut
                 try:
+                    if faults is not None and faults.too_old(since):
+                        raise Gone(f"too old resource version: {since} ({faults.compacted})")
                     changes = state.store.watch(resource.kind, since, namespace)
                 except Gone as exc:
                     gone = exc.message

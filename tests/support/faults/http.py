@@ -1,70 +1,85 @@
 """The campaign over HTTP: each operator replica speaks through the Kubernetes adapter
-(`tandem.kube.KubeCluster`: informers, the writer, the Lease read live) to a small API
-server over the same store (`tests/kube/fakeapi.py`), where the faults are the server's:
+(`tandem.kube.KubeCluster`: informers, the writer, the Lease read live) to the local API
+server (`tandem.apiserver.ApiServer`, in-process, serving the world's store: the same REST
+verbs, admission, CRD schemas and watches `tandem apiserver` serves), where the faults are
+the server's, injected through its test hook (`tandem.apiserver.faults.Faults`):
 
-- storms answer writes (and Lease reads) with 409, 429, 500, 503 or 504, as the server;
+- storms answer writes (and Lease reads) with 409, 429, 500, 503 or 504 before anything
+  is applied, or `504-applied`: the write is committed, then the answer is a 504;
 - `watch-cut` ends every open watch (the informers watch again from where they were);
 - `gone` compacts the history and ends the watches, so every informer meets 410 Gone (as
   an ERROR event, or as the answer itself) and lists again;
 - `list-errors` answers the informers' lists with a 5xx half the time for a while.
 
-Before each replica's turn the world waits until that replica's informers have caught up
-with the store (every kind's last change seen): the faults above delay the caches, a turn
-then sees what a real one would see once they are back, and a run stays the same from one
-time to the next. An informer that does not catch up within `CATCH_UP_S` seconds is a
-violation (`informer-stuck`). Crashes between writes are the replica's own (the adapter
-is stopped with it: a restarted process lists from scratch).
+The server's own simulated kubelet is off: the world's (`world.FaultyKubelet`, on the
+step's clock) binds and starts pods, as in memory. Before each replica's turn the world
+waits until that replica's informers have caught up with the store (every kind's last
+change seen): the faults above delay the caches, a turn then sees what a real one would
+see once they are back, and a run stays the same from one time to the next. An informer
+that does not catch up within `CATCH_UP_S` seconds is a violation (`informer-stuck`); so
+is an error the server logs (`apiserver-error`: a bug answered as a 500). Crashes between
+writes are the replica's own (the adapter is stopped with it: a restarted process lists
+from scratch).
 """
 
 from __future__ import annotations
 
 import logging
 import random
-import re
 import time
 from typing import Any, Callable
 
-from kube.fakeapi import Fault, FakeApi
 from support.controller_world import Crash
-from support.faults.api import Faults
+from support.faults.api import Faults as StormFaults
 from support.faults.schedule import EPOCH, Schedule
 from support.faults.world import Replica, World, WorldStore
+from tandem.apiserver.faults import Faults, Injected, Request
+from tandem.apiserver.server import ApiServer
 from tandem.controller.ports import EventType, Object, ObjectRef, Propagation
-from tandem.errors import NotFound
+from tandem.errors import ApiError, NotFound
 from tandem.kube.cluster import KubeCluster
 from tandem.kube.rest import Rest
 
 CATCH_UP_S = 10.0
 WRITES = ("create", "update", "update_status", "patch", "patch_status", "delete", "bind", "record_event")
-REASONS = {409: "Conflict", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout"}
 
 
-class FaultyApi(FakeApi):
-    """The fake API server, answering with the world's storms and list errors."""
+class CampaignFaults(Faults):
+    """The server's fault hook, answering with the world's storms and list errors."""
 
-    world_faults: Faults | None = None
-    list_errors: Callable[[], int | None] = staticmethod(lambda: None)
-    chance: random.Random = random.Random(0)
+    def __init__(self, world: "HttpWorld"):
+        super().__init__()
+        self.world = world
+        self.storms: StormFaults | None = None
+        self.list_errors: Callable[[], int | None] = lambda: None
+        self.chance = random.Random(0)
 
-    def fault_for(self, method: str, path: str, watch: bool) -> Fault | None:
-        if not watch and (method != "GET" or "/leases/" in path) and self.world_faults is not None:
-            found = self.world_faults.error()
+    def decide(self, request: Request) -> Injected | None:
+        if not request.watch and (request.method != "GET" or request.kind == "Lease") and self.storms is not None:
+            found = self.storms.error()
             if found is not None:
-                code = found[0].code
-                return Fault(method, re.compile(".*"), code, REASONS.get(code, "Injected"), {"Retry-After": "1"} if code == 429 else {}, 1, False)
+                error, applied = found
+                return Injected(error.code, error.message, headers={"Retry-After": "1"} if error.code == 429 else {}, applied=applied)
         code = self.list_errors()
-        if code is not None and method == "GET" and not watch and "/leases/" not in path and self.chance.random() < 0.5:
-            return Fault(method, re.compile(".*"), code, REASONS.get(code, "Injected"), {}, 1, False)
-        return super().fault_for(method, path, watch)
+        if code is not None and request.method == "GET" and not request.watch and request.kind != "Lease" and self.chance.random() < 0.5:
+            return Injected(code)
+        return None
+
+    def lost(self, request: Request, code: int, body: Any) -> None:
+        """A write applied, its answer lost: a pod created so is created all the same (the
+        invariants count it; the controller cannot know)."""
+        super().lost(request, code, body)
+        if request.method == "POST" and request.kind == "Pod" and code == 201 and isinstance(body, dict):
+            self.world._created(body)
 
 
 class LockedStore:
     """The store the API server serves, for the world's own hands (kubelet, garbage collector,
     users, checks): every call under the server's lock, every write waking the watches."""
 
-    def __init__(self, api: FakeApi):
-        self._api = api
-        self._store: WorldStore = api.store  # type: ignore[assignment]
+    def __init__(self, server: ApiServer, store: WorldStore):
+        self._state = server.state
+        self._store = store
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._store, name)
@@ -72,18 +87,29 @@ class LockedStore:
             return attr
 
         def locked(*args: Any, **kwargs: Any) -> Any:
-            with self._api.lock:
+            with self._state.lock:
                 out = attr(*args, **kwargs)
                 if name in WRITES:
-                    self._api.lock.notify_all()
+                    self._state.changed()
                 return out
 
         return locked
 
     @property
     def kind_version(self) -> dict[str, int]:
-        with self._api.lock:
+        with self._state.lock:
             return dict(self._store.kind_version)
+
+
+class _Errors(logging.Handler):
+    """The server's logged errors (a request that failed with a bug), for the invariants."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.seen: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.seen.append(self.format(record))
 
 
 class HttpReplicaApi:
@@ -138,9 +164,20 @@ class HttpReplicaApi:
         done = None
         if current is not None and (uid is None or current["metadata"].get("uid") == uid):
             done = self.world._deleting(kind, namespace, name)  # judged on the store as it is now
-        self.cluster.delete(kind, namespace, name, uid=uid, resource_version=resource_version, propagation=propagation)
+        try:
+            self.cluster.delete(kind, namespace, name, uid=uid, resource_version=resource_version, propagation=propagation)
+        except ApiError:
+            if done is not None and current is not None and self._gone(kind, namespace, name, current["metadata"].get("uid")):
+                done()  # applied, the answer lost (504-applied): deleted all the same
+            raise
         if done is not None:
             done()
+
+    def _gone(self, kind: str, namespace: str | None, name: str, uid: str | None) -> bool:
+        try:
+            return self.world.store.get(kind, namespace, name)["metadata"].get("uid") != uid
+        except NotFound:
+            return True
 
     def record_event(self, involved: ObjectRef, type: EventType, reason: str, message: str) -> None:
         self.cluster.record_event(involved, type, reason, message)
@@ -148,23 +185,29 @@ class HttpReplicaApi:
 
 class HttpWorld(World):
     def __init__(self, schedule: Schedule, checker_factory: Callable[[World], Any] | None = None):
-        self.api: FaultyApi | None = None
+        self.server: ApiServer | None = None
+        self.hook: CampaignFaults | None = None
+        self._errors = _Errors()
         self._list_errors: list[tuple[float, float, int]] = []
         super().__init__(schedule, checker_factory)
-        assert self.api is not None
-        self.api.world_faults = self.faults
-        self.api.chance = random.Random(f"lists-{schedule.seed}")
-        self.api.list_errors = self._list_error_now
+        assert self.hook is not None
+        self.hook.storms = self.faults
+        self.hook.chance = random.Random(f"lists-{schedule.seed}")
+        self.hook.list_errors = self._list_error_now
 
     def _make_store(self) -> Any:
-        self.api = FaultyApi(store=WorldStore(clock=lambda: EPOCH + self.t), bookmark_every=0.5)
-        self.api.server.handle_error = lambda request, address: None  # a watch cut mid-write is the point, not news
+        store = WorldStore(clock=lambda: EPOCH + self.t)
+        self.hook = CampaignFaults(self)
+        self.server = ApiServer(store=store, faults=self.hook, kubelet=False, bookmark_every=0.5, clock=lambda: EPOCH + self.t)
+        self.server._http.handle_error = lambda request, address: None  # a watch cut mid-write is the point, not news
+        self.server.start()
         logging.getLogger("tandem.kube").setLevel(logging.ERROR)  # informers retrying after injected errors, as expected
-        return LockedStore(self.api)
+        logging.getLogger("tandem.apiserver").addHandler(self._errors)
+        return LockedStore(self.server, store)
 
     def _connect(self, replica: Replica) -> HttpReplicaApi:
-        assert self.api is not None
-        cluster = KubeCluster(Rest.connect(self.api.url, timeout=5.0, trust_env=False), watch_timeout=5.0, backoff=(0.02, 0.2),
+        assert self.server is not None
+        cluster = KubeCluster(Rest.connect(self.server.url, timeout=5.0, trust_env=False), watch_timeout=5.0, backoff=(0.02, 0.2),
                               read_grace=2.0, page_size=50)
         cluster.start()
         if not cluster.wait_synced(CATCH_UP_S) and self.checker is not None:
@@ -184,35 +227,39 @@ class HttpWorld(World):
             versions = self.store.kind_version
             behind = [i.kind.kind for i in cluster.informers if _number(i.resource_version) < versions.get(i.kind.kind, 0)]
             if not behind:
-                return
+                break
             if time.monotonic() > deadline:
                 if self.checker is not None:
                     self.checker.violation("informer-stuck", f"{replica.identity}: informers of {behind} behind for {CATCH_UP_S}s", once=replica.identity)
-                return
+                break
             time.sleep(0.002)
+        if self._errors.seen and self.checker is not None:
+            for line in self._errors.seen:
+                self.checker.violation("apiserver-error", line)
+            self._errors.seen.clear()
 
     def close(self) -> None:
         super().close()
-        if self.api is not None:
-            self.api.close()
+        logging.getLogger("tandem.apiserver").removeHandler(self._errors)
+        if self.server is not None:
+            self.server.stop()
 
     # ------------------------------------------------------------------ HTTP faults
 
     def _on_watch_cut(self, event: dict[str, Any]) -> None:
-        assert self.api is not None
-        self.api.end_watches()
+        assert self.hook is not None
+        self.hook.cut_watches()
 
     def _on_gone(self, event: dict[str, Any]) -> None:
-        assert self.api is not None
-        with self.api.lock:
-            self.api.gone_as_status = bool(event.get("as_status"))
-        self.api.compact()
-        self.api.end_watches()
+        assert self.hook is not None
+        self.hook.gone_as_status = bool(event.get("as_status"))
+        self.hook.compact()
+        self.hook.cut_watches()
 
     def _on_list_errors(self, event: dict[str, Any]) -> None:
         self._list_errors.append((self.t, float(event["until"]), int(event["code"])))
-        assert self.api is not None
-        self.api.end_watches()  # so the informers list (and meet the errors)
+        assert self.hook is not None
+        self.hook.cut_watches()  # so the informers list (and meet the errors)
 
     def _list_error_now(self) -> int | None:
         return next((code for start, until, code in self._list_errors if start <= self.t < until), None)

@@ -266,8 +266,8 @@ def _fault(
         if starts and rng.random() < 0.6:  # mid-rollout, when a pass has many writes to make
             at = float(min(rng.choice(starts) + rng.randint(0, 10), window - 5))
         return {"at": at, "type": "crash", "replica": "leader", "after_writes": rng.randint(0, 12), "restart_after": float(rng.randint(1, 10))}
-    if kind == "storm":  # over HTTP the server answers before it applies: no 504-applied
-        code = rng.choice(STORM_CODES if world == "memory" else STORM_CODES[:-1])
+    if kind == "storm":  # over HTTP too: the local API server's fault hook commits a write, then answers 504
+        code = rng.choice(STORM_CODES)
         return {"at": at, "type": "storm", "code": code, "until": min(at + rng.randint(5, 30), window), "rate": rng.choice([0.3, 0.6, 0.9])}
     if kind == "stale":
         # Two replicas: a lag below leaseDuration - renewDeadline (5 s), so a new leader's
