@@ -12,11 +12,12 @@ drops out of Ready until it recovers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import numpy as np
 
 from tandem.errors import ApiError
+from tandem.controller.index import Change
 from tandem.controller.pods import GATE, HOSTNAME, pod_ready
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL
 from tandem.sim.events import EventLoop
@@ -41,9 +42,15 @@ class Kubelet:
     startup: Mapping[str, Startup] = field(default_factory=dict)  # per "ns/group/role", per role; "*" for the rest
     _scheduled: set[tuple[str, str, str]] = field(default_factory=set)
 
-    def react(self) -> None:
-        """Schedule binds and readiness for pods that newly need them (reads a snapshot: shared, not copied)."""
-        for pod in self.store.snapshot().list("Pod"):
+    def react(self, changes: Iterable[Change] | None = None) -> None:
+        """Schedule binds and readiness for pods that newly need them: those among `changes`
+        (what changed since the last call, in key order), or every pod (read from a
+        snapshot: shared, not copied). A pod that did not change needs nothing new."""
+        if changes is None:
+            pods: Iterable[dict] = self.store.snapshot().list("Pod")
+        else:
+            pods = [c.after for c in changes if c.kind == "Pod" and c.after is not None]
+        for pod in pods:
             meta, spec = pod["metadata"], pod.get("spec", {})
             key = (meta["namespace"], meta["name"], meta["uid"])
             if meta.get("deletionTimestamp") or pod.get("status", {}).get("phase") == "Failed":

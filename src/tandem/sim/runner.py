@@ -22,22 +22,19 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from pydantic import ValidationError
-
-from tandem.api.naming import GPU_RESOURCE, GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
-from tandem.api.quantity import MILLI, parse_quantity
-from tandem.api.resources import InferenceGroup
 from tandem.controller.autoscale import autoscale
-from tandem.controller.pods import assigned_node, is_functional, pod_failed, pod_gpus, unit_replicas
+from tandem.controller.index import ClusterIndex
 from tandem.controller.reconcile import Memo, Placer, reconcile
 from tandem.placement import place
 from tandem.sim.events import EventLoop
 from tandem.sim.kubelet import Kubelet, Startup
 from tandem.sim.load import LoadDriver, ServingLoad
+from tandem.sim.sampler import Sampler
 from tandem.sim.serving import ServingResults
 from tandem.sim.store import MemoryStore
 
 FOLLOW_UP_S = 0.5
+VIEWED_KINDS = ("InferenceGroup", "Node", "Pod")
 # The serving models record their replicas' figures this often (and at every autoscaler
 # decision), so the report's curves are sampled evenly, autoscaled or not.
 SERVING_SAMPLE_S = 30.0
@@ -161,7 +158,10 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
     log: list[tuple[float, str]] = []
     passes = 0
     memo = Memo()  # validated groups, nodes and pods by resourceVersion, across passes
-    typed_groups: dict[str, tuple[str, InferenceGroup | None]] = {}  # the sampler's, by uid and generation
+    # The runner's own view of the store, brought up to date once per pass (after the
+    # pass's writes): the kubelet reacts to the pods that changed, the serving models
+    # learn their groups' Ready replicas, and the sampler counts what changed.
+    view, sampler, synced = ClusterIndex(), Sampler(), {}
     pending_follow_up = False
     requeued: set[float] = set()  # pass times already asked for by requeue_after
     while len(loop) and (loop.next_time() or 0.0) <= scenario.duration_s:
@@ -194,15 +194,15 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
         if quiet:
             continue
         if down:
-            kubelet.react()
-            _sync(driver, store, loop.now)
-            samples.append(_sample(store, loop.now, typed_groups))
+            _react(view, store, kubelet, sampler)
+            _sync(driver, view, loop.now, synced)
+            samples.append(_sample(view, sampler, loop.now))
             continue
         report = reconcile(store, loop.now, placer, memo)
         passes += 1
         log += [(loop.now, line) for line in report.events]
-        kubelet.react()
-        _sync(driver, store, loop.now)
+        _react(view, store, kubelet, sampler)
+        _sync(driver, view, loop.now, synced)
         if report.writes and not pending_follow_up:
             loop.schedule(loop.now + FOLLOW_UP_S, "follow-up")
             pending_follow_up = True
@@ -211,7 +211,7 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
             if due not in requeued and due <= scenario.duration_s:
                 loop.schedule(due, "requeue")
                 requeued.add(due)
-        samples.append(_sample(store, loop.now, typed_groups))
+        samples.append(_sample(view, sampler, loop.now))
         if progress:
             progress(loop.now)
     if driver is None:
@@ -221,9 +221,25 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
     return Result(samples, log, store, passes, driver.results(), timeline, scale_events)
 
 
-def _sync(driver: LoadDriver | None, store: MemoryStore, now: float) -> None:
-    if driver is not None:
-        driver.sync(store.snapshot().list("Pod"), now)  # shared, read-only: no copy of every pod per pass
+def _react(view: ClusterIndex, store: MemoryStore, kubelet: Kubelet, sampler: Sampler) -> None:
+    changes = view.refresh(store.snapshot(), VIEWED_KINDS)
+    kubelet.react(changes)
+    sampler.update(changes)
+
+
+def _sync(driver: LoadDriver | None, view: ClusterIndex, now: float, synced: dict[str, int]) -> None:
+    """Tell the serving models which replicas are Ready, from their groups' pods; a group
+    none of whose pods changed since the last sync is not looked at again."""
+    if driver is None:
+        return
+    keys = {key: tuple(key.split("/", 1)) for key in driver.runs}
+    serials = {key: view.serial.get(group, 0) for key, group in keys.items()}  # type: ignore[misc]
+    if serials == synced:
+        return
+    synced.clear()
+    synced.update(serials)
+    pods = [pod for group in sorted(set(keys.values())) for _, pod in sorted(view.pods_of.get(group, {}).items())]  # type: ignore[arg-type]
+    driver.sync(pods, now)
 
 
 def _apply(kind: str, data: dict[str, Any], store: MemoryStore, kubelet: Kubelet) -> str | None:
@@ -246,71 +262,22 @@ def _apply(kind: str, data: dict[str, Any], store: MemoryStore, kubelet: Kubelet
     return None
 
 
-def _sample(store: MemoryStore, at: float, typed: dict[str, tuple[str, InferenceGroup | None]] | None = None) -> Sample:
-    """Figures at one moment; functional and Ready are counted as the controller counts
-    them (complete replicas, `controller.pods`), GPUs per pod. `typed` remembers each
-    group's model by uid and generation across samples (a status write changes neither)."""
-    typed = {} if typed is None else typed
-    reader = store.snapshot()
-    pods = [p for p in reader.list("Pod") if not pod_failed(p)]
-    by_group: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for pod in pods:
-        owner = pod["metadata"].get("labels", {}).get(GROUP_LABEL)
-        if owner is not None:
-            by_group.setdefault((pod["metadata"].get("namespace", "default"), owner), []).append(pod)
+def _sample(view: ClusterIndex, sampler: Sampler, at: float) -> Sample:
+    """Figures at one moment (see `sampler.py`): per group from its figures, kept while it
+    and its pods hold; allocation and over-capacity from the GPUs bound to each node."""
     functional: dict[str, int] = {}
     partial: dict[str, int] = {}
     partially_placed: list[str] = []
-    ready_counts: dict[str, dict[str, int]] = {}
-    desired_counts: dict[str, dict[str, int]] = {}
+    ready: dict[str, dict[str, int]] = {}
+    desired: dict[str, dict[str, int]] = {}
     held: dict[str, int] = {}
-    for raw in reader.list("InferenceGroup"):
-        meta = raw["metadata"]
-        stamp = f"{meta.get('uid')}/{meta.get('generation')}"
-        kept = typed.get(meta.get("uid", ""))
-        if kept is None or kept[0] != stamp:
-            try:
-                kept = (stamp, InferenceGroup.model_validate({k: v for k, v in raw.items() if k != "status"}))
-            except ValidationError:
-                kept = (stamp, None)
-            typed[meta.get("uid", "")] = kept
-        group = kept[1]
-        if group is None:
+    for (_, name), raw in sorted(view.of_kind("InferenceGroup").items()):
+        namespace = raw["metadata"].get("namespace", "default")
+        figures = sampler.group(view, (namespace, name), raw)
+        if figures is None:
             continue
-        key = f"{group.metadata.namespace}/{group.metadata.name}"
-        mine = by_group.get((group.metadata.namespace, group.metadata.name), [])
-        functional[key] = partial[key] = 0
-        held[key] = sum(pod_gpus(p) for p in mine if p["spec"].get("nodeName"))
-        units = group.spec.replicas
-        ready_counts[key] = {r.name: 0 for r in group.spec.roles}
-        desired_counts[key] = {r.name: r.replicas * units for r in group.spec.roles}
-        members_of: dict[int, list[dict[str, Any]]] = {}
-        for pod in mine:
-            members_of.setdefault(int(pod["metadata"]["labels"][UNIT_LABEL]), []).append(pod)
-        for unit in range(units):
-            members = members_of.get(unit, [])
-            replicas = unit_replicas(members, group)
-            for role, rs in replicas.items():
-                if role in ready_counts[key]:
-                    ready_counts[key][role] += sum(1 for r in rs if r.phase == "Ready")
-            if is_functional(replicas, group):
-                functional[key] += 1
-            placed = True
-            for role in group.spec.roles:
-                mine_role = [p for p in members if p["metadata"]["labels"].get(ROLE_LABEL) == role.name]
-                placed &= sum(1 for p in mine_role if assigned_node(p)) // role.pods_per_replica >= role.minimum
-            if not placed and any(assigned_node(p) for p in members):
-                # Holding GPUs without every minimum placed: the waste a unit gang prevents.
-                partially_placed.append(f"{key}[{unit}]")
-                partial[key] += sum(pod_gpus(p) for p in members if assigned_node(p))
-    used: dict[str, int] = {}
-    for pod in pods:
-        node = pod["spec"].get("nodeName")
-        if node:
-            used[node] = used.get(node, 0) + pod_gpus(pod)
-    over = [
-        n["metadata"]["name"]
-        for n in reader.list("Node")
-        if used.get(n["metadata"]["name"], 0) > parse_quantity(n["status"]["allocatable"].get(GPU_RESOURCE, 0)) // MILLI
-    ]
-    return Sample(at, functional, partial, sum(used.values()), over, partially_placed, ready_counts, desired_counts, held)
+        key = f"{namespace}/{name}"
+        functional[key], partial[key], held[key] = figures.functional, figures.partial_gpus, figures.gpus
+        ready[key], desired[key] = dict(figures.ready), dict(figures.desired)
+        partially_placed += figures.partially_placed
+    return Sample(at, functional, partial, sampler.allocated, sorted(sampler.over), partially_placed, ready, desired, held)
