@@ -147,6 +147,10 @@ class _Expected:
     def __delitem__(self, key: PodKey) -> None:
         self._over[key] = None
 
+    def written(self) -> bool:
+        """Whether this pass has created, changed or deleted a pod so far."""
+        return bool(self._over)
+
 
 @dataclass
 class _Draft:
@@ -370,6 +374,18 @@ def _place(
     waiting = {key: expected[key] for key in sorted(candidates) if key in expected and _waits_for_placement(expected[key])}
     if not waiting or not valid:
         return 0, []
+    # The engine places nothing more on less room: when the last placement placed nothing,
+    # no capacity has come free since (no node changed, no pod let go of or moved its
+    # load), the groups with waiting pods did not change and this pass wrote no pod, it is
+    # not run again.
+    # Units waiting for capacity cost nothing until capacity, or they, change.
+    waiting_groups = {(namespace, (pod["metadata"].get("labels") or {}).get(GROUP_LABEL)) for (namespace, _), pod in waiting.items()}
+    inputs = [(d.group.key, d.group.inputs) for d in valid if d.group.key in waiting_groups]  # only units with waiting pods are placed
+    signature = None
+    if all(i is not None for _, i in inputs) and not expected.written():
+        signature = (state.memo.placement.freed, state.topology_versions, tuple(inputs), tuple(waiting))
+        if signature == state.memo.idle_placement:
+            return 0, []
     # The snapshot of the observed nodes and pods, kept up to date by `observe` (the memo's
     # cache): equal to building it from them, at the cost of what changed. What this pass
     # writes before placing changes no node's load: creates are gated, patches only admit,
@@ -387,6 +403,7 @@ def _place(
         demands += _unit_demands(draft, expected)
     plan = placer(snapshot, views, demands)
     placed = 0
+    state.memo.idle_placement = signature if not any(r.pods for u in plan.units for _, rs in u.roles for r in rs if not r.existing) else None
     waiting_by_unit = _waiting_replicas(waiting)
     for unit in plan.units:
         draft = by_group[(unit.unit.namespace, unit.unit.group)]

@@ -43,6 +43,7 @@ class Memo:
     unusable: dict[tuple[str, tuple[str, str]], str] = field(default_factory=dict)  # Nodes and Pods that do not validate
     placement_keys: dict[tuple[str, tuple[str, str]], str] = field(default_factory=dict)  # what the snapshot last read of each
     settled: dict[GroupKey, tuple[tuple[Hashable, ...], float]] = field(default_factory=dict)  # inputs, until
+    idle_placement: tuple[Any, ...] | None = None  # the inputs of the last placement, when it placed nothing
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -72,6 +72,9 @@ class SnapshotCache:
     exclusive: dict[Hashable, tuple[int, str, tuple[str, str, str]]] = field(default_factory=dict)  # held ones, by pod
     warnings: dict[Hashable, str] = field(default_factory=dict)  # held pods on nodes the snapshot lacks
     rebuilds: int = 0  # nodes' part built again (for tests and benchmarks)
+    # Moves whenever capacity may have come free: a node changed, a pod let go of its load
+    # or moved it. A pod taking new load does not move it (nothing that did not fit before fits then).
+    freed: int = 0
     _stale: bool = True  # nodes added, removed or relabelled since `base`
     _patched: set[str] = field(default_factory=set)  # nodes changed in place since `base`
     _changed: set[Hashable] = field(default_factory=set)  # pods changed since `used`
@@ -86,12 +89,15 @@ class SnapshotCache:
             if before is not None:
                 del self.nodes[name]
                 self._stale = True
+                self.freed += 1
             return
         self.nodes[name] = (version, model)
         if before is None or before[1].metadata.labels != model.metadata.labels:
             self._stale = True
+            self.freed += 1
         elif before[1] != model:
             self._patched.add(name)
+            self.freed += 1
 
     def pod(self, key: Hashable, version: Versioned, model: Pod | None) -> None:
         """Pod `key` is now `model` (None: gone, or holding nothing). Its load moves at once
@@ -99,11 +105,17 @@ class SnapshotCache:
         if model is None or not model.holds_capacity():
             if self.pods.pop(key, None) is None:
                 return
+            self.freed += 1
         else:
             before = self.pods.get(key)
             if before is not None and before[0] == version:
                 return
-            self.pods[key] = (version, _Load.of(model))
+            load = _Load.of(model)
+            self.pods[key] = (version, load)
+            if before is not None:
+                if before[1] == load:
+                    return  # a new version holding exactly what the old one held
+                self.freed += 1
         if self.base is None or self._stale or self.used is None or self._odd:
             self._changed.add(key)
         else:
