@@ -7,6 +7,8 @@ from support.builders import group, role
 from support.controller_world import design_group, kubelet, world
 from tandem.controller.memo import Memo
 from tandem.controller.reconcile import reconcile
+from tandem.controller.pods import GROUP_LABEL
+from tandem.placement import place
 
 
 def test_a_new_group_after_steady_passes_finds_the_nodes_validated_and_the_memo_stays_bounded():
@@ -33,3 +35,32 @@ def test_a_new_group_after_steady_passes_finds_the_nodes_validated_and_the_memo_
         now += 1.0
     assert len(memo) <= 2 * objects + 64
 
+
+
+def test_placement_waits_for_capacity_to_come_free_instead_of_running_every_pass():
+    # Two hosts of 8 GPUs: "first" takes both, "second" waits with its pods gated.
+    store = world(group("first", [role("prefill", 1, 1, gpus=8), role("decode", 1, 1, gpus=8)], required="block"), shape="block=1,rack=1,host=2")
+    store.create(group("second", [role("prefill", 1, 1, gpus=8), role("decode", 1, 1, gpus=8)], required="block"))
+    calls: list[int] = []
+
+    def counting(snapshot, views, units):
+        calls.append(len(units))
+        return place(snapshot, views, units)
+
+    memo = Memo()
+    now = 0.0
+    for _ in range(10):  # settle: the first group placed and Ready, the second waiting
+        reconcile(store, now, counting, memo)
+        kubelet(store)
+        now += 1.0
+    before = len(calls)
+    for _ in range(5):
+        reconcile(store, now, counting, memo)
+        now += 1.0
+    assert len(calls) == before, "nothing came free: placement was run again for the same waiting units"
+    store.delete("InferenceGroup", "serving", "first")
+    for pod in store.list("Pod"):
+        if pod["metadata"]["labels"].get(GROUP_LABEL) == "first":
+            store.delete("Pod", "serving", pod["metadata"]["name"])
+    assert reconcile(store, now, counting, memo).placed == 2
+    assert len(calls) == before + 1
