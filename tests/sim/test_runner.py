@@ -50,3 +50,13 @@ def test_the_same_seed_gives_the_same_run_and_a_settled_world_needs_no_writes():
     assert first.log == second.log
     assert [(s.at, s.functional, s.partial_gpus) for s in first.samples] == [(s.at, s.functional, s.partial_gpus) for s in second.samples]
     assert reconcile(first.store, 1800.0).writes == 0
+
+
+def test_a_group_due_after_the_end_has_no_figures_and_breaks_no_summary():
+    from tandem.sim.summary import summarize
+
+    scenario = _scenario()
+    late = group("late", [role("prefill", 1, 1, gpus=8), role("decode", 1, 1, gpus=8)], affinity=[{"from": "prefill", "to": "decode", "level": "rack", "mode": "Preferred"}])
+    scenario = Scenario(cluster=scenario.cluster, arrivals=[*scenario.arrivals, (1900.0, late)], duration_s=600.0, seed=0)
+    figures = summarize(scenario, simulate(scenario))
+    assert sorted(figures["groups"]) == ["serving/llama-70b", "serving/llama-8b"]

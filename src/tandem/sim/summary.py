@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
+from tandem.errors import NotFound
 from tandem.sim.runner import Result, Scenario
 from tandem.sim.serving import ServingResults
 
@@ -73,7 +74,8 @@ def summarize(scenario: Scenario, result: Result, rules_from: Scenario | None = 
     """The figures of `result`; `rules_from` is the scenario whose groups' affinity rules
     the placement is judged by (the original one, when a comparison dropped them)."""
     original = {_key(g): g["spec"].get("affinity", []) for _, g in rules_from.arrivals} if rules_from else {}
-    arrivals = {_key(g): at for at, g in scenario.arrivals}
+    # A group due after the end never arrived: it has no figures.
+    arrivals = {_key(g): at for at, g in scenario.arrivals if at <= scenario.duration_s}
     groups = {}
     samples = result.samples
     for key, arrived in sorted(arrivals.items()):
@@ -228,8 +230,11 @@ def _key(group: dict[str, Any]) -> str:
 def _affinity(result: Result, key: str, rules: list[dict[str, Any]] | None) -> float | None:
     namespace, name = key.split("/")
     store = result.store
-    group = store.get("InferenceGroup", namespace, name)
-    rules = group["spec"].get("affinity", []) if rules is None else rules
+    if rules is None:
+        try:
+            rules = store.get("InferenceGroup", namespace, name)["spec"].get("affinity", [])
+        except NotFound:  # deleted during the run: nothing left to judge
+            return None
     if not rules:
         return None
     topology = next(iter(store.list("ClusterTopology")), None)
