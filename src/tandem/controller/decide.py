@@ -59,6 +59,7 @@ from tandem.controller.pods import (
     ASSIGNED_AT,
     GATE,
     HOSTNAME,
+    UnitRead,
     assigned_node,
     headless_service,
     is_functional,
@@ -163,6 +164,10 @@ class _Draft:
     decisions: dict[int, Decision] = field(default_factory=dict)
     deadlines: list[float] = field(default_factory=list)
     pod_write: dict[PodKey, int] = field(default_factory=dict)  # a pod's create or patch in `actions`
+    # `replicas_of_unit` by the identity of the pods read: a pass reads a unit up to four
+    # times (peers, coordination, demands, status), mostly unchanged. The pods are kept
+    # with the answer, so an id is not reused while it is remembered.
+    _reads: dict[tuple[int, ...], tuple[tuple[Object, ...], UnitRead]] = field(default_factory=dict)
 
     @property
     def typed(self) -> InferenceGroup:
@@ -173,6 +178,22 @@ class _Draft:
     def before(self) -> InferenceGroupStatus:
         """The status as stored (read once per pass)."""
         return read_status(self.group.raw)
+
+    @functools.cached_property
+    def revision(self) -> str:
+        """The revision the group's template asks for now."""
+        return revision_of(self.typed, self.group.raw)
+
+    def replicas(self, pods: list[Object]) -> UnitRead:
+        """`replicas_of_unit` of one unit's pods, read against the current revision (a
+        replica of another cut short in its creation cannot be completed: it is Failed,
+        for coordination and status alike). The answer is shared: not to be changed."""
+        key = tuple(map(id, pods))
+        hit = self._reads.get(key)
+        if hit is None:
+            pods_per_replica = {r.name: r.pods_per_replica for r in self.typed.spec.roles}
+            hit = self._reads[key] = (tuple(pods), replicas_of_unit(pods, pods_per_replica, self.revision))
+        return hit[1]
 
     def event(self, type_: str, reason: str, message: str) -> None:
         self.actions.append(RecordEvent(ObjectRef.of(self.group.raw), type_, reason, message))  # type: ignore[arg-type]
@@ -204,7 +225,7 @@ def _release(draft: _Draft, now: float, expected: _Expected) -> None:
         deadline = seconds(unit.partial_since) + timeout
         if now <= deadline:
             draft.deadlines.append(deadline)
-        elif _partial(by_unit.get(unit.index, []), draft.typed):
+        elif _partial(draft, by_unit.get(unit.index, [])):
             expired.add(unit.index)
         # else whole again (or holding nothing) since the status was written: nothing to
         # release, and this pass's status clears `partialSince`
@@ -230,9 +251,10 @@ def _release(draft: _Draft, now: float, expected: _Expected) -> None:
     draft.released = expired
 
 
-def _partial(pods: list[Object], group: InferenceGroup) -> bool:
+def _partial(draft: _Draft, pods: list[Object]) -> bool:
     """Holding a node (a bound pod) without every role's minimum bound: what `partialSince` times."""
-    return any(p["spec"].get("nodeName") for p in pods) and not minimum_placed(unit_replicas(pods, group), group)
+    group = draft.typed
+    return any(p["spec"].get("nodeName") for p in pods) and not minimum_placed(unit_replicas(pods, group, draft.replicas(pods)), group)
 
 
 # ----------------------------------------------------------------------------- 2. companions
@@ -248,7 +270,8 @@ def _companions(draft: _Draft, expected: _Expected) -> None:
         draft.actions.append(CreateObject(service, "the group's headless Service"))
     by_unit = _live_by_unit(draft.group, expected)
     for unit in range(typed.spec.replicas):
-        document = peers_document(raw, unit, by_unit.get(unit, []), typed)
+        pods = by_unit.get(unit, [])
+        document = peers_document(raw, unit, pods, typed, draft.replicas(pods))
         wanted = peers_config_map_object(raw, unit, document)
         current = existing.get(("ConfigMap", wanted["metadata"]["name"]))
         if current is None:
@@ -268,8 +291,7 @@ def _companions(draft: _Draft, expected: _Expected) -> None:
 
 
 def _coordinate(draft: _Draft, now: float, expected: _Expected) -> None:
-    raw, typed = draft.group.raw, draft.typed
-    revision = revision_of(typed, raw)
+    raw, typed, revision = draft.group.raw, draft.typed, draft.revision
     spec = UnitSpec.from_group(typed, revision)
     pods_per_replica = {r.name: r.pods_per_replica for r in typed.spec.roles}
     by_unit = _live_by_unit(draft.group, expected)
@@ -278,7 +300,7 @@ def _coordinate(draft: _Draft, now: float, expected: _Expected) -> None:
             draft.delete_pod(pod, f"unit {unit} is beyond spec.replicas ({typed.spec.replicas})", expected)
     before = draft.before
     for unit in range(typed.spec.replicas):
-        replicas, pods_of = replicas_of_unit(by_unit.get(unit, []), pods_per_replica, revision)
+        replicas, pods_of = draft.replicas(by_unit.get(unit, []))
         saved = before.unit(unit)
         memory = coordination_of(saved.coordination) if saved is not None else CoordinationStatus()
         retry_after = seconds(saved.retry_after) if saved is not None and saved.retry_after else None
@@ -478,13 +500,12 @@ def _unit_demands(draft: _Draft, expected: _Expected) -> list[UnitDemand]:
     """Per unit with waiting pods: the admitted replicas as the demand, the running ones as existing."""
     typed = draft.typed
     by_unit = _pods_after(draft, expected)
-    pods_per_replica = {r.name: r.pods_per_replica for r in typed.spec.roles}
     out = []
     for demand in units_from_group(typed):
         members = by_unit.get(demand.unit, [])
         if not any(_waits_for_placement(p) for p in members):
             continue
-        replicas, pods_of = replicas_of_unit(members, pods_per_replica)
+        replicas, pods_of = draft.replicas(members)
         admitted = {r.name: 0 for r in typed.spec.roles}
         existing = []
         for replica in replicas:
@@ -508,9 +529,9 @@ def _unit_demands(draft: _Draft, expected: _Expected) -> list[UnitDemand]:
 def _status(draft: _Draft, now: float, expected: _Expected) -> None:
     raw, typed, before = draft.group.raw, draft.typed, draft.before
     generation = int(raw["metadata"].get("generation", 1))
-    revision = revision_of(typed, raw)
+    revision = draft.revision
     by_unit = _pods_after(draft, expected)
-    units = {unit: unit_replicas(by_unit.get(unit, []), typed) for unit in range(typed.spec.replicas)}
+    units = {unit: unit_replicas(pods, typed, draft.replicas(pods)) for unit in range(typed.spec.replicas) for pods in [by_unit.get(unit, [])]}
     roles: list[RoleStatus] = []
     available = scheduled_all = True
     for role in typed.spec.roles:

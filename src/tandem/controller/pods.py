@@ -169,12 +169,15 @@ def headless_service(group: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def peers_document(group: dict[str, Any], unit: int, pods: list[dict[str, Any]], typed: InferenceGroup) -> str:
+def peers_document(
+    group: dict[str, Any], unit: int, pods: list[dict[str, Any]], typed: InferenceGroup, read: UnitRead | None = None
+) -> str:
     """The unit's peers file: per role, its Ready replicas (complete and Ready) with each
-    pod's address and index (0 = leader), in a fixed order so equal peers are equal bytes."""
+    pod's address and index (0 = leader), in a fixed order so equal peers are equal bytes.
+    `read` is `replicas_of_unit(pods, ...)` when the caller has it already."""
     meta = group["metadata"]
     namespace = meta.get("namespace", "default")
-    replicas, pods_of = replicas_of_unit(pods, {r.name: r.pods_per_replica for r in typed.spec.roles})
+    replicas, pods_of = read or replicas_of_unit(pods, {r.name: r.pods_per_replica for r in typed.spec.roles})
     roles: dict[str, list[dict[str, Any]]] = {r.name: [] for r in typed.spec.roles}
     for replica in replicas:
         if replica.phase != "Ready" or replica.role not in roles:
@@ -213,9 +216,11 @@ def peers_config_map_object(group: dict[str, Any], unit: int, document: str) -> 
     }
 
 
-def replicas_of_unit(
-    pods: list[dict[str, Any]], pods_per_replica: dict[str, int], revision: str | None = None
-) -> tuple[list[Replica], dict[tuple[str, int], list[dict[str, Any]]]]:
+# What `replicas_of_unit` reads of a unit: its replicas, and the pods of each.
+UnitRead = tuple[list[Replica], dict[tuple[str, int], list[dict[str, Any]]]]
+
+
+def replicas_of_unit(pods: list[dict[str, Any]], pods_per_replica: dict[str, int], revision: str | None = None) -> UnitRead:
     """The unit's replicas as the coordination planner sees them, and the pods of each
     (in teardown order: workers first, the leader, index 0, last).
 
@@ -276,9 +281,10 @@ def pod_failed(pod: dict[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
 
 
-def unit_replicas(pods: list[dict[str, Any]], group: InferenceGroup) -> dict[str, list[Replica]]:
-    """One unit's replicas per role (every role present, possibly empty)."""
-    replicas, _ = replicas_of_unit(pods, {r.name: r.pods_per_replica for r in group.spec.roles})
+def unit_replicas(pods: list[dict[str, Any]], group: InferenceGroup, read: UnitRead | None = None) -> dict[str, list[Replica]]:
+    """One unit's replicas per role (every role present, possibly empty); `read` as for
+    `peers_document`."""
+    replicas, _ = read or replicas_of_unit(pods, {r.name: r.pods_per_replica for r in group.spec.roles})
     out: dict[str, list[Replica]] = {r.name: [] for r in group.spec.roles}
     for replica in replicas:
         out.setdefault(replica.role, []).append(replica)

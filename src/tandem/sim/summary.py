@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
+from tandem.controller.ports import Reader
 from tandem.errors import NotFound
 from tandem.sim.runner import Result, Scenario
 from tandem.sim.serving import ServingResults
@@ -78,15 +79,17 @@ def summarize(scenario: Scenario, result: Result, rules_from: Scenario | None = 
     arrivals = {_key(g): at for at, g in scenario.arrivals if at <= scenario.duration_s}
     groups = {}
     samples = result.samples
+    final = result.store.snapshot()  # the world at the end, read without copies
+    nodes = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in final.list("Node")}
     for key, arrived in sorted(arrivals.items()):
         mine = [s for s in samples if key in s.functional]
         first = next((s.at for s in mine if s.functional[key] > 0), None)
         target = next((s.at for s in mine if s.desired.get(key) and all(s.ready[key][r] >= d for r, d in s.desired[key].items())), None)
         available = partial = 0.0
         deviation = 0.0
+        units = _units(final, key)
         for current, following in zip(mine, mine[1:] + [None]):
             span = (following.at if following else scenario.duration_s) - current.at
-            units = _units(result, key)
             if units and current.functional[key] >= units:
                 available += span
             partial += current.partial_gpus[key] * span
@@ -102,7 +105,7 @@ def summarize(scenario: Scenario, result: Result, rules_from: Scenario | None = 
             "max_ratio_deviation": round(deviation, 4),
             "partial_gpu_seconds": round(partial, 1),
             "stalls": sum(1 for _, line in result.log if line.startswith(key) and "Stalled: step" in line and " within " in line),
-            "affinity_satisfied_fraction": _affinity(result, key, original.get(key)),
+            "affinity_satisfied_fraction": _affinity(final, nodes, key, original.get(key)),
         }
     allocation = [(s.at, s.allocated_gpus) for s in samples]
     out: dict[str, Any] = {"groups": groups, "cluster": {"gpu_allocation": _downsample(allocation, 400), "reconcile_passes": result.passes}}
@@ -215,11 +218,11 @@ def _gpu_seconds(served: ServingResults, end: float) -> tuple[float, float]:
     return busy, ready
 
 
-def _units(result: Result, key: str) -> int:
+def _units(final: Reader, key: str) -> int:
     namespace, name = key.split("/")
     try:
-        return int(result.store.get("InferenceGroup", namespace, name)["spec"].get("replicas", 1))
-    except Exception:  # noqa: BLE001 - a group deleted during the run has no units left
+        return int(final.get("InferenceGroup", namespace, name)["spec"].get("replicas", 1))
+    except NotFound:  # a group deleted during the run has no units left
         return 0
 
 
@@ -227,9 +230,10 @@ def _key(group: dict[str, Any]) -> str:
     return f"{group['metadata'].get('namespace', 'default')}/{group['metadata']['name']}"
 
 
-def _affinity(result: Result, key: str, rules: list[dict[str, Any]] | None) -> float | None:
+def _affinity(store: Reader, nodes: dict[str, dict[str, str]], key: str, rules: list[dict[str, Any]] | None) -> float | None:
+    """The share of the group's `from` replicas with a counterpart in their rule's domain
+    at the end of the run; `nodes` are the nodes' labels by name."""
     namespace, name = key.split("/")
-    store = result.store
     if rules is None:
         try:
             rules = store.get("InferenceGroup", namespace, name)["spec"].get("affinity", [])
@@ -241,7 +245,6 @@ def _affinity(result: Result, key: str, rules: list[dict[str, Any]] | None) -> f
     if topology is None:
         return None
     labels = {lv["name"]: lv["nodeLabel"] for lv in topology["spec"]["levels"]}
-    nodes = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in store.list("Node")}
     pods = [p for p in store.list("Pod", namespace, {GROUP_LABEL: name}) if p["spec"].get("nodeName")]
     satisfied = total = 0
     for rule in rules:
