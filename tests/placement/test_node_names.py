@@ -88,11 +88,60 @@ def to_side_on_the_only_node_of_the_from_side() -> list[dict[str, Any]]:
     return objects + [group("g", [prefill, decode], affinity=[{"from": "prefill", "to": "decode", "level": "rack", "mode": "Required"}])]
 
 
+def decode_beside_its_own_prefill() -> list[dict[str, Any]]:
+    """Three hosts of one rack, one with 2 GPUs free beside a running pod. The first
+    prefill (3 pods of 2 GPUs) fills one 8-GPU host to 2 free; the decode (1 GPU, the
+    `to` side of a block-level rule, so locality below the block is only a tie-breaker
+    while a prefill is to come) then tied between that host and the busy one: equal
+    free GPUs, one holding the unit's prefill and one a pod of no unit of the plan. By
+    name it took either, and the second prefill used 1 host or 2 (2 hosts or 3 in all)."""
+    objects = cluster("block=1,rack=1,host=3", gpus=8) + [bound_pod("busy", "n-000", 6)]
+    prefill = role("prefill", 2, 1, gpus=2, pods=3, required="block", preferred="rack")
+    decode = role("decode", 1, 0, gpus=1)
+    rule = {"from": "prefill", "to": "decode", "level": "block", "mode": "Preferred"}
+    return objects + [group("g", [prefill, decode], required="block", affinity=[rule])]
+
+
+def copies_keep_to_their_own_hosts() -> list[dict[str, Any]]:
+    """Three copies of a group (minimums 0, 6 GPUs each, preferred host) on four hosts of 4
+    GPUs, one with 2 free beside a running pod. The third copy's first prefill chose its
+    host between that one and the first copy's host (2 free as well; the first copy
+    reserves at the rack, so room did not tell them apart). By name it took the first
+    copy's host, which then spanned 3 hosts instead of 2."""
+    objects = cluster("rack=1,host=4", gpus=4) + [bound_pod("busy", "n-000", 2)]
+    prefill = role("prefill", 3, 0, gpus=2, required="host")
+    prefill["template"]["spec"]["containers"] = [container(gpus=2, cpu="1")]
+    decode = role("decode", 3, 0, gpus=0, required="rack")
+    decode["template"]["spec"]["containers"] = [container(cpu="1")]
+    rule = {"from": "prefill", "to": "decode", "level": "rack", "mode": "Required"}
+    return objects + [group("g", [prefill, decode], replicas=3, preferred="host", affinity=[rule])]
+
+
+def decode_beside_what_the_other_copy_reserves() -> list[dict[str, Any]]:
+    """Two hosts, one with 4 GPUs free beside a running pod; two copies of a group of 5
+    GPUs (a prefill of a CPU-only leader and a 1-GPU worker, a decode of 3 one-GPU pods
+    that prefers one host, Required at the block). The first copy takes the 8-GPU host
+    and reserves its next prefill there; the second copy's decode (the `to` side, waiting
+    for its prefill, so locality below the block only breaks ties) tied between 4 GPUs on
+    that host and 4 on the other, and by name took the first copy's room: it spanned 2
+    hosts or 1."""
+    objects = cluster("block=1,rack=1,host=2", gpus=8) + [bound_pod("busy", "n-001", 4)]
+    prefill = role("prefill", 2, 1, gpus=0, pods=2, required="block")
+    prefill["template"]["spec"]["containers"] = [container(cpu="1")]
+    prefill["workerTemplate"] = {"spec": {"containers": [container(gpus=1)]}}
+    decode = role("decode", 1, 0, gpus=1, pods=3, required="block", preferred="host")
+    rule = {"from": "prefill", "to": "decode", "level": "block", "mode": "Required"}
+    return objects + [group("g", [prefill, decode], replicas=2, required="block", affinity=[rule])]
+
+
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds(), st.integers(0, 2**16))
 @example(router_off_the_decode_host(), 1)
 @example(first_extras_without_reservations(), 1)
 @example(to_side_on_the_only_node_of_the_from_side(), 1)
+@example(decode_beside_its_own_prefill(), 1)
+@example(copies_keep_to_their_own_hosts(), 1)
+@example(decode_beside_what_the_other_copy_reserves(), 1)
 def test_renaming_nodes_changes_no_state_and_no_domain_count(objects, salt):
     assert spans(renamed(objects, salt)) == spans(objects)
 
@@ -109,3 +158,20 @@ def test_renaming_reverses_the_name_order_without_changing_spans():
         node["metadata"]["labels"][HOSTNAME] = name
     # 36 GPUs: more than a rack (32), so two racks, on the fewest hosts (5).
     assert spans(reverse) == spans(objects) == [("Placed", (1, 2, 5))]
+
+
+def test_a_to_replica_breaks_ties_toward_the_hosts_its_unit_already_uses():
+    objects = decode_beside_its_own_prefill()
+    # The decode joins the host of the first prefill; the second prefill takes one host.
+    assert spans(objects) == spans(renamed(objects, 1)) == [("Placed", (1, 1, 2))]
+
+
+def test_a_copy_starts_on_a_host_no_other_copy_uses():
+    objects = copies_keep_to_their_own_hosts()
+    expected = [("Placed", (1, 2)), ("MinimumPlaced", (1, 1)), ("MinimumPlaced", (1, 2))]
+    assert spans(objects) == spans(renamed(objects, 1)) == expected
+
+
+def test_a_to_replica_kept_whole_on_a_host_leaves_what_another_unit_reserves():
+    objects = decode_beside_what_the_other_copy_reserves()
+    assert spans(objects) == spans(renamed(objects, 1)) == [("Placed", (1, 1, 1)), ("Placed", (1, 1, 2))]

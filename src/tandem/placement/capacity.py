@@ -162,6 +162,31 @@ class Counts:
             self._capacity[key] = sum_by(view.dom[depth][self.nodes], most, view.domain_count(depth))
         return self._capacity[key]
 
+    def taken_by_domain(self, depth: int) -> np.ndarray:
+        """[domains at depth]: counted nodes per domain that this plan already gave pods to
+        (their free capacity in the unit's dominant resource is below the snapshot's).
+        Placing a unit's first gang, those are other units' nodes: between domains equal
+        in every other respect, the one fewer other units use lets each unit keep to its
+        own nodes while it grows, whatever the names. (Asked for hosts only: numbers of
+        broader domains follow their own names, which renaming nodes does not change.)"""
+        key = (-2, depth)
+        if key not in self._capacity:
+            view = self.unit.view
+            self._capacity[key] = sum_by(view.dom[depth][self.nodes], self._taken(), view.domain_count(depth))
+        return self._capacity[key]
+
+    def taken_local(self, depth: int, domains: np.ndarray) -> np.ndarray:
+        """`taken_by_domain` over `domains` only (sorted, holding every counted node)."""
+        where = np.searchsorted(domains, self.unit.view.dom[depth][self.nodes])
+        return sum_by(where, self._taken(), domains.size)
+
+    def _taken(self) -> np.ndarray:
+        """[nodes]: 1 where this plan already gave the node a pod, else 0."""
+        snapshot = self.unit.view.snapshot
+        column = self.unit.dominant
+        before = np.maximum(snapshot.allocatable[self.nodes, column] - snapshot.used[self.nodes, column], 0)
+        return (self.free[:, self.dominant] != before).astype(np.int64)
+
     def free_by_domain(self, depth: int) -> np.ndarray:
         """[domains at depth, resources]: free capacity of the counted nodes per domain."""
         if depth not in self._free:

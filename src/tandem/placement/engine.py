@@ -1,6 +1,6 @@
 """The placement engine: where every pod of every pending unit goes, or why it cannot.
 
-`place(snapshot, views, units)` is a pure function in two phases:
+`place(snapshot, views, units)` is a pure function in three phases:
 
 1. **Minimums** (`gang.py`). Units in order (priority, then age). A unit's minimum gang
    is every role's `minReplicas` complete replicas, placed whole inside one domain of the
@@ -16,7 +16,13 @@
 2. **Extras** (`extras.py`). Replicas beyond the minimums, one at a time for the (unit,
    role) furthest behind its desired count, near their counterparts; when a role can take
    no more, the unit's other roles stop at its fraction (extras one step ahead are taken
-   back), so the ratio holds.
+   back), so the ratio holds. A unit left short while a domain of its level is idle is
+   moved there whole (`relocate.py`).
+3. **Whole units first** (`whole.py`). When a functional unit still ends short and the
+   units' whole demand fits the cluster, the plan is made again with every functional
+   unit placed whole, in up to four orders (placement order, largest first, smallest
+   first, narrowest level first); it replaces the greedy plan only if every functional
+   unit ends `Placed` in it.
 
 Why a unit did not fit is worded in `explain.py`. What ties on every key breaks on the
 node's class and rack (`ties.py`), then on domain and node number, which follow sorted
@@ -41,6 +47,7 @@ from tandem.placement.repair import REPAIR_ATTEMPTS, make_room
 from tandem.placement.reservations import Reservations
 from tandem.placement.state import UnitState
 from tandem.placement.ties import Ties
+from tandem.placement.whole import whole_units
 from tandem.topology import ClusterSnapshot, TopologyView
 
 
@@ -57,14 +64,34 @@ def place(
     With `extras=False` only the minimum gangs are placed (used to check that extras never
     change which units get their minimums).
     """
-    free = snapshot.free
     eligibility: dict[tuple, np.ndarray] = {}
+    prepared = _prepare(snapshot, views, units, eligibility)
+    _greedy(snapshot, views, prepared, extras)
+    if extras:
+        better = whole_units(snapshot, views, units, prepared, lambda subset: _prepare(snapshot, views, subset, eligibility))
+        if better is not None:
+            prepared = better
+    return Plan(tuple(unit.result() for unit in prepared))
+
+
+def _prepare(
+    snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], units: Sequence[UnitDemand], eligibility: dict[tuple, np.ndarray]
+) -> list[UnitState]:
+    """Fresh working states for `units` in the order given (their `order` is their
+    position), sharing the plan's tie-breaking and lookahead; `eligibility` caches the
+    nodes each pod shape may use across calls."""
     prepared = [UnitState.prepare(order, unit, views[unit.topology], snapshot, snapshot.totals, eligibility) for order, unit in enumerate(units)]
     ties = Ties.of([mask for unit in prepared for role in unit.roles for mask in (role.leader_ok, role.worker_ok)], len(snapshot.node_names))
     later = Later.of(prepared)
     for unit in prepared:
         unit.ties = ties
         unit.later = later
+    return prepared
+
+
+def _greedy(snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], prepared: list[UnitState], extras: bool) -> np.ndarray:
+    """Phases 1 and 2 on `prepared` (updated in place); the free capacity left."""
+    free = snapshot.free
     exclusivity = Exclusivity.of(snapshot, views, prepared)
 
     reservations = Reservations()
@@ -102,4 +129,4 @@ def place(
             for unit in prepared:
                 unit.reopen()
             place_extras(prepared, free, exclusivity, reservations)
-    return Plan(tuple(unit.result() for unit in prepared))
+    return free

@@ -94,17 +94,19 @@ def _place_gang_once(
     # tight beside reservations the one with the least reserved room (a domain's number
     # follows its name: for hosts, the node's name).
     spare = counts.free_by_domain(top)[candidates, counts.dominant]
+    narrowest = view.depth_count - 1
     # Before tightness: the fewest later units' whole fits spoiled (`lookahead.py`).
     spoils = np.zeros(tier.size, np.int64)
     whole_fit = candidates[tier[candidates] == 0]
     if unit.later is not None:
         spoils[whole_fit] = unit.later.spoiled(unit, room[whole_fit], int(full[counts.dominant]))
     signed = np.where(tier[candidates] < 2, leftover[candidates], -leftover[candidates])
-    key = (candidates, *unit.ties.domain_keys(view, top, candidates), spare, preferred[candidates], signed, spoils[candidates], tier[candidates])
+    # Then, for hosts, one no other unit of this plan uses (`Counts.taken_by_domain`).
+    taken = counts.taken_by_domain(top)[candidates] if candidates.size > 1 and top == narrowest else np.zeros(candidates.size, np.int64)
+    key = (candidates, *unit.ties.domain_keys(view, top, candidates), taken, spare, preferred[candidates], signed, spoils[candidates], tier[candidates])
     ranked = candidates[np.lexsort(key)]
     # A domain whose counted nodes are all wholly free opens at least the gang's demand,
     # so it cannot beat a trial that opened no more than that.
-    narrowest = view.depth_count - 1
     bound = int(demand[counts.dominant])
     best: tuple[tuple[int, ...], int, int, Space, dict[int, list[list[int]]]] | None = None
     trials = 0
@@ -210,7 +212,9 @@ def _assign_in_domain(
         if unit.preferred_domain is not None and unit.preferred_domain[0] == depth:
             subs = subs[subs == unit.preferred_domain[1]]
         spare = counts.free_by_domain(depth)[subs, counts.dominant]
-        key = (subs, *unit.ties.domain_keys(view, depth, subs), spare, np.where(tier[subs] < 2, leftover[subs], -leftover[subs]), tier[subs])
+        hosts = depth == view.depth_count - 1
+        taken = counts.taken_by_domain(depth)[subs] if subs.size > 1 and hosts else np.zeros(subs.size, np.int64)
+        key = (subs, *unit.ties.domain_keys(view, depth, subs), taken, spare, np.where(tier[subs] < 2, leftover[subs], -leftover[subs]), tier[subs])
         for sub in subs[np.lexsort(key)][:MAX_SUB_ATTEMPTS]:
             space = _space(view, depth, int(sub), counts, free)
             placed = _assign_gang(unit, space, needs, depth, reservations)
@@ -261,12 +265,14 @@ def _whole_inside(
         if not whole.any():
             break
         subs = np.flatnonzero(whole)
-        spare = np.zeros(subs.size, np.int64)
+        spare = taken = np.zeros(subs.size, np.int64)
         if subs.size > 1:
+            if depth == view.depth_count - 1:
+                taken = local.taken_local(depth, domains)[subs]
             present, inverse = np.unique(view.dom[depth][members], return_inverse=True)
             everything = np.bincount(inverse, weights=free[members, unit.dominant], minlength=present.size)
             spare = everything[np.searchsorted(present, domains[subs])]
-        order = np.lexsort((domains[subs], *unit.ties.domain_keys(view, depth, domains[subs]), spare, room[subs, dominant]))
+        order = np.lexsort((domains[subs], *unit.ties.domain_keys(view, depth, domains[subs]), taken, spare, room[subs, dominant]))
         found = [(depth, int(domains[sub])) for sub in subs[order][:MAX_SUB_ATTEMPTS]]
         chosen.append(found[0])
     return found + chosen[-2::-1]
@@ -309,12 +315,12 @@ def _gang_sequence(unit: UnitState, needs: Mapping[int, int], order: str = "role
 
     def rank(r: int) -> tuple:
         tier = 0 if r in targets and r not in sources else 2 if r in sources else 1
-        if order == "sources":
+        if order in ("sources", "source-pairs"):
             tier = 0 if r in sources else 1
         return (tier, -int(unit.roles[r].replica_total[unit.dominant]), r)
 
     roles = sorted(needs, key=rank)
-    if order != "pairs":
+    if order not in ("pairs", "source-pairs"):
         return [r for r in roles for _ in range(needs[r])]
     slots = [((k + 0.5) / needs[r], position, r) for position, r in enumerate(roles) for k in range(needs[r])]
     return [r for *_, r in sorted(slots)]
@@ -332,7 +338,7 @@ def _assign_gang(
     `to` side placed all first can take the only room the `from` side had, whichever
     way ties between nodes are broken).
     """
-    attempts = ((False, "roles"), (True, "roles"), (False, "sources"), (False, "pairs")) if unit.rules else ((False, "roles"),)
+    attempts = ((False, "roles"), (True, "roles"), (False, "sources"), (False, "pairs"), (False, "source-pairs")) if unit.rules else ((False, "roles"),)
     for spread, order in attempts:
         trial = space.copy()
         placed = _try_gang(unit, trial, needs, depth, spread, reservations, order)

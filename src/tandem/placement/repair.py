@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -25,6 +25,7 @@ def make_room(
     reservations: Reservations,
     exclusivity: Exclusivity,
     budget: list[int],
+    needs_of: Callable[[UnitState], Mapping[int, int]] | None = None,
 ) -> bool:
     """Place `unit` by moving earlier units' minimums elsewhere, if that works for all.
 
@@ -34,7 +35,8 @@ def make_room(
     `unit`, re-place the released ones in their order. Accepted only when every one
     succeeds, so no unit ever loses its minimum and the priority/age promise holds. The
     smallest sets are tried first; `budget` caps the gang placements per plan, and
-    REPAIR_PER_UNIT those spent on one unit.
+    REPAIR_PER_UNIT those spent on one unit. `needs_of` gives what a released unit is
+    placed again with: its minimum gang, or (whole units first, `whole.py`) its whole.
     """
     if budget[0] < 2:
         return False
@@ -57,7 +59,7 @@ def make_room(
             held.claim(unit)
             for other in movers:
                 other.allowed = held.open_to(other)
-                if not place_gang(other, trial, other.minimum_needs(), kept):
+                if not place_gang(other, trial, (needs_of or UnitState.minimum_needs)(other), kept):
                     break
                 kept.note(other)
                 held.claim(other)

@@ -26,10 +26,11 @@ def _affinity_masks(
 
     As a `from` role: a position scores 1 per rule whose `to` side already sits in its
     affinity domain (and Required rules allow only such positions).
-    As a `to` role: 1 per `from` replica sitting there with no `to` replica near it yet
-    (one already served gains nothing from another), plus, while `from` replicas are
-    still to come, how many of their leaders the domain could still take beside one pod
-    of this replica — so decode goes where prefill fits too.
+    As a `to` role: first a `from` replica sitting there with no `to` replica near it
+    yet (one already served gains nothing from another; serving one outweighs any room
+    for those to come), then, while `from` replicas are still to come, how many of their
+    leaders the domain could still take beside one pod of this replica — so decode goes
+    where prefill fits too.
     """
     view = unit.view
     required: np.ndarray | None = None
@@ -45,7 +46,9 @@ def _affinity_masks(
                 continue  # the counterpart comes later in this gang; checked at the end
             else:
                 near = np.zeros(doms.size, dtype=bool)
-            if rule.required:
+            if rule.required and waiting.get(rule.target, 0) <= 0:
+                # (While more `to` replicas are to come in this gang, one may still come
+                # to it: near ones are preferred, and the rule is checked at the end.)
                 required = near if required is None else required & near
             gain = near.astype(np.int64)
         elif rule.target == role.index:
@@ -57,9 +60,11 @@ def _affinity_masks(
                 for n in rep
             ]
             gain = np.zeros(doms.size, np.int64)
-            if sources:
-                gain = member(doms, view.dom[rule.depth][np.array(sources)], view.domain_count(rule.depth)).astype(np.int64)
             still = waiting.get(rule.source, 0)
+            if sources:
+                # Serving a `from` replica already placed comes before room for those to come.
+                near = member(doms, view.dom[rule.depth][np.array(sources)], view.domain_count(rule.depth))
+                gain = near.astype(np.int64) * (max(still, 0) + 1)
             if still > 0:
                 leader = int(unit.roles[rule.source].leader[dominant])
                 own = int(min(role.leader[dominant], role.worker[dominant]))
@@ -136,7 +141,7 @@ def place_replica(
         stop = min([rule.depth for rule in unit.rules if rule.target == role.index and waiting.get(rule.source, 0) > 0], default=stop)
     # Where the replica would leave another role of the unit fewer replicas than it still
     # needs (`_crowds_out`), it goes only if nowhere else will do.
-    crowds = _crowds_out(unit, role, space, depth, remaining) if not spread else None
+    crowds = _crowds_out(unit, role, space, depth, remaining, fresh) if not spread else None
     crowding = np.zeros(size, dtype=bool)
     if crowds is not None:
         crowding = np.ones(size, dtype=bool)
@@ -246,7 +251,14 @@ def _assign_pods(
                 np.logical_or.at(near, groups, required[positions] & (k_leader >= 1))
                 capacity = np.where(near, capacity, 0)
             fitting = np.nonzero(capacity >= 1)[0]
+            if preferred is not None and fitting.size:
+                # Affinity before the preferred pack: a domain that keeps the replica
+                # whole but farther from its counterparts than its leader could be
+                # is left to the attempt over every position.
+                best = int(np.max(np.where(k_leader >= 1, preferred[positions], 0), initial=0))
+                fitting = fitting[affinity[fitting] >= best]
             local: list[np.ndarray] = []
+            late: list[np.ndarray] = []  # below a waiting `to` replica's rule level: ties only
             if locality is not None:
                 first = np.zeros(compact.size, dtype=np.int64)
                 first[groups[::-1]] = np.arange(groups.size - 1, -1, -1)
@@ -254,8 +266,26 @@ def _assign_pods(
                 follow = not role.replica_total[unit.dominant]
                 keys = locality_keys(unit, space, depths, locality.used, locality.rest, locality.pending, positions, follow, locality.reservations)
                 local = [key[first] for key in keys]
+                below = range(max(locality.stop, locality.inner + 1), depth + 1)
+                if len(below):
+                    # As for the replica domain (`_replica_keys`): room for the rest beside
+                    # what others reserve, then the domains the unit already uses.
+                    none = np.zeros(0, np.int64)
+                    keys = locality_keys(unit, space, below, none, locality.rest, locality.pending, positions, follow, locality.reservations)
+                    if locality.used.size:
+                        keys += locality_keys(unit, space, below, locality.used, locality.rest, locality.pending, positions, follow, None)[: len(below)]
+                    late = [key[first] for key in keys]
             kind = unit.ties.domain_keys(view, depth, compact[fitting])
-            order = np.lexsort((compact[fitting], *kind, leftover[fitting], *(key[fitting] for key in reversed(local)), -affinity[fitting]))
+            order = np.lexsort(
+                (
+                    compact[fitting],
+                    *kind,
+                    *(key[fitting] for key in reversed(late)),
+                    leftover[fitting],
+                    *(key[fitting] for key in reversed(local)),
+                    -affinity[fitting],
+                )
+            )
             for group in fitting[order][:MAX_REPLICA_ATTEMPTS]:
                 attempts.append(positions[groups == group])
     attempts.append(positions)
@@ -358,6 +388,14 @@ def _pod_keys(
         # own pods together, then room for the rest, break ties only.
         depths = range(max(stop, locality.inner + 1), unit.view.depth_count)
         yield from locality_keys(unit, space, depths, mine, locality.rest, pending, subset, False, locality.reservations)
+        if locality.used.size:
+            # Then a domain the unit already uses: between two hosts equal in every other
+            # respect, one holding the unit's pods and one holding another's (or a
+            # running pod), the name decided how many hosts the unit spans.
+            view = unit.view
+            for depth in depths:
+                doms = view.dom[depth]
+                yield ~member(doms[space.nodes[subset]], doms[locality.used], view.domain_count(depth))
     if pending is not None:
         yield -pending[subset] if follow else pending[subset]
     if locality is not None and locality.others is not None:
@@ -376,14 +414,19 @@ def _others_there(unit: UnitState, space: Space, mine: np.ndarray) -> np.ndarray
     return touched
 
 
-def _crowds_out(unit: UnitState, role: RoleState, space: Space, depth: int, remaining: Mapping[int, int]) -> np.ndarray | None:
+def _crowds_out(
+    unit: UnitState, role: RoleState, space: Space, depth: int, remaining: Mapping[int, int], fresh: Mapping[int, list[list[int]]] | None = None
+) -> np.ndarray | None:
     """[positions]: whether one pod of `role` (a one-pod replica) on the node would leave
     another role of the unit fewer complete replicas in the space than it still needs
     (a prefill on the one rack with two free hosts, which a decode pair needed), or None
     when no role could be crowded out.
 
     Counted like the bottom-up counts: the node's room for the other role's pods before
-    and after, in its replica domain."""
+    and after, in its replica domain. A role on the `from` side of a Required rule whose
+    `to` side is placed counts its leaders only where the rule lets them go (in a rule
+    domain holding a `to` pod): a router on the host a prefill must share with its
+    decode crowds the prefill out, however much room other hosts have."""
     if role.pods != 1:
         return None
     out: np.ndarray | None = None
@@ -393,18 +436,20 @@ def _crowds_out(unit: UnitState, role: RoleState, space: Space, depth: int, rema
         other = unit.roles[o]
         if o == role.index or need <= 0:
             continue
-        k_leader = fit(space.free, other.leader, other.leader_ok[nodes])
-        k_worker = k_leader if other.pods == 1 or other.same_shape else fit(space.free, other.worker, other.worker_ok[nodes])
+        near = _required_near(unit, o, space, fresh or {})
+        leader_ok = other.leader_ok[nodes] if near is None else other.leader_ok[nodes] & near
+        k_leader = fit(space.free, other.leader, leader_ok)
+        k_worker = k_leader if other.pods == 1 or (other.same_shape and near is None) else fit(space.free, other.worker, other.worker_ok[nodes])
         compact, inverse = space.groups(unit.view, replica_depth(other, depth))
         most = max(int(k_leader.max()), int(k_worker.max()))
         if int(replica_capacity(other, k_leader, k_worker, inverse, compact.size).sum()) - most >= need:
             continue  # one pod costs at most a node's pods of it in replicas: it cannot fall short
-        k_after = fit(after, other.leader, other.leader_ok[nodes])
+        k_after = fit(after, other.leader, leader_ok)
         leaders = np.bincount(inverse, weights=k_leader, minlength=compact.size).astype(np.int64)
         leaders_after = leaders[inverse] - k_leader + k_after
         if other.pods == 1:
             capacity, capacity_after = leaders, leaders_after
-        elif other.same_shape:
+        elif other.same_shape and near is None:
             capacity, capacity_after = leaders // other.pods, leaders_after // other.pods
         else:
             k_worker_after = fit(after, other.worker, other.worker_ok[nodes])
@@ -416,4 +461,21 @@ def _crowds_out(unit: UnitState, role: RoleState, space: Space, depth: int, rema
             continue  # short already: nothing this pod does makes it fit
         short = total - (capacity[inverse] - capacity_after) < need
         out = short if out is None else out | short
+    return out
+
+
+def _required_near(unit: UnitState, r: int, space: Space, fresh: Mapping[int, list[list[int]]]) -> np.ndarray | None:
+    """[positions]: where a leader of role `r` may go under its Required rules whose `to`
+    side has pods (in one of their rule domains), or None when no such rule binds it."""
+    out: np.ndarray | None = None
+    view = unit.view
+    for rule in unit.rules:
+        if not rule.required or rule.source != r:
+            continue
+        targets = [n for rep in all_replicas(unit, rule.target, fresh) for n in rep]
+        if not targets:
+            continue
+        doms = view.dom[rule.depth]
+        near = member(doms[space.nodes], doms[np.array(targets)], view.domain_count(rule.depth))
+        out = near if out is None else out & near
     return out
