@@ -17,7 +17,7 @@ from tandem.controller.reconcile import reconcile
 from tandem.api.naming import POD_INDEX_LABEL, REVISION_LABEL
 from tandem.api.resources import InferenceGroup
 from tandem.controller.pods import replica_pods, revision_of
-from tandem.errors import Conflict, Forbidden, Invalid, ServerTimeout, ServiceUnavailable, TooManyRequests
+from tandem.errors import Conflict, Forbidden, Invalid, NotFound, ServerTimeout, ServiceUnavailable, TooManyRequests
 
 VERBS = ("create", "patch", "patch_status", "delete")
 
@@ -114,8 +114,8 @@ def test_a_terminal_error_is_reported_as_terminal_and_stops_no_other_group(error
 
 def test_a_failed_create_stops_neither_the_other_pods_nor_the_status():
     store = world(group("one", [role("prefill", 1, 1, gpus=8, pods=2)]))
-    # writes: the Service, the peers ConfigMap, then the replica's two pods
-    writer = FaultyWriter(store, lambda n, kind: Conflict("injected") if n == 2 else None)
+    # writes: the group's fence (apply.py), the Service, the peers ConfigMap, then the replica's two pods
+    writer = FaultyWriter(store, lambda n, kind: Conflict("injected") if n == 3 else None)
     report = reconcile(writer, 0.0)
     assert report.errors and report.count("create", "Pod") == 1 and report.skipped == 0
     assert report.status_patches == 1
@@ -454,3 +454,14 @@ def test_a_pod_bound_since_a_lagging_read_is_not_released_as_unbound():
     assert report.deleted == 0 and [e.code for e in report.errors if e.action.startswith("delete Pod")] == [409]
     assert store.get("Pod", "serving", "late-0-prefill-0-0")["metadata"]["uid"] == pod["metadata"]["uid"], "still running"
     assert reconcile(store, 31.0).deleted == 0
+
+
+def test_a_group_gone_or_changed_at_the_fence_gets_none_of_its_creates():
+    for error, retryable in ((NotFound, None), (Conflict, True)):
+        store = world(group("one", [role("prefill", 1, 1, gpus=8, pods=2)]))
+        writer = FaultyWriter(store, lambda n, verb: error("injected") if n == 0 else None)
+        report = reconcile(writer, 0.0)
+        assert report.created == 0 and not store.list("Pod") and not store.list("Service")
+        assert report.skipped > 0 and report.fences == 0
+        assert [e.retryable for e in report.errors] == ([] if retryable is None else [retryable])
+        assert reconcile(store, 1.0).created > 0, "the next pass makes them when the group is there"

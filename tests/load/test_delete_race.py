@@ -5,11 +5,10 @@ group informer not yet of the delete.
 The local API server (like the in-memory store) deletes a group's pods in the same request
 as the group. The adapter's informers are one watch per kind, so a snapshot can hold the
 pod cache after the cascade and the group cache before it: the pass sees the group without
-pods and creates them (owner-reference garbage collection removes them again; the load
-bench counts them as `created_after_group_deleted`). This test makes that order certain by
-holding back the group informer's watch, and says what should hold: a pass creates no pod
-for a group the API server no longer has. It fails today; the fix belongs to the adapter or
-the controller (`kube/`, `controller/`), not to this test's owner."""
+pods and decides to create them. This test makes that order certain by holding back the
+group informer's watch: apply fences the group before its first create (a status patch
+that changes nothing, with the resourceVersion read; `controller/apply.py`), the server
+answers 404, and nothing is made."""
 
 from __future__ import annotations
 
@@ -34,8 +33,6 @@ def _wait(condition, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-@pytest.mark.xfail(strict=True, reason="finding: a snapshot mixes the pod cache after a cascade with the group cache before the delete; "
-                   "the pass re-creates the deleted group's pods (reported; the fix belongs to kube/ or controller/)")
 def test_a_pass_creates_no_pod_for_a_group_whose_delete_the_pod_informer_has_already_heard_of():
     api = FakeApi()
     topology, nodes = generate_cluster([("rack", 1), ("host", 2)], 8)

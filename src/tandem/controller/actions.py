@@ -82,6 +82,10 @@ class GroupActions:
     namespace: str
     name: str
     actions: tuple[Action, ...] = ()
+    # The group's resourceVersion as the pass read it, when the pass creates objects for
+    # it: apply first confirms the group is still so at the server (`apply._fence`), since
+    # a cache can still hold a group whose delete its pods' cache has already heard of.
+    fence: str | None = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,14 @@ failure is kept with its object and whether it is retryable (409, 429, 5xx, time
 the next pass tries again) or terminal (403, 404, 422: it will not succeed as sent).
 A delete of an object already gone counts as done. An event that cannot be recorded is
 counted and dropped: events are best effort, as in Kubernetes.
+
+Creates carry no precondition, so before a group's first create the group is fenced: a
+status patch that changes nothing, sent with the resourceVersion the pass read (the
+server checks the precondition and, the object being unchanged, writes nothing). A group
+deleted since (a 404) gets none of its remaining writes: its pods' cache may have heard
+of the cascade before its own cache heard of the delete, and the pass would make them
+again. A group changed since (a 409) is decided again by the next pass. Between the fence
+and the creates a delete can still land; owner-reference garbage collection takes those.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ class PassReport:
     errors: list[WriteError] = field(default_factory=list)
     skipped: int = 0  # writes not tried because one they depend on failed
     events_dropped: int = 0
+    fences: int = 0  # groups confirmed at the server before their creates (no write made)
     requeue_after: float | None = None
     by_kind: Counter[tuple[str, str]] = field(default_factory=Counter)  # (verb, kind) -> successful writes
 
@@ -77,7 +86,13 @@ def apply(writer: Writer, decisions: Decisions) -> PassReport:
 def _apply_group(writer: Writer, group: GroupActions, report: PassReport) -> None:
     failed: set[tuple[str, str | None, str]] = set()  # objects whose create failed
     where = f"{group.namespace}/{group.name}"
-    for action in group.actions:
+    fence = group.fence
+    for position, action in enumerate(group.actions):
+        if fence is not None and isinstance(action, CreateObject):
+            fence = None
+            if not _fence(writer, group, report):
+                report.skipped += sum(1 for a in group.actions[position:] if not isinstance(a, RecordEvent))
+                return
         if isinstance(action, RecordEvent):
             report.events.append(action.line)
             try:
@@ -98,6 +113,21 @@ def _apply_group(writer: Writer, group: GroupActions, report: PassReport) -> Non
             _fail(report, where, action, exc)
             if isinstance(action, CreateObject):
                 failed.add(action.target)
+
+
+def _fence(writer: Writer, group: GroupActions, report: PassReport) -> bool:
+    """Whether the group is still as the pass read it (see the module's docstring)."""
+    try:
+        writer.patch_status("InferenceGroup", group.namespace, group.name, {}, resource_version=group.fence)
+    except NotFound:
+        report.events.append(f"{group.namespace}/{group.name}: deleted since it was read; nothing made for it")
+        return False
+    except ApiError as exc:
+        report.errors.append(WriteError(f"{group.namespace}/{group.name}", "confirm InferenceGroup before creating", exc.code, exc.reason, exc.retryable, exc.message))
+        report.events.append(str(report.errors[-1]))
+        return False
+    report.fences += 1
+    return True
 
 
 def _write(writer: Writer, action: Write, report: PassReport) -> None:

@@ -110,7 +110,7 @@ def decide(state: ClusterState, now: float, placer: Placer = place) -> Decisions
             _invalid(draft, now)
     deadlines += [d for draft in drafts for d in draft.deadlines]
     requeue = max(min(deadlines) - now, 0.0) + _AFTER_DEADLINE_S if deadlines else None
-    groups = tuple(GroupActions(*draft.group.key, actions=tuple(draft.actions)) for draft in drafts)
+    groups = tuple(GroupActions(*draft.group.key, actions=tuple(draft.actions), fence=_fence(draft)) for draft in drafts)
     settled = tuple(
         (draft.group.key, draft.settled_key, min(draft.deadlines, default=math.inf))
         for draft in drafts
@@ -118,6 +118,13 @@ def decide(state: ClusterState, now: float, placer: Placer = place) -> Decisions
         and not any(_waits_for_placement(p) for p in draft.group.pods)
     )
     return Decisions(groups, requeue, placed, tuple(notes), settled)
+
+
+def _fence(draft: _Draft) -> str | None:
+    """The group's resourceVersion when the pass creates anything for it (else None)."""
+    if not any(isinstance(action, CreateObject) for action in draft.actions):
+        return None
+    return draft.group.raw["metadata"].get("resourceVersion")
 
 
 class _Expected:
