@@ -7,7 +7,7 @@ from support.builders import group, role
 from support.controller_world import design_group, kubelet, world
 from tandem.controller.memo import Memo
 from tandem.controller.reconcile import reconcile
-from tandem.controller.pods import GROUP_LABEL
+from tandem.controller.pods import GROUP_LABEL, UNIT_LABEL
 from tandem.placement import place
 
 
@@ -53,14 +53,35 @@ def test_placement_waits_for_capacity_to_come_free_instead_of_running_every_pass
         reconcile(store, now, counting, memo)
         kubelet(store)
         now += 1.0
-    before = len(calls)
+    before, skipped = len(calls), memo.settled_hits
     for _ in range(5):
         reconcile(store, now, counting, memo)
         now += 1.0
     assert len(calls) == before, "nothing came free: placement was run again for the same waiting units"
+    assert memo.settled_hits - skipped == 10, "both groups skipped: the placed one and the one waiting for capacity"
     store.delete("InferenceGroup", "serving", "first")
     for pod in store.list("Pod"):
         if pod["metadata"]["labels"].get(GROUP_LABEL) == "first":
             store.delete("Pod", "serving", pod["metadata"]["name"])
     assert reconcile(store, now, counting, memo).placed == 2
     assert len(calls) == before + 1
+
+
+def test_a_group_decided_again_reads_again_only_the_units_whose_pods_changed(monkeypatch):
+    import tandem.controller.decide as decide_module
+
+    store = world(design_group("llama", replicas=2))
+    memo = Memo()
+    now = 0.0
+    for _ in range(30):
+        report = reconcile(store, now, memo=memo)
+        now += 1.0
+        if not kubelet(store) and not report.writes:
+            break
+    read: list[set[str]] = []
+    real = decide_module.replicas_of_unit
+    monkeypatch.setattr(decide_module, "replicas_of_unit", lambda pods, *a: read.append({p["metadata"]["labels"][UNIT_LABEL] for p in pods}) or real(pods, *a))
+    pod = next(p for p in store.list("Pod") if p["metadata"]["labels"][UNIT_LABEL] == "1")
+    store.patch("Pod", "serving", pod["metadata"]["name"], {"metadata": {"annotations": {"touched": "yes"}}})
+    reconcile(store, now, memo=memo)
+    assert read == [{"1"}], "unit 0's pods did not change: its read of the last decision served"

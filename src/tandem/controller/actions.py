@@ -96,7 +96,9 @@ class Decisions:
     requeue_after: float | None = None
     placed: int = 0  # pods given a node by this pass
     notes: tuple[str, ...] = field(default_factory=tuple)  # lines for a log that no event carries
-    # Groups this pass found settled (nothing to write, nothing waiting for a node), with the
-    # versions of everything their decision read, with the time their next deadline comes
-    # (inf: none): until then, the same inputs decide nothing again (see `memo.py`).
-    settled: tuple[tuple[tuple[str, str], tuple[Any, ...], float], ...] = field(default_factory=tuple, compare=False)
+    # Groups this pass found settled (nothing to write), with the versions of everything
+    # their decision read, the time their next deadline comes (inf: none) and, for a group
+    # with pods waiting for a node, the placement snapshot's `freed` count then (else None):
+    # until the deadline, while no capacity comes free, the same inputs decide nothing
+    # again (see `memo.py`).
+    settled: tuple[tuple[tuple[str, str], tuple[Any, ...], float, int | None], ...] = field(default_factory=tuple, compare=False)

@@ -97,6 +97,9 @@ def decide(state: ClusterState, now: float, placer: Placer = place) -> Decisions
                 deadlines.append(until)
             continue
         draft = _Draft(group, inputs)
+        if group.valid:
+            spec = (group.raw["metadata"].get("uid"), draft.revision)  # the revision hashes the roles, their pods and templates
+            draft.reads = _Reads(spec, state.memo.unit_reads.get(group.key))
         drafts.append(draft)
         if group.valid:
             _release(draft, now, expected)
@@ -109,15 +112,59 @@ def decide(state: ClusterState, now: float, placer: Placer = place) -> Decisions
         else:
             _invalid(draft, now)
     deadlines += [d for draft in drafts for d in draft.deadlines]
+    for draft in drafts:
+        if draft.reads is not None:
+            state.memo.unit_reads[draft.group.key] = draft.reads.settle()
     requeue = max(min(deadlines) - now, 0.0) + _AFTER_DEADLINE_S if deadlines else None
     groups = tuple(GroupActions(*draft.group.key, actions=tuple(draft.actions), fence=_fence(draft)) for draft in drafts)
+    freed = state.memo.placement.freed
     settled = tuple(
-        (draft.group.key, draft.settled_key, min(draft.deadlines, default=math.inf))
+        (draft.group.key, draft.settled_key, min(draft.deadlines, default=math.inf), freed if _waiting(draft) else None)
         for draft in drafts
         if draft.settled_key is not None and draft.group.valid and not draft.actions
-        and not any(_waits_for_placement(p) for p in draft.group.pods)
     )
     return Decisions(groups, requeue, placed, tuple(notes), settled)
+
+
+class _Reads:
+    """What a decision read of a group's units, by the identity of the pods read: a pass
+    reads a unit up to four times (peers, coordination, demands, status), and a group is
+    decided again when any one of its pods changes, most units unchanged. The reads of the
+    group's last decision are kept in the memo for the next one while the group (uid) and
+    what the reads depend on (its revision: roles, pods per replica, templates) are the same. Each entry keeps its pods, so no id is reused while
+    it is remembered."""
+
+    def __init__(self, spec: tuple[Any, ...], before: "_Reads | None"):
+        self.spec = spec
+        self._before = before if before is not None and before.spec == spec else None
+        self._replicas: dict[tuple[int, ...], tuple[tuple[Object, ...], UnitRead]] = {}
+        self._peers: dict[tuple[int, tuple[int, ...]], tuple[tuple[Object, ...], str]] = {}
+
+    def replicas(self, pods: list[Object], compute: Callable[[], UnitRead]) -> UnitRead:
+        key = tuple(map(id, pods))
+        hit = self._replicas.get(key) or (self._before._replicas.get(key) if self._before else None)
+        if hit is None:
+            hit = (tuple(pods), compute())
+        self._replicas[key] = hit
+        return hit[1]
+
+    def peers(self, unit: int, pods: list[Object], compute: Callable[[], str]) -> str:
+        key = (unit, tuple(map(id, pods)))
+        hit = self._peers.get(key) or (self._before._peers.get(key) if self._before else None)
+        if hit is None:
+            hit = (tuple(pods), compute())
+        self._peers[key] = hit
+        return hit[1]
+
+    def settle(self) -> "_Reads":
+        """These reads, without the last decision's (kept for the next one)."""
+        self._before = None
+        return self
+
+
+def _waiting(draft: _Draft) -> bool:
+    """Whether a pod of the group waits for a node."""
+    return any(_waits_for_placement(p) for p in draft.group.pods)
 
 
 def _fence(draft: _Draft) -> str | None:
@@ -171,10 +218,7 @@ class _Draft:
     decisions: dict[int, Decision] = field(default_factory=dict)
     deadlines: list[float] = field(default_factory=list)
     pod_write: dict[PodKey, int] = field(default_factory=dict)  # a pod's create or patch in `actions`
-    # `replicas_of_unit` by the identity of the pods read: a pass reads a unit up to four
-    # times (peers, coordination, demands, status), mostly unchanged. The pods are kept
-    # with the answer, so an id is not reused while it is remembered.
-    _reads: dict[tuple[int, ...], tuple[tuple[Object, ...], UnitRead]] = field(default_factory=dict)
+    reads: _Reads | None = None  # what this pass read of the group's units
 
     @property
     def typed(self) -> InferenceGroup:
@@ -195,12 +239,13 @@ class _Draft:
         """`replicas_of_unit` of one unit's pods, read against the current revision (a
         replica of another cut short in its creation cannot be completed: it is Failed,
         for coordination and status alike). The answer is shared: not to be changed."""
-        key = tuple(map(id, pods))
-        hit = self._reads.get(key)
-        if hit is None:
-            pods_per_replica = {r.name: r.pods_per_replica for r in self.typed.spec.roles}
-            hit = self._reads[key] = (tuple(pods), replicas_of_unit(pods, pods_per_replica, self.revision))
-        return hit[1]
+        assert self.reads is not None
+        return self.reads.replicas(pods, lambda: replicas_of_unit(pods, {r.name: r.pods_per_replica for r in self.typed.spec.roles}, self.revision))
+
+    def peers(self, unit: int, pods: list[Object]) -> str:
+        """The unit's peers file (`pods.peers_document`)."""
+        assert self.reads is not None
+        return self.reads.peers(unit, pods, lambda: peers_document(self.group.raw, unit, pods, self.typed, self.replicas(pods)))
 
     def event(self, type_: str, reason: str, message: str) -> None:
         self.actions.append(RecordEvent(ObjectRef.of(self.group.raw), type_, reason, message))  # type: ignore[arg-type]
@@ -277,8 +322,7 @@ def _companions(draft: _Draft, expected: _Expected) -> None:
         draft.actions.append(CreateObject(service, "the group's headless Service"))
     by_unit = _live_by_unit(draft.group, expected)
     for unit in range(typed.spec.replicas):
-        pods = by_unit.get(unit, [])
-        document = peers_document(raw, unit, pods, typed, draft.replicas(pods))
+        document = draft.peers(unit, by_unit.get(unit, []))
         wanted = peers_config_map_object(raw, unit, document)
         current = existing.get(("ConfigMap", wanted["metadata"]["name"]))
         if current is None:

@@ -9,10 +9,11 @@ one (`Memo()` fresh each time) decides exactly the same, only slower.
 It keeps the cluster as last observed (`index.py`: objects by kind, pods by group, what
 changed), each group's state while its inputs hold, and the placement snapshot and
 domain trees (`topology.incremental`), told of every Node and Pod that changed. It also
-remembers which groups a pass found settled (nothing written, nothing waiting for a
-node), with the inputs their decision read and until when (their next deadline): decide
-skips such a group while those inputs hold and the deadline has not come, since the same
-inputs before the same deadline decide the same nothing.
+remembers which groups a pass found settled (nothing written), with the inputs their
+decision read and until when (their next deadline): decide skips such a group while
+those inputs hold and the deadline has not come, since the same inputs before the same
+deadline decide the same nothing. A group with pods waiting for a node is skipped only
+while no capacity has come free either (a placement on less room places nothing more).
 
 Bounded: `sweep(live)` drops the validations of groups that no longer exist at the
 version they were validated at, once there are more than twice as many as live groups;
@@ -42,8 +43,11 @@ class Memo:
     groups: tuple[Any, ...] | None = None  # (stamp, GroupStates, deleting groups) while no group changes
     unusable: dict[tuple[str, tuple[str, str]], str] = field(default_factory=dict)  # Nodes and Pods that do not validate
     placement_keys: dict[tuple[str, tuple[str, str]], str] = field(default_factory=dict)  # what the snapshot last read of each
-    settled: dict[GroupKey, tuple[tuple[Hashable, ...], float]] = field(default_factory=dict)  # inputs, until
+    settled: dict[GroupKey, tuple[tuple[Hashable, ...], float, int | None]] = field(default_factory=dict)  # inputs, until, freed
     idle_placement: tuple[Any, ...] | None = None  # the inputs of the last placement, when it placed nothing
+    # What the group's last decision read of its units (decide's `_Reads`), for the next
+    # decision of the same spec: a unit whose pods did not change is not read again.
+    unit_reads: dict[GroupKey, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -58,24 +62,29 @@ class Memo:
         return value
 
     def settled_until(self, group: GroupKey, inputs: tuple[Hashable, ...] | None) -> float | None:
-        """When `group`, found settled with exactly these inputs, next has a deadline (None: not known settled)."""
+        """When `group`, found settled with exactly these inputs, next has a deadline (None:
+        not known settled). A group that was waiting for capacity is settled only while
+        none has come free since (the placement snapshot's `freed` count)."""
         kept = self.settled.get(group)
         until = kept[1] if kept is not None and inputs is not None and kept[0] == inputs else None
+        if until is not None and kept is not None and kept[2] is not None and kept[2] != self.placement.freed:
+            until = None
         self.settled_hits += until is not None
         return until
 
-    def remember_settled(self, settled: Collection[tuple[GroupKey, tuple[Hashable, ...], float]]) -> None:
-        for group, inputs, until in settled:
-            self.settled[group] = (inputs, until)
+    def remember_settled(self, settled: Collection[tuple[GroupKey, tuple[Hashable, ...], float, int | None]]) -> None:
+        for group, inputs, until, freed in settled:
+            self.settled[group] = (inputs, until, freed)
 
     def sweep(self, live: Callable[[], Collection[tuple[Hashable, Hashable, Hashable]]], groups: Callable[[], Collection[GroupKey]], count: int) -> None:
         """Forget what is about groups that are gone or changed, once there is more than
         twice as much as the `count` groups that exist; `live()` gives their (kind, uid,
         resourceVersion), `groups()` their keys."""
-        if len(self.group_states) > count or len(self.settled) > count:
+        if len(self.group_states) > count or len(self.settled) > count or len(self.unit_reads) > count:
             present = set(groups())
             self.group_states = {k: v for k, v in self.group_states.items() if k in present}
             self.settled = {k: v for k, v in self.settled.items() if k in present}
+            self.unit_reads = {k: v for k, v in self.unit_reads.items() if k in present}
         if len(self._entries) <= 2 * count + 64:
             return
         alive = set(live())

@@ -162,10 +162,14 @@ class MemoryStore:
         return Snapshot(self._objects, self._version, self._cluster_scoped, self._journal)
 
     def get(self, kind: str, namespace: str | None, name: str) -> Object:
+        return copy.deepcopy(self._stored(kind, namespace, name))
+
+    def _stored(self, kind: str, namespace: str | None, name: str) -> Object:
+        """The stored object itself: read only (a write replaces it, never changes it)."""
         obj = self._objects.get(self._key(kind, namespace, name))
         if obj is None:
             raise NotFound(f"{kind} {self._where(namespace, name)} not found")
-        return copy.deepcopy(obj)
+        return obj
 
     def list(self, kind: str, namespace: str | None = None, labels: Selector = None, fields: Selector = None) -> list[Object]:
         """Copies of the matching objects (callers may change them and write them back)."""
@@ -237,11 +241,11 @@ class MemoryStore:
         self, kind: str, namespace: str | None, name: str, patch: Mapping[str, Any], *, resource_version: str | None = None
     ) -> Object:
         """JSON merge patch (RFC 7386) of everything but status; optional resourceVersion precondition."""
-        current = self.get(kind, namespace, name)
+        current = self._stored(kind, namespace, name)
         self._precondition(current, resource_version, None)
         body = {k: v for k, v in patch.items() if k != "status" or kind not in self._status}
-        new = merge_patch(current, body)
-        new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        new = merge_patch(current, body)  # new containers along the patch, the rest shared
+        new["metadata"] = {**new.get("metadata", {}), "resourceVersion": current["metadata"]["resourceVersion"]}
         return self._replace(current, new)
 
     def patch_status(
@@ -250,16 +254,16 @@ class MemoryStore:
         """JSON merge patch of the `/status` subresource: only `status` changes."""
         if kind not in self._status:
             raise NotFound(f"{kind} has no status subresource")
-        current = self.get(kind, namespace, name)
+        current = self._stored(kind, namespace, name)
         self._precondition(current, resource_version, None)
-        new = copy.deepcopy(current)
-        merged = merge_patch(new.get("status") or {}, patch.get("status", {}))
+        new = {**current, "metadata": dict(current["metadata"])}  # the rest shared, never changed in place
+        merged = merge_patch(current.get("status") or {}, patch.get("status", {}))
         if merged:
             new["status"] = merged
         else:
             new.pop("status", None)
         if new == current:
-            return current  # nothing changed: no new resourceVersion, as a real server
+            return copy.deepcopy(current)  # nothing changed: no new resourceVersion, as a real server
         return self._replace(current, new)
 
     def delete(
