@@ -42,7 +42,7 @@ class Memo:
     group_states: dict[GroupKey, tuple[Any, ...]] = field(default_factory=dict)  # (raw, serial, topologies, GroupState)
     groups: tuple[Any, ...] | None = None  # (stamp, GroupStates, deleting groups) while no group changes
     unusable: dict[tuple[str, tuple[str, str]], str] = field(default_factory=dict)  # Nodes and Pods that do not validate
-    placement_keys: dict[tuple[str, tuple[str, str]], str] = field(default_factory=dict)  # what the snapshot last read of each
+    placement_keys: dict[tuple[str, tuple[str, str]], bytes] = field(default_factory=dict)  # digest of what the snapshot last read of each
     settled: dict[GroupKey, tuple[tuple[Hashable, ...], float, int | None]] = field(default_factory=dict)  # inputs, until, freed
     idle_placement: tuple[Any, ...] | None = None  # the inputs of the last placement, when it placed nothing
     # What the group's last decision read of its units (decide's `_Reads`), for the next

@@ -12,6 +12,7 @@ nothing later in the pass reads the cluster again.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -139,7 +140,7 @@ def _follow(memo: Memo, changes: list[Change]) -> None:
             continue
         obj = change.after
         note_key = (change.kind, change.name)
-        relevant = None if obj is None else (_node_facts(obj) if change.kind == "Node" else _pod_facts(obj))
+        relevant = None if obj is None else _digest(_node_facts(obj) if change.kind == "Node" else _pod_facts(obj))
         if relevant is not None and seen.get(note_key) == relevant:
             continue
         if relevant is None:
@@ -176,6 +177,12 @@ def _pod_facts(pod: Object) -> str:
     resources = [[c.get("resources") for c in spec.get(part) or () if isinstance(c, dict)] for part in ("containers", "initContainers")]
     return repr((assigned_node(pod), pod_failed(pod), (pod.get("status") or {}).get("phase"), resources, spec.get("overhead"),
                  meta.get("labels"), meta.get("namespace"), len(spec.get("containers") or ())))
+
+
+def _digest(facts: str) -> bytes:
+    """16 bytes for the facts' text: remembered for every Node and Pod, where the text
+    itself would cost hundreds of bytes each (a 128-bit digest does not collide by chance)."""
+    return hashlib.blake2b(facts.encode(), digest_size=16).digest()
 
 
 def _model(model: Any, body: Object) -> Any:

@@ -189,6 +189,7 @@ class SnapshotCache:
             return
         allocatable, schedulable = base.allocatable.copy(), base.schedulable.copy()
         problems, taints = list(base.problems), list(base.taints)
+        tainted = set(base.tainted_nodes)
         for name in self._patched:
             i, node = base.node_index[name], self.nodes[name][1]
             allocatable[i] = 0
@@ -198,6 +199,10 @@ class SnapshotCache:
             problems[i] = _node_problem(node)
             schedulable[i] = problems[i] is None
             taints[i] = tuple(t for t in node.spec.taints if t.effect in _REPELS)
+            if taints[i]:
+                tainted.add(i)
+            else:
+                tainted.discard(i)
         self._patched = set()
         self.base = dataclasses.replace(
             base,
@@ -205,7 +210,7 @@ class SnapshotCache:
             schedulable=schedulable,
             problems=tuple(problems),
             taints=tuple(taints),
-            tainted_nodes=tuple(i for i, node_taints in enumerate(taints) if node_taints),
+            tainted_nodes=tuple(sorted(tainted)),
         )
         self.views = {key: view.rebased(self.base) for key, view in self.views.items()}
 

@@ -85,9 +85,13 @@ class TopologyView:
         schedulability may differ (usable nodes and member lists follow)."""
         labelled = self.dom[0] >= 0
         usable = labelled & snapshot.schedulable
-        if np.array_equal(usable, self.usable):
+        flipped = np.flatnonzero(usable != self.usable)
+        if not flipped.size:
             return dataclasses.replace(self, snapshot=snapshot, exclusions=_exclusions(self.topology, snapshot, labelled))
-        orders, starts = _members(self.dom, self.names, usable)
+        if flipped.size <= _MOVES_BEFORE_SORTING:
+            orders, starts = _moved(self._order, self._starts, self.dom, flipped, usable)
+        else:
+            orders, starts = _members(self.dom, self.names, usable)
         return dataclasses.replace(
             self, snapshot=snapshot, usable=usable, exclusions=_exclusions(self.topology, snapshot, labelled), _order=orders, _starts=starts
         )
@@ -187,6 +191,35 @@ def _members(doms: list[np.ndarray] | tuple[np.ndarray, ...], names: list[tuple[
         orders.append(order)
         starts.append(np.concatenate(([0], np.cumsum(counts))).astype(np.int64))
     return tuple(orders), tuple(starts)
+
+
+# A node going NotReady (or coming back) moves in or out of each depth's member list in
+# place: a search and a copy per depth, where sorting the lists again costs O(n log n).
+# Beyond this many nodes at once, sorting again is the cheaper.
+_MOVES_BEFORE_SORTING = 64
+
+
+def _moved(orders: tuple[np.ndarray, ...], starts: tuple[np.ndarray, ...], doms: tuple[np.ndarray, ...], flipped: np.ndarray,
+           usable: np.ndarray) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """`_members` after the nodes `flipped` changed usability: each taken out of, or put
+    into, its domain's slice at its place in node order (new arrays; the old ones may be
+    shared with other views)."""
+    out_orders, out_starts = [], []
+    for order, start, dom in zip(orders, starts, doms):
+        order, start = order.copy(), start.copy()
+        for i in flipped.tolist():
+            k = int(dom[i])
+            lo, hi = int(start[k]), int(start[k + 1])
+            at = lo + int(np.searchsorted(order[lo:hi], i))
+            if usable[i]:
+                order = np.insert(order, at, i)
+                start[k + 1:] += 1
+            else:
+                order = np.delete(order, at)
+                start[k + 1:] -= 1
+        out_orders.append(order)
+        out_starts.append(start)
+    return tuple(out_orders), tuple(out_starts)
 
 
 def _exclusions(topology: ClusterTopology, snapshot: ClusterSnapshot, labelled: np.ndarray) -> tuple[tuple[str, str], ...]:
