@@ -45,8 +45,18 @@ class BatchRun:
         return self.start + self.elapsed(k)
 
     def done_by(self, t: float, limit: int) -> int:
-        """Iterations completed at time t (boundaries <= t), at most `limit`."""
-        if limit <= 0 or self.boundary(1) > t:
+        """Iterations completed at time t (boundaries <= t), at most `limit`.
+
+        `boundary` never decreases with k (each term of `elapsed` grows with k and rounding
+        keeps that order), so the answer is the one k with boundary(k) <= t < boundary(k + 1).
+        The series' root usually names it at once; `boundary` confirms it, else a bisection
+        finds it, so the answer is the bisection's either way."""
+        if limit <= 0:
+            return 0
+        guess = self._root(t, limit)
+        if guess >= 1 and self.boundary(guess) <= t and (guess == limit or self.boundary(guess + 1) > t):
+            return guess
+        if self.boundary(1) > t:
             return 0
         low, high = 1, limit  # boundary(low) <= t
         if self.boundary(high) <= t:
@@ -58,6 +68,17 @@ class BatchRun:
             else:
                 high = middle
         return low
+
+    def _root(self, t: float, limit: int) -> int:
+        """About how many iterations are done at t, at most `limit` (0 when unsure): the
+        whole part of the root of elapsed(k) = t - start while no iteration is
+        compute-bound, k x base + slope x k(k-1)/2, in the form that does not cancel."""
+        spent = t - self.start
+        half = self.base - self.slope / 2
+        if self.base < self.floor or not 0 < spent < math.inf or half <= 0:
+            return 0
+        root = 2 * spent / (half + math.sqrt(half * half + 2 * self.slope * spent))
+        return min(limit, int(root))
 
     def progress(self, t: float, limit: int) -> float:
         """Iterations done at time t, counting the one under way pro rata (at most `limit`)."""

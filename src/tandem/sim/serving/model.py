@@ -144,6 +144,7 @@ class _Decode(_Replica):
     transferring: set[int] = field(default_factory=set)
     run: BatchRun | None = None
     run_end_k: int = 0
+    run_departure: int = 0  # iterations of the run until its first member finishes (>= run_end_k)
     # completed (or cut) runs, in time order
     runs: list[tuple[BatchRun, int]] = field(default_factory=list)
     ends: list[float] = field(default_factory=list)
@@ -225,6 +226,8 @@ class ServingModel:
         self.max_prefill_batch_tokens = max_prefill_batch_tokens
         self.max_decode_batch = max_decode_batch
         self._decode_parts: dict[tuple[int, int], tuple[float, float]] = {}  # (gpus, batch) -> roofline.decode_step_parts
+        self._prefill_costs: dict[tuple[int, int, int, float], float] = {}  # (gpus, tokens, prompts, squares) -> seconds
+        self._layouts: dict[int, roofline.Parallel] = {}  # gpus -> roofline.layout
         self._in_flight: dict[int, tuple[str, str, float]] = {}  # transfers: request -> (from node, to node, end)
         self._raw_bandwidths: dict[tuple[str, str], float | None] = {}
 
@@ -435,15 +438,17 @@ class ServingModel:
         arrival = self._arrival
         total = arrival.size
         events = self._events
+        # read from the array once per arrival, not once per event
+        next_arrival = float(arrival[self._next_arrival]) if self._next_arrival < total else math.inf
         while True:
             next_event = events[0][0] if events else math.inf
-            next_arrival = arrival[self._next_arrival] if self._next_arrival < total else math.inf
             if next_arrival <= next_event:
                 if next_arrival > until:
                     break
-                self.now = float(next_arrival)
+                self.now = next_arrival
                 request = self._next_arrival
                 self._next_arrival += 1
+                next_arrival = float(arrival[self._next_arrival]) if self._next_arrival < total else math.inf
                 self._route(request)
                 continue
             if next_event > until:
@@ -510,11 +515,7 @@ class ServingModel:
         return decode.held + self._member_blocks(decode, min(k, max(decode.run_end_k - 1, 0)))
 
     def _send_to_prefill(self, request: int) -> None:
-        best: _Prefill | None = None
-        for replica in self._prefills.values():
-            if best is None or (replica.outstanding, replica.info.id) < (best.outstanding, best.info.id):
-                best = replica
-        assert best is not None
+        best = min(self._prefills.values(), key=lambda replica: (replica.outstanding, replica.info.id))
         best.queue.append(request)
         best.outstanding += self._prompt(request)
         self._state[request] = _QUEUED
@@ -593,11 +594,28 @@ class ServingModel:
         replica.batch_tokens = total
         replica.batch_prompts = prompts
         replica.batch_start = self.now
-        replica.batch_end = self.now + roofline.prefill_seconds(
-            self.model, self.gpu, replica.info.gpus, total, lengths, attention_squares=squares
-        )
+        replica.batch_end = self.now + self._prefill_seconds(replica.info.gpus, lengths, squares)
         replica.token += 1
         self._schedule(replica.batch_end, _PREFILL_DONE, replica, replica.token)
+
+    def _prefill_seconds(self, gpus: int, lengths: list[int], squares: float) -> float:
+        """`roofline.prefill_seconds` of a batch of `lengths` tokens (prompts or chunks),
+        remembered: it depends on the batch only through its token count, its number of
+        prompts and `squares`, and batches of one prompt of a given length recur."""
+        tokens = sum(lengths)
+        key = (gpus, tokens, len(lengths), squares)
+        seconds = self._prefill_costs.get(key)
+        if seconds is None:
+            seconds = roofline.prefill_seconds(self.model, self.gpu, self._layout(gpus), tokens, lengths, attention_squares=squares)
+            self._prefill_costs[key] = seconds
+        return seconds
+
+    def _layout(self, gpus: int) -> roofline.Parallel:
+        """`roofline.layout` of a replica of `gpus` GPUs, remembered (it searches the divisors)."""
+        parallel = self._layouts.get(gpus)
+        if parallel is None:
+            parallel = self._layouts[gpus] = roofline.layout(self.model, self.gpu, gpus)
+        return parallel
 
     def _prefill_done(self, replica: _Prefill, token: int) -> None:
         if token != replica.token or not math.isnan(replica.left_at):
@@ -851,7 +869,7 @@ class ServingModel:
                     self._swapped[request] = False
                     delay += self._swap_seconds(decode, context)
                 else:  # recompute the lost KV: a prefill of the prompt and the tokens so far
-                    delay += roofline.prefill_seconds(self.model, self.gpu, decode.info.gpus, context)
+                    delay += roofline.prefill_seconds(self.model, self.gpu, self._layout(decode.info.gpus), context)
             while decode.joiners and room > 0:
                 request = decode.joiners.popleft()
                 decode.held -= int(self._blocks[request])
@@ -862,13 +880,16 @@ class ServingModel:
             ids = np.asarray(newcomers, dtype=np.int64)
             self._state[ids] = _DECODING
             decode.ids = np.concatenate([decode.ids, ids])
-            decode.remaining = np.concatenate([decode.remaining, self._output[ids] - self._delivered[ids]])
-            decode.context = np.concatenate([decode.context, self._input[ids] + self._delivered[ids]])
+            delivered = self._delivered[ids]
+            decode.remaining = np.concatenate([decode.remaining, self._output[ids] - delivered])
+            decode.context = np.concatenate([decode.context, self._input[ids] + delivered])
         available = decode.blocks - decode.held
         preempted = False
         end_need = -1
+        first_departure = 0  # iterations until the first member finishes
         if decode.ids.size:
-            end_need = self._member_blocks(decode, int(decode.remaining.min()) - 1)
+            first_departure = int(decode.remaining.min())
+            end_need = self._member_blocks(decode, first_departure - 1)
             if end_need > available:  # else every iteration of the run fits (the need only grows)
                 end_need = -1
                 while decode.ids.size and self._member_blocks(decode, 0) > available:
@@ -884,7 +905,7 @@ class ServingModel:
         context = int(decode.context.sum())
         key = (decode.info.gpus, batch)
         if key not in self._decode_parts:
-            self._decode_parts[key] = roofline.decode_step_parts(self.model, self.gpu, decode.info.gpus, batch)
+            self._decode_parts[key] = roofline.decode_step_parts(self.model, self.gpu, self._layout(decode.info.gpus), batch)
         fixed, per_token = self._decode_parts[key]  # an iteration takes fixed + per_token x context
         decode.run = BatchRun(
             start=self.now + delay,
@@ -894,7 +915,9 @@ class ServingModel:
             slope=per_token * batch,
             floor=0.0,
         )
-        end_k = int(decode.remaining.min())
+        if preempted:
+            first_departure = int(decode.remaining.min())  # the batch changed
+        end_k = first_departure
         if end_need < 0 and self._member_blocks(decode, end_k - 1) > available:
             # the first iteration that would need more blocks than there are ends the run
             low, high = 0, end_k - 1  # fits at low, not at high
@@ -906,6 +929,7 @@ class ServingModel:
                     low = middle
             end_k = high
         decode.run_end_k = end_k
+        decode.run_departure = first_departure
         decode.run_peak = end_need if end_need >= 0 else self._member_blocks(decode, end_k - 1)
         decode.token += 1
         self._schedule(decode.run.boundary(decode.run_end_k), _RUN_END, decode, decode.token)
@@ -969,9 +993,9 @@ class ServingModel:
         self._delivered[ids] += k
         decode.remaining -= k
         decode.context += k
-        done = decode.remaining == 0
-        if not done.any():
+        if k < decode.run_departure:  # no member's last iteration yet (saves a scan of the batch)
             return np.zeros(0, np.int64)
+        done = decode.remaining == 0
         keep = ~done
         finished = ids[done]
         decode.ids = ids[keep]
