@@ -129,10 +129,10 @@ def decide(state: ClusterState, now: float, placer: Placer = place) -> Decisions
 class _Reads:
     """What a decision read of a group's units, by the identity of the pods read: a pass
     reads a unit up to four times (peers, coordination, demands, status), and a group is
-    decided again when any one of its pods changes, most units unchanged. The reads of the
-    group's last decision are kept in the memo for the next one while the group (uid) and
-    what the reads depend on (its revision: roles, pods per replica, templates) are the same. Each entry keeps its pods, so no id is reused while
-    it is remembered."""
+    decided again when any one of its pods changes, most units unchanged. The reads of
+    the group's last decision are kept in the memo for the next one while the group (its
+    uid) and what the reads depend on (its revision: roles, pods per replica, templates)
+    are the same. Each entry keeps its pods, so no id is reused while it is remembered."""
 
     def __init__(self, spec: tuple[Any, ...], before: "_Reads | None"):
         self.spec = spec
@@ -450,8 +450,7 @@ def _place(
     # The engine places nothing more on less room: when the last placement placed nothing,
     # no capacity has come free since (no node changed, no pod let go of or moved its
     # load), the groups with waiting pods did not change and this pass wrote no pod, it is
-    # not run again.
-    # Units waiting for capacity cost nothing until capacity, or they, change.
+    # not run again. Units waiting for capacity cost nothing until capacity, or they, change.
     waiting_groups = {(namespace, (pod["metadata"].get("labels") or {}).get(GROUP_LABEL)) for (namespace, _), pod in waiting.items()}
     inputs = [(d.group.key, d.group.inputs) for d in valid if d.group.key in waiting_groups]  # only units with waiting pods are placed
     signature = None
