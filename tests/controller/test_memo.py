@@ -11,15 +11,20 @@ from tandem.controller.pods import GROUP_LABEL, UNIT_LABEL
 from tandem.placement import place
 
 
-def test_a_new_group_after_steady_passes_finds_the_nodes_validated_and_the_memo_stays_bounded():
-    store = world(design_group("llama"))
-    memo = Memo()
-    now = 0.0
+def settled(store, memo: Memo, now: float = 0.0) -> float:
+    """Passes with `memo` (each followed by the toy kubelet) until nothing changes; the time reached."""
     for _ in range(30):
         report = reconcile(store, now, memo=memo)
         now += 1.0
         if not kubelet(store) and not report.writes:
             break
+    return now
+
+
+def test_a_new_group_after_steady_passes_finds_the_nodes_validated_and_the_memo_stays_bounded():
+    store = world(design_group("llama"))
+    memo = Memo()
+    now = settled(store, memo)
     for _ in range(5):  # steady: no placement, no Node validated
         reconcile(store, now, memo=memo)
         now += 1.0
@@ -72,12 +77,7 @@ def test_a_group_decided_again_reads_again_only_the_units_whose_pods_changed(mon
 
     store = world(design_group("llama", replicas=2))
     memo = Memo()
-    now = 0.0
-    for _ in range(30):
-        report = reconcile(store, now, memo=memo)
-        now += 1.0
-        if not kubelet(store) and not report.writes:
-            break
+    now = settled(store, memo)
     read: list[set[str]] = []
     real = decide_module.replicas_of_unit
     monkeypatch.setattr(decide_module, "replicas_of_unit", lambda pods, *a: read.append({p["metadata"]["labels"][UNIT_LABEL] for p in pods}) or real(pods, *a))
