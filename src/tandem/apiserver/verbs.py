@@ -335,7 +335,7 @@ def plan_update(
 
     def commit() -> Answer:
         _unchanged(state, resource, current)
-        if _same(new, current):
+        if _same(new, current) or _same(new, _as_read(resource, current)):
             return Answer(200, present(resource, current))  # nothing changed: nothing written
         if _dry_run(params):
             return Answer(200, present(resource, new))
@@ -352,6 +352,19 @@ def plan_update(
 
     attributes = _attributes("UPDATE", resource, subresource, new, current, params, "UpdateOptions")
     return Pending(attributes, commit, warnings)
+
+
+def _as_read(resource: Resource, stored: dict[str, Any]) -> dict[str, Any]:
+    """`stored` as a read serves it: a custom object pruned and defaulted by its CRD's
+    schema, as Kubernetes does on reading from etcd (an object written before a default
+    existed, or around the server, reads with it). An update that only adds those
+    defaults changes nothing: no write, no new resourceVersion."""
+    if not resource.custom or resource.schema is None:
+        return stored
+    out = copy.deepcopy(stored)
+    resource.schema.prune(out)
+    resource.schema.default(out)
+    return out
 
 
 def _same(new: dict[str, Any], current: dict[str, Any]) -> bool:
