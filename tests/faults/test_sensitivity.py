@@ -28,7 +28,7 @@ def test_a_controller_that_never_releases_a_partial_unit_breaks_partial_placemen
 
 def test_a_controller_that_replaces_a_replica_cut_short_creates_pods_twice(monkeypatch):
     monkeypatch.setattr(pods, "unfinished", lambda members, size: False)
-    assert "created-twice" in invariants(generate(153))
+    assert "created-twice" in invariants(generate(47))
 
 
 def test_an_update_that_drains_before_it_surges_breaks_the_rollout_floor(monkeypatch):
