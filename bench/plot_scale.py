@@ -42,6 +42,28 @@ def series(data: list[dict[str, Any]], case: str, figure: str, size: str = "node
     return sizes, [statistics.median(by_size[n]) for n in sizes], [min(by_size[n]) for n in sizes], [max(by_size[n]) for n in sizes]
 
 
+# (title, unit, log scale, issue 15's goals, [(case, figure, label)]) per panel.
+PANELS = (
+    ("operator pass (bench/controller.py)", "ms", True, (20, 50), [
+        ("steady", "ms_p50", "steady pass, p50"),
+        ("new-group", "ms_p50", "pass placing a new group, p50"),
+        ("new-group", "ms_p99", "pass placing a new group, p99 (max of 20)"),
+    ]),
+    ("one event, observed and in the snapshot", "µs per event", True, (50,), [
+        ("event", "us_per_pod_status", "pod status"),
+        ("event", "us_per_node_heartbeat", "node heartbeat"),
+        ("event", "us_per_node_not_ready", "node NotReady"),
+    ]),
+    ("simulator, the same events at every size", "ms per pass", False, (), [
+        ("scale", "ms_per_pass_beyond_idle", "ms per pass beyond the idle cluster"),
+        ("scale", "ms_per_pass", "ms per pass, idle cluster included"),
+    ]),
+    ("memory (store, caches, memo, snapshot)", "MB", False, (2048,), [
+        ("memory", "peak_rss_mb", "bench/controller.py peak RSS"),
+    ]),
+)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("files", nargs="+", help="JSON lines from bench/controller.py and bench/simulate.py")
@@ -53,50 +75,25 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     data = rows(args.files)
-    fig, axes = plt.subplots(1, 4, figsize=(19, 4.4))
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(19, 4.4))
 
-    def draw(ax, case: str, figure: str, label: str, marker: str = "o") -> None:
-        sizes, mid, low, high = series(data, case, figure)
-        if sizes:
-            ax.errorbar(sizes, mid, yerr=[[m - lo for m, lo in zip(mid, low)], [hi - m for m, hi in zip(mid, high)]], marker=marker, capsize=3, label=label)
-
-    ax = axes[0]
-    draw(ax, "steady", "ms_p50", "steady pass, p50")
-    draw(ax, "new-group", "ms_p50", "pass placing a new group, p50", "s")
-    draw(ax, "new-group", "ms_p99", "pass placing a new group, p99 (max of 20)", "^")
-    ax.axhline(20, color="grey", ls=":", lw=1)
-    ax.axhline(50, color="grey", ls="--", lw=1)
-    ax.set_title("operator pass (bench/controller.py)")
-    ax.set_ylabel("ms")
-
-    ax = axes[1]
-    draw(ax, "event", "us_per_pod_status", "pod status")
-    draw(ax, "event", "us_per_node_heartbeat", "node heartbeat", "s")
-    draw(ax, "event", "us_per_node_not_ready", "node NotReady", "^")
-    ax.axhline(50, color="grey", ls="--", lw=1)
-    ax.set_title("one event, observed and in the snapshot")
-    ax.set_ylabel("µs per event")
-
-    ax = axes[2]
-    draw(ax, "scale", "ms_per_pass_beyond_idle", "ms per pass beyond the idle cluster")
-    draw(ax, "scale", "ms_per_pass", "ms per pass, idle cluster included", "s")
-    ax.set_title("simulator, the same events at every size")
-    ax.set_ylabel("ms per pass")
-    ax.set_ylim(bottom=0)
-
-    ax = axes[3]
-    draw(ax, "memory", "peak_rss_mb", "bench/controller.py peak RSS", "D")
-    ax.axhline(2048, color="grey", ls="--", lw=1)
-    ax.set_title("memory (store, caches, memo, snapshot)")
-    ax.set_ylabel("MB")
-
-    for ax in axes:
+    for ax, (title, unit, log, goals, lines) in zip(axes, PANELS):
+        for (case, figure, label), marker in zip(lines, "os^D"):
+            sizes, mid, low, high = series(data, case, figure)
+            if sizes:
+                error = [[m - lo for m, lo in zip(mid, low)], [hi - m for m, hi in zip(mid, high)]]
+                ax.errorbar(sizes, mid, yerr=error, marker=marker, capsize=3, label=label)
+        for goal in goals:
+            ax.axhline(goal, color="grey", ls="--", lw=1)
+        ax.set_title(title)
+        ax.set_ylabel(unit)
         ax.set_xscale("log")
         ax.set_xlabel("nodes")
+        ax.set_yscale("log" if log else "linear")
+        if not log:
+            ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", fontsize=8)
-    axes[0].set_yscale("log")
-    axes[1].set_yscale("log")
     fig.tight_layout()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=110)
