@@ -41,6 +41,18 @@ def test_a_new_group_after_steady_passes_finds_the_nodes_validated_and_the_memo_
     assert len(memo) <= 2 * objects + 64
 
 
+def test_a_group_written_again_and_again_keeps_one_validation():
+    """Each status or metadata write is a new version; the one before is of no use again."""
+    store = world(design_group("llama"))
+    memo = Memo()
+    now = settled(store, memo)
+    for step in range(10):
+        store.patch("InferenceGroup", "serving", "llama", {"metadata": {"annotations": {"step": str(step)}}})
+        reconcile(store, now, memo=memo)
+        now += 1.0
+    assert len(memo) == len(store.list("InferenceGroup")) + 1  # each group's latest, and the topologies
+
+
 
 def test_placement_waits_for_capacity_to_come_free_instead_of_running_every_pass():
     # Two hosts of 8 GPUs: "first" takes both, "second" waits with its pods gated.

@@ -16,6 +16,7 @@ from tandem.api.resources import ClusterTopology
 from tandem.topology import ClusterSnapshot, TopologyView
 from tandem.topology.generate import generate_cluster
 from tandem.topology.incremental import SnapshotCache
+from tandem.topology.snapshot import NodeFacts
 
 TOPOLOGY, NODES = generate_cluster([("rack", 2), ("host", 3)], 8)
 EVENTS = st.lists(
@@ -118,7 +119,7 @@ class Feed:
         for name in sorted(set(self.nodes) | set(now_nodes)):
             if self.nodes.get(name, (None,))[0] != now_nodes.get(name, (None,))[0]:
                 version, model = now_nodes.get(name, ((), None))
-                self.cache.node(name, version, model)
+                self.cache.node(name, version, None if model is None else NodeFacts.of(model))
         for key in sorted(set(self.pods) | set(now_pods)):
             if self.pods.get(key, (None,))[0] != now_pods.get(key, (None,))[0]:
                 version, model = now_pods.get(key, ((), None))

@@ -15,7 +15,9 @@ those inputs hold and the deadline has not come, since the same inputs before th
 deadline decide the same nothing. A group with pods waiting for a node is skipped only
 while no capacity has come free either (a placement on less room places nothing more).
 
-Bounded: `sweep(live)` drops the validations of groups that no longer exist at the
+Bounded: a validation keyed by (kind, uid, resourceVersion, ...) replaces the one of the
+object's previous version (a group's status is written often, and each write is a new
+version); `sweep(live)` drops the validations of groups that no longer exist at the
 version they were validated at, once there are more than twice as many as live groups;
 the per-group entries go with their group.
 """
@@ -34,6 +36,7 @@ T = TypeVar("T")
 @dataclass
 class Memo:
     _entries: dict[tuple[Hashable, ...], Any] = field(default_factory=dict)
+    _latest: dict[tuple[Hashable, ...], tuple[Hashable, ...]] = field(default_factory=dict)  # (kind, uid) -> its entry's key
     hits: int = 0
     misses: int = 0
     settled_hits: int = 0  # groups a pass skipped as settled
@@ -59,6 +62,11 @@ class Memo:
         self.misses += 1
         value = compute()
         self._entries[key] = value
+        if len(key) >= 3:
+            older = self._latest.get(key[:2])
+            if older is not None and older != key:
+                self._entries.pop(older, None)
+            self._latest[key[:2]] = key
         return value
 
     def settled_until(self, group: GroupKey, inputs: tuple[Hashable, ...] | None) -> float | None:
@@ -89,6 +97,7 @@ class Memo:
             return
         alive = set(live())
         self._entries = {k: v for k, v in self._entries.items() if k[:3] in alive}
+        self._latest = {k[:2]: k for k in self._entries if len(k) >= 3}
 
 
 def version_key(kind: str, obj: dict[str, Any], *more: Hashable) -> tuple[Hashable, ...] | None:

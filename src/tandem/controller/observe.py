@@ -26,6 +26,7 @@ from tandem.controller.pods import assigned_node, pod_failed
 from tandem.controller.ports import Object, Reader
 from tandem.controller.validity import group_problems, topologies_of
 from tandem.errors import Problem
+from tandem.topology.snapshot import NodeFacts
 
 # What a pass reads, and so what a world must list (and an operator watch): the kinds here.
 OBSERVED_KINDS = ("InferenceGroup", "ClusterTopology", "Node", "Pod", *COMPANION_KINDS)
@@ -154,7 +155,7 @@ def _follow(memo: Memo, changes: list[Change]) -> None:
             if isinstance(model, str):
                 notes[note_key] = f"node {name} skipped: {model}"
                 model = None
-            cache.node(name, _version(obj), model)
+            cache.node(name, _version(obj), None if model is None else NodeFacts.of(model))
             continue
         node = assigned_node(obj) if obj is not None and not pod_failed(obj) else None
         model = None if node is None else _model(Pod, {**obj, "spec": {**obj.get("spec", {}), "nodeName": node}})  # type: ignore[dict-item]

@@ -80,7 +80,10 @@ def _prepare(
     """Fresh working states for `units` in the order given (their `order` is their
     position), sharing the plan's tie-breaking and lookahead; `eligibility` caches the
     nodes each pod shape may use across calls."""
-    prepared = [UnitState.prepare(order, unit, views[unit.topology], snapshot, snapshot.totals, eligibility) for order, unit in enumerate(units)]
+    placeholder = Ties.none(len(snapshot.node_names))  # one for all until the plan's is known
+    prepared = [
+        UnitState.prepare(order, unit, views[unit.topology], snapshot, snapshot.totals, eligibility, placeholder) for order, unit in enumerate(units)
+    ]
     ties = Ties.of([mask for unit in prepared for role in unit.roles for mask in (role.leader_ok, role.worker_ok)], len(snapshot.node_names))
     later = Later.of(prepared)
     for unit in prepared:

@@ -100,10 +100,12 @@ class UnitState:
         snapshot: ClusterSnapshot,
         totals: np.ndarray,
         eligibility: dict[tuple, np.ndarray] | None = None,
+        ties: Ties | None = None,
     ) -> "UnitState":
         """`eligibility` caches the nodes each pod shape may use, shared by the units of
         one plan: units of one group ask the same, and one array per shape lets ties
-        (`ties.py`) tell shapes apart without comparing arrays."""
+        (`ties.py`) tell shapes apart without comparing arrays. `ties`: the plan's, when
+        known (default: every node of one class)."""
         eligibility = {} if eligibility is None else eligibility
 
         def eligible(shape) -> np.ndarray:
@@ -159,13 +161,19 @@ class UnitState:
             dominant = int(np.argmax(share))
         required_depth = view.depth(unit.pack_required)
         preferred_depth = None if unit.pack_preferred is None else view.depth(unit.pack_preferred)
-        eligible = np.zeros(len(snapshot.node_names), dtype=bool)
-        for role in roles:
-            eligible |= role.leader_ok | (role.worker_ok if role.pods > 1 else False)
+        # Units of one shape share one union (never written to, like the masks it joins):
+        # an array per unit would hold units × nodes bytes while a plan of thousands runs.
+        union_key = ("unit", view, tuple((role.demand.leader.key(), role.demand.worker.key() if role.pods > 1 else None, bool(role.missing)) for role in roles))
+        eligible = eligibility.get(union_key)
+        if eligible is None:
+            eligible = np.zeros(len(snapshot.node_names), dtype=bool)
+            for role in roles:
+                eligible |= role.leader_ok | (role.worker_ok if role.pods > 1 else False)
+            eligibility[union_key] = eligible
         exclusive_depth = None if unit.exclusive is None else view.depth(unit.exclusive)
         state = cls(order, unit, view, roles, rules, required_depth, preferred_depth, exclusive_depth, dominant, eligible)
         state.allowed = eligible
-        state.ties = Ties.none(eligible.size)
+        state.ties = ties if ties is not None else Ties.none(eligible.size)
         state.settle_existing()
         return state
 

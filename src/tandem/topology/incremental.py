@@ -27,16 +27,16 @@ from typing import Hashable
 
 import numpy as np
 
-from tandem.api.kube import Node, Pod
+from tandem.api.kube import Pod
 from tandem.api.naming import EXCLUSIVE_LABEL, GROUP_LABEL, UNIT_LABEL
 from tandem.api.resources import ClusterTopology
-from tandem.topology.snapshot import DEFAULT_MAX_PODS, PODS, ClusterSnapshot, _node_problem, _pod_slot, _REPELS, _vector, to_units
+from tandem.topology.snapshot import DEFAULT_MAX_PODS, PODS, ClusterSnapshot, NodeFacts, _pod_slot, _vector, to_units
 from tandem.topology.tree import TopologyView
 
 Versioned = tuple[Hashable, ...]  # what identifies one version of an object: (uid, resourceVersion, ...)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Load:
     """What a pod holds, as much as the snapshot needs (not the pod: 250,000 of them are kept)."""
 
@@ -47,23 +47,25 @@ class _Load:
     exclusive: tuple[str, str, str] | None  # (level, group, unit) of a unit that asked for an exclusive level
 
     @classmethod
-    def of(cls, pod: Pod) -> "_Load":
+    def of(cls, pod: Pod, shapes: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]) -> "_Load":
+        """`shapes` keeps one tuple per distinct requests: most pods ask what many others ask."""
         labels = pod.metadata.labels
         exclusive = (labels[EXCLUSIVE_LABEL], labels.get(GROUP_LABEL, ""), labels.get(UNIT_LABEL, "")) if EXCLUSIVE_LABEL in labels else None
-        return cls(pod.metadata.namespace or "", pod.metadata.name, pod.spec.node_name or "", tuple(sorted(pod.spec.requests().items())), exclusive)
+        requests = tuple(sorted(pod.spec.requests().items()))
+        return cls(pod.metadata.namespace or "", pod.metadata.name, pod.spec.node_name or "", shapes.setdefault(requests, requests), exclusive)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Held:
     node: int | None  # None: bound to a node the snapshot does not have
-    vector: np.ndarray | None
+    vector: np.ndarray | None  # shared by every pod of the same requests: read-only
     exclusive: tuple[int, str, tuple[str, str, str]] | None
     warning: str | None
 
 
 @dataclass
 class SnapshotCache:
-    nodes: dict[str, tuple[Versioned, Node]] = field(default_factory=dict)
+    nodes: dict[str, tuple[Versioned, NodeFacts]] = field(default_factory=dict)
     pods: dict[Hashable, tuple[Versioned, _Load]] = field(default_factory=dict)  # pods that hold capacity
     base: ClusterSnapshot | None = None
     views: dict[Hashable, TopologyView] = field(default_factory=dict)
@@ -79,23 +81,25 @@ class SnapshotCache:
     _patched: set[str] = field(default_factory=set)  # nodes changed in place since `base`
     _changed: set[Hashable] = field(default_factory=set)  # pods changed since `used`
     _odd: set[Hashable] = field(default_factory=set)  # pods asking for a resource no node offers
+    _shapes: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = field(default_factory=dict)  # distinct requests
+    _vectors: dict[tuple[tuple[str, int], ...], np.ndarray] = field(default_factory=dict)  # their vectors over `base`
 
     # ------------------------------------------------------------------ events
 
-    def node(self, name: str, version: Versioned, model: Node | None) -> None:
-        """Node `name` is now `model` (None: gone, or not valid)."""
+    def node(self, name: str, version: Versioned, facts: NodeFacts | None) -> None:
+        """Node `name` is now `facts` (None: gone, or not valid)."""
         before = self.nodes.get(name)
-        if model is None:
+        if facts is None:
             if before is not None:
                 del self.nodes[name]
                 self._stale = True
                 self.freed += 1
             return
-        self.nodes[name] = (version, model)
-        if before is None or before[1].metadata.labels != model.metadata.labels:
+        self.nodes[name] = (version, facts)
+        if before is None or before[1].labels != facts.labels:
             self._stale = True
             self.freed += 1
-        elif before[1] != model:
+        elif before[1] != facts:
             self._patched.add(name)
             self.freed += 1
 
@@ -110,8 +114,11 @@ class SnapshotCache:
             before = self.pods.get(key)
             if before is not None and before[0] == version:
                 return
-            load = _Load.of(model)
+            load = _Load.of(model, self._shapes)
             self.pods[key] = (version, load)
+            if len(self._shapes) > 2 * len(self.pods) + 64:  # shapes no pod asks any more
+                self._shapes = {kept.requests: kept.requests for _, kept in self.pods.values()}
+                self._vectors = {shape: v for shape, v in self._vectors.items() if shape in self._shapes}
             if before is not None:
                 if before[1] == load:
                     return  # a new version holding exactly what the old one held
@@ -137,7 +144,7 @@ class SnapshotCache:
         self._changed, self.used = set(), used
         if self._odd:  # new columns: build from scratch while such a pod is held
             self._changed, self.held, self.used, self.exclusive, self.warnings = set(self.pods), {}, None, {}, {}
-            return ClusterSnapshot.build([m for _, m in self.nodes.values()], [_pod(load) for _, (_, load) in sorted(self.pods.items())])
+            return ClusterSnapshot.of_facts([f for _, f in self.nodes.values()], [_pod(load) for _, (_, load) in sorted(self.pods.items())])
         snapshot = dataclasses.replace(base, used=used.copy(), exclusive_pods=tuple(v for _, v in sorted(self.exclusive.items())))
         return snapshot, [v for _, v in sorted(self.warnings.items())]
 
@@ -165,7 +172,7 @@ class SnapshotCache:
         if any(name not in base.resource_index for name, _ in load.requests):
             self._odd.add(key)  # held by no array: `snapshot()` builds from scratch while it lasts
             return
-        self.held[key] = held = _hold(base, load)
+        self.held[key] = held = _hold(base, load, self._vectors)
         if held.node is not None:
             used[held.node] += held.vector
         if held.exclusive is not None:
@@ -174,8 +181,8 @@ class SnapshotCache:
             self.warnings[key] = held.warning
 
     def _rebuild(self) -> None:
-        self.base, _ = ClusterSnapshot.build([model for _, model in self.nodes.values()])
-        self.views, self.held, self.used, self.exclusive, self.warnings = {}, {}, None, {}, {}
+        self.base, _ = ClusterSnapshot.of_facts([facts for _, facts in self.nodes.values()])
+        self.views, self.held, self.used, self.exclusive, self.warnings, self._vectors = {}, {}, None, {}, {}, {}
         self._changed = set(self.pods)
         self._stale, self._patched = False, set()
         self.rebuilds += 1
@@ -184,7 +191,7 @@ class SnapshotCache:
         """Capacity, usability or taints of existing nodes changed: their rows, in new arrays."""
         base = self.base
         assert base is not None
-        if any(name not in base.resource_index for n in self._patched for name in self.nodes[n][1].status.allocatable):
+        if any(name not in base.resource_index for n in self._patched for name, _ in self.nodes[n][1].allocatable):
             self._rebuild()  # a resource no node offered before: new columns
             return
         allocatable, schedulable = base.allocatable.copy(), base.schedulable.copy()
@@ -194,11 +201,11 @@ class SnapshotCache:
             i, node = base.node_index[name], self.nodes[name][1]
             allocatable[i] = 0
             allocatable[i, base.resource_index[PODS]] = DEFAULT_MAX_PODS
-            for resource, amount in node.status.allocatable.items():
+            for resource, amount in node.allocatable:
                 allocatable[i, base.resource_index[resource]] = to_units(resource, amount)
-            problems[i] = _node_problem(node)
+            problems[i] = node.problem
             schedulable[i] = problems[i] is None
-            taints[i] = tuple(t for t in node.spec.taints if t.effect in _REPELS)
+            taints[i] = node.taints
             if taints[i]:
                 tainted.add(i)
             else:
@@ -215,13 +222,16 @@ class SnapshotCache:
         self.views = {key: view.rebased(self.base) for key, view in self.views.items()}
 
 
-def _hold(base: ClusterSnapshot, load: _Load) -> _Held:
+def _hold(base: ClusterSnapshot, load: _Load, vectors: dict[tuple[tuple[str, int], ...], np.ndarray]) -> _Held:
     i = base.node_index.get(load.node)
     if i is None:
         warning = f"pod {load.namespace}/{load.name} is bound to node {load.node!r}, which is not among the nodes given; ignored"
         return _Held(None, None, None, warning)
-    size = len(base.resources)
-    vector = _vector(dict(load.requests), base.resource_index, size) + _pod_slot(base.resource_index, size)
+    vector = vectors.get(load.requests)
+    if vector is None:
+        size = len(base.resources)
+        vector = vectors[load.requests] = _vector(dict(load.requests), base.resource_index, size) + _pod_slot(base.resource_index, size)
+        vector.flags.writeable = False
     exclusive = None if load.exclusive is None else (i, load.exclusive[0], (load.namespace, load.exclusive[1], load.exclusive[2]))
     return _Held(i, vector, exclusive, None)
 

@@ -42,6 +42,23 @@ def format_amount(resource: str, amount: int) -> str:
 _REPELS = ("NoSchedule", "NoExecute")
 
 
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """What the snapshot reads of a Node, and no more: the controller keeps one for every
+    node between passes (`incremental.py`), where a validated model costs kilobytes."""
+
+    name: str
+    labels: Mapping[str, str]  # read-only, like every snapshot's labels
+    allocatable: tuple[tuple[str, int], ...]  # resource -> amount in milli-units, by resource
+    problem: str | None  # why the node is not schedulable
+    taints: tuple[Taint, ...]  # NoSchedule/NoExecute taints only
+
+    @classmethod
+    def of(cls, node: Node) -> "NodeFacts":
+        taints = tuple(t for t in node.spec.taints if t.effect in _REPELS)
+        return cls(node.metadata.name, node.metadata.labels, tuple(sorted(node.status.allocatable.items())), _node_problem(node), taints)
+
+
 @dataclass(frozen=True, eq=False)
 class ClusterSnapshot:
     node_names: tuple[str, ...]
@@ -64,11 +81,16 @@ class ClusterSnapshot:
     @classmethod
     def build(cls, nodes: Sequence[Node], pods: Sequence[Pod] = ()) -> tuple["ClusterSnapshot", list[str]]:
         """Snapshot of `nodes` with the capacity `pods` bound to them hold; plus warnings."""
-        ordered = sorted(nodes, key=lambda node: node.metadata.name)
-        names = tuple(node.metadata.name for node in ordered)
+        return cls.of_facts([NodeFacts.of(node) for node in nodes], pods)
+
+    @classmethod
+    def of_facts(cls, nodes: Sequence[NodeFacts], pods: Sequence[Pod] = ()) -> tuple["ClusterSnapshot", list[str]]:
+        """`build` from what was kept of each node."""
+        ordered = sorted(nodes, key=lambda node: node.name)
+        names = tuple(node.name for node in ordered)
         resource_names = {PODS}
         for node in ordered:
-            resource_names.update(node.status.allocatable)
+            resource_names.update(name for name, _ in node.allocatable)
         pod_requests = [(pod, pod.spec.requests()) for pod in pods if pod.holds_capacity()]
         for _, requests in pod_requests:
             resource_names.update(requests)
@@ -78,7 +100,7 @@ class ClusterSnapshot:
         allocatable = np.zeros((len(names), len(resources)), dtype=np.int64)
         for i, node in enumerate(ordered):
             allocatable[i, r_index[PODS]] = DEFAULT_MAX_PODS
-            for name, amount in node.status.allocatable.items():
+            for name, amount in node.allocatable:
                 allocatable[i, r_index[name]] = to_units(name, amount)
         used = np.zeros_like(allocatable)
         warnings: list[str] = []
@@ -96,11 +118,11 @@ class ClusterSnapshot:
             if EXCLUSIVE_LABEL in labels:
                 owner = (pod.metadata.namespace or "", labels.get(GROUP_LABEL, ""), labels.get(UNIT_LABEL, ""))
                 exclusive.append((i, labels[EXCLUSIVE_LABEL], owner))
-        problems = tuple(_node_problem(node) for node in ordered)
-        taints = tuple(tuple(t for t in node.spec.taints if t.effect in _REPELS) for node in ordered)
+        problems = tuple(node.problem for node in ordered)
+        taints = tuple(node.taints for node in ordered)
         snapshot = cls(
             node_names=names,
-            labels=tuple(dict(node.metadata.labels) for node in ordered),
+            labels=tuple(node.labels for node in ordered),
             resources=resources,
             allocatable=allocatable,
             used=used,
@@ -172,10 +194,10 @@ def _pod_slot(r_index: Mapping[str, int], size: int) -> np.ndarray:
     return vec
 
 
-def _label_index(nodes: Sequence[Node]) -> dict[str, tuple[dict[str, int], np.ndarray]]:
+def _label_index(nodes: Sequence[NodeFacts]) -> dict[str, tuple[dict[str, int], np.ndarray]]:
     index: dict[str, tuple[dict[str, int], np.ndarray]] = {}
     for i, node in enumerate(nodes):
-        for key, value in node.metadata.labels.items():
+        for key, value in node.labels.items():
             if key not in index:
                 index[key] = ({}, np.full(len(nodes), -1, dtype=np.int64))
             values, ids = index[key]
