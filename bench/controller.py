@@ -15,9 +15,10 @@ and the operator keep it:
   max of `--repeats`;
 - `new-group`: one more group arrives; the pass that creates and places its pods, p50,
   p99 and max over `--repeats` groups (each settled before the next comes);
-- `event`: what one change costs the pass that sees it: 1,000 pod status changes, 1,000
-  node heartbeats, 100 nodes going NotReady then Ready again, each batch followed by
-  one observe and the placement snapshot brought up to date, divided by the events;
+- `event`: what one change costs the pass that sees it: batches of 1,000 pod status
+  changes, of 1,000 node heartbeats, of 100 nodes going NotReady then Ready again, each
+  followed by one observe and the placement snapshot brought up to date, divided by the
+  events (median and largest of 5 batches); and one node going NotReady alone (10 passes);
 - `memory`: the process's peak RSS over the whole run (building, settling, everything
   above), and its RSS at the end, with the store, index, memo and snapshot held.
 
@@ -174,31 +175,44 @@ def _current_rss_mb() -> float:
     return pages * resource.getpagesize() / 2**20
 
 
-def _events(store: MemoryStore, memo: Memo, node_names: list[str]) -> dict:
-    """Microseconds per event, for pod status changes, node heartbeats and Ready flips."""
-    out = {}
+def _events(store: MemoryStore, memo: Memo, node_names: list[str], rounds: int = 5) -> dict:
+    """Microseconds per event, for pod status changes, node heartbeats and Ready flips: the
+    median and the largest over `rounds` batches (a batch, then one observe and the
+    snapshot brought up to date); and a node going NotReady alone, one event per pass."""
+    out: dict = {}
     names = node_names[:1000]
     daemons = [f"{DAEMONS[0]}-{name}" for name in names]
 
-    def timed(label: str, count: int, write) -> None:  # type: ignore[no-untyped-def]
-        observe(store.snapshot(), memo)  # nothing pending
-        for i in range(count):
-            write(i)
-        begin = time.perf_counter()
-        observe(store.snapshot(), memo)
-        memo.placement.snapshot()
-        out[f"us_per_{label}"] = round((time.perf_counter() - begin) * 1e6 / count, 1)
-        out[f"{label}_events"] = count
+    def timed(label: str, batches: list[list]) -> None:  # type: ignore[type-arg]
+        per_event = []
+        for writes in batches:
+            observe(store.snapshot(), memo)  # nothing pending
+            memo.placement.snapshot()
+            for write in writes:
+                write()
+            begin = time.perf_counter()
+            observe(store.snapshot(), memo)
+            memo.placement.snapshot()
+            per_event.append((time.perf_counter() - begin) * 1e6 / len(writes))
+        out[f"us_per_{label}"] = round(statistics.median(per_event), 1)
+        out[f"us_per_{label}_max"] = round(max(per_event), 1)
+        out[f"{label}_events"] = f"{len(batches)} x {len(batches[0])}"
 
-    timed("pod_status", len(daemons), lambda i: store.patch_status(
-        "Pod", "kube-system", daemons[i], {"status": {"podIP": f"10.0.{i // 250}.{i % 250}"}}))
-    timed("node_heartbeat", len(names), lambda i: store.patch_status(
-        "Node", None, names[i], {"status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": f"t{i}"}]}}))
-    flips = names[:100]
-    timed("node_not_ready", len(flips), lambda i: store.patch_status(
-        "Node", None, flips[i], {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}))
-    timed("node_ready_again", len(flips), lambda i: store.patch_status(
-        "Node", None, flips[i], {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}))
+    def status(kind: str, namespace: str | None, name: str, body: dict):  # type: ignore[no-untyped-def]
+        return lambda: store.patch_status(kind, namespace, name, {"status": body})
+
+    def ready(value: str) -> dict:
+        return {"conditions": [{"type": "Ready", "status": value}]}
+
+    timed("pod_status", [[status("Pod", "kube-system", d, {"podIP": f"10.{r}.{i // 250}.{i % 250}"}) for i, d in enumerate(daemons)]
+                         for r in range(rounds)])
+    timed("node_heartbeat", [[status("Node", None, n, {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": f"t{r}.{i}"}]})
+                              for i, n in enumerate(names)] for r in range(rounds)])
+    flips = [names[r * 100:(r + 1) * 100] for r in range(rounds)]
+    timed("node_not_ready", [[status("Node", None, n, ready("False")) for n in batch] for batch in flips])
+    timed("node_ready_again", [[status("Node", None, n, ready("True")) for n in batch] for batch in flips])
+    alone = names[500:500 + 2 * rounds]
+    timed("node_not_ready_alone", [[status("Node", None, n, ready("False"))] for n in alone])
     return out
 
 

@@ -422,7 +422,7 @@ def test_snapshot_of_kubectl_nodes() -> None:
     # A resource a node does not offer is zero there.
     assert amount(snapshot, "allocatable", "gpu-node-1", "vpc.amazonaws.com/efa") == 0
     assert snapshot.schedulable.tolist() == [True, False, False]
-    assert snapshot.problems == (None, "cordoned (spec.unschedulable)", "not Ready")
+    assert snapshot.problems == {1: "cordoned (spec.unschedulable)", 2: "not Ready"}
 
 
 def test_node_taints_and_tolerations() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from decimal import ROUND_CEILING, Decimal, DecimalException, InvalidOperation
+from functools import lru_cache
 
 MILLI = 1000
 
@@ -48,26 +49,38 @@ def parse_quantity(value: object) -> int:
             raise ValueError(f"must be a finite quantity such as 8, 500m or 16Gi, not {value!r}")
         number = Decimal(repr(value))
     elif isinstance(value, str):
-        match = _PATTERN.match(value.strip())
-        if not match:
-            raise ValueError(f"must be a quantity such as 8, 500m or 16Gi, not {value!r}")
-        try:
-            number = Decimal(match["num"])
-        except InvalidOperation as exc:  # pragma: no cover - the pattern prevents it
-            raise ValueError(f"not a quantity: {value!r}") from exc
-        suffix = match["suffix"] or ""
-        if suffix in _BINARY:
-            number *= _BINARY[suffix]
-        elif suffix in _DECIMAL:
-            number *= _DECIMAL[suffix]
-        else:
-            exponent = int(suffix[1:])
-            if abs(exponent) > _MAX_EXPONENT:
-                raise ValueError(f"has an exponent out of range (at most e{_MAX_EXPONENT} either way), got {value!r}")
-            number = number.scaleb(exponent)
+        return _parse_text(value)
     else:
         shown = {list: "a list", dict: "a mapping", type(None): "null"}.get(type(value), type(value).__name__)
         raise ValueError(f"must be a quantity such as 8, 500m or 16Gi, not {shown}")
+    return _milli(number, value)
+
+
+# A cluster states the same few quantities again and again ("8", "500m", "2000Gi" on every
+# node and pod); a pure function of the text, so the parse is kept, not repeated.
+@lru_cache(maxsize=4096)
+def _parse_text(value: str) -> int:
+    match = _PATTERN.match(value.strip())
+    if not match:
+        raise ValueError(f"must be a quantity such as 8, 500m or 16Gi, not {value!r}")
+    try:
+        number = Decimal(match["num"])
+    except InvalidOperation as exc:  # pragma: no cover - the pattern prevents it
+        raise ValueError(f"not a quantity: {value!r}") from exc
+    suffix = match["suffix"] or ""
+    if suffix in _BINARY:
+        number *= _BINARY[suffix]
+    elif suffix in _DECIMAL:
+        number *= _DECIMAL[suffix]
+    else:
+        exponent = int(suffix[1:])
+        if abs(exponent) > _MAX_EXPONENT:
+            raise ValueError(f"has an exponent out of range (at most e{_MAX_EXPONENT} either way), got {value!r}")
+        number = number.scaleb(exponent)
+    return _milli(number, value)
+
+
+def _milli(number: Decimal, value: object) -> int:
     if number < 0:
         raise ValueError(f"must not be negative, got {value!r}")
     try:

@@ -178,7 +178,7 @@ def _exclusion_summary(unit: UnitState, role: RoleState) -> str:
         if any(labels.get(k) != v for k, v in shape.node_selector.items()):
             reasons["nodeSelector does not match"] += 1
             continue
-        for taint in snapshot.taints[i]:
+        for taint in snapshot.taints.get(i, ()):
             if not any(t.tolerates(taint) for t in shape.tolerations):
                 value = f"={taint.value}" if taint.value else ""
                 reasons[f"untolerated taint {taint.key}{value}:{taint.effect}"] += 1

@@ -244,4 +244,4 @@ def _selector_ok(snapshot: ClusterSnapshot, node: int, selector: Mapping[str, st
 
 
 def _tolerated(snapshot: ClusterSnapshot, node: int, tolerations) -> bool:
-    return all(any(t.tolerates(taint) for t in tolerations) for taint in snapshot.taints[node])
+    return all(any(t.tolerates(taint) for t in tolerations) for taint in snapshot.taints.get(node, ()))

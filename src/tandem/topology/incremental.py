@@ -83,6 +83,7 @@ class SnapshotCache:
     _odd: set[Hashable] = field(default_factory=set)  # pods asking for a resource no node offers
     _shapes: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = field(default_factory=dict)  # distinct requests
     _vectors: dict[tuple[tuple[str, int], ...], np.ndarray] = field(default_factory=dict)  # their vectors over `base`
+    _used_shared: bool = False  # a snapshot handed out holds `used`: copy it before the next change
 
     # ------------------------------------------------------------------ events
 
@@ -126,7 +127,7 @@ class SnapshotCache:
         if self.base is None or self._stale or self.used is None or self._odd:
             self._changed.add(key)
         else:
-            self._move(key, self.base, self.used)
+            self._move(key, self.base, self._writable_used())
 
     # ------------------------------------------------------------------ reads
 
@@ -138,14 +139,21 @@ class SnapshotCache:
             self._patch()
         base = self.base
         assert base is not None
-        used = np.zeros_like(base.allocatable) if self.used is None else self.used
-        for key in sorted(self._changed):
-            self._move(key, base, used)
-        self._changed, self.used = set(), used
+        if self.used is None:
+            self.used, self._used_shared = np.zeros_like(base.allocatable), False
+        if self._changed:
+            used = self._writable_used()
+            for key in sorted(self._changed):
+                self._move(key, base, used)
+            self._changed = set()
         if self._odd:  # new columns: build from scratch while such a pod is held
             self._changed, self.held, self.used, self.exclusive, self.warnings = set(self.pods), {}, None, {}, {}
             return ClusterSnapshot.of_facts([f for _, f in self.nodes.values()], [_pod(load) for _, (_, load) in sorted(self.pods.items())])
-        snapshot = dataclasses.replace(base, used=used.copy(), exclusive_pods=tuple(v for _, v in sorted(self.exclusive.items())))
+        # The snapshot shares `used` (read-only) until the next pod event copies it: a pass
+        # that saw no pod change copies nothing.
+        self.used.flags.writeable = False
+        self._used_shared = True
+        snapshot = dataclasses.replace(base, used=self.used, exclusive_pods=tuple(v for _, v in sorted(self.exclusive.items())))
         return snapshot, [v for _, v in sorted(self.warnings.items())]
 
     def view(self, key: Hashable, topology: ClusterTopology, snapshot: ClusterSnapshot) -> TopologyView:
@@ -156,6 +164,13 @@ class SnapshotCache:
         return dataclasses.replace(view, snapshot=snapshot)
 
     # ------------------------------------------------------------------ internals
+
+    def _writable_used(self) -> np.ndarray:
+        """`used`, to change in place: copied first if a snapshot handed out holds it."""
+        assert self.used is not None
+        if self._used_shared:
+            self.used, self._used_shared = self.used.copy(), False
+        return self.used
 
     def _move(self, key: Hashable, base: ClusterSnapshot, used: np.ndarray) -> None:
         """Take pod `key`'s old load off `used` and put its new one on."""
@@ -188,36 +203,38 @@ class SnapshotCache:
         self.rebuilds += 1
 
     def _patch(self) -> None:
-        """Capacity, usability or taints of existing nodes changed: their rows, in new arrays."""
+        """Capacity, usability or taints of existing nodes changed: their rows, in new arrays
+        (capacity copied only when some node's changed: a node going NotReady keeps it)."""
         base = self.base
         assert base is not None
         if any(name not in base.resource_index for n in self._patched for name, _ in self.nodes[n][1].allocatable):
             self._rebuild()  # a resource no node offered before: new columns
             return
-        allocatable, schedulable = base.allocatable.copy(), base.schedulable.copy()
-        problems, taints = list(base.problems), list(base.taints)
-        tainted = set(base.tainted_nodes)
+        allocatable, schedulable = base.allocatable, base.schedulable.copy()
+        problems, taints = dict(base.problems), dict(base.taints)
         for name in self._patched:
             i, node = base.node_index[name], self.nodes[name][1]
-            allocatable[i] = 0
-            allocatable[i, base.resource_index[PODS]] = DEFAULT_MAX_PODS
+            row = np.zeros(len(base.resources), dtype=np.int64)
+            row[base.resource_index[PODS]] = DEFAULT_MAX_PODS
             for resource, amount in node.allocatable:
-                allocatable[i, base.resource_index[resource]] = to_units(resource, amount)
-            problems[i] = node.problem
-            schedulable[i] = problems[i] is None
-            taints[i] = node.taints
-            if taints[i]:
-                tainted.add(i)
-            else:
-                tainted.discard(i)
+                row[base.resource_index[resource]] = to_units(resource, amount)
+            if not np.array_equal(row, allocatable[i]):
+                allocatable = allocatable.copy() if allocatable is base.allocatable else allocatable
+                allocatable[i] = row
+            schedulable[i] = node.problem is None
+            for table, value in ((problems, node.problem), (taints, node.taints)):
+                if value:
+                    table[i] = value  # type: ignore[index]
+                else:
+                    table.pop(i, None)
         self._patched = set()
         self.base = dataclasses.replace(
             base,
             allocatable=allocatable,
             schedulable=schedulable,
-            problems=tuple(problems),
-            taints=tuple(taints),
-            tainted_nodes=tuple(sorted(tainted)),
+            problems=problems,
+            taints=taints,
+            tainted_nodes=tuple(sorted(taints)),
         )
         self.views = {key: view.rebased(self.base) for key, view in self.views.items()}
 

@@ -67,9 +67,11 @@ class ClusterSnapshot:
     allocatable: np.ndarray  # [nodes, resources] int64 milli-units
     used: np.ndarray  # [nodes, resources] int64 milli-units
     schedulable: np.ndarray  # [nodes] bool: not cordoned and Ready
-    problems: tuple[str | None, ...]  # why a node is not schedulable, per node
-    taints: tuple[tuple[Taint, ...], ...]  # NoSchedule/NoExecute taints only
-    tainted_nodes: tuple[int, ...]  # indices of nodes with such taints
+    # Sparse, by node index: most nodes have neither, and a node going NotReady changes
+    # one entry, where a tuple over every node would be copied whole.
+    problems: Mapping[int, str]  # why a node is not schedulable, for the nodes that are not
+    taints: Mapping[int, tuple[Taint, ...]]  # NoSchedule/NoExecute taints, for the nodes that have some
+    tainted_nodes: tuple[int, ...]  # indices of nodes with such taints, ascending
     # (node, level, (namespace, group, unit)) for bound pods of units that asked for an
     # exclusive level: the domains they hold are closed to other exclusive units.
     exclusive_pods: tuple[tuple[int, str, tuple[str, str, str]], ...] = ()
@@ -118,18 +120,18 @@ class ClusterSnapshot:
             if EXCLUSIVE_LABEL in labels:
                 owner = (pod.metadata.namespace or "", labels.get(GROUP_LABEL, ""), labels.get(UNIT_LABEL, ""))
                 exclusive.append((i, labels[EXCLUSIVE_LABEL], owner))
-        problems = tuple(node.problem for node in ordered)
-        taints = tuple(node.taints for node in ordered)
+        problems = {i: node.problem for i, node in enumerate(ordered) if node.problem is not None}
+        taints = {i: node.taints for i, node in enumerate(ordered) if node.taints}
         snapshot = cls(
             node_names=names,
             labels=tuple(node.labels for node in ordered),
             resources=resources,
             allocatable=allocatable,
             used=used,
-            schedulable=np.array([p is None for p in problems], dtype=bool),
+            schedulable=np.array([node.problem is None for node in ordered], dtype=bool),
             problems=problems,
             taints=taints,
-            tainted_nodes=tuple(i for i, node_taints in enumerate(taints) if node_taints),
+            tainted_nodes=tuple(sorted(taints)),
             exclusive_pods=tuple(exclusive),
             node_index=n_index,
             resource_index=r_index,
@@ -173,7 +175,7 @@ class ClusterSnapshot:
                 return np.zeros_like(mask)
             mask &= ids == values[value]
         for i in self.tainted_nodes:
-            if mask[i] and not all(any(t.tolerates(taint) for t in tolerations) for taint in self.taints[i]):
+            if mask[i] and not all(any(t.tolerates(taint) for t in tolerations) for taint in self.taints.get(i, ())):
                 mask[i] = False
         return mask
 

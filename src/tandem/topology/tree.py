@@ -5,16 +5,20 @@ first. A domain is identified by the label values on the path from the root, so 
 named `r1` in two blocks is two domains. Domains are numbered in sorted order, which makes
 every choice that breaks ties by domain number deterministic.
 
-For each depth the view keeps: the domain of every node (`dom`), the nodes of each domain
-as a contiguous slice of one sorted index (`members`), and each domain's ancestor at every
-broader depth (`ancestor`). Roll-ups are `np.add.at` over those arrays.
+For each depth the view keeps: the domain of every node (`dom`), the labelled nodes of
+each domain as a contiguous slice of one sorted index, and each domain's ancestor at every
+broader depth (`ancestor`). Those follow the labels only; which nodes are usable follows
+schedulability, so a node going NotReady changes `usable` and nothing else, and the
+member lists of usable nodes (`members`, `rollup`) are drawn from the sorted index when
+first read (a mask, no sorting). Roll-ups are `np.bincount` over those arrays.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -30,12 +34,14 @@ class TopologyView:
     snapshot: ClusterSnapshot
     level_names: tuple[str, ...]  # index = depth; depth 0 is "cluster"
     usable: np.ndarray  # [nodes] bool: schedulable and labelled for every level
-    exclusions: tuple[tuple[str, str], ...]  # (node, reason) for nodes not usable here
     dom: tuple[np.ndarray, ...]  # [depth][node] -> domain id, -1 for nodes missing a level label
     names: tuple[tuple[str, ...], ...]  # [depth][domain] -> display name
     ancestor: tuple[tuple[np.ndarray, ...], ...]  # [depth][broader depth][domain] -> domain
-    _order: tuple[np.ndarray, ...]  # [depth] usable nodes sorted by domain
+    _order: tuple[np.ndarray, ...]  # [depth] labelled nodes sorted by domain, then node
     _starts: tuple[np.ndarray, ...]  # [depth][domain] -> start in _order; one extra at the end
+    # depth -> (usable nodes sorted by domain, starts): drawn from `_order` when first read;
+    # shared by views of the same `usable`, and a view with another gets a new one.
+    _usable_members: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, topology: ClusterTopology, snapshot: ClusterSnapshot) -> "TopologyView":
@@ -66,13 +72,12 @@ class TopologyView:
                 lookup = {key: d for d, key in enumerate(keys_per_depth[broader])}
                 per_broader.append(np.array([lookup[key[:broader]] for key in keys], dtype=np.int64))
             ancestors.append(tuple(per_broader))
-        orders, starts = _members(doms, names, usable)
+        orders, starts = _members(doms, names, labelled)
         return cls(
             topology=topology,
             snapshot=snapshot,
             level_names=("cluster", *(lv.name for lv in levels)),
             usable=usable,
-            exclusions=_exclusions(topology, snapshot, labelled),
             dom=tuple(doms),
             names=tuple(names),
             ancestor=tuple(ancestors),
@@ -82,19 +87,17 @@ class TopologyView:
 
     def rebased(self, snapshot: ClusterSnapshot) -> "TopologyView":
         """This tree over `snapshot`: the same nodes with the same labels, whose
-        schedulability may differ (usable nodes and member lists follow)."""
-        labelled = self.dom[0] >= 0
-        usable = labelled & snapshot.schedulable
-        flipped = np.flatnonzero(usable != self.usable)
-        if not flipped.size:
-            return dataclasses.replace(self, snapshot=snapshot, exclusions=_exclusions(self.topology, snapshot, labelled))
-        if flipped.size <= _MOVES_BEFORE_SORTING:
-            orders, starts = _moved(self._order, self._starts, self.dom, flipped, usable)
-        else:
-            orders, starts = _members(self.dom, self.names, usable)
-        return dataclasses.replace(
-            self, snapshot=snapshot, usable=usable, exclusions=_exclusions(self.topology, snapshot, labelled), _order=orders, _starts=starts
-        )
+        schedulability may differ (usable nodes follow; the member lists are drawn again
+        when next read)."""
+        usable = (self.dom[0] >= 0) & snapshot.schedulable
+        if np.array_equal(usable, self.usable):
+            return dataclasses.replace(self, snapshot=snapshot)
+        return dataclasses.replace(self, snapshot=snapshot, usable=usable, _usable_members={})
+
+    @cached_property
+    def exclusions(self) -> tuple[tuple[str, str], ...]:
+        """(node, reason) for each node this tree cannot use: a level label missing, or a problem."""
+        return _exclusions(self.topology, self.snapshot, self.dom[0] >= 0)
 
     # ------------------------------------------------------------------ structure
 
@@ -112,8 +115,18 @@ class TopologyView:
 
     def members(self, depth: int, domain: int) -> np.ndarray:
         """Usable nodes of a domain, in node order."""
-        starts = self._starts[depth]
-        return self._order[depth][starts[domain] : starts[domain + 1]]
+        order, starts = self._usable(depth)
+        return order[starts[domain] : starts[domain + 1]]
+
+    def _usable(self, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """(usable nodes sorted by domain, where each domain's slice starts) at `depth`."""
+        kept = self._usable_members.get(depth)
+        if kept is None:
+            order = self._order[depth]
+            order = order[self.usable[order]]
+            counts = np.bincount(self.dom[depth][order], minlength=self.domain_count(depth))
+            kept = self._usable_members[depth] = (order, np.concatenate(([0], np.cumsum(counts))).astype(np.int64))
+        return kept
 
     def domain_name(self, depth: int, domain: int) -> str:
         return self.names[depth][domain]
@@ -142,7 +155,7 @@ class TopologyView:
 
         Unusable nodes belong to no domain and are left out.
         """
-        nodes = self._order[depth]
+        nodes = self._usable(depth)[0]
         groups = self.dom[depth][nodes]
         size = self.domain_count(depth)
         if per_node.ndim == 1:
@@ -181,45 +194,16 @@ class TopologyView:
 
 
 def _members(doms: list[np.ndarray] | tuple[np.ndarray, ...], names: list[tuple[str, ...]] | tuple[tuple[str, ...], ...],
-             usable: np.ndarray) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
-    """Per depth: the usable nodes sorted by domain, and where each domain's slice starts."""
+             nodes: np.ndarray) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """Per depth: the `nodes` (a mask) sorted by domain, then node, and where each domain's slice starts."""
     orders, starts = [], []
-    usable_idx = np.nonzero(usable)[0]
+    indices = np.nonzero(nodes)[0]
     for depth, dom in enumerate(doms):
-        order = usable_idx[np.argsort(dom[usable_idx], kind="stable")]
-        counts = np.bincount(dom[usable_idx], minlength=len(names[depth]))
+        order = indices[np.argsort(dom[indices], kind="stable")]
+        counts = np.bincount(dom[indices], minlength=len(names[depth]))
         orders.append(order)
         starts.append(np.concatenate(([0], np.cumsum(counts))).astype(np.int64))
     return tuple(orders), tuple(starts)
-
-
-# A node going NotReady (or coming back) moves in or out of each depth's member list in
-# place: a search and a copy per depth, where sorting the lists again costs O(n log n).
-# Beyond this many nodes at once, sorting again is the cheaper.
-_MOVES_BEFORE_SORTING = 64
-
-
-def _moved(orders: tuple[np.ndarray, ...], starts: tuple[np.ndarray, ...], doms: tuple[np.ndarray, ...], flipped: np.ndarray,
-           usable: np.ndarray) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
-    """`_members` after the nodes `flipped` changed usability: each taken out of, or put
-    into, its domain's slice at its place in node order (new arrays; the old ones may be
-    shared with other views)."""
-    out_orders, out_starts = [], []
-    for order, start, dom in zip(orders, starts, doms):
-        order, start = order.copy(), start.copy()
-        for i in flipped.tolist():
-            k = int(dom[i])
-            lo, hi = int(start[k]), int(start[k + 1])
-            at = lo + int(np.searchsorted(order[lo:hi], i))
-            if usable[i]:
-                order = np.insert(order, at, i)
-                start[k + 1:] += 1
-            else:
-                order = np.delete(order, at)
-                start[k + 1:] -= 1
-        out_orders.append(order)
-        out_starts.append(start)
-    return tuple(out_orders), tuple(out_starts)
 
 
 def _exclusions(topology: ClusterTopology, snapshot: ClusterSnapshot, labelled: np.ndarray) -> tuple[tuple[str, str], ...]:
@@ -230,8 +214,8 @@ def _exclusions(topology: ClusterTopology, snapshot: ClusterSnapshot, labelled: 
         if not labelled[i]:
             missing = next(lv for lv in topology.spec.levels if lv.node_label not in labels)
             out.append((name, f"missing label {missing.node_label} (level {missing.name})"))
-        elif snapshot.problems[i]:
-            out.append((name, snapshot.problems[i] or ""))
+        elif i in snapshot.problems:
+            out.append((name, snapshot.problems[i]))
     return tuple(out)
 
 
