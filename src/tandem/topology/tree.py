@@ -38,7 +38,6 @@ class TopologyView:
     names: tuple[tuple[str, ...], ...]  # [depth][domain] -> display name
     ancestor: tuple[tuple[np.ndarray, ...], ...]  # [depth][broader depth][domain] -> domain
     _order: tuple[np.ndarray, ...]  # [depth] labelled nodes sorted by domain, then node
-    _starts: tuple[np.ndarray, ...]  # [depth][domain] -> start in _order; one extra at the end
     # depth -> (usable nodes sorted by domain, starts): drawn from `_order` when first read;
     # shared by views of the same `usable`, and a view with another gets a new one.
     _usable_members: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
@@ -72,7 +71,7 @@ class TopologyView:
                 lookup = {key: d for d, key in enumerate(keys_per_depth[broader])}
                 per_broader.append(np.array([lookup[key[:broader]] for key in keys], dtype=np.int64))
             ancestors.append(tuple(per_broader))
-        orders, starts = _members(doms, names, labelled)
+        orders = _sorted_by_domain(doms, labelled)
         return cls(
             topology=topology,
             snapshot=snapshot,
@@ -82,7 +81,6 @@ class TopologyView:
             names=tuple(names),
             ancestor=tuple(ancestors),
             _order=orders,
-            _starts=starts,
         )
 
     def rebased(self, snapshot: ClusterSnapshot) -> "TopologyView":
@@ -193,17 +191,10 @@ class TopologyView:
         return self.topology.spec.levels[depth - 1].link_bandwidth_gbps
 
 
-def _members(doms: list[np.ndarray] | tuple[np.ndarray, ...], names: list[tuple[str, ...]] | tuple[tuple[str, ...], ...],
-             nodes: np.ndarray) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
-    """Per depth: the `nodes` (a mask) sorted by domain, then node, and where each domain's slice starts."""
-    orders, starts = [], []
+def _sorted_by_domain(doms: list[np.ndarray], nodes: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per depth: the `nodes` (a mask) sorted by domain, then node."""
     indices = np.nonzero(nodes)[0]
-    for depth, dom in enumerate(doms):
-        order = indices[np.argsort(dom[indices], kind="stable")]
-        counts = np.bincount(dom[indices], minlength=len(names[depth]))
-        orders.append(order)
-        starts.append(np.concatenate(([0], np.cumsum(counts))).astype(np.int64))
-    return tuple(orders), tuple(starts)
+    return tuple(indices[np.argsort(dom[indices], kind="stable")] for dom in doms)
 
 
 def _exclusions(topology: ClusterTopology, snapshot: ClusterSnapshot, labelled: np.ndarray) -> tuple[tuple[str, str], ...]:
