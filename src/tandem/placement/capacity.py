@@ -8,7 +8,8 @@ and a node that takes none of the unit's pods adds nothing to any of its bounds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from functools import cached_property
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -22,6 +23,12 @@ def fit(free: np.ndarray, vec: np.ndarray, ok: np.ndarray) -> np.ndarray:
     for c in cols[1:]:
         np.minimum(counts, free[:, c] // vec[c], out=counts)
     return np.where(ok, counts, 0)
+
+
+def asked_columns(unit: UnitState) -> np.ndarray:
+    """Resource indices the unit requests (the only ones its counts sum)."""
+    asked = sum((role.replica_total for role in unit.roles), np.zeros(unit.view.snapshot.allocatable.shape[1], np.int64))
+    return np.flatnonzero(asked > 0)
 
 
 def member(values: np.ndarray, present: np.ndarray, size: int) -> np.ndarray:
@@ -76,13 +83,23 @@ class Counts:
     k_worker: list[np.ndarray]
     _capacity: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
     _free: dict[int, np.ndarray] = field(default_factory=dict)
+    shared: Any = None  # the `rollup.Rollup` these counts came from, if any
+    version: int = 0  # its version when they did
 
     @classmethod
     def of(cls, unit: UnitState, free: np.ndarray, within: np.ndarray | None = None) -> "Counts":
-        """Counts over all nodes, or over `within` (node indices) only."""
+        """Counts over all nodes, or over `within` (node indices) only. Over all nodes,
+        from the plan's rollups when it keeps them (`rollup.py`: the same figures, updated
+        where free capacity changed instead of counted again)."""
+        if within is None and unit.rollups is not None:
+            return unit.rollups.counts(unit, free)
+        return cls.count(unit, free, within)
+
+    @classmethod
+    def count(cls, unit: UnitState, free: np.ndarray, within: np.ndarray | None = None) -> "Counts":
+        """Counts over all nodes, or over `within` (node indices) only, counted in full."""
         candidates = np.flatnonzero(unit.allowed) if within is None else within[unit.allowed[within]]
-        asked = sum((role.replica_total for role in unit.roles), np.zeros(free.shape[1], np.int64))
-        columns = np.flatnonzero(asked > 0)
+        columns = asked_columns(unit)
         rows = free[np.ix_(candidates, columns)]
         k_leader, k_worker = [], []
         active = np.zeros(candidates.size, dtype=bool)
@@ -98,6 +115,12 @@ class Counts:
             return cls(unit, candidates, columns, rows, k_leader, k_worker)
         keep = np.flatnonzero(active)
         return cls(unit, candidates[keep], columns, rows[keep], [k[keep] for k in k_leader], [k[keep] for k in k_worker])
+
+    def _shared(self, kind: tuple) -> np.ndarray | None:
+        """The rollup's sum of `kind`, when these counts are its current ones."""
+        if self.shared is None or self.shared.version != self.version:
+            return None
+        return self.shared.sum(kind)
 
     def local(self, depth: int) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
         """(domains, free, capacity per role) at `depth` over only the domains the counted
@@ -121,18 +144,33 @@ class Counts:
             capacity[r] = np.bincount(where, weights=per_sub, minlength=domains.size).astype(np.int64)
         return domains, free, capacity
 
+    def inside(self, depth: int, domain: int) -> "Counts | Inside":
+        """The same counts over the nodes of one domain, for `local` and `taken_local`:
+        read from the rollup's per-domain sums when these counts are its current ones
+        (a domain below `domain` holds the same nodes either way)."""
+        if self.shared is not None and self.shared.version == self.version:
+            return Inside(self, depth, domain)
+        return self.restrict(self.unit.view.dom[depth][self.nodes] == domain)
+
+    def present(self, depth: int) -> np.ndarray:
+        """[domains at depth]: counted nodes per domain (rollup only)."""
+        return self.shared.sum(("present", depth))
+
     def restrict(self, mask: np.ndarray) -> "Counts":
         """The same counts over the nodes where `mask` (over `nodes`) holds."""
         keep = np.flatnonzero(mask)
         return Counts(self.unit, self.nodes[keep], self.columns, self.free[keep], [k[keep] for k in self.k_leader], [k[keep] for k in self.k_worker])
 
-    @property
+    @cached_property
     def dominant(self) -> int:
+        """Position of the unit's dominant resource among `columns`."""
         return int(np.searchsorted(self.columns, self.unit.dominant))
 
     def capacity(self, r: int, depth: int) -> np.ndarray:
         """[domains at depth]: upper bound on complete replicas of role `r` in each domain."""
         key = (r, depth)
+        if key not in self._capacity and (shared := self._shared(("capacity", r, depth))) is not None:
+            self._capacity[key] = shared
         if key not in self._capacity:
             view = self.unit.view
             role = self.unit.roles[r]
@@ -152,6 +190,8 @@ class Counts:
         while together they cannot: four 8-GPU prefill and two decode pairs of 8-GPU pods
         each see five whole free hosts, but the unit needs eight."""
         key = (-1, depth)
+        if key not in self._capacity and (shared := self._shared(("slots", depth))) is not None:
+            self._capacity[key] = shared
         if key not in self._capacity:
             view = self.unit.view
             most = np.zeros(self.nodes.size, np.int64)
@@ -170,6 +210,8 @@ class Counts:
         own nodes while it grows, whatever the names. (Asked for hosts only: numbers of
         broader domains follow their own names, which renaming nodes does not change.)"""
         key = (-2, depth)
+        if key not in self._capacity and (shared := self._shared(("taken", depth))) is not None:
+            self._capacity[key] = shared
         if key not in self._capacity:
             view = self.unit.view
             self._capacity[key] = sum_by(view.dom[depth][self.nodes], self._taken(), view.domain_count(depth))
@@ -189,6 +231,8 @@ class Counts:
 
     def free_by_domain(self, depth: int) -> np.ndarray:
         """[domains at depth, resources]: free capacity of the counted nodes per domain."""
+        if depth not in self._free and (shared := self._shared(("free", depth))) is not None:
+            self._free[depth] = shared
         if depth not in self._free:
             view = self.unit.view
             groups = view.dom[depth][self.nodes]
@@ -205,6 +249,27 @@ class Counts:
         for r, count in counts.items():
             out += count * self.unit.roles[r].replica_total
         return out[self.columns]
+
+
+@dataclass
+class Inside:
+    """`Counts.restrict` to one domain (`top`, `domain`), answered from the full counts'
+    per-domain sums instead of summing its nodes again."""
+
+    counts: Counts
+    top: int
+    domain: int
+
+    def local(self, depth: int) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
+        """As `Counts.local` (`depth` below `top`): the domains inside that hold a counted node."""
+        counts = self.counts
+        children = np.flatnonzero(counts.unit.view.ancestor[depth][self.top] == self.domain)
+        domains = children[counts.present(depth)[children] > 0]
+        capacity = {r: counts.capacity(r, depth)[domains] for r in range(len(counts.unit.roles))}
+        return domains, counts.free_by_domain(depth)[domains], capacity
+
+    def taken_local(self, depth: int, domains: np.ndarray) -> np.ndarray:
+        return self.counts.taken_by_domain(depth)[domains]
 
 
 def domain_capacity(unit: UnitState, role: RoleState, free: np.ndarray, depth: int) -> np.ndarray:

@@ -7,6 +7,7 @@ easy to drive from the CLI, the controller, the simulator and tests alike.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Mapping, Sequence
 
 from tandem.api.kube import PodTemplateSpec, Toleration
@@ -29,14 +30,18 @@ class PodShape:
 
     def key(self) -> tuple:
         """Hashable identity, for caching eligibility per distinct shape."""
-        return (
-            tuple(sorted(self.node_selector.items())),
-            tuple(t.model_dump_json() for t in self.tolerations),
-        )
+        return self._identity[1]
 
     def shape(self) -> tuple:
         """Hashable identity of everything placement reads: requests, selector, tolerations."""
-        return (tuple(sorted(self.requests.items())), self.key())
+        return self._identity
+
+    @cached_property
+    def _identity(self) -> tuple:
+        """(requests, (selector, tolerations)), made once per shape: the units of a
+        group share their shapes, and a plan of a thousand units asks thousands of times."""
+        key = (tuple(sorted(self.node_selector.items())), tuple(t.model_dump_json() for t in self.tolerations))
+        return (tuple(sorted(self.requests.items())), key)
 
 
 @dataclass(frozen=True)

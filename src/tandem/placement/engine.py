@@ -45,6 +45,7 @@ from tandem.placement.plan import Plan
 from tandem.placement.relocate import relocate_short_units
 from tandem.placement.repair import REPAIR_ATTEMPTS, make_room
 from tandem.placement.reservations import Reservations
+from tandem.placement.rollup import Rollups
 from tandem.placement.state import UnitState
 from tandem.placement.ties import Ties
 from tandem.placement.whole import whole_units
@@ -65,21 +66,26 @@ def place(
     change which units get their minimums).
     """
     eligibility: dict[tuple, np.ndarray] = {}
-    prepared = _prepare(snapshot, views, units, eligibility)
+    rollups = Rollups()
+    prepared = _prepare(snapshot, views, units, eligibility, rollups)
     _greedy(snapshot, views, prepared, extras)
     if extras:
-        better = whole_units(snapshot, views, units, prepared, lambda subset: _prepare(snapshot, views, subset, eligibility))
+        better = whole_units(snapshot, views, units, prepared, lambda subset: _prepare(snapshot, views, subset, eligibility, rollups))
         if better is not None:
             prepared = better
     return Plan(tuple(unit.result() for unit in prepared))
 
 
 def _prepare(
-    snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], units: Sequence[UnitDemand], eligibility: dict[tuple, np.ndarray]
+    snapshot: ClusterSnapshot,
+    views: Mapping[str, TopologyView],
+    units: Sequence[UnitDemand],
+    eligibility: dict[tuple, np.ndarray],
+    rollups: Rollups,
 ) -> list[UnitState]:
     """Fresh working states for `units` in the order given (their `order` is their
-    position), sharing the plan's tie-breaking and lookahead; `eligibility` caches the
-    nodes each pod shape may use across calls."""
+    position), sharing the plan's tie-breaking, lookahead and counts (`rollups`);
+    `eligibility` caches the nodes each pod shape may use across calls."""
     placeholder = Ties.none(len(snapshot.node_names))  # one for all until the plan's is known
     prepared = [
         UnitState.prepare(order, unit, views[unit.topology], snapshot, snapshot.totals, eligibility, placeholder) for order, unit in enumerate(units)
@@ -89,6 +95,7 @@ def _prepare(
     for unit in prepared:
         unit.ties = ties
         unit.later = later
+        unit.rollups = rollups
     return prepared
 
 

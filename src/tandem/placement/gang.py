@@ -247,7 +247,7 @@ def _whole_inside(
     top = unit.required_depth
     if unit.domain is not None or top == view.depth_count - 1:
         return []  # a unit with running replicas stays around them instead
-    local = counts.restrict(view.dom[top][counts.nodes] == domain)
+    local = counts.inside(top, domain)
     members = view.members(top, domain)
     width = unit.roles[0].replica_total.size
     dominant = counts.dominant

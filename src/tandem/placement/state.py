@@ -15,6 +15,7 @@ from tandem.topology import ClusterSnapshot, TopologyView
 
 if TYPE_CHECKING:
     from tandem.placement.lookahead import Later
+    from tandem.placement.rollup import Rollups
 
 
 @dataclass
@@ -90,6 +91,7 @@ class UnitState:
     capped: str | None = None  # why extras stopped short of the desired counts
     ties: Ties = field(default_factory=lambda: Ties.none(0))  # how ties between nodes break in this plan
     later: "Later | None" = field(default=None, repr=False)  # the plan's units, for looking ahead (`lookahead.py`)
+    rollups: "Rollups | None" = field(default=None, repr=False)  # the plan's counts kept current (`rollup.py`)
 
     @classmethod
     def prepare(

@@ -1,0 +1,266 @@
+"""Counts kept current: one unit shape's bottom-up counts, updated where free capacity changed.
+
+A plan of a thousand units of one group asks for the same counts (`capacity.Counts`) a
+thousand times, over free capacity that changed on a few nodes since the last time (the
+last gang's). Counting every node again each time was most of the batch's cost. So per
+shape (roles' vectors and eligible nodes, the nodes open to the unit, the dominant
+resource) the per-node counts over every node and the per-domain sums asked for are kept,
+and on the next call only the rows whose free capacity differs are counted again and
+their difference added to the sums. The figures are the integers a full count gives:
+which rows changed is found by comparing, never assumed, so any `free` may be passed
+(a trial copy, the empty cluster). Arrays handed out are never written to afterwards:
+an update makes new ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tandem.placement.capacity import Counts, asked_columns, fit, replica_depth, sum_by
+from tandem.placement.state import RoleState, UnitState
+
+# More changed rows than this share of the nodes: counting everything again is cheaper.
+_REBUILD_SHARE = 8
+# Shapes kept per plan; beyond, a new shape is counted in full each time.
+_MOST_SHAPES = 64
+
+
+class Rollups:
+    """The plan's rollups by unit shape (shared by its units, like `Ties`)."""
+
+    def __init__(self) -> None:
+        self._by_shape: dict[tuple, Rollup] = {}
+
+    def counts(self, unit: UnitState, free: np.ndarray) -> Counts:
+        """`Counts.of(unit, free)` over every node open to the unit."""
+        if unit.allowed is not unit.eligible:
+            return Counts.count(unit, free)  # an exclusive unit's open nodes change with every claim
+        key = _shape_key(unit)
+        rollup = self._by_shape.get(key)
+        if rollup is None or not rollup.serves(unit):
+            if len(self._by_shape) >= _MOST_SHAPES and rollup is None:
+                return Counts.count(unit, free)
+            rollup = Rollup.start(unit, free)
+            self._by_shape[key] = rollup
+        else:
+            rollup.sync(free)
+        return rollup.counts(unit)
+
+
+def _shape_key(unit: UnitState) -> tuple:
+    roles = tuple(
+        (role.leader.tobytes(), role.worker.tobytes(), id(role.leader_ok), id(role.worker_ok), role.pods, role.required_depth, role.same_shape)
+        for role in unit.roles
+    )
+    return (id(unit.view), id(unit.allowed), unit.dominant, roles)
+
+
+@dataclass
+class Rollup:
+    """Counts of one shape over every node, as of the free capacity last seen."""
+
+    unit: UnitState  # the first unit of the shape: its view, roles and masks (kept alive, so ids stay theirs)
+    allowed: np.ndarray
+    columns: np.ndarray
+    rows: np.ndarray  # [nodes, columns] free capacity last seen
+    k_leader: list[np.ndarray]  # per role, [nodes]: leaders each node takes (0 where not open)
+    k_worker: list[np.ndarray]
+    active: np.ndarray  # [nodes] bool: takes at least one pod of the shape
+    version: int = 0
+    _sums: dict[tuple, np.ndarray] = field(default_factory=dict)
+    _before: np.ndarray | None = None  # [nodes] snapshot free in the dominant resource
+    _current: tuple | None = None  # (nodes, rows, k_leader, k_worker) over the active nodes
+
+    @classmethod
+    def start(cls, unit: UnitState, free: np.ndarray) -> "Rollup":
+        columns = asked_columns(unit)
+        rows = free[:, columns]
+        out = cls(unit, unit.allowed, columns, rows, [], [], np.zeros(0, bool))
+        out._recount()
+        return out
+
+    def serves(self, unit: UnitState) -> bool:
+        """Whether `unit` has this rollup's shape (the key's ids are of live arrays)."""
+        mine = self.unit
+        return (
+            unit.view is mine.view
+            and unit.allowed is self.allowed
+            and all(a.leader_ok is b.leader_ok and a.worker_ok is b.worker_ok for a, b in zip(unit.roles, mine.roles))
+        )
+
+    def _recount(self) -> None:
+        """Every node counted again; sums dropped (summed again when asked)."""
+        n = self.rows.shape[0]
+        self.k_leader, self.k_worker = [], []
+        active = np.zeros(n, dtype=bool)
+        for role in self.unit.roles:
+            leaders = self._fit_rows(role, self.rows, slice(None), leader=True)
+            workers = leaders if role.same_shape or role.pods == 1 else self._fit_rows(role, self.rows, slice(None), leader=False)
+            active |= leaders > 0
+            if role.pods > 1:
+                active |= workers > 0
+            self.k_leader.append(leaders)
+            self.k_worker.append(workers)
+        self.active = active
+        self._sums = {}
+        self._current = None
+
+    def _fit_rows(self, role: RoleState, rows: np.ndarray, nodes: np.ndarray | slice, leader: bool) -> np.ndarray:
+        vec = (role.leader if leader else role.worker)[self.columns]
+        ok = (role.leader_ok if leader else role.worker_ok)[nodes] & self.allowed[nodes]
+        return fit(rows, vec, ok)
+
+    def sync(self, free: np.ndarray) -> None:
+        """Bring the counts to `free`: recount the rows that differ, update the sums."""
+        rows = free[:, self.columns]
+        differ = rows[:, 0] != self.rows[:, 0]
+        for c in range(1, rows.shape[1]):  # column by column: `.any(axis=1)` is ten times slower
+            differ |= rows[:, c] != self.rows[:, c]
+        changed = np.flatnonzero(differ)
+        if changed.size == 0:
+            return
+        self.version += 1
+        if changed.size * _REBUILD_SHARE > rows.shape[0]:
+            self.rows = rows
+            self._recount()
+            return
+        ch = changed[self.allowed[changed]]
+        old = self._contributions(ch)
+        self.rows = rows
+        if ch.size:
+            active = np.zeros(ch.size, dtype=bool)
+            k_leader, k_worker = [], []
+            for r, role in enumerate(self.unit.roles):
+                leaders = self._fit_rows(role, rows[ch], ch, leader=True)
+                workers = leaders if role.same_shape or role.pods == 1 else self._fit_rows(role, rows[ch], ch, leader=False)
+                active |= leaders > 0
+                if role.pods > 1:
+                    active |= workers > 0
+                k_leader.append(self._write(self.k_leader[r], ch, leaders))
+                k_worker.append(k_leader[-1] if workers is leaders else self._write(self.k_worker[r], ch, workers))
+            self.k_leader, self.k_worker = k_leader, k_worker
+            self.active = self._write(self.active, ch, active)
+            self._update(ch, old)
+        self._current = None
+
+    @staticmethod
+    def _write(array: np.ndarray, where: np.ndarray, values: np.ndarray) -> np.ndarray:
+        out = array.copy()
+        out[where] = values
+        return out
+
+    # ------------------------------------------------------------------ sums
+
+    def _node_values(self, kind: tuple, nodes: np.ndarray) -> np.ndarray:
+        """Each node's contribution to a sum of `kind` (0 where it takes no pod); the
+        depth, `kind`'s last item for a sum, is not read."""
+        name = kind[0]
+        active = self.active[nodes]
+        if name == "free":
+            return self.rows[nodes] * active[:, None]
+        if name == "slots":
+            most = np.zeros(nodes.size, np.int64)
+            for r, role in enumerate(self.unit.roles):
+                np.maximum(most, self.k_leader[r][nodes], out=most)
+                if role.pods > 1:
+                    np.maximum(most, self.k_worker[r][nodes], out=most)
+            return most
+        if name == "taken":
+            dominant = int(np.searchsorted(self.columns, self.unit.dominant))
+            return ((self.rows[nodes, dominant] != self.before()[nodes]) & active).astype(np.int64)
+        if name == "present":
+            return active.astype(np.int64)
+        if name == "leaders":
+            return self.k_leader[kind[1]][nodes]
+        return self.k_worker[kind[1]][nodes]  # "workers"
+
+    def before(self) -> np.ndarray:
+        if self._before is None:
+            snapshot = self.unit.view.snapshot
+            column = self.unit.dominant
+            self._before = np.maximum(snapshot.allocatable[:, column] - snapshot.used[:, column], 0)
+        return self._before
+
+    def _contributions(self, nodes: np.ndarray) -> dict[tuple, np.ndarray]:
+        """Each changed node's contribution to every additive sum kept, by kind without
+        its depth (the same at every depth)."""
+        return {kind[:-1]: self._node_values(kind, nodes) for kind in self._sums if kind[0] != "capacity"}
+
+    def _update(self, nodes: np.ndarray, old: dict[tuple, np.ndarray]) -> None:
+        """Add the changed nodes' new contributions less their old ones to every sum kept."""
+        view = self.unit.view
+        sums = dict(self._sums)
+        delta = {base: self._node_values(base, nodes) - before for base, before in old.items()}
+        for kind in self._sums:
+            if kind[0] != "capacity":
+                out = sums[kind].copy()
+                np.add.at(out, view.dom[kind[-1]][nodes], delta[kind[:-1]])
+                sums[kind] = out
+        subs_changed: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        for kind in [k for k in sums if k[0] == "capacity"]:
+            _, r, depth = kind
+            inner = replica_depth(self.unit.roles[r], depth)
+            key = (r, inner)
+            if key not in subs_changed:
+                subs = np.unique(view.dom[inner][nodes])
+                subs_changed[key] = (subs, self._per_sub(sums, r, inner, subs), self._per_sub(self._sums, r, inner, subs))
+            subs, per_sub, previous = subs_changed[key]
+            out = sums[kind].copy()
+            if inner == depth:
+                out[subs] = per_sub
+            else:
+                np.add.at(out, view.ancestor[inner][depth][subs], per_sub - previous)
+            sums[kind] = out
+        self._sums = sums
+
+    def _per_sub(self, sums: dict[tuple, np.ndarray], r: int, inner: int, subs: np.ndarray) -> np.ndarray:
+        """Complete replicas of role `r` in the domains `subs` at `inner`, from the sums."""
+        role = self.unit.roles[r]
+        leaders = sums[("leaders", r, inner)][subs]
+        if role.pods == 1:
+            return leaders
+        if role.same_shape:
+            return leaders // role.pods
+        return np.minimum(leaders, sums[("workers", r, inner)][subs] // (role.pods - 1))
+
+    def sum(self, kind: tuple) -> np.ndarray:
+        """The per-domain array of `kind` (its last item is the depth), summed on first ask."""
+        if kind not in self._sums:
+            view = self.unit.view
+            depth = kind[-1]
+            size = view.domain_count(depth)
+            nodes = self._active()[0]  # a node that takes no pod adds nothing to any sum
+            groups = view.dom[depth][nodes]
+            if kind[0] == "capacity":
+                _, r, _ = kind
+                role = self.unit.roles[r]
+                inner = replica_depth(role, depth)
+                self.sum(("leaders", r, inner))
+                if role.pods > 1 and not role.same_shape:
+                    self.sum(("workers", r, inner))
+                per_sub = self._per_sub(self._sums, r, inner, np.arange(view.domain_count(inner)))
+                self._sums[kind] = per_sub if inner == depth else sum_by(view.ancestor[inner][depth], per_sub, size)
+            elif kind[0] == "free":
+                values = self._node_values(kind, nodes)
+                out = np.zeros((size, values.shape[1]), np.int64)
+                for c in range(values.shape[1]):
+                    out[:, c] = sum_by(groups, values[:, c], size)
+                self._sums[kind] = out
+            else:
+                self._sums[kind] = sum_by(groups, self._node_values(kind, nodes), size)
+        return self._sums[kind]
+
+    # ------------------------------------------------------------------ counts
+
+    def _active(self) -> tuple:
+        """(nodes, rows, k_leader, k_worker) over the active nodes, once per version."""
+        if self._current is None:
+            nodes = np.flatnonzero(self.active)
+            self._current = (nodes, self.rows[nodes], [k[nodes] for k in self.k_leader], [k[nodes] for k in self.k_worker])
+        return self._current
+
+    def counts(self, unit: UnitState) -> Counts:
+        nodes, rows, k_leader, k_worker = self._active()
+        return Counts(unit, nodes, self.columns, rows, k_leader, k_worker, shared=self, version=self.version)

@@ -1,0 +1,48 @@
+"""Counts kept current (`placement/rollup.py`) give the figures a full count gives."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tandem.placement import rollup
+from tandem.placement.capacity import Counts
+from tandem.placement.engine import _prepare
+from tandem.placement.rollup import Rollups
+from tandem.reference.instances import random_instance
+
+
+def _same(a: Counts, b: Counts) -> None:
+    view = a.unit.view
+    assert np.array_equal(a.nodes, b.nodes) and np.array_equal(a.free, b.free)
+    for x, y in zip(a.k_leader + a.k_worker, b.k_leader + b.k_worker):
+        assert np.array_equal(x, y)
+    for depth in range(view.depth_count):
+        assert np.array_equal(a.free_by_domain(depth), b.free_by_domain(depth))
+        assert np.array_equal(a.pod_slots(depth), b.pod_slots(depth))
+        assert np.array_equal(a.taken_by_domain(depth), b.taken_by_domain(depth))
+        for r in range(len(a.unit.roles)):
+            assert np.array_equal(a.capacity(r, depth), b.capacity(r, depth))
+        for top in range(depth):
+            for domain in np.unique(view.dom[top][a.nodes]):
+                got, want = a.inside(top, int(domain)), b.restrict(view.dom[top][b.nodes] == domain)
+                for x, y in zip(got.local(depth), want.local(depth)):
+                    if isinstance(x, dict):
+                        assert x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x)
+                    else:
+                        assert np.array_equal(x, y)
+
+
+def test_rollup_matches_full_counts_as_free_capacity_changes(monkeypatch):
+    monkeypatch.setattr(rollup, "_REBUILD_SHARE", 1)  # small clusters: update in place, as on large ones
+    rng = np.random.default_rng(0)
+    for seed in range(6):
+        instance = random_instance(seed)
+        units = _prepare(instance.snapshot, instance.views, instance.units, {}, Rollups())
+        free = instance.snapshot.free.copy()
+        for step in range(12):
+            for unit in units:
+                _same(Counts.of(unit, free), Counts.count(unit, free))
+            # A few nodes change (a gang placed or released), now and then many (a new plan).
+            rows = rng.choice(free.shape[0], size=free.shape[0] if step % 5 == 4 else min(3, free.shape[0]), replace=False)
+            free[rows] = np.maximum(instance.snapshot.allocatable[rows] - rng.integers(0, 3, size=(rows.size, free.shape[1])) * (free[rows] > 0), 0)
+            free[rows] = np.minimum(free[rows], instance.snapshot.allocatable[rows])
