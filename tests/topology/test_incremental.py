@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from support.builders import bound_pod
@@ -22,8 +22,9 @@ TOPOLOGY, NODES = generate_cluster([("rack", 2), ("host", 3)], 8)
 EVENTS = st.lists(
     st.tuples(
         st.sampled_from(["add-pod", "add-pod", "delete-pod", "move-pod", "resize-pod", "fail-pod", "cordon", "uncordon",
-                         "relabel", "delete-node", "add-node", "exclusive", "odd-resource", "unknown-node"]),
+                         "not-ready", "ready", "relabel", "delete-node", "add-node", "exclusive", "odd-resource", "unknown-node"]),
         st.integers(0, 50),
+        st.booleans(),  # compare after this event (else it is batched with the next ones)
     ),
     max_size=40,
 )
@@ -92,6 +93,8 @@ class World:
             target["spec"]["unschedulable"] = True
         elif event == "uncordon":
             target["spec"].pop("unschedulable", None)
+        elif event in ("not-ready", "ready"):
+            target["status"]["conditions"] = [{"type": "Ready", "status": "False" if event == "not-ready" else "True"}]
         else:
             target["metadata"]["labels"]["network.tandem.dev/rack"] = f"rack-{n % 3}"
         self.bump(target)
@@ -136,6 +139,7 @@ def same(a: ClusterSnapshot, b: ClusterSnapshot) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(EVENTS)
+@example([("not-ready", 0, False), ("cordon", 1, False), ("not-ready", 4, True), ("ready", 0, False), ("uncordon", 1, True)])
 def test_the_snapshot_kept_up_to_date_equals_one_built_from_scratch(events):
     world = World()
     for node in world.nodes.values():
@@ -143,9 +147,12 @@ def test_the_snapshot_kept_up_to_date_equals_one_built_from_scratch(events):
     cache = SnapshotCache()
     feed = Feed(cache)
     topology = ClusterTopology.model_validate(TOPOLOGY)
-    for event, n in [("add-pod", 0), *events]:
+    steps = [("add-pod", 0, True), *events]
+    for step, (event, n, look) in enumerate(steps):
         world.apply(event, n)
         feed(world)
+        if not look and step < len(steps) - 1:
+            continue
         nodes, pods = world.models()
         kept, kept_warnings = cache.snapshot()
         built, built_warnings = ClusterSnapshot.build([m for _, m in nodes], [m for _, _, m in pods])

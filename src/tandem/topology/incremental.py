@@ -212,6 +212,7 @@ class SnapshotCache:
             return
         allocatable, schedulable = base.allocatable, base.schedulable.copy()
         problems, taints = dict(base.problems), dict(base.taints)
+        changed = np.array(sorted(base.node_index[name] for name in self._patched), dtype=np.int64)
         for name in self._patched:
             i, node = base.node_index[name], self.nodes[name][1]
             row = np.zeros(len(base.resources), dtype=np.int64)
@@ -236,7 +237,7 @@ class SnapshotCache:
             taints=taints,
             tainted_nodes=tuple(sorted(taints)),
         )
-        self.views = {key: view.rebased(self.base) for key, view in self.views.items()}
+        self.views = {key: view.rebased(self.base, changed) for key, view in self.views.items()}
 
 
 def _hold(base: ClusterSnapshot, load: _Load, vectors: dict[tuple[tuple[str, int], ...], np.ndarray]) -> _Held:

@@ -83,13 +83,21 @@ class TopologyView:
             _order=orders,
         )
 
-    def rebased(self, snapshot: ClusterSnapshot) -> "TopologyView":
+    def rebased(self, snapshot: ClusterSnapshot, changed: np.ndarray | None = None) -> "TopologyView":
         """This tree over `snapshot`: the same nodes with the same labels, whose
         schedulability may differ (usable nodes follow; the member lists are drawn again
-        when next read)."""
-        usable = (self.dom[0] >= 0) & snapshot.schedulable
-        if np.array_equal(usable, self.usable):
-            return dataclasses.replace(self, snapshot=snapshot)
+        when next read). `changed`: the only nodes whose schedulability may differ, when
+        known (then a lone node going NotReady costs a copy, not a pass over every node)."""
+        if changed is None:
+            usable = (self.dom[0] >= 0) & snapshot.schedulable
+            if np.array_equal(usable, self.usable):
+                return dataclasses.replace(self, snapshot=snapshot)
+        else:
+            now = (self.dom[0][changed] >= 0) & snapshot.schedulable[changed]
+            if np.array_equal(now, self.usable[changed]):
+                return dataclasses.replace(self, snapshot=snapshot)
+            usable = self.usable.copy()
+            usable[changed] = now
         return dataclasses.replace(self, snapshot=snapshot, usable=usable, _usable_members={})
 
     @cached_property
