@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from tandem.placement.state import RoleState, UnitState
+from tandem.placement.state import RoleState, UnitState, unique_inverse
 
 
 def fit(free: np.ndarray, vec: np.ndarray, ok: np.ndarray) -> np.ndarray:
@@ -127,14 +127,14 @@ class Counts:
         nodes are in: for a few hundred nodes inside a cluster of tens of thousands of
         hosts, arrays over every domain would cost more than the counting."""
         view = self.unit.view
-        groups = {depth: np.unique(view.dom[depth][self.nodes], return_inverse=True)}
+        groups = {depth: unique_inverse(view.dom[depth][self.nodes])}
         domains, inverse = groups[depth]
         free = np.stack([sum_by(inverse, self.free[:, c], domains.size) for c in range(self.free.shape[1])], axis=1)
         capacity = {}
         for r, role in enumerate(self.unit.roles):
             inner = replica_depth(role, depth)
             if inner not in groups:
-                groups[inner] = np.unique(view.dom[inner][self.nodes], return_inverse=True)
+                groups[inner] = unique_inverse(view.dom[inner][self.nodes])
             subs, sub_inverse = groups[inner]
             per_sub = replica_capacity(role, self.k_leader[r], self.k_worker[r], sub_inverse, subs.size)
             if inner == depth:

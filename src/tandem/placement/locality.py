@@ -38,7 +38,7 @@ import numpy as np
 
 from tandem.placement.capacity import member
 from tandem.placement.reservations import Reservations
-from tandem.placement.state import Space, UnitState
+from tandem.placement.state import Space, UnitState, unique_inverse
 
 
 class Locality(NamedTuple):
@@ -94,6 +94,8 @@ def locality_keys(
     narrowest level as the broader ones (for a pod that needs none of the dominant
     resource: where the most of the rest can follow). What other units reserve in a
     domain (`reservations`) is not room for this one."""
+    if not depths:
+        return []  # (a `to` replica's rule level stops locality before the first level)
     view = unit.view
     free = space.free[:, unit.dominant] if positions is None else space.free[positions, unit.dominant]
     take = np.minimum(free, pending if positions is None else pending[positions])
@@ -134,4 +136,4 @@ def _grouped(unit: UnitState, space: Space, depth: int, positions: np.ndarray | 
         return compact, inverse
     if positions.size * 8 >= compact.size:
         return compact, inverse[positions]
-    return np.unique(unit.view.dom[depth][space.nodes[positions]], return_inverse=True)
+    return unique_inverse(unit.view.dom[depth][space.nodes[positions]])

@@ -9,7 +9,7 @@ import numpy as np
 from tandem.placement.capacity import fit, member, replica_capacity, replica_depth
 from tandem.placement.locality import Locality, locality_keys, pending_demand, unit_nodes
 from tandem.placement.reservations import Reservations
-from tandem.placement.state import RoleState, Space, UnitState, all_replicas
+from tandem.placement.state import RoleState, Space, UnitState, all_replicas, unique_inverse
 
 # How many replica domains are tried for one replica before it is declared unplaceable.
 MAX_REPLICA_ATTEMPTS = 8
@@ -71,7 +71,7 @@ def _affinity_masks(
                 compact, inverse = space.groups(view, rule.depth)
                 room = np.bincount(inverse, weights=space.free[:, dominant], minlength=compact.size).astype(np.int64)[inverse]
                 fit = (room - own) // leader if leader > 0 else np.full(doms.size, still)
-                gain = gain + np.clip(fit, 0, still)
+                gain = gain + np.minimum(np.maximum(fit, 0), still)  # np.clip, without its overhead
         else:
             continue
         score = gain if score is None else score + gain
@@ -151,7 +151,10 @@ def place_replica(
         ranks = (leftover, crowding, outside, affinity)
         keys = _replica_keys(unit, role, space, depth, inner, candidates, groups, compact, ranks, used, rest, pending, follow, stop, spread, reservations)
         order = candidates[np.lexsort(keys)]
-    others = _others_there(unit, space, used) if unit.later is not None and len(unit.later.units) > 1 else None
+    # Other units' nodes rank pods within a replica domain; a one-pod replica whose domains
+    # are single nodes (hosts) has nothing to rank there.
+    single = role.pods == 1 and size == nodes.size
+    others = _others_there(unit, space, used) if unit.later is not None and len(unit.later.units) > 1 and not single else None
     locality = Locality(inner, used, rest, stop, pending, reservations, crowds, others)
     for group in order[:MAX_REPLICA_ATTEMPTS]:
         positions = np.nonzero(groups == group)[0]
@@ -236,7 +239,7 @@ def _assign_pods(
     spreading = spread and any(rule.target == role.index for rule in unit.rules)
     if depth is not None and role.pods > 1 and not spreading:
         view = unit.view
-        compact, groups = np.unique(view.dom[depth][space.nodes[positions]], return_inverse=True)
+        compact, groups = unique_inverse(view.dom[depth][space.nodes[positions]])
         if compact.size > 1:
             rows = space.free[positions]
             k_leader = fit(rows, role.leader, role.leader_ok[space.nodes[positions]])
@@ -319,25 +322,29 @@ def _greedy_pods(
     """
     saved = space.free[subset].copy()
     pending = locality.pending.copy() if locality is not None else None
+    nodes = space.nodes[subset]
     chosen: list[int] = []
     for pod in range(role.pods):
         vec, ok = (role.leader, role.leader_ok) if pod == 0 else (role.worker, role.worker_ok)
-        fits = fit(space.free[subset], vec, ok[space.nodes[subset]]) >= 1
+        fits = fit(space.free[subset], vec, ok[nodes]) >= 1
         if pod == 0 and required is not None:
             fits &= required[subset]
-        count = int(np.count_nonzero(fits))
-        if count == 0:
+        where = np.flatnonzero(fits)
+        if where.size == 0:
             space.free[subset] = saved
             return None
-        if count == 1:
-            best = subset[fits][0]  # nothing to rank
+        if where.size == 1:
+            best = subset[where[0]]  # nothing to rank
         else:
-            keys = list(_pod_keys(unit, role, space, subset, pod, vec, chosen, pending, preferred, unit_preferred, spread, locality))
-            best = subset[fits][np.lexsort(tuple(key[fits] for key in reversed(keys)))[0]]
+            keys = _pod_keys(unit, role, space, subset, pod, vec, chosen, pending, preferred, unit_preferred, spread, locality)
+            if where.size < subset.size:
+                keys = (key[where] for key in keys)
+            best = subset[where[np.lexsort(tuple(keys)[::-1])[0]]]
         space.free[best] -= vec
         chosen.append(int(best))
-        if pending is not None and vec[unit.dominant]:
-            # This pod is placed: the rest that may still go to a node shrinks by it.
+        if pending is not None and vec[unit.dominant] and pod < role.pods - 1:
+            # This pod is placed: the rest that may still go to a node shrinks by it
+            # (for the replica's next pods: `pending` is this call's own copy).
             pending -= int(vec[unit.dominant]) * ok[space.nodes].astype(np.int64)
     return chosen
 
@@ -378,9 +385,11 @@ def _pod_keys(
     if locality is not None and not spread:
         if pod == 0 and locality.crowds is not None:
             yield locality.crowds[subset]
-        here = np.concatenate((locality.used, mine))
-        rest_now = locality.rest - pod * int(vec[unit.dominant])
-        yield from locality_keys(unit, space, range(locality.inner + 1, stop), here, rest_now, pending, subset, follow, locality.reservations)
+        depths = range(locality.inner + 1, stop)
+        if depths:
+            here = np.concatenate((locality.used, mine))
+            rest_now = locality.rest - pod * int(vec[unit.dominant])
+            yield from locality_keys(unit, space, depths, here, rest_now, pending, subset, follow, locality.reservations)
     leftover = space.free[subset, unit.dominant] - vec[unit.dominant]
     yield -leftover if spread else leftover
     if locality is not None and not spread and stop < unit.view.depth_count:

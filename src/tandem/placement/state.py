@@ -141,7 +141,8 @@ class UnitState:
                     required_depth=None if demand.pack_required is None else view.depth(demand.pack_required),
                     preferred_depth=None if demand.pack_preferred is None else view.depth(demand.pack_preferred),
                     replica_total=leader + (pods - 1) * worker,
-                    same_shape=bool(np.array_equal(leader, worker) and np.array_equal(leader_ok, worker_ok)),
+                    # (Masks of one shape are one cached array: no need to compare nodes.)
+                    same_shape=bool(np.array_equal(leader, worker) and (leader_ok is worker_ok or np.array_equal(leader_ok, worker_ok))),
                 )
             )
         by_name = {role.demand.name: role.index for role in roles}
@@ -294,7 +295,7 @@ class Space:
     def groups(self, view: TopologyView, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """(domain ids, position -> index into them) of the space's nodes at `depth`."""
         if depth not in self._groups:
-            self._groups[depth] = np.unique(view.dom[depth][self.nodes], return_inverse=True)
+            self._groups[depth] = unique_inverse(view.dom[depth][self.nodes])
         return self._groups[depth]
 
     def before(self, snapshot: ClusterSnapshot, column: int) -> np.ndarray:
@@ -302,6 +303,22 @@ class Space:
         if column not in self._before:
             self._before[column] = np.maximum(snapshot.allocatable[self.nodes, column] - snapshot.used[self.nodes, column], 0)
         return self._before[column]
+
+
+# Up to this many values, `unique_inverse` sorts in Python: np.unique costs more in call
+# overhead than a few dozen values take to sort.
+_SMALL_UNIQUE = 32
+
+
+def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(values, return_inverse=True)` for a 1-D integer array, the same arrays;
+    a replica's space is a rack of a few dozen nodes, and a new space asks this per level."""
+    if values.size > _SMALL_UNIQUE:
+        return np.unique(values, return_inverse=True)
+    items = values.tolist()
+    compact = sorted(set(items))
+    index = {value: i for i, value in enumerate(compact)}
+    return np.array(compact, dtype=values.dtype), np.array([index[value] for value in items], dtype=np.intp)
 
 
 def all_replicas(unit: UnitState, r: int, fresh: Mapping[int, list[list[int]]]) -> list[list[int]]:
