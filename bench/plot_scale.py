@@ -6,7 +6,7 @@
 
 Four panels, nodes on a log axis: the operator-side pass (`bench/controller.py`: the
 steady pass, the pass placing a new group p50 and p99), the cost of one event (pod
-status, node heartbeat, NotReady), the simulator (`bench/simulate.py` scale rows: ms per
+status, node heartbeat, NotReady in a batch and alone), the simulator (`bench/simulate.py` scale rows: ms per
 pass, and beyond the idle cluster), and peak memory. Dashed lines are issue 15's goals. Several rows of
 the same case and size (repeated runs) are drawn as their median with a bar from the
 lowest to the highest. Needs the `plot` extra (matplotlib).
@@ -52,7 +52,8 @@ PANELS = (
     ("one event, observed and in the snapshot", "µs per event", True, (50,), [
         ("event", "us_per_pod_status", "pod status"),
         ("event", "us_per_node_heartbeat", "node heartbeat"),
-        ("event", "us_per_node_not_ready", "node NotReady"),
+        ("event", "us_per_node_not_ready", "node NotReady (batch of 100)"),
+        ("event", "us_per_node_not_ready_alone", "node NotReady alone"),
     ]),
     ("simulator, the same events at every size", "ms per pass", False, (), [
         ("scale", "ms_per_pass_beyond_idle", "ms per pass beyond the idle cluster"),

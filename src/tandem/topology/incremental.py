@@ -5,11 +5,12 @@ places one unit on a settled cluster of 10,000 nodes paid for all of them each t
 `SnapshotCache` is told of each change instead (`node`, `pod`: the controller's index
 hands them over as it sees them) and keeps:
 
-- the nodes' part (names, labels, allocatable, schedulability, taints, the label index)
-  and each ClusterTopology's domain tree over it. A node whose model did not change (a
+- the nodes' part (names, labels, allocatable, schedulability, taints, the label index),
+  from each node's `NodeFacts` (not its model: 65,000 of them are kept), and each
+  ClusterTopology's domain tree over it. A node whose facts did not change (a
   heartbeat) costs nothing; one whose capacity, usability or taints changed is patched in
-  place (its rows; the trees' member lists when usability moved); a node added, removed
-  or relabelled rebuilds the nodes' part;
+  place (its rows, copied only where they changed; the trees' `usable` arrays when
+  usability moved); a node added, removed or relabelled rebuilds the nodes' part;
 - what each pod holds, by its key: the `used` array changes by one vector per pod event.
 
 Domain roll-ups are sums over `used` taken when a decision needs them (`TopologyView`),
