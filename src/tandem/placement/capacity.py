@@ -7,6 +7,7 @@ and a node that takes none of the unit's pods adds nothing to any of its bounds.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping
@@ -17,12 +18,22 @@ from tandem.placement.state import RoleState, UnitState, unique_inverse
 
 
 def fit(free: np.ndarray, vec: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """How many pods of shape `vec` each node (row of `free`) can still take."""
-    cols = (vec > 0).nonzero()[0]
-    counts = free[:, cols[0]] // vec[cols[0]]
-    for c in cols[1:]:
-        np.minimum(counts, free[:, c] // vec[c], out=counts)
-    return np.where(ok, counts, 0)
+    """How many pods of shape `vec` each node (row of `free`) can still take: the least,
+    over the resources the pod asks for, of free // asked (0 where not `ok`). Most calls
+    ask about a rack of a few dozen nodes, so the cost is per numpy call: the divisors
+    are Python ints, and the columns are walked in Python."""
+    counts = None
+    for column, asked in enumerate(vec.tolist()):
+        if asked > 0:
+            here = free[:, column] // asked
+            if counts is None:
+                counts = here
+            else:
+                np.minimum(counts, here, out=counts)
+    if counts is None:
+        raise ValueError("a pod shape asks for nothing (every shape holds one `pods` slot)")
+    counts *= ok
+    return counts
 
 
 def asked_columns(unit: UnitState) -> np.ndarray:
@@ -100,7 +111,7 @@ class Counts:
         """Counts over all nodes, or over `within` (node indices) only, counted in full."""
         candidates = np.flatnonzero(unit.allowed) if within is None else within[unit.allowed[within]]
         columns = asked_columns(unit)
-        rows = free[np.ix_(candidates, columns)]
+        rows = free[candidates][:, columns]
         k_leader, k_worker = [], []
         active = np.zeros(candidates.size, dtype=bool)
         for role in unit.roles:
@@ -163,8 +174,9 @@ class Counts:
 
     @cached_property
     def dominant(self) -> int:
-        """Position of the unit's dominant resource among `columns`."""
-        return int(np.searchsorted(self.columns, self.unit.dominant))
+        """Position of the unit's dominant resource among `columns` (np.searchsorted's,
+        on a list: a handful of columns, asked once per count)."""
+        return bisect.bisect_left(self.columns.tolist(), self.unit.dominant)
 
     def capacity(self, r: int, depth: int) -> np.ndarray:
         """[domains at depth]: upper bound on complete replicas of role `r` in each domain."""

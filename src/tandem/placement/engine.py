@@ -31,7 +31,7 @@ names: the result is deterministic, and renaming nodes changes no unit's state.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -65,7 +65,7 @@ def place(
     With `extras=False` only the minimum gangs are placed (used to check that extras never
     change which units get their minimums).
     """
-    eligibility: dict[tuple, np.ndarray] = {}
+    eligibility: dict[tuple, Any] = {}
     rollups = Rollups()
     prepared = _prepare(snapshot, views, units, eligibility, rollups)
     _greedy(snapshot, views, prepared, extras)
@@ -80,7 +80,7 @@ def _prepare(
     snapshot: ClusterSnapshot,
     views: Mapping[str, TopologyView],
     units: Sequence[UnitDemand],
-    eligibility: dict[tuple, np.ndarray],
+    eligibility: dict[tuple, Any],
     rollups: Rollups,
 ) -> list[UnitState]:
     """Fresh working states for `units` in the order given (their `order` is their

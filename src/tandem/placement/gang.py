@@ -9,6 +9,7 @@ import numpy as np
 from tandem.placement.capacity import Counts
 from tandem.placement.replica import place_replica
 from tandem.placement.reservations import Reservations
+from tandem.placement.rows import all_at_least, all_equal, any_differ
 from tandem.placement.state import Space, UnitState, all_replicas
 from tandem.topology import TopologyView
 
@@ -159,7 +160,7 @@ def _rank(
     """
     view = unit.view
     free_here = counts.free_by_domain(depth)
-    feasible = np.all(free_here >= demand, axis=1)
+    feasible = all_at_least(free_here, demand)
     for r, count in needs.items():
         feasible &= counts.capacity(r, depth) >= count
     if unit.domain is not None:
@@ -172,12 +173,12 @@ def _rank(
         # in any domain inside it.
         above = counts.free_by_domain(broader) - reservations.reserved(view, broader, width)[:, counts.columns]
         room = np.minimum(room, above[view.ancestor[depth][broader]])
-    whole = np.all(room >= full, axis=1)
+    whole = all_at_least(room, full)
     for r, count in wanted.items():
         if count > 0:
             whole &= counts.capacity(r, depth) >= count
     whole &= counts.pod_slots(depth) >= sum(count * unit.roles[r].pods for r, count in wanted.items())
-    tier = np.where(whole, 0, np.where(np.all(room >= demand, axis=1), 1, 2))
+    tier = np.where(whole, 0, np.where(all_at_least(room, demand), 1, 2))
     dominant = counts.dominant
     leftover = room[:, dominant] - np.where(whole, full[dominant], demand[dominant])
     return feasible, tier, leftover, room[:, dominant]
@@ -255,8 +256,8 @@ def _whole_inside(
     chosen: list[tuple[int, int]] = []  # the tightest holding domain at each level so far
     for depth in range(top + 1, view.depth_count):
         domains, free_here, capacity = local.local(depth)
-        room = free_here - reservations.reserved(view, depth, width)[np.ix_(domains, counts.columns)]
-        whole = np.all(room >= full, axis=1)
+        room = free_here - reservations.reserved(view, depth, width)[domains][:, counts.columns]
+        whole = all_at_least(room, full)
         for r, count in wanted.items():
             if count > 0:
                 whole &= capacity[r] >= count
@@ -287,18 +288,18 @@ def _space(view: TopologyView, depth: int, domain: int, counts: Counts, free: np
 def _has_fragments(unit: UnitState, counts: Counts, domain: int) -> bool:
     """Whether a counted node of `domain` (at the required level) is partly in use."""
     inside = unit.view.dom[unit.required_depth][counts.nodes] == domain
-    allocatable = unit.view.snapshot.allocatable[np.ix_(counts.nodes[inside], counts.columns)]
-    return bool(np.any(counts.free[inside] != allocatable))
+    allocatable = unit.view.snapshot.allocatable[counts.nodes[inside]][:, counts.columns]
+    return bool((counts.free[inside] != allocatable).any())
 
 
 def _opened(unit: UnitState, free: np.ndarray, space: Space) -> int:
     """Capacity (in the unit's dominant resource) of the wholly free nodes a trial
     assignment starts using: whole nodes are precious, whatever their size."""
-    before = free[space.nodes]
-    allocatable = unit.view.snapshot.allocatable[space.nodes]
-    empty = np.all(before == allocatable, axis=1)
-    touched = np.any(space.free != before, axis=1)
-    return int(allocatable[empty & touched, unit.dominant].sum())
+    touched = np.flatnonzero(any_differ(space.free, free[space.nodes]))
+    nodes = space.nodes[touched]
+    allocatable = unit.view.snapshot.allocatable[nodes]
+    empty = all_equal(free[nodes], allocatable)
+    return int(allocatable[empty, unit.dominant].sum())
 
 
 def _gang_sequence(unit: UnitState, needs: Mapping[int, int], order: str = "roles") -> list[int]:

@@ -64,15 +64,21 @@ def pending_demand(unit: UnitState, space: Space, remaining: Mapping[int, int]) 
     """[space positions]: demand in the dominant resource of the replicas still to place
     (`remaining`: role index -> replicas) whose pods may go to each node."""
     dominant = unit.dominant
-    out = np.zeros(space.nodes.size, np.int64)
+    # Demand per eligibility mask first (roles of one shape share one mask array), so
+    # each mask is read over the space once.
+    by_mask: dict[int, tuple[np.ndarray, int]] = {}
     for r, count in remaining.items():
         role = unit.roles[r]
         if count <= 0:
             continue
-        if role.leader[dominant]:
-            out += count * int(role.leader[dominant]) * role.leader_ok[space.nodes]
-        if role.pods > 1 and role.worker[dominant]:
-            out += count * (role.pods - 1) * int(role.worker[dominant]) * role.worker_ok[space.nodes]
+        leader, worker = int(role.leader[dominant]), int(role.worker[dominant])
+        for mask, amount in ((role.leader_ok, count * leader), (role.worker_ok, count * (role.pods - 1) * worker if role.pods > 1 else 0)):
+            if amount:
+                before = by_mask.get(id(mask), (mask, 0))[1]
+                by_mask[id(mask)] = (mask, before + amount)
+    out = np.zeros(space.nodes.size, np.int64)
+    for mask, amount in by_mask.values():
+        out += amount * mask[space.nodes]
     return out
 
 
@@ -109,8 +115,9 @@ def locality_keys(
         else:
             room = np.bincount(inverse, weights=take, minlength=compact.size)
             size = np.bincount(inverse, weights=free, minlength=compact.size)
-        if reservations:
-            room = room - reservations.by_others(unit, depth, compact)
+        reserved = reservations.by_others(unit, depth, compact) if reservations else None
+        if reserved is not None:
+            room = room - reserved
         used = member(compact, view.dom[depth][used_nodes], view.domain_count(depth)) if used_nodes.size else None
         if inverse is not None:
             room, size = room[inverse], size[inverse]

@@ -116,13 +116,6 @@ def place_replica(
     candidates = np.nonzero(capacity >= 1)[0]
     if candidates.size == 0:
         return None
-    affinity = np.zeros(size, dtype=np.int64)
-    if preferred is not None:
-        np.maximum.at(affinity, groups, np.where(k_leader >= 1, preferred, 0))
-    outside = np.zeros(size, dtype=bool)
-    if unit_preferred is not None:
-        outside = np.bincount(groups, weights=unit_preferred, minlength=size) < 1
-    leftover = np.bincount(groups, weights=space.free[:, unit.dominant], minlength=size) - role.replica_total[unit.dominant]
     inner = replica_depth(role, depth)
     used = unit_nodes(unit, fresh)
     rest = max(rest, int(role.replica_total[unit.dominant]))
@@ -142,13 +135,9 @@ def place_replica(
     # Where the replica would leave another role of the unit fewer replicas than it still
     # needs (`_crowds_out`), it goes only if nowhere else will do.
     crowds = _crowds_out(unit, role, space, depth, remaining, fresh) if not spread else None
-    crowding = np.zeros(size, dtype=bool)
-    if crowds is not None:
-        crowding = np.ones(size, dtype=bool)
-        np.logical_and.at(crowding, groups, crowds)
     order = candidates
     if candidates.size > 1:
-        ranks = (leftover, crowding, outside, affinity)
+        ranks = _domain_ranks(unit, role, space, groups, size, k_leader, preferred, unit_preferred, crowds)
         keys = _replica_keys(unit, role, space, depth, inner, candidates, groups, compact, ranks, used, rest, pending, follow, stop, spread, reservations)
         order = candidates[np.lexsort(keys)]
     # Other units' nodes rank pods within a replica domain; a one-pod replica whose domains
@@ -158,10 +147,40 @@ def place_replica(
     locality = Locality(inner, used, rest, stop, pending, reservations, crowds, others)
     for group in order[:MAX_REPLICA_ATTEMPTS]:
         positions = np.nonzero(groups == group)[0]
-        chosen = _assign_pods(unit, role, space, positions, required, preferred, unit_preferred, spread, locality)
+        chosen = _assign_pods(unit, role, space, positions, required, preferred, unit_preferred, spread, locality, k_leader)
         if chosen is not None:
             return [int(nodes[p]) for p in chosen]
     return None
+
+
+def _domain_ranks(
+    unit: UnitState,
+    role: RoleState,
+    space: Space,
+    groups: np.ndarray,
+    size: int,
+    k_leader: np.ndarray,
+    preferred: np.ndarray | None,
+    unit_preferred: np.ndarray | None,
+    crowds: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(leftover, crowding, outside, affinity) per replica domain, for `_replica_keys`
+    (asked only when there is more than one candidate to rank): the dominant resource
+    left after the replica; whether a pod on any node of it would crowd out another
+    role; whether it lies outside the unit's preferred domain; the best affinity score
+    of a node that takes a leader."""
+    affinity = np.zeros(size, dtype=np.int64)
+    if preferred is not None:
+        np.maximum.at(affinity, groups, np.where(k_leader >= 1, preferred, 0))
+    outside = np.zeros(size, dtype=bool)
+    if unit_preferred is not None:
+        outside = np.bincount(groups, weights=unit_preferred, minlength=size) < 1
+    leftover = np.bincount(groups, weights=space.free[:, unit.dominant], minlength=size) - role.replica_total[unit.dominant]
+    crowding = np.zeros(size, dtype=bool)
+    if crowds is not None:
+        crowding = np.ones(size, dtype=bool)
+        np.logical_and.at(crowding, groups, crowds)
+    return leftover, crowding, outside, affinity
 
 
 def _replica_keys(
@@ -226,8 +245,10 @@ def _assign_pods(
     unit_preferred: np.ndarray | None,
     spread: bool = False,
     locality: Locality | None = None,
+    leaders: np.ndarray | None = None,
 ) -> list[int] | None:
     """Best-fit the pods of one replica onto `positions`; commit to the space on success.
+    (`leaders`: the leaders each position of the space takes, as counted before.)
 
     With a preferred replica pack narrower than the required one, first try to keep the
     whole replica inside one domain of the preferred level: best affinity score first, then
@@ -293,7 +314,7 @@ def _assign_pods(
                 attempts.append(positions[groups == group])
     attempts.append(positions)
     for subset in attempts:
-        chosen = _greedy_pods(unit, role, space, subset, required, preferred, unit_preferred, spread, locality)
+        chosen = _greedy_pods(unit, role, space, subset, required, preferred, unit_preferred, spread, locality, leaders)
         if chosen is not None:
             return chosen
     return None
@@ -309,10 +330,13 @@ def _greedy_pods(
     unit_preferred: np.ndarray | None,
     spread: bool = False,
     locality: Locality | None = None,
+    leaders: np.ndarray | None = None,
 ) -> list[int] | None:
     """Pods one by one, each to the node it fits best (least left over; most with `spread`);
     the leader near counterparts. With `locality` pods go to as few narrower domains as
-    fit them first (room beside what other units reserve, `locality.py`).
+    fit them first (room beside what other units reserve, `locality.py`). `leaders`, when
+    given: the leaders each position of the space takes as it is now (a failed subset
+    gives back what it took), so the leader's fit need not be counted again.
 
     The last ties, before the node's class, rack (`ties.py`) and number, are contention: a pod
     that takes some of the dominant resource goes where less of the rest of the unit may
@@ -320,13 +344,13 @@ def _greedy_pods(
     none goes where more of the rest may follow it; then a node that holds no pod this
     plan gave another unit (each unit keeps to its own nodes while it grows).
     """
-    saved = space.free[subset].copy()
+    saved = space.free[subset]  # (a copy: `subset` is an index array)
     pending = locality.pending.copy() if locality is not None else None
     nodes = space.nodes[subset]
     chosen: list[int] = []
     for pod in range(role.pods):
         vec, ok = (role.leader, role.leader_ok) if pod == 0 else (role.worker, role.worker_ok)
-        fits = fit(space.free[subset], vec, ok[nodes]) >= 1
+        fits = (leaders[subset] if pod == 0 and leaders is not None else fit(space.free[subset], vec, ok[nodes])) >= 1
         if pod == 0 and required is not None:
             fits &= required[subset]
         where = np.flatnonzero(fits)
@@ -440,7 +464,7 @@ def _crowds_out(
         return None
     out: np.ndarray | None = None
     nodes = space.nodes
-    after = space.free - role.leader
+    after: np.ndarray | None = None  # the free capacity with the pod there, once needed
     for o, need in remaining.items():
         other = unit.roles[o]
         if o == role.index or need <= 0:
@@ -450,9 +474,10 @@ def _crowds_out(
         k_leader = fit(space.free, other.leader, leader_ok)
         k_worker = k_leader if other.pods == 1 or (other.same_shape and near is None) else fit(space.free, other.worker, other.worker_ok[nodes])
         compact, inverse = space.groups(unit.view, replica_depth(other, depth))
-        most = max(int(k_leader.max()), int(k_worker.max()))
+        most = int(k_leader.max()) if k_worker is k_leader else max(int(k_leader.max()), int(k_worker.max()))
         if int(replica_capacity(other, k_leader, k_worker, inverse, compact.size).sum()) - most >= need:
             continue  # one pod costs at most a node's pods of it in replicas: it cannot fall short
+        after = space.free - role.leader if after is None else after
         k_after = fit(after, other.leader, leader_ok)
         leaders = np.bincount(inverse, weights=k_leader, minlength=compact.size).astype(np.int64)
         leaders_after = leaders[inverse] - k_leader + k_after

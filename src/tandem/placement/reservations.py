@@ -52,6 +52,10 @@ class Reservations:
         return out
 
     def put(self, order: int, reservation: Reservation) -> None:
+        old = self._by_unit.get(order)
+        if old is not None and old.view is reservation.view and (old.depth, old.domain) == (reservation.depth, reservation.domain):
+            if (old.demand == reservation.demand).all():
+                return  # the same reservation again (a unit noted twice unchanged): the sums stand
         self.drop(order)
         self._by_unit[order] = reservation
         self._apply(reservation, 1)
@@ -79,12 +83,13 @@ class Reservations:
     def __bool__(self) -> bool:
         return bool(self._by_unit)
 
-    def by_others(self, unit: UnitState, depth: int, domains: np.ndarray) -> np.ndarray:
+    def by_others(self, unit: UnitState, depth: int, domains: np.ndarray) -> np.ndarray | None:
         """[len(domains)]: what units other than `unit` reserve inside each of `domains`
-        (at `depth`), in the unit's dominant resource."""
+        (at `depth`), in the unit's dominant resource; None when nothing is reserved this
+        narrow (all zeros: the caller need not subtract)."""
         view = unit.view
         if not any(count for (other, at), count in self._at.items() if other is view and at >= depth):
-            return np.zeros(domains.size, np.int64)  # nothing reserved this narrow
+            return None
         out = self.reserved(view, depth, unit.roles[0].replica_total.size)[domains, unit.dominant]
         own = self._by_unit.get(unit.order)
         if own is not None and own.view is view and own.depth >= depth:

@@ -186,17 +186,22 @@ class Rollup:
     def _contributions(self, nodes: np.ndarray) -> dict[tuple, np.ndarray]:
         """Each changed node's contribution to every additive sum kept, by kind without
         its depth (the same at every depth)."""
-        return {kind[:-1]: self._node_values(kind, nodes) for kind in self._sums if kind[0] != "capacity"}
+        bases = {kind[:-1]: kind for kind in self._sums if kind[0] != "capacity"}  # one per base
+        return {base: self._node_values(kind, nodes) for base, kind in bases.items()}
 
     def _update(self, nodes: np.ndarray, old: dict[tuple, np.ndarray]) -> None:
         """Add the changed nodes' new contributions less their old ones to every sum kept."""
         view = self.unit.view
         sums = dict(self._sums)
         delta = {base: self._node_values(base, nodes) - before for base, before in old.items()}
+        where: dict[int, np.ndarray] = {}  # depth -> the changed nodes' domains there
         for kind in self._sums:
             if kind[0] != "capacity":
+                depth = kind[-1]
+                if depth not in where:
+                    where[depth] = view.dom[depth][nodes]
                 out = sums[kind].copy()
-                np.add.at(out, view.dom[kind[-1]][nodes], delta[kind[:-1]])
+                np.add.at(out, where[depth], delta[kind[:-1]])
                 sums[kind] = out
         subs_changed: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         for kind in [k for k in sums if k[0] == "capacity"]:
@@ -204,7 +209,7 @@ class Rollup:
             inner = replica_depth(self.unit.roles[r], depth)
             key = (r, inner)
             if key not in subs_changed:
-                subs = np.unique(view.dom[inner][nodes])
+                subs = np.array(sorted(set(view.dom[inner][nodes].tolist())), dtype=np.int64)  # a gang's few nodes: np.unique costs more
                 subs_changed[key] = (subs, self._per_sub(sums, r, inner, subs), self._per_sub(self._sums, r, inner, subs))
             subs, per_sub, previous = subs_changed[key]
             out = sums[kind].copy()
@@ -258,7 +263,10 @@ class Rollup:
         """(nodes, rows, k_leader, k_worker) over the active nodes, once per version."""
         if self._current is None:
             nodes = np.flatnonzero(self.active)
-            self._current = (nodes, self.rows[nodes], [k[nodes] for k in self.k_leader], [k[nodes] for k in self.k_worker])
+            k_leader = [k[nodes] for k in self.k_leader]
+            # (A role of one shape counts its workers as its leaders: one array for both.)
+            k_worker = [k_leader[r] if k is self.k_leader[r] else k[nodes] for r, k in enumerate(self.k_worker)]
+            self._current = (nodes, self.rows[nodes], k_leader, k_worker)
         return self._current
 
     def counts(self, unit: UnitState) -> Counts:

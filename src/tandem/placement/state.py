@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from tandem.placement.demand import RoleDemand, UnitDemand
+from tandem.placement.demand import PodShape, RoleDemand, UnitDemand
 from tandem.placement.plan import PodAssignment, ReplicaAssignment, UnitPlacement
 from tandem.placement.ties import Ties
 from tandem.topology import ClusterSnapshot, TopologyView
@@ -101,50 +101,16 @@ class UnitState:
         view: TopologyView,
         snapshot: ClusterSnapshot,
         totals: np.ndarray,
-        eligibility: dict[tuple, np.ndarray] | None = None,
+        eligibility: dict[tuple, Any] | None = None,
         ties: Ties | None = None,
     ) -> "UnitState":
-        """`eligibility` caches the nodes each pod shape may use, shared by the units of
-        one plan: units of one group ask the same, and one array per shape lets ties
-        (`ties.py`) tell shapes apart without comparing arrays. `ties`: the plan's, when
-        known (default: every node of one class)."""
+        """`eligibility` caches the nodes each pod shape may use (and what else follows
+        from a role's shape, `_role_shape`), shared by the units of one plan: units of one
+        group ask the same, and one array per shape lets ties (`ties.py`) tell shapes
+        apart without comparing arrays. `ties`: the plan's, when known (default: every
+        node of one class)."""
         eligibility = {} if eligibility is None else eligibility
-
-        def eligible(shape) -> np.ndarray:
-            key = (view, shape.key())
-            if key not in eligibility:
-                eligibility[key] = snapshot.eligible(shape.node_selector, shape.tolerations) & view.usable
-            return eligibility[key]
-
-        roles = []
-        for index, demand in enumerate(unit.roles):
-            leader = snapshot.vector(demand.leader.requests)
-            worker = snapshot.vector(demand.worker.requests)
-            leader_ok, worker_ok = eligible(demand.leader), eligible(demand.worker)
-            pods = demand.pods_per_replica
-            missing = sorted(
-                set(snapshot.missing_resources(demand.leader.requests))
-                | set(snapshot.missing_resources(demand.worker.requests) if pods > 1 else ())
-            )
-            if missing:
-                # The vectors leave out resources no node offers; no node may take such a pod.
-                leader_ok = worker_ok = np.zeros_like(leader_ok)
-            roles.append(
-                RoleState(
-                    index=index,
-                    demand=demand,
-                    leader=leader,
-                    worker=worker,
-                    leader_ok=leader_ok,
-                    worker_ok=worker_ok,
-                    missing=missing,
-                    required_depth=None if demand.pack_required is None else view.depth(demand.pack_required),
-                    preferred_depth=None if demand.pack_preferred is None else view.depth(demand.pack_preferred),
-                    replica_total=leader + (pods - 1) * worker,
-                    # (Masks of one shape are one cached array: no need to compare nodes.)
-                    same_shape=bool(np.array_equal(leader, worker) and (leader_ok is worker_ok or np.array_equal(leader_ok, worker_ok))),
-                )
-            )
+        roles = [RoleState(index, demand, *_role_shape(demand, view, snapshot, eligibility)) for index, demand in enumerate(unit.roles)]
         by_name = {role.demand.name: role.index for role in roles}
         for replica in sorted(unit.existing, key=lambda rep: (rep.role, rep.index)):
             nodes = [snapshot.node_index.get(name) for name in replica.nodes]
@@ -272,6 +238,46 @@ class UnitState:
         return UnitPlacement(self.demand, "MinimumPlaced", f"placed {counts}; {self.capped or 'extras did not fit'}", roles, domain)
 
 
+def _role_shape(demand: RoleDemand, view: TopologyView, snapshot: ClusterSnapshot, cache: dict[tuple, Any]) -> tuple:
+    """RoleState's fields after `demand` that follow from the role's shape alone (vectors,
+    eligible nodes, missing resources, pack depths), made once per shape in `cache`: the
+    units of one group share them as they share their masks (none is written to), and a
+    plan of a thousand units made them a thousand times over."""
+    pods = demand.pods_per_replica
+    key = ("role", view, demand.leader.shape(), demand.worker.shape(), pods, demand.pack_required, demand.pack_preferred)
+    if key in cache:
+        return cache[key]
+
+    def eligible(shape: PodShape) -> np.ndarray:
+        mask_key = (view, shape.key())
+        if mask_key not in cache:
+            cache[mask_key] = snapshot.eligible(shape.node_selector, shape.tolerations) & view.usable
+        return cache[mask_key]
+
+    leader = snapshot.vector(demand.leader.requests)
+    worker = snapshot.vector(demand.worker.requests)
+    leader_ok, worker_ok = eligible(demand.leader), eligible(demand.worker)
+    missing = sorted(
+        set(snapshot.missing_resources(demand.leader.requests)) | set(snapshot.missing_resources(demand.worker.requests) if pods > 1 else ())
+    )
+    if missing:
+        # The vectors leave out resources no node offers; no node may take such a pod.
+        leader_ok = worker_ok = np.zeros_like(leader_ok)
+    cache[key] = (
+        leader,
+        worker,
+        leader_ok,
+        worker_ok,
+        missing,
+        None if demand.pack_required is None else view.depth(demand.pack_required),
+        None if demand.pack_preferred is None else view.depth(demand.pack_preferred),
+        leader + (pods - 1) * worker,  # replica_total
+        # (Masks of one shape are one cached array: no need to compare nodes.)
+        bool(np.array_equal(leader, worker) and (leader_ok is worker_ok or np.array_equal(leader_ok, worker_ok))),  # same_shape
+    )
+    return cache[key]
+
+
 @dataclass
 class Space:
     """Nodes being placed into, with a private copy of their free capacity.
@@ -317,8 +323,14 @@ def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.unique(values, return_inverse=True)
     items = values.tolist()
     compact = sorted(set(items))
-    index = {value: i for i, value in enumerate(compact)}
-    return np.array(compact, dtype=values.dtype), np.array([index[value] for value in items], dtype=np.intp)
+    if len(compact) == 1:
+        inverse = np.zeros(len(items), dtype=np.intp)  # one domain (a rack's nodes at rack level)
+    elif compact == items:
+        inverse = np.arange(len(items), dtype=np.intp)  # ascending and distinct (hosts)
+    else:
+        index = {value: i for i, value in enumerate(compact)}
+        inverse = np.array([index[value] for value in items], dtype=np.intp)
+    return np.array(compact, dtype=values.dtype), inverse
 
 
 def all_replicas(unit: UnitState, r: int, fresh: Mapping[int, list[list[int]]]) -> list[list[int]]:

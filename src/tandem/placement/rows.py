@@ -1,0 +1,46 @@
+"""Row-wise tests over a few resource columns: `np.all(..., axis=1)` without its overhead.
+
+Placement compares [nodes or domains, resources] arrays with two to six columns
+thousands of times a plan. `np.all(..., axis=1)` spends most of its time in its Python
+wrapper and, on long arrays, in reduction machinery (nine times as long as combining
+the columns with `&` on five thousand rows). So: up to `_SHORT` rows the array's own
+`.all(axis=1)` / `.any(axis=1)`, beyond it one column at a time. Both give the same
+booleans; `tests/placement/test_fast_paths.py` checks it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Up to this many rows the reduction's fixed cost is below a numpy call per column.
+_SHORT = 64
+
+
+def all_at_least(rows: np.ndarray, vec: np.ndarray) -> np.ndarray:
+    """`np.all(rows >= vec, axis=1)` for a 2-D `rows` and a vector per column."""
+    if rows.shape[0] <= _SHORT or rows.shape[1] == 0:
+        return (rows >= vec).all(axis=1)
+    out = rows[:, 0] >= vec[0]
+    for c in range(1, rows.shape[1]):
+        out &= rows[:, c] >= vec[c]
+    return out
+
+
+def all_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`np.all(a == b, axis=1)` for two 2-D arrays of one shape."""
+    if a.shape[0] <= _SHORT or a.shape[1] == 0:
+        return (a == b).all(axis=1)
+    out = a[:, 0] == b[:, 0]
+    for c in range(1, a.shape[1]):
+        out &= a[:, c] == b[:, c]
+    return out
+
+
+def any_differ(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`np.any(a != b, axis=1)` for two 2-D arrays of one shape."""
+    if a.shape[0] <= _SHORT or a.shape[1] == 0:
+        return (a != b).any(axis=1)
+    out = a[:, 0] != b[:, 0]
+    for c in range(1, a.shape[1]):
+        out |= a[:, c] != b[:, c]
+    return out

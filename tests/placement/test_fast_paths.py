@@ -1,0 +1,101 @@
+"""Fast paths give what the general formulas they replace give, on random inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tandem.placement.capacity import fit
+from tandem.placement.engine import _prepare
+from tandem.placement.locality import pending_demand
+from tandem.placement.rollup import Rollups
+from tandem.placement.rows import all_at_least, all_equal, any_differ
+from tandem.placement.state import Space, unique_inverse
+from tandem.reference.instances import random_instance
+
+
+def _fit_reference(free: np.ndarray, vec: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """The formula `fit` computes: least free // asked over the asked resources, 0 where not ok."""
+    cols = np.flatnonzero(vec > 0)
+    return np.where(ok, np.min(free[:, cols] // vec[cols], axis=1), 0)
+
+
+def test_fit_matches_the_formula():
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        rows, width = int(rng.integers(0, 80)), int(rng.integers(1, 6))
+        free = rng.integers(-3, 40, (rows, width))
+        vec = rng.integers(0, 9, width) * (rng.random(width) < 0.7)
+        vec[rng.integers(width)] = int(rng.integers(1, 9))  # every shape asks for something
+        ok = rng.random(rows) < 0.8
+        got = fit(free, vec, ok)
+        assert got.dtype == np.int64 and np.array_equal(got, _fit_reference(free, vec, ok))
+
+
+def test_row_tests_match_numpy_on_short_and_long_arrays():
+    rng = np.random.default_rng(1)
+    for rows in (0, 1, 5, 63, 64, 65, 300, 3000):
+        for width in (0, 1, 2, 4, 6):
+            a = rng.integers(0, 4, (rows, width))
+            b = np.where(rng.random((rows, width)) < 0.9, a, a + 1)
+            vec = rng.integers(0, 4, width)
+            assert np.array_equal(all_at_least(a, vec), np.all(a >= vec, axis=1))
+            assert np.array_equal(all_equal(a, b), np.all(a == b, axis=1))
+            assert np.array_equal(any_differ(a, b), np.any(a != b, axis=1))
+
+
+def _pending_reference(unit, space, remaining) -> np.ndarray:
+    """Role by role, pod shape by pod shape: what `pending_demand` sums mask by mask."""
+    out = np.zeros(space.nodes.size, np.int64)
+    for r, count in remaining.items():
+        role = unit.roles[r]
+        if count <= 0:
+            continue
+        out += count * int(role.leader[unit.dominant]) * role.leader_ok[space.nodes]
+        if role.pods > 1:
+            out += count * (role.pods - 1) * int(role.worker[unit.dominant]) * role.worker_ok[space.nodes]
+    return out
+
+
+def test_pending_demand_matches_role_by_role_sums():
+    rng = np.random.default_rng(2)
+    for seed in range(30):
+        instance = random_instance(seed)
+        units = _prepare(instance.snapshot, instance.views, instance.units, {}, Rollups())
+        free = instance.snapshot.free
+        for unit in units:
+            nodes = np.flatnonzero(rng.random(free.shape[0]) < 0.5)
+            space = Space.of(nodes, free)
+            remaining = {r: int(rng.integers(-1, 4)) for r in range(len(unit.roles))}
+            assert np.array_equal(pending_demand(unit, space, remaining), _pending_reference(unit, space, remaining))
+
+
+def test_unique_inverse_matches_numpy():
+    rng = np.random.default_rng(3)
+    cases = [np.arange(n) for n in range(0, 40)] + [np.full(n, 7) for n in range(1, 40)]
+    cases += [rng.integers(-1, int(rng.integers(1, 60)), int(rng.integers(0, 80))) for _ in range(500)]
+    for values in cases:
+        values = values.astype(np.int64)
+        compact, inverse = unique_inverse(values)
+        want_compact, want_inverse = np.unique(values, return_inverse=True)
+        assert compact.dtype == want_compact.dtype and np.array_equal(compact, want_compact)
+        assert inverse.dtype == want_inverse.dtype and np.array_equal(inverse, want_inverse)
+
+
+def test_leaders_counted_once_give_the_plans_counting_again_gives(monkeypatch):
+    """`place_replica` hands its leader counts to `_greedy_pods` for the first pod; counting
+    them again over the subset (the general path) gives the same plans."""
+    from tandem.placement import place, replica
+    from tandem.placement.plan import plan_to_dict
+
+    instances = [random_instance(seed, contention=seed % 2 == 1) for seed in range(24)]
+    fast = [plan_to_dict(place(i.snapshot, i.views, i.units)) for i in instances]
+    general = replica._greedy_pods
+    calls = []
+
+    def recount(unit, role, space, subset, required, preferred, unit_preferred, spread=False, locality=None, leaders=None):
+        calls.append(leaders is not None)
+        return general(unit, role, space, subset, required, preferred, unit_preferred, spread, locality, None)
+
+    monkeypatch.setattr(replica, "_greedy_pods", recount)
+    assert [plan_to_dict(place(i.snapshot, i.views, i.units)) for i in instances] == fast
+    assert any(calls)  # the fast path was there to replace
