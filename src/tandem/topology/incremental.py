@@ -31,7 +31,7 @@ import numpy as np
 from tandem.api.kube import Pod
 from tandem.api.naming import EXCLUSIVE_LABEL, GROUP_LABEL, UNIT_LABEL
 from tandem.api.resources import ClusterTopology
-from tandem.topology.snapshot import DEFAULT_MAX_PODS, PODS, ClusterSnapshot, NodeFacts, _pod_slot, _vector, to_units
+from tandem.topology.snapshot import ClusterSnapshot, NodeFacts, fill_allocatable
 from tandem.topology.tree import TopologyView
 
 Versioned = tuple[Hashable, ...]  # what identifies one version of an object: (uid, resourceVersion, ...)
@@ -217,9 +217,7 @@ class SnapshotCache:
         for name in self._patched:
             i, node = base.node_index[name], self.nodes[name][1]
             row = np.zeros(len(base.resources), dtype=np.int64)
-            row[base.resource_index[PODS]] = DEFAULT_MAX_PODS
-            for resource, amount in node.allocatable:
-                row[base.resource_index[resource]] = to_units(resource, amount)
+            fill_allocatable(row, node, base.resource_index)
             if not np.array_equal(row, allocatable[i]):
                 allocatable = allocatable.copy() if allocatable is base.allocatable else allocatable
                 allocatable[i] = row
@@ -248,8 +246,7 @@ def _hold(base: ClusterSnapshot, load: _Load, vectors: dict[tuple[tuple[str, int
         return _Held(None, None, None, warning)
     vector = vectors.get(load.requests)
     if vector is None:
-        size = len(base.resources)
-        vector = vectors[load.requests] = _vector(dict(load.requests), base.resource_index, size) + _pod_slot(base.resource_index, size)
+        vector = vectors[load.requests] = base.vector(dict(load.requests))
         vector.flags.writeable = False
     exclusive = None if load.exclusive is None else (i, load.exclusive[0], (load.namespace, load.exclusive[1], load.exclusive[2]))
     return _Held(i, vector, exclusive, None)

@@ -101,9 +101,7 @@ class ClusterSnapshot:
         n_index = {name: i for i, name in enumerate(names)}
         allocatable = np.zeros((len(names), len(resources)), dtype=np.int64)
         for i, node in enumerate(ordered):
-            allocatable[i, r_index[PODS]] = DEFAULT_MAX_PODS
-            for name, amount in node.allocatable:
-                allocatable[i, r_index[name]] = to_units(name, amount)
+            fill_allocatable(allocatable[i], node, r_index)
         used = np.zeros_like(allocatable)
         warnings: list[str] = []
         exclusive: list[tuple[int, str, tuple[str, str, str]]] = []
@@ -178,6 +176,14 @@ class ClusterSnapshot:
             if mask[i] and not all(any(t.tolerates(taint) for t in tolerations) for taint in self.taints.get(i, ())):
                 mask[i] = False
         return mask
+
+
+def fill_allocatable(row: np.ndarray, node: NodeFacts, r_index: Mapping[str, int]) -> None:
+    """Write `node`'s allocatable into `row` (a zeroed row over the snapshot's resources),
+    `pods` at kubelet's default unless the node states it."""
+    row[r_index[PODS]] = DEFAULT_MAX_PODS
+    for name, amount in node.allocatable:
+        row[r_index[name]] = to_units(name, amount)
 
 
 def _vector(requests: Mapping[str, int], r_index: Mapping[str, int], size: int) -> np.ndarray:
