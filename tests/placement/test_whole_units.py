@@ -216,3 +216,15 @@ def test_codes_on_a_busy_cluster_say_it_may_fit_later():
     (unit,) = place(snapshot, views, units).units
     assert unit.state == "Unschedulable" and unit.code == "Unschedulable"
     assert np.all(snapshot.used.sum(axis=0) >= 0)
+
+
+def test_where_no_domain_holds_the_unit_whole_it_goes_where_most_of_it_fits():
+    # Block 0 holds 4 replicas of 4 GPUs, block 1 holds 8; the unit wants 10 (min 2), so
+    # no block holds it whole. The tightest block would leave it at 4 of 10.
+    g = group("wide", [role("p", 10, 2, gpus=4)], required="block")
+    snapshot, views, units = world(gke_cluster(2, 1, 4, sizes=[4, 8], seed=5) + [g])
+    plan = place(snapshot, views, units)
+    assert verify_plan(plan, snapshot, views, units) == []
+    (unit,) = plan.units
+    assert unit.state == "MinimumPlaced" and len(unit.replicas("p")) == 8
+    assert _blocks_used(plan, views) == [{"b001"}]

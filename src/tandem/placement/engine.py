@@ -7,11 +7,12 @@
    unit's pack level or not at all. As in Kueue's topology-aware scheduling, the engine
    counts bottom-up how many replicas of each role fit per domain (`capacity.py`), then
    chooses top-down for the whole unit: tiers by room for it beside what earlier units
-   reserved, the fewest later units' whole fits spoiled (`lookahead.py`), tightest fit,
-   and real assignments compared for the fewest newly opened nodes. Inside the domain,
-   replicas go one at a time (`replica.py`, `locality.py`): the `to` side of an affinity
-   first, where the `from` side will fit too, then the `from` side next to it, in as few
-   narrower domains as fit them. A unit stranded behind earlier ones may move them
+   reserved, the fewest later units' whole fits spoiled (`lookahead.py`), where none
+   holds it whole the most of it, tightest fit, and real assignments compared for the
+   fewest newly opened nodes. Inside the domain, replicas go one at a time
+   (`replica.py`, `locality.py`): the `to` side of an affinity first, where the `from`
+   side will fit too, then the `from` side next to it, in as few narrower domains as
+   fit them. A unit stranded behind earlier ones may move them
    (`repair.py`).
 2. **Extras** (`extras.py`). Replicas beyond the minimums, one at a time for the (unit,
    role) furthest behind its desired count, near their counterparts; when a role can take

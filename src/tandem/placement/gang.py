@@ -63,7 +63,8 @@ def _place_gang_once(
     unit fits beside what earlier units hold and reserve (in the domain and around it);
     else the minimum does; else it must take reserved room, the least intrusion best —
     then, among whole fits, the fewest later units' whole fits spoiled (`lookahead.py`),
-    then the tightest fit (large domains stay whole for the units that need them), then
+    and where only the minimum fits, the fewest desired replicas left without room
+    (`_short`), then the tightest fit (large domains stay whole for the units that need them), then
     how well the preferred level can hold it (a preferred domain for the whole unit,
     then for the minimum). Inside the chosen domain the unit goes to the narrower domain
     that holds it whole, best fit level by level (`_whole_inside`), else the minimum to
@@ -81,7 +82,7 @@ def _place_gang_once(
     top = unit.required_depth
     inner = list(range(unit.preferred_depth, top, -1)) if unit.preferred_depth is not None else []
     ranks = {depth: _rank(unit, counts, depth, needs, wanted, demand, full, reservations) for depth in [top, *inner]}
-    feasible, tier, leftover, room = ranks[top]
+    feasible, tier, leftover, room, short = ranks[top]
     candidates = np.flatnonzero(feasible)
     if candidates.size == 0:
         return False
@@ -104,7 +105,7 @@ def _place_gang_once(
     signed = np.where(tier[candidates] < 2, leftover[candidates], -leftover[candidates])
     # Then, for hosts, one no other unit of this plan uses (`Counts.taken_by_domain`).
     taken = counts.taken_by_domain(top)[candidates] if candidates.size > 1 and top == narrowest else np.zeros(candidates.size, np.int64)
-    key = (candidates, *unit.ties.domain_keys(view, top, candidates), taken, spare, preferred[candidates], signed, spoils[candidates], tier[candidates])
+    key = (candidates, *unit.ties.domain_keys(view, top, candidates), taken, spare, preferred[candidates], signed, short[candidates], spoils[candidates], tier[candidates])
     ranked = candidates[np.lexsort(key)]
     # A domain whose counted nodes are all wholly free opens at least the gang's demand,
     # so it cannot beat a trial that opened no more than that.
@@ -112,10 +113,10 @@ def _place_gang_once(
     best: tuple[tuple[int, ...], int, int, Space, dict[int, list[list[int]]]] | None = None
     trials = 0
     for domain in ranked[:MAX_DOMAIN_ATTEMPTS]:
-        rank = (int(tier[domain]), int(spoils[domain]), int(leftover[domain]), int(preferred[domain]))
-        if best is not None and (trials >= trials_allowed or rank != best[0][:4]):
+        rank = (int(tier[domain]), int(spoils[domain]), int(short[domain]), int(leftover[domain]), int(preferred[domain]))
+        if best is not None and (trials >= trials_allowed or rank != best[0][:5]):
             break
-        if best is not None and best[0][4:] <= (-narrowest, bound) and not _has_fragments(unit, counts, int(domain)):
+        if best is not None and best[0][5:] <= (-narrowest, bound) and not _has_fragments(unit, counts, int(domain)):
             continue
         whole = _whole_inside(unit, counts, free, int(domain), wanted, full, reservations)
         found = _assign_in_domain(unit, free, needs, int(domain), inner, ranks, counts, whole, reservations)
@@ -124,9 +125,9 @@ def _place_gang_once(
         trials += 1
         depth, where, space, placed = found
         score = (*rank, -depth, _opened(unit, free, space))
-        if best is None or score[4:] < best[0][4:]:
+        if best is None or score[5:] < best[0][5:]:
             best = (score, depth, where, space, placed)
-        if score[4:] == (-narrowest, 0):
+        if score[5:] == (-narrowest, 0):
             break  # at the narrowest level, opening no free node: no other trial can do better
     if best is None:
         return False
@@ -148,15 +149,18 @@ def _rank(
     demand: np.ndarray,
     full: np.ndarray,
     reservations: Reservations,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(feasible, tier, leftover, room) for every domain at `depth`.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(feasible, tier, leftover, room, short) for every domain at `depth`.
 
     Feasible: the minimum fits by the counts (and, for a unit already running, the
     domain is inside its own). Tier 0: the whole unit fits beside what others reserved
     in the domain and in each domain around it (by resources, by each role's replicas
     and by pods: `Counts.pod_slots`); 1: the minimum does; 2: it must take reserved
     room. Leftover: room in the dominant resource after the unit (tiers 0-1) or the
-    intrusion (tier 2). Room: the dominant resource free beside reservations.
+    intrusion (tier 2). Room: the dominant resource free beside reservations. Short
+    (tier 1 only, else 0): how many of the unit's desired replicas the domain has no room
+    for, estimated from the largest fraction of every role's desired count that fits
+    beside reservations by resources and by each role's replicas.
     """
     view = unit.view
     free_here = counts.free_by_domain(depth)
@@ -181,7 +185,41 @@ def _rank(
     tier = np.where(whole, 0, np.where(all_at_least(room, demand), 1, 2))
     dominant = counts.dominant
     leftover = room[:, dominant] - np.where(whole, full[dominant], demand[dominant])
-    return feasible, tier, leftover, room[:, dominant]
+    return feasible, tier, leftover, room[:, dominant], _short(unit, counts, depth, needs, wanted, room, demand, full, (tier == 1) & (depth == unit.required_depth))
+
+
+def _short(
+    unit: UnitState,
+    counts: Counts,
+    depth: int,
+    needs: Mapping[int, int],
+    wanted: Mapping[int, int],
+    room: np.ndarray,
+    demand: np.ndarray,
+    full: np.ndarray,
+    partial: np.ndarray,
+) -> np.ndarray:
+    """[domains]: desired replicas a `partial` domain (the minimum fits, the whole unit
+    does not) has no room for; 0 elsewhere. Beside the minimum, the domain holds a
+    fraction of the extras: the least of spare room / the extras' demand over resources
+    and of spare replicas / extras wanted over roles; every role gets that fraction of
+    its extras, rounded down. Where no domain holds the whole unit, the one that holds
+    the most of it comes before the tightest."""
+    short = np.zeros(partial.size, np.int64)
+    if not partial.any():
+        return short
+    extras = {r: count - needs.get(r, 0) for r, count in wanted.items() if count > needs.get(r, 0)}
+    wanting = full - demand
+    asked = wanting > 0
+    fraction = np.ones(int(partial.sum()))
+    if asked.any():
+        fraction = np.min((room[partial][:, asked] - demand[asked]) / wanting[asked], axis=1)
+    for r, count in extras.items():
+        fraction = np.minimum(fraction, (counts.capacity(r, depth)[partial] - needs.get(r, 0)) / count)
+    fraction = np.clip(fraction, 0.0, 1.0)
+    for count in extras.values():
+        short[partial] += count - np.floor(fraction * count + 1e-9).astype(np.int64)
+    return short
 
 
 def _assign_in_domain(
@@ -208,7 +246,7 @@ def _assign_in_domain(
         if placed is not None:
             return depth, sub, space, placed
     for depth in inner:
-        feasible, tier, leftover, _ = ranks[depth]
+        feasible, tier, leftover, *_ = ranks[depth]
         subs = np.flatnonzero(feasible & (view.ancestor[depth][top] == domain))
         if unit.preferred_domain is not None and unit.preferred_domain[0] == depth:
             subs = subs[subs == unit.preferred_domain[1]]
