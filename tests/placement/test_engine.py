@@ -296,3 +296,22 @@ def test_a_preferred_replica_pack_yields_to_required_affinity():
     unit = plan.units[0]
     assert unit.state == "Placed"
     assert _nodes(unit, "prefill")[0] in _nodes(unit, "decode")
+
+
+def test_a_plan_leaves_no_garbage_cycles_behind():
+    # The plan's working states and its shared lookahead and counts refer to each other;
+    # left as cycles, their arrays over every node waited for the garbage collector, which
+    # then freed many plans' worth inside a later decision (a latency tail at scale).
+    import gc
+
+    # Three units where two fit whole: the greedy plan and the whole-units one both run.
+    snapshot, views, units = world(cluster() + [design_example(replicas=3)])
+    place(snapshot, views, units)  # a first plan in a process may still import lazily
+    gc.collect()
+    gc.disable()
+    try:
+        plan = place(snapshot, views, units)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+    assert "Placed" in [u.state for u in plan.units]
