@@ -99,3 +99,38 @@ def test_leaders_counted_once_give_the_plans_counting_again_gives(monkeypatch):
     monkeypatch.setattr(replica, "_greedy_pods", recount)
     assert [plan_to_dict(place(i.snapshot, i.views, i.units)) for i in instances] == fast
     assert any(calls)  # the fast path was there to replace
+
+
+
+def test_no_gang_lands_narrower_than_the_level_it_is_said_to_reach(monkeypatch):
+    # `_deepest` bounds how narrow a gang can be; a gang skips trials on the strength of
+    # it, so every real assignment must be at that level or broader.
+    from tandem.placement import gang, place
+    from tandem.reference.instances import fits_whole_instance
+
+    assign, seen = gang._assign_in_domain, []
+
+    def checked(unit, free, needs, *args):
+        found = assign(unit, free, needs, *args)
+        if found is not None:
+            counts = args[3]
+            deepest = gang._deepest(counts, counts.vector(needs), unit.required_depth, [])
+            seen.append(found[0])
+            assert found[0] <= deepest
+        return found
+
+    monkeypatch.setattr(gang, "_assign_in_domain", checked)
+    for instance in [random_instance(seed) for seed in range(40)] + [fits_whole_instance(seed) for seed in range(20)]:
+        place(instance.snapshot, instance.views, instance.units)
+    assert max(seen) == 3  # some gangs did land on one host (block/rack/host clusters)
+
+
+def test_the_trials_a_gang_skips_could_not_have_won(monkeypatch):
+    # With `_deepest` saying "always narrower", no trial is skipped. The plans must not differ.
+    from tandem.placement import gang, place
+    from tandem.reference.instances import fits_whole_instance
+
+    instances = [random_instance(seed) for seed in range(40)] + [fits_whole_instance(seed) for seed in range(20)]
+    fast = [place(i.snapshot, i.views, i.units) for i in instances]
+    monkeypatch.setattr(gang, "_deepest", lambda *args: 99)
+    assert [place(i.snapshot, i.views, i.units) for i in instances] == fast

@@ -110,13 +110,19 @@ def _place_gang_once(
     # A domain whose counted nodes are all wholly free opens at least the gang's demand,
     # so it cannot beat a trial that opened no more than that.
     bound = int(demand[counts.dominant])
+    deepest: list[int] = []  # how narrow the gang can be at all, once asked (`_deepest`)
     best: tuple[tuple[int, ...], int, int, Space, dict[int, list[list[int]]]] | None = None
     trials = 0
     for domain in ranked[:MAX_DOMAIN_ATTEMPTS]:
         rank = (int(tier[domain]), int(spoils[domain]), int(short[domain]), int(leftover[domain]), int(preferred[domain]))
         if best is not None and (trials >= trials_allowed or rank != best[0][:5]):
             break
-        if best is not None and best[0][5:] <= (-narrowest, bound) and not _has_fragments(unit, counts, int(domain)):
+        if (
+            best is not None
+            and best[0][6] <= bound
+            and -best[0][5] == _deepest(counts, demand, top, deepest)
+            and not _has_fragments(unit, counts, int(domain))
+        ):
             continue
         whole = _whole_inside(unit, counts, free, int(domain), wanted, full, reservations)
         found = _assign_in_domain(unit, free, needs, int(domain), inner, ranks, counts, whole, reservations)
@@ -127,8 +133,8 @@ def _place_gang_once(
         score = (*rank, -depth, _opened(unit, free, space))
         if best is None or score[5:] < best[0][5:]:
             best = (score, depth, where, space, placed)
-        if score[5:] == (-narrowest, 0):
-            break  # at the narrowest level, opening no free node: no other trial can do better
+        if score[6] == 0 and -score[5] == _deepest(counts, demand, top, deepest):
+            break  # as narrow as the gang can be, opening no free node: no other trial can do better
     if best is None:
         return False
     _, depth, where, space, placed = best
@@ -138,6 +144,15 @@ def _place_gang_once(
     unit.domain = (top, view.node_domain(int(space.nodes[0]), top))
     unit.preferred_domain = (depth, where) if depth != top else None
     return True
+
+
+def _deepest(counts: Counts, demand: np.ndarray, top: int, memo: list[int]) -> int:
+    """The narrowest level with a domain whose free capacity holds the gang's `demand`
+    (kept in `memo`): no assignment of the gang is narrower."""
+    if not memo:
+        narrowest = counts.unit.view.depth_count - 1
+        memo.append(next((d for d in range(narrowest, top, -1) if all_at_least(counts.free_by_domain(d), demand).any()), top))
+    return memo[0]
 
 
 def _rank(
