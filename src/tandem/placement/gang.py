@@ -173,9 +173,8 @@ def _rank(
     and by pods: `Counts.pod_slots`); 1: the minimum does; 2: it must take reserved
     room. Leftover: room in the dominant resource after the unit (tiers 0-1) or the
     intrusion (tier 2). Room: the dominant resource free beside reservations. Short
-    (tier 1 only, else 0): how many of the unit's desired replicas the domain has no room
-    for, estimated from the largest fraction of every role's desired count that fits
-    beside reservations by resources and by each role's replicas.
+    (tier 1 at the unit's required level, else 0): how many of the unit's desired
+    replicas the domain has no room for (`_short`).
     """
     view = unit.view
     free_here = counts.free_by_domain(depth)
@@ -200,7 +199,8 @@ def _rank(
     tier = np.where(whole, 0, np.where(all_at_least(room, demand), 1, 2))
     dominant = counts.dominant
     leftover = room[:, dominant] - np.where(whole, full[dominant], demand[dominant])
-    return feasible, tier, leftover, room[:, dominant], _short(unit, counts, depth, needs, wanted, room, demand, full, (tier == 1) & (depth == unit.required_depth))
+    short = _short(unit, counts, depth, needs, wanted, room, demand, full, tier == 1) if depth == unit.required_depth else np.zeros(tier.size, np.int64)
+    return feasible, tier, leftover, room[:, dominant], short
 
 
 def _short(
@@ -221,19 +221,22 @@ def _short(
     its extras, rounded down. Where no domain holds the whole unit, the one that holds
     the most of it comes before the tightest."""
     short = np.zeros(partial.size, np.int64)
-    if not partial.any():
+    where = np.flatnonzero(partial)
+    if where.size == 0:
         return short
     extras = {r: count - needs.get(r, 0) for r, count in wanted.items() if count > needs.get(r, 0)}
     wanting = full - demand
     asked = wanting > 0
-    fraction = np.ones(int(partial.sum()))
+    fraction = np.ones(where.size)
     if asked.any():
-        fraction = np.min((room[partial][:, asked] - demand[asked]) / wanting[asked], axis=1)
+        fraction = np.min((room[where][:, asked] - demand[asked]) / wanting[asked], axis=1)
     for r, count in extras.items():
-        fraction = np.minimum(fraction, (counts.capacity(r, depth)[partial] - needs.get(r, 0)) / count)
-    fraction = np.clip(fraction, 0.0, 1.0)
+        fraction = np.minimum(fraction, (counts.capacity(r, depth)[where] - needs.get(r, 0)) / count)
+    fraction = np.maximum(np.minimum(fraction, 1.0), 0.0)  # np.clip, without its overhead
+    missing = np.zeros(where.size, np.int64)
     for count in extras.values():
-        short[partial] += count - np.floor(fraction * count + 1e-9).astype(np.int64)
+        missing += count - np.floor(fraction * count + 1e-9).astype(np.int64)
+    short[where] = missing
     return short
 
 
