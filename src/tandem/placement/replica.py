@@ -106,14 +106,17 @@ def place_replica(
     nodes = space.nodes
     k_leader = fit(space.free, role.leader, role.leader_ok[nodes])
     k_worker = k_leader if role.same_shape or role.pods == 1 else fit(space.free, role.worker, role.worker_ok[nodes])
-    required, preferred = _affinity_masks(unit, role, space, fresh, waiting)
     compact, groups = space.groups(view, replica_depth(role, depth))
     size = compact.size
     capacity = replica_capacity(role, k_leader, k_worker, groups, size)
+    fitting = capacity >= 1
+    if not fitting.any():
+        return None  # (before the affinity masks: a Required rule only takes candidates away)
+    required, preferred = _affinity_masks(unit, role, space, fresh, waiting)
     if required is not None:
         near_leaders = np.bincount(groups, weights=np.where(required, k_leader, 0), minlength=size)
-        capacity = np.where(near_leaders >= 1, capacity, 0)
-    candidates = np.nonzero(capacity >= 1)[0]
+        fitting &= near_leaders >= 1
+    candidates = fitting.nonzero()[0]
     if candidates.size == 0:
         return None
     inner = replica_depth(role, depth)
@@ -146,7 +149,7 @@ def place_replica(
     others = _others_there(unit, space, used) if unit.later is not None and len(unit.later.units) > 1 and not single else None
     locality = Locality(inner, used, rest, stop, pending, reservations, crowds, others)
     for group in order[:MAX_REPLICA_ATTEMPTS]:
-        positions = np.nonzero(groups == group)[0]
+        positions = (groups == group).nonzero()[0]
         chosen = _assign_pods(unit, role, space, positions, required, preferred, unit_preferred, spread, locality, k_leader)
         if chosen is not None:
             return [int(nodes[p]) for p in chosen]
@@ -274,7 +277,7 @@ def _assign_pods(
                 near = np.zeros(compact.size, dtype=bool)
                 np.logical_or.at(near, groups, required[positions] & (k_leader >= 1))
                 capacity = np.where(near, capacity, 0)
-            fitting = np.nonzero(capacity >= 1)[0]
+            fitting = (capacity >= 1).nonzero()[0]
             if preferred is not None and fitting.size:
                 # Affinity before the preferred pack: a domain that keeps the replica
                 # whole but farther from its counterparts than its leader could be
@@ -344,16 +347,16 @@ def _greedy_pods(
     none goes where more of the rest may follow it; then a node that holds no pod this
     plan gave another unit (each unit keeps to its own nodes while it grows).
     """
-    saved = space.free[subset]  # (a copy: `subset` is an index array)
+    saved = space.free.take(subset, axis=0)  # (a copy; `take`: far cheaper than indexing rows)
     pending = locality.pending.copy() if locality is not None else None
     nodes = space.nodes[subset]
     chosen: list[int] = []
     for pod in range(role.pods):
         vec, ok = (role.leader, role.leader_ok) if pod == 0 else (role.worker, role.worker_ok)
-        fits = (leaders[subset] if pod == 0 and leaders is not None else fit(space.free[subset], vec, ok[nodes])) >= 1
+        fits = (leaders[subset] if pod == 0 and leaders is not None else fit(space.free.take(subset, axis=0), vec, ok[nodes])) >= 1
         if pod == 0 and required is not None:
             fits &= required[subset]
-        where = np.flatnonzero(fits)
+        where = fits.nonzero()[0]
         if where.size == 0:
             space.free[subset] = saved
             return None
@@ -369,7 +372,7 @@ def _greedy_pods(
         if pending is not None and vec[unit.dominant] and pod < role.pods - 1:
             # This pod is placed: the rest that may still go to a node shrinks by it
             # (for the replica's next pods: `pending` is this call's own copy).
-            pending -= int(vec[unit.dominant]) * ok[space.nodes].astype(np.int64)
+            pending -= int(vec[unit.dominant]) * ok[space.nodes]  # (int64: the amount is a Python int)
     return chosen
 
 
@@ -414,7 +417,7 @@ def _pod_keys(
             here = np.concatenate((locality.used, mine))
             rest_now = locality.rest - pod * int(vec[unit.dominant])
             yield from locality_keys(unit, space, depths, here, rest_now, pending, subset, follow, locality.reservations)
-    leftover = space.free[subset, unit.dominant] - vec[unit.dominant]
+    leftover = space.free[:, unit.dominant][subset] - vec[unit.dominant]  # (a column, then positions: far cheaper)
     yield -leftover if spread else leftover
     if locality is not None and not spread and stop < unit.view.depth_count:
         # Below the rule's level (a `to` pod waiting for its `from` side): the replica's
@@ -442,7 +445,7 @@ def _others_there(unit: UnitState, space: Space, mine: np.ndarray) -> np.ndarray
     is there, `mine`)."""
     touched = space.free[:, unit.dominant] != space.before(unit.view.snapshot, unit.dominant)
     if touched.any() and mine.size:
-        where = np.flatnonzero(touched)
+        where = touched.nonzero()[0]
         touched[where] = ~member(space.nodes[where], mine, unit.ties.node_class.size)
     return touched
 

@@ -9,7 +9,9 @@ and on the next call only the rows whose free capacity differs are counted again
 their difference added to the sums. The figures are the integers a full count gives:
 which rows changed is found by comparing, never assumed, so any `free` may be passed
 (a trial copy, the empty cluster). Arrays handed out are never written to afterwards:
-an update makes new ones.
+the per-node arrays never leave (only copies of their active rows do), so an update
+writes them in place; a sum is written in place until `sum` hands it out, and copied
+by the next update after that (the copy is the rollup's own again).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tandem.placement.capacity import Counts, asked_columns, fit, replica_depth, sum_by
-from tandem.placement.rows import any_differ
 from tandem.placement.state import RoleState, UnitState
 
 # More changed rows than this share of the nodes: counting everything again is cheaper.
@@ -65,19 +66,21 @@ class Rollup:
     unit: UnitState  # the first unit of the shape: its view, roles and masks (kept alive, so ids stay theirs)
     allowed: np.ndarray
     columns: np.ndarray
-    rows: np.ndarray  # [nodes, columns] free capacity last seen
+    rows: np.ndarray  # [nodes, columns] free capacity last seen (C order)
     k_leader: list[np.ndarray]  # per role, [nodes]: leaders each node takes (0 where not open)
     k_worker: list[np.ndarray]
     active: np.ndarray  # [nodes] bool: takes at least one pod of the shape
     version: int = 0
     _sums: dict[tuple, np.ndarray] = field(default_factory=dict)
+    _lent: set[tuple] = field(default_factory=set)  # kinds whose sum `sum` handed out as it is
+    _children: dict[tuple[int, int, int], np.ndarray] = field(default_factory=dict)
     _before: np.ndarray | None = None  # [nodes] snapshot free in the dominant resource
     _current: tuple | None = None  # (nodes, rows, k_leader, k_worker) over the active nodes
 
     @classmethod
     def start(cls, unit: UnitState, free: np.ndarray) -> "Rollup":
         columns = asked_columns(unit)
-        rows = free[:, columns]
+        rows = np.ascontiguousarray(free[:, columns])  # (rows are taken by node: `take` needs C order to be fast)
         out = cls(unit, unit.allowed, columns, rows, [], [], np.zeros(0, bool))
         out._recount()
         return out
@@ -106,6 +109,7 @@ class Rollup:
             self.k_worker.append(workers)
         self.active = active
         self._sums = {}
+        self._lent = set()
         self._current = None
 
     def _fit_rows(self, role: RoleState, rows: np.ndarray, nodes: np.ndarray | slice, leader: bool) -> np.ndarray:
@@ -115,49 +119,52 @@ class Rollup:
 
     def sync(self, free: np.ndarray) -> None:
         """Bring the counts to `free`: recount the rows that differ, update the sums."""
-        rows = free[:, self.columns]
-        changed = np.flatnonzero(any_differ(rows, self.rows))
+        changed = self._differ(free).nonzero()[0]
         if changed.size == 0:
             return
         self.version += 1
-        if changed.size * _REBUILD_SHARE > rows.shape[0]:
-            self.rows = rows
+        if changed.size * _REBUILD_SHARE > self.rows.shape[0]:
+            self.rows = np.ascontiguousarray(free[:, self.columns])
             self._recount()
             return
         ch = changed[self.allowed[changed]]
         old = self._contributions(ch)
-        self.rows = rows
+        # (Rows of nodes not open to the unit are kept too: they are compared next time.)
+        self.rows[changed] = free.take(changed, axis=0)[:, self.columns]
         if ch.size:
+            rows = self.rows.take(ch, axis=0)
             active = np.zeros(ch.size, dtype=bool)
-            k_leader, k_worker = [], []
             for r, role in enumerate(self.unit.roles):
-                leaders = self._fit_rows(role, rows[ch], ch, leader=True)
-                workers = leaders if role.same_shape or role.pods == 1 else self._fit_rows(role, rows[ch], ch, leader=False)
+                leaders = self._fit_rows(role, rows, ch, leader=True)
+                workers = leaders if role.same_shape or role.pods == 1 else self._fit_rows(role, rows, ch, leader=False)
                 active |= leaders > 0
                 if role.pods > 1:
                     active |= workers > 0
-                k_leader.append(self._write(self.k_leader[r], ch, leaders))
-                k_worker.append(k_leader[-1] if workers is leaders else self._write(self.k_worker[r], ch, workers))
-            self.k_leader, self.k_worker = k_leader, k_worker
-            self.active = self._write(self.active, ch, active)
+                self.k_leader[r][ch] = leaders
+                if self.k_worker[r] is not self.k_leader[r]:
+                    self.k_worker[r][ch] = workers
+            self.active[ch] = active
             self._update(ch, old)
         self._current = None
 
-    @staticmethod
-    def _write(array: np.ndarray, where: np.ndarray, values: np.ndarray) -> np.ndarray:
-        out = array.copy()
-        out[where] = values
-        return out
+    def _differ(self, free: np.ndarray) -> np.ndarray:
+        """[nodes]: whether the node's free capacity in the counted columns differs from
+        the rows last seen (`rows.any_differ`, reading `free`'s columns in place)."""
+        out: np.ndarray | None = None
+        for j, column in enumerate(self.columns.tolist()):
+            here = free[:, column] != self.rows[:, j]
+            out = here if out is None else np.logical_or(out, here, out=out)
+        return np.zeros(free.shape[0], dtype=bool) if out is None else out
 
     # ------------------------------------------------------------------ sums
 
-    def _node_values(self, kind: tuple, nodes: np.ndarray) -> np.ndarray:
+    def _node_values(self, kind: tuple, nodes: np.ndarray, active: np.ndarray | None = None) -> np.ndarray:
         """Each node's contribution to a sum of `kind` (0 where it takes no pod); the
-        depth, `kind`'s last item for a sum, is not read."""
+        depth, `kind`'s last item for a sum, is not read. (`active`: `self.active[nodes]`.)"""
         name = kind[0]
-        active = self.active[nodes]
+        active = self.active[nodes] if active is None else active
         if name == "free":
-            return self.rows[nodes] * active[:, None]
+            return self.rows.take(nodes, axis=0) * active[:, None]  # (`take`: far cheaper than indexing rows)
         if name == "slots":
             most = np.zeros(nodes.size, np.int64)
             for r, role in enumerate(self.unit.roles):
@@ -167,7 +174,7 @@ class Rollup:
             return most
         if name == "taken":
             dominant = int(np.searchsorted(self.columns, self.unit.dominant))
-            return ((self.rows[nodes, dominant] != self.before()[nodes]) & active).astype(np.int64)
+            return ((self.rows[:, dominant][nodes] != self.before()[nodes]) & active).astype(np.int64)
         if name == "present":
             return active.astype(np.int64)
         if name == "leaders":
@@ -184,39 +191,47 @@ class Rollup:
     def _contributions(self, nodes: np.ndarray) -> dict[tuple, np.ndarray]:
         """Each changed node's contribution to every additive sum kept, by kind without
         its depth (the same at every depth)."""
-        bases = {kind[:-1]: kind for kind in self._sums if kind[0] != "capacity"}  # one per base
-        return {base: self._node_values(kind, nodes) for base, kind in bases.items()}
+        active = self.active[nodes]
+        bases = {kind[:-1] for kind in self._sums if kind[0] != "capacity"}  # one per base
+        return {base: self._node_values(base, nodes, active) for base in bases}
 
     def _update(self, nodes: np.ndarray, old: dict[tuple, np.ndarray]) -> None:
-        """Add the changed nodes' new contributions less their old ones to every sum kept."""
-        view = self.unit.view
-        sums = dict(self._sums)
-        delta = {base: self._node_values(base, nodes) - before for base, before in old.items()}
-        where: dict[int, np.ndarray] = {}  # depth -> the changed nodes' domains there
-        for kind in self._sums:
-            if kind[0] != "capacity":
-                depth = kind[-1]
-                if depth not in where:
-                    where[depth] = view.dom[depth][nodes]
-                out = sums[kind].copy()
-                np.add.at(out, where[depth], delta[kind[:-1]])
-                sums[kind] = out
-        subs_changed: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        for kind in [k for k in sums if k[0] == "capacity"]:
-            _, r, depth = kind
-            inner = replica_depth(self.unit.roles[r], depth)
-            key = (r, inner)
-            if key not in subs_changed:
+        """Add the changed nodes' new contributions less their old ones to every sum kept
+        (a sum `sum` handed out is copied first, and is the rollup's own again)."""
+        view, roles, sums = self.unit.view, self.unit.roles, self._sums
+        # Capacity kinds with their replica domains' depth, and those domains' capacity
+        # before, read before any sum is written.
+        capacities = [(kind, replica_depth(roles[kind[1]], kind[2])) for kind in sums if kind[0] == "capacity"]
+        changed: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # (role, inner) -> (subs, before)
+        for (_, r, _), inner in capacities:
+            if (r, inner) not in changed:
                 subs = np.array(sorted(set(view.dom[inner][nodes].tolist())), dtype=np.int64)  # a gang's few nodes: np.unique costs more
-                subs_changed[key] = (subs, self._per_sub(sums, r, inner, subs), self._per_sub(self._sums, r, inner, subs))
-            subs, per_sub, previous = subs_changed[key]
-            out = sums[kind].copy()
+                changed[(r, inner)] = (subs, self._per_sub(sums, r, inner, subs))
+        active = self.active[nodes]
+        delta = {base: self._node_values(base, nodes, active) - before for base, before in old.items()}
+        where: dict[int, np.ndarray] = {}  # depth -> the changed nodes' domains there
+        for kind in [kind for kind in sums if kind[0] != "capacity"]:  # (a list: `_own` may replace a sum)
+            depth = kind[-1]
+            if depth not in where:
+                where[depth] = view.dom[depth][nodes]
+            np.add.at(self._own(kind), where[depth], delta[kind[:-1]])
+        after: dict[tuple[int, int], np.ndarray] = {}
+        for kind, inner in capacities:
+            r, depth = kind[1], kind[2]
+            subs, before = changed[(r, inner)]
+            if (r, inner) not in after:
+                after[(r, inner)] = self._per_sub(sums, r, inner, subs)
             if inner == depth:
-                out[subs] = per_sub
+                self._own(kind)[subs] = after[(r, inner)]
             else:
-                np.add.at(out, view.ancestor[inner][depth][subs], per_sub - previous)
-            sums[kind] = out
-        self._sums = sums
+                np.add.at(self._own(kind), view.ancestor[inner][depth][subs], after[(r, inner)] - before)
+
+    def _own(self, kind: tuple) -> np.ndarray:
+        """The sum of `kind`, to write to: copied first if `sum` handed it out."""
+        if kind in self._lent:
+            self._sums[kind] = self._sums[kind].copy()
+            self._lent.discard(kind)
+        return self._sums[kind]
 
     def _per_sub(self, sums: dict[tuple, np.ndarray], r: int, inner: int, subs: np.ndarray) -> np.ndarray:
         """Complete replicas of role `r` in the domains `subs` at `inner`, from the sums."""
@@ -253,18 +268,29 @@ class Rollup:
                 self._sums[kind] = out
             else:
                 self._sums[kind] = sum_by(groups, self._node_values(kind, nodes), size)
+        self._lent.add(kind)
         return self._sums[kind]
+
+    def children(self, depth: int, top: int, domain: int) -> np.ndarray:
+        """Domains at `depth` inside `domain` at `top` (read-only): the topology does not
+        change during a plan, and a plan asks about the same few domains once per gang."""
+        key = (depth, top, domain)
+        if key not in self._children:
+            inside = (self.unit.view.ancestor[depth][top] == domain).nonzero()[0]
+            inside.flags.writeable = False
+            self._children[key] = inside
+        return self._children[key]
 
     # ------------------------------------------------------------------ counts
 
     def _active(self) -> tuple:
         """(nodes, rows, k_leader, k_worker) over the active nodes, once per version."""
         if self._current is None:
-            nodes = np.flatnonzero(self.active)
+            nodes = self.active.nonzero()[0]  # (np.flatnonzero's wrapper costs more, here and below)
             k_leader = [k[nodes] for k in self.k_leader]
             # (A role of one shape counts its workers as its leaders: one array for both.)
             k_worker = [k_leader[r] if k is self.k_leader[r] else k[nodes] for r, k in enumerate(self.k_worker)]
-            self._current = (nodes, self.rows[nodes], k_leader, k_worker)
+            self._current = (nodes, self.rows.take(nodes, axis=0), k_leader, k_worker)
         return self._current
 
     def counts(self, unit: UnitState) -> Counts:

@@ -162,6 +162,15 @@ class UnitState:
         """Resources of the whole unit: every role at the count it is heading to."""
         return sum((role.demand.planned * role.replica_total for role in self.roles), np.zeros_like(self.roles[0].leader))
 
+    @cached_property
+    def asked_columns(self) -> np.ndarray:
+        """Resource indices the unit requests (`capacity.asked_columns`), once per unit:
+        every count of the unit asks (read-only, as it is shared)."""
+        asked = sum((role.replica_total for role in self.roles), np.zeros(self.view.snapshot.allocatable.shape[1], np.int64))
+        columns = np.flatnonzero(asked > 0)
+        columns.flags.writeable = False
+        return columns
+
     def minimum_needs(self) -> dict[int, int]:
         """Role index -> complete replicas the unit needs to be functional."""
         needs = {r: role.demand.minimum - role.existing for r, role in enumerate(self.roles)}
@@ -293,7 +302,7 @@ class Space:
 
     @classmethod
     def of(cls, nodes: np.ndarray, free: np.ndarray) -> "Space":
-        return cls(nodes, free[nodes].copy())
+        return cls(nodes, free.take(nodes, axis=0))  # (a copy; `take`: far cheaper than indexing rows)
 
     def copy(self) -> "Space":
         return Space(self.nodes, self.free.copy(), self._groups, self._before)
