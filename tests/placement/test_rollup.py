@@ -32,17 +32,48 @@ def _same(a: Counts, b: Counts) -> None:
                         assert np.array_equal(x, y)
 
 
-def test_rollup_matches_full_counts_as_free_capacity_changes(monkeypatch):
-    monkeypatch.setattr(rollup, "_REBUILD_SHARE", 1)  # small clusters: update in place, as on large ones
-    rng = np.random.default_rng(0)
-    for seed in range(6):
-        instance = random_instance(seed)
+def _changing_free(seed: int, steps: int, every_fifth_all: bool = True):
+    """(units, free) of six random instances, step by step: a few nodes' free capacity
+    changes at each step (a gang placed or released), now and then every node's (a new
+    plan), so that the rollup updates in place and counts everything again in turn."""
+    rng = np.random.default_rng(seed)
+    for instance_seed in range(6):
+        instance = random_instance(instance_seed)
         units = _prepare(instance.snapshot, instance.views, instance.units, {}, Rollups())
         free = instance.snapshot.free.copy()
-        for step in range(12):
-            for unit in units:
-                _same(Counts.of(unit, free), Counts.count(unit, free))
-            # A few nodes change (a gang placed or released), now and then many (a new plan).
-            rows = rng.choice(free.shape[0], size=free.shape[0] if step % 5 == 4 else min(3, free.shape[0]), replace=False)
+        for step in range(steps):
+            yield units, free
+            many = every_fifth_all and step % 5 == 4
+            rows = rng.choice(free.shape[0], size=free.shape[0] if many else min(3, free.shape[0]), replace=False)
             free[rows] = np.maximum(instance.snapshot.allocatable[rows] - rng.integers(0, 3, size=(rows.size, free.shape[1])) * (free[rows] > 0), 0)
             free[rows] = np.minimum(free[rows], instance.snapshot.allocatable[rows])
+
+
+def test_rollup_matches_full_counts_as_free_capacity_changes(monkeypatch):
+    monkeypatch.setattr(rollup, "_REBUILD_SHARE", 1)  # small clusters: update in place, as on large ones
+    for units, free in _changing_free(0, 12):
+        for unit in units:
+            _same(Counts.of(unit, free), Counts.count(unit, free))
+
+
+def _handed_out(counts: Counts) -> list[np.ndarray]:
+    """Every array counts hand out: their own and, through them, the rollup's sums."""
+    view = counts.unit.view
+    out = [counts.nodes, counts.free, *counts.k_leader, *counts.k_worker]
+    for depth in range(view.depth_count):
+        out += [counts.free_by_domain(depth), counts.pod_slots(depth), counts.taken_by_domain(depth)]
+        out += [counts.capacity(r, depth) for r in range(len(counts.unit.roles))]
+        if counts.shared is not None:
+            out.append(counts.present(depth))
+    return out
+
+
+def test_rollup_arrays_handed_out_are_never_written_to(monkeypatch):
+    """The rollup updates its per-node arrays, and the sums it has not handed out, in
+    place: whatever counts handed out before an update keeps its figures after it."""
+    monkeypatch.setattr(rollup, "_REBUILD_SHARE", 1)
+    held: list[tuple[np.ndarray, np.ndarray]] = []
+    for units, free in _changing_free(5, 10, every_fifth_all=False):
+        for unit in units:
+            held += [(array, array.copy()) for array in _handed_out(Counts.of(unit, free))]
+    assert all(np.array_equal(array, copy) for array, copy in held)
