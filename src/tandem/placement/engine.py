@@ -12,8 +12,7 @@
    fewest newly opened nodes. Inside the domain, replicas go one at a time
    (`replica.py`, `locality.py`): the `to` side of an affinity first, where the `from`
    side will fit too, then the `from` side next to it, in as few narrower domains as
-   fit them. A unit stranded behind earlier ones may move them
-   (`repair.py`).
+   fit them. A unit stranded behind earlier ones may move them (`repair.py`).
 2. **Extras** (`extras.py`). Replicas beyond the minimums, one at a time for the (unit,
    role) furthest behind its desired count, near their counterparts; when a role can take
    no more, the unit's other roles stop at its fraction (extras one step ahead are taken

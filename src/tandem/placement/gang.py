@@ -64,14 +64,15 @@ def _place_gang_once(
     else the minimum does; else it must take reserved room, the least intrusion best —
     then, among whole fits, the fewest later units' whole fits spoiled (`lookahead.py`),
     and where only the minimum fits, the fewest desired replicas left without room
-    (`_short`), then the tightest fit (large domains stay whole for the units that need them), then
-    how well the preferred level can hold it (a preferred domain for the whole unit,
-    then for the minimum). Inside the chosen domain the unit goes to the narrower domain
-    that holds it whole, best fit level by level (`_whole_inside`), else the minimum to
-    the best preferred-level domain that takes it, else the next broader level, else
-    anywhere in the domain. Up to GANG_TRIALS domains of the best rank get a real
-    assignment; the one that stays at the narrowest level, then opens the least capacity
-    of wholly free nodes, wins (fragments are used before whole nodes).
+    (`_short`), then the tightest fit (large domains stay whole for the units that need
+    them), then how well the preferred level can hold it (a preferred domain for the
+    whole unit, then for the minimum). Inside the chosen domain the unit goes to the
+    narrower domain that holds it whole, best fit level by level (`_whole_inside`), else
+    the minimum to the best preferred-level domain that takes it, else the next broader
+    level, else anywhere in the domain. Up to GANG_TRIALS domains of the best rank get a
+    real assignment; the one that stays at the narrowest level, then opens the least
+    capacity of wholly free nodes, wins (fragments are used before whole nodes). A trial
+    that can lose to none still to come ends the search (`_deepest`).
     """
     view = unit.view
     counts = Counts.of(unit, free)
