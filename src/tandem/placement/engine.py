@@ -147,7 +147,7 @@ def _greedy(snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], prepar
         ):
             unit.functional = True
             exclusivity.claim(unit)
-            reservations.note(unit)
+            reservations.note(unit, free)
             placed.append(unit)
             failed.clear()
         else:

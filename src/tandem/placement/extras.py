@@ -28,7 +28,7 @@ def place_extras(units: list[UnitState], free: np.ndarray, exclusivity: Exclusiv
     """
     for unit in units:
         if unit.functional and unit.domain is not None:
-            reservations.note(unit)
+            reservations.note(unit, free)
     heap: list[tuple[int, float, int, int, int]] = []
 
     def push(unit: UnitState, role: RoleState) -> None:
@@ -55,14 +55,14 @@ def place_extras(units: list[UnitState], free: np.ndarray, exclusivity: Exclusiv
         unit.allowed = exclusivity.open_to(unit)
         if _place_extra(unit, role, free, reservations):
             exclusivity.claim(unit)
-            reservations.note(unit)
+            reservations.note(unit, free)
             push(unit, role)
         else:
             role.blocked = f"no room for another {role.demand.name} replica ({describe_replica(unit, role)})"
             _trim_to_ratio(unit, role, free, floors)
             exclusivity.claim(unit)
             if unit.domain is not None:
-                reservations.note(unit)
+                reservations.note(unit, free)
             if unit.capped is None:
                 unit.capped = role.blocked
                 others = [o for o in unit.roles if o is not role and len(o.placed) < o.demand.desired]

@@ -55,19 +55,19 @@ def make_room(
             held.claim(other)  # released: it holds nothing now
         unit.allowed = held.open_to(unit)
         if place_gang(unit, trial, needs, kept):
-            kept.note(unit)
+            kept.note(unit, trial)
             held.claim(unit)
             for other in movers:
                 other.allowed = held.open_to(other)
                 if not place_gang(other, trial, (needs_of or UnitState.minimum_needs)(other), kept):
                     break
-                kept.note(other)
+                kept.note(other, trial)
                 held.claim(other)
             else:
                 free[:] = trial
                 exclusivity.adopt(held)
                 for other in movers:
-                    reservations.note(other)
+                    reservations.note(other, free)
                 return True
             for other in movers:
                 other.release(None)

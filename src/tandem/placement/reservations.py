@@ -1,7 +1,7 @@
 """Soft reservations: what placed units still want, summed per domain as units come and go.
 
 Once a unit's minimum is placed, its outstanding extras (what it is heading to, minus
-what is placed: `RoleDemand.planned`) are noted
+what is placed: `RoleDemand.planned`; no more than its domain has free) are noted
 against its domain, so later units start where they too can grow. Reservations only
 rank domains; feasibility always uses real free capacity, so a reservation never costs
 a unit its minimum. The per-domain sums are kept up to date on every change (cost: one
@@ -28,11 +28,22 @@ class Reservation:
     demand: np.ndarray
 
     @classmethod
-    def of(cls, unit: UnitState) -> "Reservation":
+    def of(cls, unit: UnitState, free: np.ndarray) -> "Reservation":
+        """What `unit` still wants, but no more than its domain (of its required level)
+        has free in `free`: beyond that the unit cannot grow, and the excess would only
+        keep other units out of the domains around it (a unit whose rack holds 16 of the
+        35 GPUs it wants made its whole block look full to the next)."""
         where = unit.preferred_domain or unit.domain or (0, 0)
         outstanding = np.zeros(unit.roles[0].leader.size, np.int64)
         for role in unit.roles:
             outstanding += max(role.demand.planned - len(role.placed), 0) * role.replica_total
+        want = int(outstanding[unit.dominant])
+        if unit.domain is not None and unit.domain[0] > 0 and want > 0:
+            # Counted in the unit's dominant resource, the rest scaled alike: one column
+            # of the domain's nodes, since units are noted after every replica they add.
+            room = int(np.maximum(free[:, unit.dominant].take(unit.view.members(*unit.domain)), 0).sum())
+            if room < want:
+                outstanding = outstanding * room // want
         return cls(unit.view, where[0], where[1], outstanding)
 
 
@@ -60,9 +71,9 @@ class Reservations:
         self._by_unit[order] = reservation
         self._apply(reservation, 1)
 
-    def note(self, unit: UnitState) -> None:
-        """Reserve what `unit` still wants where it was placed."""
-        self.put(unit.order, Reservation.of(unit))
+    def note(self, unit: UnitState, free: np.ndarray) -> None:
+        """Reserve what `unit` still wants where it was placed (`Reservation.of`)."""
+        self.put(unit.order, Reservation.of(unit, free))
 
     def drop(self, order: int) -> None:
         old = self._by_unit.pop(order, None)

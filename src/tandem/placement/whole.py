@@ -129,6 +129,6 @@ def _all_whole(
                 return False
         unit.functional = True
         exclusivity.claim(unit)
-        reservations.note(unit)
+        reservations.note(unit, free)
         placed.append(unit)
     return True
