@@ -315,4 +315,3 @@ def test_a_plan_leaves_no_garbage_cycles_behind():
     finally:
         gc.enable()
     assert "Placed" in [u.state for u in plan.units]
-
