@@ -173,7 +173,11 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw) if raw else None
         api.requests.append(Seen(method, url.path, params, {k.lower(): v for k, v in self.headers.items()}, body))
         watch = params.get("watch") in ("true", "1")
-        fault = api.fault_for(method, url.path, watch)
+        with api.lock:
+            # The watch epoch is read with the faults: a watch that got past them before
+            # `fail` and `end_watches` ran ends with the others, instead of living on.
+            epoch = api._epoch
+            fault = api.fault_for(method, url.path, watch)
         if fault is not None:
             time.sleep(fault.delay)
             self._status(fault.code, fault.reason or "Injected", f"injected {fault.code}", fault.headers)
@@ -181,7 +185,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             route = _route(url.path)
             if watch:
-                self._watch(route, params)
+                self._watch(route, params, epoch)
                 return
             self._json(200 if method != "POST" else 201, self._answer(method, route, params, body))
         except ApiError as exc:
@@ -249,7 +253,7 @@ class _Handler(BaseHTTPRequestHandler):
             item.pop("kind", None)
         return {"apiVersion": route.api_version, "kind": f"{route.kind}List", "metadata": meta, "items": items}
 
-    def _watch(self, route: Route, params: dict[str, str]) -> None:
+    def _watch(self, route: Route, params: dict[str, str], epoch: int) -> None:
         api = self.api
         since = int(params.get("resourceVersion") or api.store.resource_version)
         deadline = time.monotonic() + float(params.get("timeoutSeconds") or 3600)
@@ -261,7 +265,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         with api.lock:
-            epoch, marks = api._epoch, api._bookmarks
+            marks = api._bookmarks
         last_bookmark = time.monotonic()
         try:
             while time.monotonic() < deadline:
