@@ -41,6 +41,10 @@ def test_row_tests_match_numpy_on_short_and_long_arrays():
             assert np.array_equal(all_at_least(a, vec), np.all(a >= vec, axis=1))
             assert np.array_equal(all_equal(a, b), np.all(a == b, axis=1))
             assert np.array_equal(any_differ(a, b), np.any(a != b, axis=1))
+            wide = np.concatenate((a, rng.integers(0, 4, (rows, 3))), axis=1)
+            columns = rng.permutation(width + 3)[:width]
+            picked = np.where(rng.random((rows, width)) < 0.9, wide[:, columns], wide[:, columns] + 1)
+            assert np.array_equal(any_differ(wide, picked, columns), np.any(wide[:, columns] != picked, axis=1))
 
 
 def _pending_reference(unit, space, remaining) -> np.ndarray:

@@ -37,11 +37,6 @@ def fit(free: np.ndarray, vec: np.ndarray, ok: np.ndarray) -> np.ndarray:
     return counts
 
 
-def asked_columns(unit: UnitState) -> np.ndarray:
-    """Resource indices the unit requests (the only ones its counts sum; read-only)."""
-    return unit.asked_columns
-
-
 def member(values: np.ndarray, present: np.ndarray, size: int) -> np.ndarray:
     """[values]: whether each value (an id below `size`) is among `present`; np.isin
     without its sort, for the small arrays placement asks about thousands of times."""
@@ -110,7 +105,7 @@ class Counts:
     def count(cls, unit: UnitState, free: np.ndarray, within: np.ndarray | None = None) -> "Counts":
         """Counts over all nodes, or over `within` (node indices) only, counted in full."""
         candidates = unit.allowed.nonzero()[0] if within is None else within[unit.allowed[within]]
-        columns = asked_columns(unit)
+        columns = unit.asked_columns
         rows = free.take(candidates, axis=0).take(columns, axis=1)  # (C order; `take`: far cheaper than indexing)
         k_leader, k_worker = [], []
         active = np.zeros(candidates.size, dtype=bool)

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tandem.placement.capacity import Counts, asked_columns, fit, replica_depth, sum_by
+from tandem.placement.capacity import Counts, fit, replica_depth, sum_by
+from tandem.placement.rows import any_differ
 from tandem.placement.state import RoleState, UnitState
 
 # More changed rows than this share of the nodes: counting everything again is cheaper.
@@ -79,7 +80,7 @@ class Rollup:
 
     @classmethod
     def start(cls, unit: UnitState, free: np.ndarray) -> "Rollup":
-        columns = asked_columns(unit)
+        columns = unit.asked_columns
         rows = np.ascontiguousarray(free[:, columns])  # (rows are taken by node: `take` needs C order to be fast)
         out = cls(unit, unit.allowed, columns, rows, [], [], np.zeros(0, bool))
         out._recount()
@@ -119,7 +120,7 @@ class Rollup:
 
     def sync(self, free: np.ndarray) -> None:
         """Bring the counts to `free`: recount the rows that differ, update the sums."""
-        changed = self._differ(free).nonzero()[0]
+        changed = any_differ(free, self.rows, self.columns).nonzero()[0]
         if changed.size == 0:
             return
         self.version += 1
@@ -146,15 +147,6 @@ class Rollup:
             self.active[ch] = active
             self._update(ch, old)
         self._current = None
-
-    def _differ(self, free: np.ndarray) -> np.ndarray:
-        """[nodes]: whether the node's free capacity in the counted columns differs from
-        the rows last seen (`rows.any_differ`, reading `free`'s columns in place)."""
-        out: np.ndarray | None = None
-        for j, column in enumerate(self.columns.tolist()):
-            here = free[:, column] != self.rows[:, j]
-            out = here if out is None else np.logical_or(out, here, out=out)
-        return np.zeros(free.shape[0], dtype=bool) if out is None else out
 
     # ------------------------------------------------------------------ sums
 

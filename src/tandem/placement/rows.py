@@ -36,11 +36,14 @@ def all_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def any_differ(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """`np.any(a != b, axis=1)` for two 2-D arrays of one shape."""
-    if a.shape[0] <= _SHORT or a.shape[1] == 0:
-        return (a != b).any(axis=1)
-    out = a[:, 0] != b[:, 0]
-    for c in range(1, a.shape[1]):
-        out |= a[:, c] != b[:, c]
+def any_differ(a: np.ndarray, b: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
+    """`np.any(a != b, axis=1)` for two 2-D arrays of one shape; with `columns`,
+    `np.any(a[:, columns] != b, axis=1)`, reading those columns of `a` in place (a
+    rollup compares the whole cluster's free capacity with its own copy of a few columns)."""
+    if a.shape[0] <= _SHORT or b.shape[1] == 0:
+        return ((a if columns is None else a[:, columns]) != b).any(axis=1)
+    picked = list(range(b.shape[1])) if columns is None else columns.tolist()
+    out = a[:, picked[0]] != b[:, 0]
+    for j in range(1, len(picked)):
+        out |= a[:, picked[j]] != b[:, j]
     return out

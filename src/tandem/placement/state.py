@@ -164,8 +164,8 @@ class UnitState:
 
     @cached_property
     def asked_columns(self) -> np.ndarray:
-        """Resource indices the unit requests (`capacity.asked_columns`), once per unit:
-        every count of the unit asks (read-only, as it is shared)."""
+        """Resource indices the unit requests, the only ones its counts sum; once per
+        unit, as every count of the unit asks (read-only, as it is shared)."""
         asked = sum((role.replica_total for role in self.roles), np.zeros(self.view.snapshot.allocatable.shape[1], np.int64))
         columns = np.flatnonzero(asked > 0)
         columns.flags.writeable = False
