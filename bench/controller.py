@@ -49,10 +49,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from support.builders import container, group, role  # noqa: E402
 from tandem.controller.observe import observe  # noqa: E402
-from tandem.controller.pods import GATE, HOSTNAME  # noqa: E402
+from tandem.api.naming import GATE, HOSTNAME_LABEL  # noqa: E402
 from tandem.controller.reconcile import Memo, reconcile  # noqa: E402
 from tandem.kube.trim import trimmer  # noqa: E402
-from tandem.sim.store import MemoryStore  # noqa: E402
+from tandem.cluster.memory import MemoryStore  # noqa: E402
 from tandem.topology.generate import generate_cluster  # noqa: E402
 
 DAEMONS = ("node-exporter", "kube-proxy", "gpu-device-plugin")
@@ -81,8 +81,8 @@ def kubelet(store: MemoryStore) -> int:
     for pod in store.snapshot().list("Pod", labels="tandem.dev/group"):
         spec, meta = pod["spec"], pod["metadata"]
         gated = any(g.get("name") == GATE for g in spec.get("schedulingGates", []))
-        if not gated and not spec.get("nodeName") and spec.get("nodeSelector", {}).get(HOSTNAME):
-            store.bind(meta["namespace"], meta["name"], spec["nodeSelector"][HOSTNAME])
+        if not gated and not spec.get("nodeName") and spec.get("nodeSelector", {}).get(HOSTNAME_LABEL):
+            store.bind(meta["namespace"], meta["name"], spec["nodeSelector"][HOSTNAME_LABEL])
             changes += 1
         elif spec.get("nodeName") and not pod.get("status", {}).get("conditions"):
             store.patch_status("Pod", meta["namespace"], meta["name"],

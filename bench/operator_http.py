@@ -37,7 +37,7 @@ from e2e.processes import KUBECTL, start_apiserver, start_operator, wait_for  # 
 from kube.fakeapi import FakeApi  # noqa: E402
 from support.builders import group, role  # noqa: E402
 from support.controller_world import kubelet  # noqa: E402
-from tandem.controller.reconcile import Memo, reconcile  # noqa: E402
+from tandem.controller import OBSERVED_KINDS, Memo, reconcile  # noqa: E402
 from tandem.kube.cluster import KubeCluster  # noqa: E402
 from tandem.topology.generate import generate_cluster  # noqa: E402
 
@@ -70,7 +70,7 @@ def settled_pass(args: argparse.Namespace) -> None:
         now += 1.0
         if not kubelet(store) and not report.writes:
             break
-    cluster = KubeCluster.connect(api.url, trust_env=False)
+    cluster = KubeCluster.connect(api.url, trust_env=False, kinds=OBSERVED_KINDS)
     cluster.wait_synced(60.0)
     gc.collect()
     gc.freeze()  # as `tandem operator` does once its informers have synced

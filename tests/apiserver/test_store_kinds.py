@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tandem.errors import Invalid, NotFound
-from tandem.sim.store import CLUSTER_SCOPED, STATUS_SUBRESOURCE, MemoryStore
+from tandem.cluster.memory import CLUSTER_SCOPED, STATUS_SUBRESOURCE, MemoryStore
 
 
 def test_default_kinds_are_todays_plus_namespaces_and_crds():

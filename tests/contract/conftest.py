@@ -26,7 +26,7 @@ from apiserver.helpers import Client
 from kube.fakeapi import FakeApi
 from kube.worlds import kube_over_http
 from tandem.apiserver.server import ApiServer
-from tandem.sim.store import MemoryStore
+from tandem.cluster.memory import MemoryStore
 
 OPEN = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 

@@ -1,4 +1,4 @@
-"""The contract of the controller's ports (`tandem.controller.ports`), written once and
+"""The contract of the controller's ports (`tandem.cluster.ports`), written once and
 run against every world (`conftest.WORLDS`): what the controller relies on an API server
 to do, and nothing it does not."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tandem.controller.ports import AlreadyExists, ApiError, Conflict, Invalid, NotFound, ObjectRef
+from tandem.cluster.ports import AlreadyExists, ApiError, Conflict, Invalid, NotFound, ObjectRef
 from tandem.errors import BadRequest, TandemError
 
 NS = "serving"

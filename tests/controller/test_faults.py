@@ -16,7 +16,7 @@ from tandem.controller.observe import observe
 from tandem.controller.reconcile import reconcile
 from tandem.api.naming import POD_INDEX_LABEL, REVISION_LABEL
 from tandem.api.resources import InferenceGroup
-from tandem.controller.pods import replica_pods, revision_of
+from tandem.controller.manifests import replica_pods, revision_of
 from tandem.errors import Conflict, Forbidden, Invalid, NotFound, ServerTimeout, ServiceUnavailable, TooManyRequests
 
 VERBS = ("create", "patch", "patch_status", "delete")

@@ -20,8 +20,8 @@ from support.writes import OPS, Writer
 from tandem.api.kube import Node, Pod
 from tandem.controller.memo import Memo
 from tandem.controller.observe import observe
-from tandem.controller.pods import assigned_node, pod_failed
-from tandem.sim.store import MemoryStore
+from tandem.cluster.pods import assigned_node, pod_failed
+from tandem.cluster.memory import MemoryStore
 from tandem.topology import ClusterSnapshot
 
 def seen(state) -> tuple:

@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import tandem.controller.decide as decide
-import tandem.controller.pods as pods
+import tandem.cluster.replicas as replicas
 import tandem.coordination.planner as planner
 from support.faults.campaign import run
 from support.faults.schedule import Schedule, generate
@@ -27,7 +27,7 @@ def test_a_controller_that_never_releases_a_partial_unit_breaks_partial_placemen
 
 
 def test_a_controller_that_replaces_a_replica_cut_short_creates_pods_twice(monkeypatch):
-    monkeypatch.setattr(pods, "unfinished", lambda members, size: False)
+    monkeypatch.setattr(replicas, "unfinished", lambda members, size: False)
     assert "created-twice" in invariants(generate(47))
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tandem.errors import ApiError, BadRequest, Gone
-from tandem.sim.store import MemoryStore
+from tandem.cluster.memory import MemoryStore
 
 PLURALS = {
     ("", "pods"): ("Pod", "v1"),

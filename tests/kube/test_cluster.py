@@ -11,11 +11,12 @@ import time
 import pytest
 
 from support.controller_world import design_group, kubelet, over_committed, world
-from tandem.controller.ports import NotFound
+from tandem.cluster.ports import NotFound
 from tandem.controller.reconcile import reconcile
 from tandem.errors import BadRequest
 from tandem.kube.cluster import KubeCluster
 from tandem.operator.leader import LeaderElector, LeaseConfig
+from tandem.controller import OBSERVED_KINDS
 
 NS = "serving"
 
@@ -38,7 +39,7 @@ def cluster(api_rest):
     clusters = []
 
     def make(**options):
-        c = KubeCluster(api_rest, backoff=(0.01, 0.05), **options).start(wait=5.0)
+        c = KubeCluster(api_rest, backoff=(0.01, 0.05), **{"kinds": OBSERVED_KINDS, **options}).start(wait=5.0)
         clusters.append(c)
         assert c.has_synced()
         return c
@@ -150,7 +151,7 @@ def test_the_controller_settles_a_group_over_http():
     from kube.fakeapi import FakeApi
 
     api = FakeApi(store=world(design_group(replicas=1)))
-    c = KubeCluster.connect(api.url, trust_env=False, backoff=(0.01, 0.05)).start(wait=5.0)
+    c = KubeCluster.connect(api.url, trust_env=False, kinds=OBSERVED_KINDS, backoff=(0.01, 0.05)).start(wait=5.0)
     try:
         now = 0.0
         for _ in range(60):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 from tandem.api.kube import Node, Pod
-from tandem.controller.pods import assigned_node, pod_failed, pod_ready
+from tandem.cluster.pods import assigned_node, pod_failed, pod_ready
 from tandem.kube.trim import LAST_APPLIED, trim_node, trim_object, trim_pod
 
 FAT_POD = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tandem.controller.ports import MERGE_PATCH, NotFound, ObjectRef
+from tandem.cluster.ports import MERGE_PATCH, NotFound, ObjectRef
 from tandem.errors import BadRequest
 from tandem.kube.writer import KubeWriter, event_name
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable, Mapping
 
-from tandem.controller.ports import EventType, Object, ObjectRef, Propagation
+from tandem.cluster.ports import EventType, Object, ObjectRef, Propagation
 from tandem.kube.cluster import KubeCluster
 from tandem.kube.rest import Rest
 

@@ -24,6 +24,7 @@ from support.controller_world import kubelet  # noqa: E402
 from tandem.controller.reconcile import reconcile  # noqa: E402
 from tandem.kube.cluster import KubeCluster  # noqa: E402
 from tandem.topology.generate import generate_cluster  # noqa: E402
+from tandem.controller import OBSERVED_KINDS
 
 
 def _wait(condition, timeout: float = 10.0) -> None:
@@ -46,7 +47,7 @@ def test_a_pass_creates_no_pod_for_a_group_whose_delete_the_pod_informer_has_alr
         if not kubelet(api.store) and not report.writes:
             break
     assert len(api.store.list("Pod")) == 2
-    cluster = KubeCluster.connect(api.url, trust_env=False, backoff=(0.01, 0.05)).start(wait=5.0)
+    cluster = KubeCluster.connect(api.url, trust_env=False, kinds=OBSERVED_KINDS, backoff=(0.01, 0.05)).start(wait=5.0)
     try:
         _wait(lambda: len(cluster.snapshot().list("Pod")) == 2)
         api.fail("GET", "/inferencegroups$", 500, times=10_000, watch=True)  # the group informer's watch is held back

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from support.builders import cluster, group, role
-from tandem.controller.pods import replicas_of_unit
+from tandem.cluster.replicas import replicas_of_unit
 from tandem.controller.reconcile import reconcile
 from tandem.sim.runner import Fault, Scenario, simulate
 

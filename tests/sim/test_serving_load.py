@@ -15,7 +15,7 @@ from tandem.controller.reconcile import reconcile
 from tandem.errors import InputError
 from tandem.sim.runner import simulate
 from tandem.sim.scenario import load_scenario, with_variant
-from tandem.sim.store import MemoryStore
+from tandem.cluster.memory import MemoryStore
 from tandem.sim.summary import summarize
 from tandem.autoscaling.signals import RoleSignals, Signals
 

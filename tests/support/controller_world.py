@@ -9,10 +9,11 @@ from typing import Any, Callable
 from support.builders import cluster, group, role
 from tandem.api.naming import GPU_RESOURCE
 from tandem.api.quantity import MILLI, parse_quantity
-from tandem.controller.pods import GATE, HOSTNAME, pod_gpus
-from tandem.controller.ports import ObjectRef
+from tandem.api.naming import GATE, HOSTNAME_LABEL
+from tandem.cluster.pods import pod_gpus
+from tandem.cluster.ports import ObjectRef
 from tandem.errors import ApiError
-from tandem.sim.store import MemoryStore
+from tandem.cluster.memory import MemoryStore
 
 
 def world(*groups: dict[str, Any], shape: str = "block=2,rack=2,host=8") -> MemoryStore:
@@ -59,8 +60,8 @@ def kubelet(store: MemoryStore) -> int:
     for pod in store.list("Pod"):
         spec = pod["spec"]
         gated = any(g.get("name") == GATE for g in spec.get("schedulingGates", []))
-        if not gated and not spec.get("nodeName") and spec.get("nodeSelector", {}).get(HOSTNAME):
-            store.bind(pod["metadata"]["namespace"], pod["metadata"]["name"], spec["nodeSelector"][HOSTNAME])
+        if not gated and not spec.get("nodeName") and spec.get("nodeSelector", {}).get(HOSTNAME_LABEL):
+            store.bind(pod["metadata"]["namespace"], pod["metadata"]["name"], spec["nodeSelector"][HOSTNAME_LABEL])
             changes += 1
     for pod in store.list("Pod"):
         if pod["spec"].get("nodeName") and not pod.get("status", {}).get("conditions"):
@@ -76,7 +77,7 @@ def over_committed(store: MemoryStore) -> list[str]:
     for pod in store.list("Pod"):
         spec = pod["spec"]
         gated = any(g.get("name") == GATE for g in spec.get("schedulingGates", []))
-        node = spec.get("nodeName") or (None if gated else spec.get("nodeSelector", {}).get(HOSTNAME))
+        node = spec.get("nodeName") or (None if gated else spec.get("nodeSelector", {}).get(HOSTNAME_LABEL))
         if node and pod.get("status", {}).get("phase") != "Failed":
             used[node] = used.get(node, 0) + pod_gpus(pod)
     return [

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from support.builders import bound_pod, group, role
 from tandem.api.naming import GROUP_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
-from tandem.sim.store import MemoryStore
+from tandem.cluster.memory import MemoryStore
 
 OPS = st.lists(
     st.lists(

@@ -17,6 +17,13 @@ MAX_POD_NAME = 63
 GPU_RESOURCE = "nvidia.com/gpu"
 # The scheduling gate tandem puts on every pod it creates and removes once it chose a node.
 GATE = LABEL_PREFIX + "placement"
+# On a pod whose replica the coordination planner let through: a gated pod without it is
+# held back by coordination, not waiting for placement.
+ADMITTED = LABEL_PREFIX + "admitted"
+# When tandem chose the pod's node (RFC 3339), for the gang timeout.
+ASSIGNED_AT = LABEL_PREFIX + "assigned-at"
+# The node label every kubelet sets to its node's name (well known, Kubernetes').
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def pod_name(group: str, unit: int, role: str, replica: int, pod: int) -> str:

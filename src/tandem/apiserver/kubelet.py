@@ -22,13 +22,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from tandem.api.naming import HOSTNAME_LABEL
 from tandem.api.quantity import parse_quantity
 from tandem.api.timestamps import rfc3339
 from tandem.apiserver.state import State
-from tandem.controller.pods import pod_ready
+from tandem.cluster.pods import pod_ready
 from tandem.errors import ApiError
 
-HOSTNAME = "kubernetes.io/hostname"
 IDLE_WAKE_S = 1.0  # look again at least this often, even when nothing changes
 COALESCE_S = 0.02  # after a step, let a burst of writes land before the next
 
@@ -262,7 +262,7 @@ class _Nodes:
         self.ordered = sorted(nodes, key=lambda n: n["metadata"]["name"])
         self.by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for node in self.ordered:
-            host = (node["metadata"].get("labels") or {}).get(HOSTNAME)
+            host = (node["metadata"].get("labels") or {}).get(HOSTNAME_LABEL)
             if host is not None:
                 self.by_host[host].append(node)
 
@@ -273,8 +273,8 @@ def _first_fit(pod: dict[str, Any], nodes: _Nodes, used: dict[str, Amounts], wan
     selector = spec.get("nodeSelector") or {}
     reasons: dict[str, int] = defaultdict(int)
     candidates = nodes.ordered
-    if HOSTNAME in selector:  # only nodes of that host name can match: the others are counted as not matching
-        candidates = nodes.by_host.get(selector[HOSTNAME], [])
+    if HOSTNAME_LABEL in selector:  # only nodes of that host name can match: the others are counted as not matching
+        candidates = nodes.by_host.get(selector[HOSTNAME_LABEL], [])
         if len(nodes.ordered) > len(candidates):
             reasons["didn't match Pod's node affinity/selector"] += len(nodes.ordered) - len(candidates)
     for node in candidates:

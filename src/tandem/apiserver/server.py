@@ -28,7 +28,7 @@ from tandem.apiserver.seed import seed
 from tandem.apiserver.state import State
 from tandem.apiserver.status import Expired, Refused, UnsupportedMediaType, failure
 from tandem.errors import ApiError, BadRequest, InternalError, NotFound
-from tandem.sim.store import MemoryStore
+from tandem.cluster.memory import MemoryStore
 
 log = logging.getLogger("tandem.apiserver")
 MAX_BODY = 3 * 1024 * 1024  # the real server's request limit

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from tandem.apiserver.kinds import Registry
-from tandem.sim.store import HISTORY, MemoryStore
+from tandem.cluster.memory import HISTORY, MemoryStore
 
 PAGES_KEPT = 64  # continue tokens remembered (older ones answer 410 Expired)
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # as the real server's generateName suffixes

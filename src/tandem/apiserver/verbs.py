@@ -36,7 +36,7 @@ from tandem.apiserver.status import (
     Expired, InvalidObject, MethodNotAllowed, Refused, UnsupportedMediaType, already_exists, conflict, not_found, success,
 )
 from tandem.apiserver.webhooks import Attributes
-from tandem.controller.selectors import parse, parse_fields
+from tandem.cluster.selectors import parse, parse_fields
 from tandem.errors import AlreadyExists, BadRequest, Conflict, Invalid, NotFound
 
 PROPAGATION = ("Background", "Foreground", "Orphan")

@@ -27,7 +27,7 @@ from tandem.apiserver.kinds import Resource
 from tandem.apiserver.state import State
 from tandem.apiserver.status import gone_event
 from tandem.apiserver.verbs import check_selectors, present
-from tandem.controller.selectors import matches, matches_fields, parse_fields
+from tandem.cluster.selectors import matches, matches_fields, parse_fields
 from tandem.errors import BadRequest, Gone
 
 DEFAULT_TIMEOUT_S = 1800.0

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 from tandem.apiserver.kinds import Resource, version_priority
 from tandem.apiserver.schema import Cause
 from tandem.apiserver.state import State
-from tandem.controller.selectors import Requirement
+from tandem.cluster.selectors import Requirement
 from tandem.errors import NotFound
 
 GROUP = "admissionregistration.k8s.io"

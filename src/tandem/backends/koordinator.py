@@ -19,6 +19,7 @@ import json
 from typing import Any, Mapping, Sequence
 
 from tandem.api.kube import Node
+from tandem.api.naming import HOSTNAME_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.backends.base import (
     EXCLUSIVE_AS_ANTI_AFFINITY,
@@ -36,7 +37,7 @@ from tandem.backends.base import (
     unit_selector,
 )
 from tandem.backends.pods import pod_identity
-from tandem.backends.topology_levels import HOSTNAME, LevelProblem, group_problems, refuse_levels
+from tandem.backends.topology_levels import LevelProblem, group_problems, refuse_levels
 from tandem.errors import Problem
 
 API_VERSION = "scheduling.sigs.k8s.io/v1alpha1"
@@ -62,7 +63,7 @@ def layer_name(topology: ClusterTopology | None, level: str) -> str:
 
 def level_is_node(topology: ClusterTopology, level: str) -> bool:
     levels = topology.spec.levels
-    return levels[-1].name == level and levels[-1].node_label == HOSTNAME
+    return levels[-1].name == level and levels[-1].node_label == HOSTNAME_LABEL
 
 
 class KoordinatorBackend(Backend):

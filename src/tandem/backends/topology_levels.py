@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tandem.api.naming import HOSTNAME_LABEL
 from tandem.api.resources import ClusterTopology
 from tandem.errors import InputError, Problem
-
-HOSTNAME = "kubernetes.io/hostname"
 
 LevelProblem = tuple[int, str]  # (level index, why)
 
@@ -23,9 +22,9 @@ def level_label_problems(topology: ClusterTopology, scheduler: str) -> list[Leve
     """(level index, why) for each level the scheduler's Topology would refuse."""
     levels = topology.spec.levels
     return [
-        (index, f"{scheduler} accepts the {HOSTNAME} label only at the lowest level, but level {level.name!r} uses it")
+        (index, f"{scheduler} accepts the {HOSTNAME_LABEL} label only at the lowest level, but level {level.name!r} uses it")
         for index, level in enumerate(levels[:-1])
-        if level.node_label == HOSTNAME
+        if level.node_label == HOSTNAME_LABEL
     ]
 
 

@@ -254,6 +254,7 @@ def operator_command(
 
     def run() -> None:
         with needs_extra("operator", "tandem operator"):
+            from tandem.controller import OBSERVED_KINDS
             from tandem.kube.cluster import KubeCluster
             from tandem.operator.logs import configure
             from tandem.operator.process import OperatorConfig, run as run_operator
@@ -279,7 +280,7 @@ def operator_command(
             from lightkube.core.exceptions import ConfigError
 
             try:  # the informers re-list on their own period; --resync is how often a pass runs
-                return KubeCluster.connect(cfg.kubeconfig, namespaces=cfg.namespaces, on_change=changed)
+                return KubeCluster.connect(cfg.kubeconfig, kinds=OBSERVED_KINDS, namespaces=cfg.namespaces, on_change=changed)
             # A kubeconfig that is not YAML, or YAML without what a kubeconfig holds (lightkube
             # then fails on a missing key or a wrong type): the user's file, not a bug of ours.
             except (ConfigError, OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as exc:

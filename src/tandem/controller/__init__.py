@@ -1,1 +1,11 @@
-"""controller layer (see DESIGN.md §3)."""
+"""The reconcile controller: observe -> decide (pure) -> apply, over the cluster ports.
+
+Drivers (the operator, the simulator's runner, the admission webhook) use only what this
+package exports; its modules are its own (an import-linter contract keeps them so).
+"""
+
+from tandem.controller.observe import OBSERVED_KINDS
+from tandem.controller.reconcile import Memo, PassReport, Placer, WriteError, reconcile
+from tandem.controller.validity import group_problems, topologies_of
+
+__all__ = ["Memo", "OBSERVED_KINDS", "PassReport", "Placer", "WriteError", "group_problems", "reconcile", "topologies_of"]

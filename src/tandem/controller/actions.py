@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from tandem.controller.ports import EventType, Object, ObjectRef
+from tandem.cluster.ports import EventType, Object, ObjectRef
 
 
 @dataclass(frozen=True)

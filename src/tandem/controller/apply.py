@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from tandem.controller.actions import CreateObject, Decisions, DeleteObject, GroupActions, PatchObject, PatchStatus, RecordEvent, Write
-from tandem.controller.ports import ApiError, NotFound, Writer
+from tandem.cluster.ports import ApiError, NotFound, Writer
 
 
 @dataclass(frozen=True)

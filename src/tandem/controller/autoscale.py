@@ -24,7 +24,7 @@ from tandem.autoscaling.decide import decide
 from tandem.autoscaling.group import group_inputs
 from tandem.autoscaling.signals import Signals
 from tandem.autoscaling.state import AutoscalerState
-from tandem.controller.ports import ApiError, Cluster, Conflict
+from tandem.cluster.ports import ApiError, Cluster, Conflict
 from tandem.controller.status import autoscaler_memory_of, autoscaler_state_of, owned_patch, read_status
 
 # (namespace, name, now) -> the group's signals, or None when there are none.

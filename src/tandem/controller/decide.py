@@ -54,26 +54,11 @@ from tandem.controller.actions import (
     RecordEvent,
 )
 from tandem.controller.observe import ClusterState, GroupState
-from tandem.controller.pods import (
-    ADMITTED,
-    ASSIGNED_AT,
-    GATE,
-    HOSTNAME,
-    UnitRead,
-    assigned_node,
-    headless_service,
-    is_functional,
-    minimum_placed,
-    peers_config_map_object,
-    peers_document,
-    pod_failed,
-    pod_index,
-    replica_pods,
-    replicas_of_unit,
-    revision_of,
-    unit_replicas,
-)
-from tandem.controller.ports import Object, ObjectRef
+from tandem.api.naming import ADMITTED, ASSIGNED_AT, GATE, HOSTNAME_LABEL
+from tandem.cluster.pods import assigned_node, pod_failed, pod_index
+from tandem.cluster.replicas import UnitRead, is_functional, minimum_placed, replicas_of_unit, unit_replicas
+from tandem.controller.manifests import headless_service, peers_config_map_object, peers_document, replica_pods, revision_of
+from tandem.cluster.ports import Object, ObjectRef
 from tandem.controller.status import coordination_of, condition, memory_of, owned_patch, read_status, unchanged
 from tandem.coordination.model import CoordinationStatus, Decision, Observed, UnitSpec, backoff_seconds
 from tandem.coordination.planner import plan as coordinate
@@ -515,7 +500,7 @@ def _assign(draft: _Draft, pod: Object, node: str, now: float, expected: _Expect
     gates = [g for g in pod["spec"].get("schedulingGates", []) if g.get("name") != GATE]
     assignment = {
         "metadata": {"annotations": {ASSIGNED_AT: rfc3339(now)}},
-        "spec": {"nodeSelector": {HOSTNAME: node}, "schedulingGates": gates or None},
+        "spec": {"nodeSelector": {HOSTNAME_LABEL: node}, "schedulingGates": gates or None},
     }
     expected[key] = merge_patch(pod, assignment)
     draft.deadlines.append(now + draft.typed.spec.scheduler.gang_timeout_seconds)  # bound by then, or released

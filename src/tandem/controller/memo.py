@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Hashable, TypeVar
 
-from tandem.controller.index import ClusterIndex, GroupKey
+from tandem.cluster.index import ClusterIndex, GroupKey
 from tandem.topology.incremental import SnapshotCache
 
 T = TypeVar("T")

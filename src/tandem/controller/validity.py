@@ -23,7 +23,7 @@ from tandem.api.loading import validation_problems
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.api.validation import check_group
 from tandem.backends.registry import get_backend
-from tandem.controller.ports import Object
+from tandem.cluster.ports import Object
 from tandem.errors import Problem
 
 

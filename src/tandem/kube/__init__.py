@@ -1,4 +1,4 @@
-"""The Kubernetes adapter: the controller's ports (`tandem.controller.ports`) over a real API.
+"""The Kubernetes adapter: the controller's ports (`tandem.cluster.ports`) over a real API.
 
 - `cluster.KubeCluster`: the `Cluster` port; `snapshot()` reads informer caches, writes go
   to the API. `KubeCluster.connect(kubeconfig_or_url)` is how `tandem operator` starts one.

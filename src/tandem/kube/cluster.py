@@ -22,8 +22,7 @@ from typing import Any, Iterable, Mapping
 
 import httpx2
 
-from tandem.controller.observe import OBSERVED_KINDS
-from tandem.controller.ports import EventType, Object, ObjectRef, Propagation
+from tandem.cluster.ports import EventType, Object, ObjectRef, Propagation
 from tandem.kube.informer import Informer, Journal, OnChange
 from tandem.kube.kinds import kind_of
 from tandem.kube.reader import CacheReader, Key, LiveReader
@@ -36,7 +35,7 @@ class KubeCluster:
         self,
         rest: Rest | httpx2.Client,
         *,
-        kinds: Iterable[str] = OBSERVED_KINDS,
+        kinds: Iterable[str],
         namespaces: Iterable[str] = (),
         scopes: Mapping[str, Iterable[str]] | None = None,
         live_kinds: Iterable[str] = ("Lease",),

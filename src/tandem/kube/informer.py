@@ -45,7 +45,7 @@ from typing import Any, Callable, Mapping
 import httpx2
 import msgspec
 
-from tandem.controller.ports import ApiError, Gone, Object
+from tandem.cluster.ports import ApiError, Gone, Object
 from tandem.kube.errors import status_error
 from tandem.kube.kinds import Kind
 from tandem.kube.rest import Rest, Stream, as_rest

@@ -3,7 +3,7 @@
 `CacheReader` holds copies of the caches' dicts taken at one instant under the cluster's
 lock; the objects are shared with the informers, which never change one in place (a new
 version replaces the old), so the snapshot stays as it was while the world moves on.
-Selectors are those of the other worlds (`tandem.controller.selectors`), parsed once per
+Selectors are those of the other worlds (`tandem.cluster.selectors`), parsed once per
 call so a malformed one fails even when nothing is cached.
 
 `LiveReader` asks the API server each time: for the few objects a process must read fresh
@@ -15,8 +15,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Hashable, Mapping
 
-from tandem.controller.ports import NotFound, Object, Selector
-from tandem.controller.selectors import matches_fields, parse, parse_fields
+from tandem.cluster.ports import NotFound, Object, Selector
+from tandem.cluster.selectors import matches_fields, parse, parse_fields
 from tandem.errors import BadRequest
 from tandem.kube.kinds import kind_of
 from tandem.kube.rest import Rest

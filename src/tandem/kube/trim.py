@@ -2,7 +2,7 @@
 
 A cluster's pods are most of an informer's memory, and most of a pod is what tandem never
 reads (environment, volumes, probes, container statuses, managed fields). A Pod keeps the
-fields the controller (`controller/pods.py`, `controller/decide.py`), the placement models
+fields the controller (`controller/manifests.py`, `controller/decide.py`, `cluster/replicas.py`), the placement models
 (`api/kube.py`: requests, init containers, overhead, node selector, tolerations) and the
 peers file (`status.podIP`) read; every object loses `metadata.managedFields` and the
 `last-applied-configuration` annotation; a Node loses its image list. A trimmed object is a

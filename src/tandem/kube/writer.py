@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping
 import httpx2
 
 from tandem.api.timestamps import rfc3339
-from tandem.controller.ports import MERGE_PATCH, AlreadyExists, Conflict, EventType, NotFound, Object, ObjectRef, Propagation
+from tandem.cluster.ports import MERGE_PATCH, AlreadyExists, Conflict, EventType, NotFound, Object, ObjectRef, Propagation
 from tandem.kube.kinds import kind_of
 from tandem.kube.rest import Rest, as_rest
 

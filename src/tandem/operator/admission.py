@@ -31,9 +31,9 @@ from tandem.api.kube import Node
 from tandem.api.loading import validation_problems
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
-from tandem.controller.pods import pod_failed
-from tandem.controller.ports import Reader
-from tandem.controller.validity import group_problems, topologies_of
+from tandem.cluster.pods import pod_failed
+from tandem.cluster.ports import Reader
+from tandem.controller import group_problems, topologies_of
 from tandem.errors import Problem
 from tandem.placement import place
 from tandem.placement.bounds import beyond_capacity

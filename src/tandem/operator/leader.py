@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tandem.api.timestamps import rfc3339
-from tandem.controller.ports import ApiError, Cluster, NotFound, Object
+from tandem.cluster.ports import ApiError, Cluster, NotFound, Object
 
 LEASE_API = "coordination.k8s.io/v1"
 

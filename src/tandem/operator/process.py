@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from tandem.controller.ports import Cluster
+from tandem.cluster.ports import Cluster
 from tandem.operator.endpoints import serve
 from tandem.operator.leader import LeaderElector, LeaseConfig
 from tandem.operator.runner import Operator
@@ -134,7 +134,7 @@ def _webhook(config: OperatorConfig, cluster: Cluster):  # type: ignore[no-untyp
 
 def register_webhook(cluster: Cluster, url: str, ca_bundle: str) -> None:
     """Create or update the ValidatingWebhookConfiguration that sends tandem's kinds here: fail closed, 5 s."""
-    from tandem.controller.ports import AlreadyExists
+    from tandem.cluster.ports import AlreadyExists
 
     body = {
         "apiVersion": "admissionregistration.k8s.io/v1",

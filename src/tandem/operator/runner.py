@@ -20,8 +20,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from tandem.controller.ports import Cluster
-from tandem.controller.reconcile import Memo, PassReport, reconcile
+from tandem.cluster.ports import Cluster
+from tandem.controller import Memo, PassReport, reconcile
 from tandem.operator.leader import LeaderElector
 from tandem.operator.metrics import OperatorMetrics
 from tandem.operator.schedule import PassSchedule

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
 
-from tandem.controller.ports import Reader
+from tandem.cluster.ports import Reader
 from tandem.operator.admission import MAX_BODY, Malformed, review
 from tandem.operator.certs import CERT_FILE, KEY_FILE
 

@@ -17,11 +17,12 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from tandem.errors import ApiError
-from tandem.controller.index import Change
-from tandem.controller.pods import GATE, HOSTNAME, pod_ready
+from tandem.cluster.index import Change
+from tandem.api.naming import GATE, HOSTNAME_LABEL
+from tandem.cluster.pods import pod_ready
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL
 from tandem.sim.events import EventLoop
-from tandem.sim.store import MemoryStore
+from tandem.cluster.memory import MemoryStore
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class Kubelet:
             if meta.get("deletionTimestamp") or pod.get("status", {}).get("phase") == "Failed":
                 continue
             gated = any(g.get("name") == GATE for g in spec.get("schedulingGates", []))
-            node = spec.get("nodeSelector", {}).get(HOSTNAME)
+            node = spec.get("nodeSelector", {}).get(HOSTNAME_LABEL)
             if not gated and node and not spec.get("nodeName") and ("bind",) + key not in self._scheduled:
                 self._scheduled.add(("bind",) + key)  # type: ignore[arg-type]
                 self.loop.schedule(self.loop.now + self.bind_latency_s, "bind", namespace=meta["namespace"], name=meta["name"], uid=meta["uid"], node=node)

@@ -23,7 +23,8 @@ from tandem.api.kube import Node
 from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import ClusterTopology
 from tandem.autoscaling.signals import Signals
-from tandem.controller.pods import pod_failed, pod_gpus, pod_ready, replicas_of_unit
+from tandem.cluster.pods import pod_failed, pod_gpus, pod_ready
+from tandem.cluster.replicas import replicas_of_unit
 from tandem.sim.serving import GpuProfile, ModelProfile, ReplicaInfo, ServingModel, ServingResults
 from tandem.sim.traces import Trace
 from tandem.topology import ClusterSnapshot, TopologyView
@@ -177,7 +178,7 @@ def _ready_replicas(
     pods: list[dict[str, Any]], load: ServingLoad
 ) -> tuple[tuple[ReplicaInfo, ...], dict[str, tuple[tuple[str, ...], float]]]:
     """The group's serving replicas: Ready as the controller counts them
-    (`controller.pods.replicas_of_unit`: every pod there and Ready), and bound; and per
+    (`cluster.replicas.replicas_of_unit`: every pod there and Ready), and bound; and per
     replica its pods' uids and the leader's grace period."""
     kinds = {load.prefill_role: "prefill", load.decode_role: "decode"}
     by_unit: dict[int, list[dict[str, Any]]] = {}

@@ -23,15 +23,15 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from tandem.controller.autoscale import autoscale
-from tandem.controller.index import ClusterIndex
-from tandem.controller.reconcile import Memo, Placer, reconcile
+from tandem.cluster.index import ClusterIndex
+from tandem.controller import Memo, Placer, reconcile
 from tandem.placement import place
 from tandem.sim.events import EventLoop
 from tandem.sim.kubelet import Kubelet, Startup
 from tandem.sim.load import LoadDriver, ServingLoad
 from tandem.sim.sampler import Sampler
 from tandem.sim.serving import ServingResults
-from tandem.sim.store import MemoryStore
+from tandem.cluster.memory import MemoryStore
 
 FOLLOW_UP_S = 0.5
 VIEWED_KINDS = ("InferenceGroup", "Node", "Pod")

@@ -5,7 +5,7 @@ Counting every pod of every group at every event time cost more than the control
 last sample and keeps: the GPUs bound to each node (so allocation and over-capacity
 follow pod events), and each group's figures while neither the group nor any of its pods
 changed (the index's serial per group says when). The figures are the ones the
-controller counts (complete replicas, `controller.pods`), GPUs per pod, failed pods
+controller counts (complete replicas, `cluster/replicas.py`), GPUs per pod, failed pods
 left out: the same as counting everything again, at the cost of what changed.
 """
 
@@ -19,8 +19,9 @@ from pydantic import ValidationError
 from tandem.api.naming import GPU_RESOURCE, ROLE_LABEL, UNIT_LABEL
 from tandem.api.quantity import MILLI, parse_quantity
 from tandem.api.resources import InferenceGroup
-from tandem.controller.index import Change, ClusterIndex
-from tandem.controller.pods import assigned_node, is_functional, pod_failed, pod_gpus, unit_replicas
+from tandem.cluster.index import Change, ClusterIndex
+from tandem.cluster.pods import assigned_node, pod_failed, pod_gpus
+from tandem.cluster.replicas import is_functional, unit_replicas
 
 
 @dataclass(frozen=True)

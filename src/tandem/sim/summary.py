@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
-from tandem.controller.ports import Reader
+from tandem.cluster.ports import Reader
 from tandem.errors import NotFound
 from tandem.sim.runner import Result, Scenario
 from tandem.sim.serving import ServingResults

@@ -12,9 +12,9 @@ import itertools
 import math
 from typing import Any, Sequence
 
+from tandem.api.naming import HOSTNAME_LABEL
 from tandem.errors import InputError, Problem
 
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 # Bandwidth by distance from the narrowest level: same host, same rack, same block, wider.
 _BANDWIDTH_GBPS = (7200.0, 400.0, 200.0, 100.0)
 

@@ -35,10 +35,11 @@ from support.faults.schedule import EPOCH, Schedule
 from support.faults.world import Replica, World, WorldStore
 from tandem.apiserver.faults import Faults, Injected, Request
 from tandem.apiserver.server import ApiServer
-from tandem.controller.ports import EventType, Object, ObjectRef, Propagation
+from tandem.cluster.ports import EventType, Object, ObjectRef, Propagation
 from tandem.errors import ApiError, NotFound
 from tandem.kube.cluster import KubeCluster
 from tandem.kube.rest import Rest
+from tandem.controller import OBSERVED_KINDS
 
 CATCH_UP_S = 10.0
 WRITES = ("create", "update", "update_status", "patch", "patch_status", "delete", "bind", "record_event")
@@ -207,7 +208,7 @@ class HttpWorld(World):
 
     def _connect(self, replica: Replica) -> HttpReplicaApi:
         assert self.server is not None
-        cluster = KubeCluster(Rest.connect(self.server.url, timeout=5.0, trust_env=False), watch_timeout=5.0, backoff=(0.02, 0.2),
+        cluster = KubeCluster(Rest.connect(self.server.url, timeout=5.0, trust_env=False), kinds=OBSERVED_KINDS, watch_timeout=5.0, backoff=(0.02, 0.2),
                               read_grace=2.0, page_size=50)
         cluster.start()
         if not cluster.wait_synced(CATCH_UP_S) and self.checker is not None:

@@ -1,4 +1,5 @@
-"""The pods tandem makes for a replica, and what a unit's pods say about its replicas.
+"""The objects the controller writes for a group: a replica's pods, the headless Service,
+each unit's peers ConfigMap, and the revision that names a template.
 
 Labels name group, unit, role, replica, pod index and revision; tandem's own scheduling
 gate keeps kube-scheduler away until the engine has chosen a node. The annotation
@@ -19,13 +20,12 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections import defaultdict
 from typing import Any
 
 from tandem.api.naming import (
+    ADMITTED,
     EXCLUSIVE_LABEL,
     GATE,
-    GPU_RESOURCE,
     GROUP_LABEL,
     PEERS_DIR,
     PEERS_FILE,
@@ -40,14 +40,8 @@ from tandem.api.naming import (
     pod_name,
     service_name,
 )
-from tandem.api.quantity import MILLI, parse_quantity
 from tandem.api.resources import InferenceGroup
-from tandem.api.timestamps import seconds
-from tandem.coordination.model import Replica
-
-ADMITTED = "tandem.dev/admitted"
-ASSIGNED_AT = "tandem.dev/assigned-at"  # when tandem chose the pod's node (RFC 3339, for the gang timeout)
-HOSTNAME = "kubernetes.io/hostname"
+from tandem.cluster.replicas import UnitRead, replicas_of_unit
 
 
 def revision_of(group: InferenceGroup, raw: dict[str, Any]) -> str:
@@ -214,118 +208,3 @@ def peers_config_map_object(group: dict[str, Any], unit: int, document: str) -> 
         },
         "data": {PEERS_FILE: document},
     }
-
-
-# What `replicas_of_unit` reads of a unit: its replicas, and the pods of each.
-UnitRead = tuple[list[Replica], dict[tuple[str, int], list[dict[str, Any]]]]
-
-
-def replicas_of_unit(pods: list[dict[str, Any]], pods_per_replica: dict[str, int], revision: str | None = None) -> UnitRead:
-    """The unit's replicas as the coordination planner sees them, and the pods of each
-    (in teardown order: workers first, the leader, index 0, last).
-
-    A replica's pods are created workers first and the leader last, and deleted in the same
-    order, so a replica missing pods tells how it got there. Without its leader, holding a
-    run of the highest indices, none failed, it is an unfinished creation (a writer stopped
-    between two creates): it is completed, not replaced, and its phase counts the missing
-    pods as just created. With its leader and missing a worker, with a failed pod, or with
-    pods of two revisions (a replacement created beside a pod whose delete failed), it is
-    Failed (it will be replaced whole). With `revision`, only a replica of that revision can
-    be completed (the template of another is gone). Otherwise its phase is that of its least
-    advanced pod: Gated (held by coordination), Pending (admitted, not yet bound),
-    Scheduled, Ready.
-    """
-    by_replica: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
-    for pod in pods:
-        labels = pod["metadata"].get("labels", {})
-        by_replica[(labels[ROLE_LABEL], int(labels[REPLICA_LABEL]))].append(pod)
-    replicas = []
-    for (role, index), members in sorted(by_replica.items()):
-        members.sort(key=pod_index, reverse=True)
-        own_revision = members[0]["metadata"]["labels"].get(REVISION_LABEL, "")
-        phases = [_pod_phase(p) for p in members]
-        size = pods_per_replica.get(role, 1)
-        mixed = any(p["metadata"]["labels"].get(REVISION_LABEL, "") != own_revision for p in members)
-        if "Failed" in phases or mixed:
-            phase = "Failed"
-        elif len(members) >= size:
-            phase = min(phases, key=PHASE_ORDER.index)
-        elif unfinished(members, size) and (revision is None or own_revision == revision):
-            phase = min([*phases, "Pending"], key=PHASE_ORDER.index)
-        else:
-            phase = "Failed"
-        created = min(seconds(p["metadata"].get("creationTimestamp")) for p in members)
-        replicas.append(Replica(role, index, own_revision, phase, created))  # type: ignore[arg-type]
-    return replicas, dict(by_replica)
-
-
-PHASE_ORDER = ["Gated", "Pending", "Scheduled", "Ready"]
-
-
-def pod_index(pod: dict[str, Any]) -> int:
-    return int(pod["metadata"].get("labels", {}).get(POD_INDEX_LABEL, "0"))
-
-
-def unfinished(members: list[dict[str, Any]], size: int) -> bool:
-    """A replica's pods are the highest indices of `size` and lack the leader: a creation cut short."""
-    indices = sorted(pod_index(p) for p in members)
-    return 0 < len(indices) < size and indices == list(range(size - len(indices), size))
-
-
-def pod_ready(pod: dict[str, Any]) -> bool:
-    """The pod's Ready condition is True (the one Ready check every part of tandem uses)."""
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions", []))
-
-
-def pod_failed(pod: dict[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
-
-
-def unit_replicas(pods: list[dict[str, Any]], group: InferenceGroup, read: UnitRead | None = None) -> dict[str, list[Replica]]:
-    """One unit's replicas per role (every role present, possibly empty); `read` as for
-    `peers_document`."""
-    replicas, _ = read or replicas_of_unit(pods, {r.name: r.pods_per_replica for r in group.spec.roles})
-    out: dict[str, list[Replica]] = {r.name: [] for r in group.spec.roles}
-    for replica in replicas:
-        out.setdefault(replica.role, []).append(replica)
-    return out
-
-
-def is_functional(replicas: dict[str, list[Replica]], group: InferenceGroup) -> bool:
-    """Every role has at least its minimum of complete, Ready replicas: the unit serves."""
-    return all(sum(1 for r in replicas.get(role.name, []) if r.phase == "Ready") >= role.minimum for role in group.spec.roles)
-
-
-def minimum_placed(replicas: dict[str, list[Replica]], group: InferenceGroup) -> bool:
-    """Every role has at least its minimum of complete replicas bound to nodes."""
-    return all(
-        sum(1 for r in replicas.get(role.name, []) if r.phase in ("Scheduled", "Ready")) >= role.minimum for role in group.spec.roles
-    )
-
-
-def _pod_phase(pod: dict[str, Any]) -> str:
-    if pod.get("metadata", {}).get("deletionTimestamp") or pod_failed(pod):
-        return "Failed"
-    if pod_ready(pod):
-        return "Ready"
-    if pod.get("spec", {}).get("nodeName"):
-        return "Scheduled"
-    if pod.get("metadata", {}).get("annotations", {}).get(ADMITTED) == "true":
-        return "Pending"
-    return "Gated"
-
-
-def pod_gpus(pod: dict[str, Any]) -> int:
-    """Whole GPUs a pod requests, over its containers."""
-    return sum(
-        parse_quantity(c.get("resources", {}).get("requests", {}).get(GPU_RESOURCE, 0)) // MILLI for c in pod["spec"].get("containers", [])
-    )
-
-
-def assigned_node(pod: dict[str, Any]) -> str | None:
-    """The node a pod is bound to, or that tandem chose for it (hostname selector, gate gone)."""
-    spec = pod.get("spec", {})
-    if spec.get("nodeName"):
-        return spec["nodeName"]
-    gated = any(g.get("name") == GATE for g in spec.get("schedulingGates", []))
-    return None if gated else spec.get("nodeSelector", {}).get(HOSTNAME)

@@ -21,7 +21,7 @@
   retained history raises `Gone`, so the caller re-lists, as with a real server.
 - A snapshot also says which objects changed since an earlier one (`changes_since`, from a
   journal of keys), so a controller pass reads what changed, not everything
-  (`controller/index.py`). Taking one costs nothing: the store copies its table on the
+  (`cluster/index.py`). Taking one costs nothing: the store copies its table on the
   first write after a snapshot was taken (copy on write), not on every snapshot.
 - Watching (`watch`) and binding (`bind`) are the world's, not the controller's.
 - Pods: `spec` is immutable except removing scheduling gates, and adding `nodeSelector`
@@ -42,8 +42,8 @@ from typing import Any, Callable, Hashable, Iterable, Literal, Mapping
 
 from tandem.api.merge import merge_patch
 from tandem.api.timestamps import rfc3339
-from tandem.controller.ports import AlreadyExists, Conflict, EventType, Gone, Invalid, NotFound, Object, ObjectRef, Propagation, Selector
-from tandem.controller.selectors import matches, matches_fields, parse, parse_fields
+from tandem.cluster.ports import AlreadyExists, Conflict, EventType, Gone, Invalid, NotFound, Object, ObjectRef, Propagation, Selector
+from tandem.cluster.selectors import matches, matches_fields, parse, parse_fields
 
 # A store's defaults; `MemoryStore.register_kind` adds to its own copies.
 STATUS_SUBRESOURCE = frozenset({"Pod", "Node", "InferenceGroup"})

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable, Mapping
 
 from tandem.api.naming import GROUP_LABEL
-from tandem.controller.ports import NotFound, Object, Reader
+from tandem.cluster.ports import NotFound, Object, Reader
 
 Name = tuple[str, str]  # (namespace or "", name)
 GroupKey = tuple[str, str]  # (namespace, group name)
