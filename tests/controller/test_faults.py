@@ -253,6 +253,47 @@ def test_decide_is_a_pure_function_of_the_snapshot_and_the_time():
     assert state == frozen, "the snapshot is not changed by deciding"
 
 
+def remembered(memo):
+    """What a memo keeps from one decision for the next (the reads by identity: they are caches)."""
+    return (
+        dict(memo.settled),
+        {key: id(reads) for key, reads in memo.unit_reads.items()},
+        memo.idle_placement,
+        memo.settled_hits,
+    )
+
+
+def test_decide_writes_nothing_into_the_memo_and_returns_what_it_should_keep():
+    """A memo that has seen passes, one group settled and a second one waiting for room
+    that never comes (the engine ran and placed nothing): deciding again, twice, leaves
+    the memo as it was and decides the same; what it returns, once kept, is what the next
+    pass reads."""
+    store = world(*two_groups(), shape="block=1,rack=1,host=4")
+    memo = Memo()
+    now = 0.0
+    for _ in range(10):
+        reconcile(store, now, memo=memo)
+        kubelet(store)
+        now += 1.0
+    store.patch("InferenceGroup", "serving", "small", {"spec": {"replicas": 3}})
+    reconcile(store, now, memo=memo)  # the new units' pods, created gated; no room for them
+    now += 1.0
+    state = observe(store.snapshot(), memo)
+    before = remembered(memo)
+    first, second = decide(state, now), decide(state, now)
+    assert remembered(memo) == before, "deciding wrote into the memo"
+    assert first == second
+    memory = first.memory
+    assert memory.settled_hits == 1 and memory.settled == (), "llama skipped as settled; small decided, and waits"
+    assert [key for key, _ in memory.unit_reads] == [("serving", "small")]
+    assert memory.placement_ran and memory.idle_placement is not None, "the engine ran and placed nothing"
+    memo.remember(memory)
+    kept = remembered(memo)
+    assert kept[1][("serving", "small")] == id(dict(memory.unit_reads)[("serving", "small")])
+    assert kept[2] == memory.idle_placement != before[2] and kept[3] == before[3] + 1
+    assert decide(observe(store.snapshot(), memo), now).memory.placement_ran is False, "the next pass reads the idle placement kept"
+
+
 def test_requeue_after_names_the_earliest_deadline():
     g = design_group()
     g["spec"]["scheduler"] = {"gangTimeoutSeconds": 90}

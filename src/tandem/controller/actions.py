@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from tandem.cluster.ports import EventType, Object, ObjectRef
+from tandem.controller.memo import MemoUpdate
 
 
 @dataclass(frozen=True)
@@ -96,9 +97,6 @@ class Decisions:
     requeue_after: float | None = None
     placed: int = 0  # pods given a node by this pass
     notes: tuple[str, ...] = field(default_factory=tuple)  # lines for a log that no event carries
-    # Groups this pass found settled (nothing to write), with the versions of everything
-    # their decision read, the time their next deadline comes (inf: none) and, for a group
-    # with pods waiting for a node, the placement snapshot's `freed` count then (else None):
-    # until the deadline, while no capacity comes free, the same inputs decide nothing
-    # again (see `memo.py`).
-    settled: tuple[tuple[tuple[str, str], tuple[Any, ...], float, int | None], ...] = field(default_factory=tuple, compare=False)
+    # What the memo should keep for the next pass (settled groups, reads of units, an idle
+    # placement): decide returns it, the caller stores it (`Memo.remember`).
+    memory: MemoUpdate = field(default_factory=MemoUpdate, compare=False)

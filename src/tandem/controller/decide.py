@@ -1,8 +1,9 @@
 """Decide: the whole pass as a pure function of one snapshot and the time.
 
-`decide(state, now, placer)` returns every write and event of the pass, per group, and
-when the next pass is due (`requeue_after`). It reads nothing but its arguments and
-keeps nothing: the same snapshot and time give the same actions.
+`decide(state, now, placer)` returns every write and event of the pass, per group, when
+the next pass is due (`requeue_after`), and what the memo should keep for the next pass
+(`Decisions.memory`, stored by the caller). It reads nothing but its arguments and writes
+nothing: the same snapshot and time give the same actions.
 
 For each valid group, in order:
 
@@ -53,6 +54,7 @@ from tandem.controller.actions import (
     PatchStatus,
     RecordEvent,
 )
+from tandem.controller.memo import MemoUpdate
 from tandem.controller.observe import ClusterState, GroupState
 from tandem.api.naming import ADMITTED, ASSIGNED_AT, GATE, HOSTNAME_LABEL
 from tandem.cluster.pods import assigned_node, pod_failed, pod_index
@@ -74,9 +76,11 @@ _AFTER_DEADLINE_S = 1e-3
 def decide(state: ClusterState, now: float, placer: Placer = place) -> Decisions:
     expected = _Expected(state.pods)  # pods as they will be
     drafts, deadlines = [], []
+    skipped = 0
     for group in state.groups:
         inputs = state.settled_key(group)
         until = state.memo.settled_until(group.key, inputs) if group.valid else None
+        skipped += until is not None
         if until is not None and now < until:  # settled with these very inputs, and no deadline since
             if until != math.inf:
                 deadlines.append(until)
@@ -90,25 +94,28 @@ def decide(state: ClusterState, now: float, placer: Placer = place) -> Decisions
             _release(draft, now, expected)
             _companions(draft, expected)
             _coordinate(draft, now, expected)
-    placed, notes = _place(state, drafts, now, expected, placer)
+    placed, notes, placement = _place(state, drafts, now, expected, placer)
     for draft in drafts:
         if draft.group.valid:
             _status(draft, now, expected)
         else:
             _invalid(draft, now)
     deadlines += [d for draft in drafts for d in draft.deadlines]
-    for draft in drafts:
-        if draft.reads is not None:
-            state.memo.unit_reads[draft.group.key] = draft.reads.settle()
     requeue = max(min(deadlines) - now, 0.0) + _AFTER_DEADLINE_S if deadlines else None
     groups = tuple(GroupActions(*draft.group.key, actions=tuple(draft.actions), fence=_fence(draft)) for draft in drafts)
     freed = state.memo.placement.freed
-    settled = tuple(
-        (draft.group.key, draft.settled_key, min(draft.deadlines, default=math.inf), freed if _waiting(draft) else None)
-        for draft in drafts
-        if draft.settled_key is not None and draft.group.valid and not draft.actions
+    memory = MemoUpdate(
+        settled=tuple(
+            (draft.group.key, draft.settled_key, min(draft.deadlines, default=math.inf), freed if _waiting(draft) else None)
+            for draft in drafts
+            if draft.settled_key is not None and draft.group.valid and not draft.actions
+        ),
+        settled_hits=skipped,
+        unit_reads=tuple((draft.group.key, draft.reads.settle()) for draft in drafts if draft.reads is not None),
+        placement_ran=placement is not None,
+        idle_placement=placement[0] if placement is not None else None,
     )
-    return Decisions(groups, requeue, placed, tuple(notes), settled)
+    return Decisions(groups, requeue, placed, tuple(notes), memory)
 
 
 class _Reads:
@@ -425,13 +432,15 @@ def _lowest_free(taken: set[int], count: int) -> list[int]:
 
 def _place(
     state: ClusterState, drafts: list[_Draft], now: float, expected: _Expected, placer: Placer
-) -> tuple[int, list[str]]:
+) -> tuple[int, list[str], tuple[tuple[Any, ...] | None] | None]:
+    """Pods placed, notes for the log and, when the engine ran, (the inputs of this
+    placement if it placed nothing, else None) for the memo to keep."""
     valid = [d for d in drafts if d.group.valid]
     # Only a group's own pods wait for tandem's gate, and a group skipped as settled has none.
     candidates = {key for d in valid for key in (*map(_pod_key, d.group.pods), *d.pod_write)}
     waiting = {key: expected[key] for key in sorted(candidates) if key in expected and _waits_for_placement(expected[key])}
     if not waiting or not valid:
-        return 0, []
+        return 0, [], None
     # The engine places nothing more on less room: when the last placement placed nothing,
     # no capacity has come free since (no node changed, no pod let go of or moved its
     # load), the groups with waiting pods did not change and this pass wrote no pod, it is
@@ -442,7 +451,7 @@ def _place(
     if all(i is not None for _, i in inputs) and not expected.written():
         signature = (state.memo.placement.freed, state.topology_versions, tuple(inputs), tuple(waiting))
         if signature == state.memo.idle_placement:
-            return 0, []
+            return 0, [], None
     # The snapshot of the observed nodes and pods, kept up to date by `observe` (the memo's
     # cache): equal to building it from them, at the cost of what changed. What this pass
     # writes before placing changes no node's load: creates are gated, patches only admit,
@@ -460,7 +469,7 @@ def _place(
         demands += _unit_demands(draft, expected)
     plan = placer(snapshot, views, demands)
     placed = 0
-    state.memo.idle_placement = signature if not any(r.pods for u in plan.units for _, rs in u.roles for r in rs if not r.existing) else None
+    idle = signature if not any(r.pods for u in plan.units for _, rs in u.roles for r in rs if not r.existing) else None
     waiting_by_unit = _waiting_replicas(waiting)
     for unit in plan.units:
         draft = by_group[(unit.unit.namespace, unit.unit.group)]
@@ -476,7 +485,7 @@ def _place(
                     if pod is not None:
                         _assign(draft, pod, assignment.node, now, expected)
                         placed += 1
-    return placed, notes
+    return placed, notes, (idle,)
 
 
 def _waiting_replicas(waiting: dict[PodKey, Object]) -> dict[tuple[str, str, int], dict[str, list[list[Object | None]]]]:

@@ -72,17 +72,21 @@ class Memo:
     def settled_until(self, group: GroupKey, inputs: tuple[Hashable, ...] | None) -> float | None:
         """When `group`, found settled with exactly these inputs, next has a deadline (None:
         not known settled). A group that was waiting for capacity is settled only while
-        none has come free since (the placement snapshot's `freed` count)."""
+        none has come free since (the placement snapshot's `freed` count). Reads only."""
         kept = self.settled.get(group)
         until = kept[1] if kept is not None and inputs is not None and kept[0] == inputs else None
         if until is not None and kept is not None and kept[2] is not None and kept[2] != self.placement.freed:
             until = None
-        self.settled_hits += until is not None
         return until
 
-    def remember_settled(self, settled: Collection[tuple[GroupKey, tuple[Hashable, ...], float, int | None]]) -> None:
-        for group, inputs, until, freed in settled:
+    def remember(self, update: MemoUpdate) -> None:
+        """Keep what a decision says to remember (decide returns it; it writes nothing)."""
+        self.settled_hits += update.settled_hits
+        for group, inputs, until, freed in update.settled:
             self.settled[group] = (inputs, until, freed)
+        self.unit_reads.update(update.unit_reads)
+        if update.placement_ran:
+            self.idle_placement = update.idle_placement
 
     def sweep(self, live: Callable[[], Collection[tuple[Hashable, Hashable, Hashable]]], groups: Callable[[], Collection[GroupKey]], count: int) -> None:
         """Forget what is about groups that are gone or changed, once there is more than
@@ -98,6 +102,22 @@ class Memo:
         alive = set(live())
         self._entries = {k: v for k, v in self._entries.items() if k[:3] in alive}
         self._latest = {k[:2]: k for k in self._entries if len(k) >= 3}
+
+
+@dataclass(frozen=True)
+class MemoUpdate:
+    """What one decision leaves for the next, returned by `decide` and kept by `Memo.remember`."""
+
+    # Groups found settled (nothing to write), with the versions of everything their
+    # decision read, when their next deadline comes (inf: none) and, for a group with pods
+    # waiting for a node, the placement snapshot's `freed` count then (else None): until
+    # the deadline, while no capacity comes free, the same inputs decide nothing again.
+    settled: tuple[tuple[GroupKey, tuple[Hashable, ...], float, int | None], ...] = ()
+    settled_hits: int = 0  # groups the decision skipped as settled
+    unit_reads: tuple[tuple[GroupKey, Any], ...] = ()  # each decided group's reads of its units
+    # Whether the engine ran; if so, the inputs of that placement when it placed nothing (else None).
+    placement_ran: bool = False
+    idle_placement: tuple[Any, ...] | None = None
 
 
 def version_key(kind: str, obj: dict[str, Any], *more: Hashable) -> tuple[Hashable, ...] | None:

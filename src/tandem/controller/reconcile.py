@@ -29,6 +29,6 @@ def reconcile(cluster: Cluster, now: float, placer: Placer = place, memo: Memo |
     decisions = decide(state, now, placer)
     report = apply(cluster, decisions)
     if memo is not None:
-        memo.remember_settled(decisions.settled)
+        memo.remember(decisions.memory)
         memo.sweep(state.live_groups, lambda: [g.key for g in state.groups], len(state.groups))
     return report
