@@ -1,5 +1,5 @@
 """`spec.autoscaling` as a user writes it: defaults, the documented example, and the
-explicit inputs `decide` reads from a group."""
+explicit inputs `scale` reads from a group."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from support.autoscaling import SPEC, world
 from tandem.api.autoscaling import AutoscalingSpec, gpus_per_replica
 from tandem.api.loading import load_texts
 from tandem.api.resources import InferenceGroup
-from tandem.autoscaling import AutoscalerState, decide, group_inputs
+from tandem.autoscaling import AutoscalerState, scale, group_inputs
 from tandem.errors import InputError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,14 +51,14 @@ def test_a_group_without_autoscaling_has_none() -> None:
     assert group(None).spec.autoscaling is None
 
 
-def test_the_documented_example_is_valid_and_decides() -> None:
+def test_the_documented_example_is_valid_and_scales() -> None:
     blocks = re.findall(r"```yaml\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
     example = next(block for block in blocks if "kind: InferenceGroup" in block)
     loaded = load_texts([("docs/autoscaling.md", example)]).groups[0]
     assert loaded.spec.autoscaling is not None and loaded.spec.autoscaling.policy == "FixedRatio"
     inputs = group_inputs(loaded)
     assert dict(inputs.bounds) == {"prefill": (1, 8), "decode": (1, 16)}
-    decision = decide(loaded.spec.autoscaling, inputs.bounds, inputs.gpus_per_replica, inputs.current, inputs.units,
+    decision = scale(loaded.spec.autoscaling, inputs.bounds, inputs.gpus_per_replica, inputs.current, inputs.units,
                       world(30.0, inputs.current, inputs.units, 0.0), AutoscalerState(), 0.0)
     assert decision.changed and decision.desired["decode"] == 8  # 12,000 tok/s / 1,500
 

@@ -1,6 +1,6 @@
 """ratioEnforcement: keepTotal re-splits the asked total, raiseShort raises the role short of the band.
 
-Properties (decide's own recommendation, before the windows): raiseShort never puts a role
+Properties (scale's own recommendation, before the windows): raiseShort never puts a role
 below what its signal asks (within the role's bounds); keepTotal never exceeds the total
 asked (or the roles' minimums); both keep the bands whenever some split they allow can,
 and otherwise the reason says the band was not kept.
@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from support.autoscaling import BOUNDS, GPUS, role, signals, spec
 from support.fuzz import examples
-from tandem.autoscaling import AutoscalerState, decide
+from tandem.autoscaling import AutoscalerState, scale
 from tandem.autoscaling.enforcement import raise_short
 
 ROLES = ("prefill", "decode")
@@ -33,7 +33,7 @@ def preferred(bands: dict[str, tuple[int, int]], mode: str):
 
 def recommend(autoscaling, asks: dict[str, int], bounds=BOUNDS, gpus=GPUS):
     found = signals(prefill=role(1, queue=asks["prefill"]), decode=role(1, queue=asks["decode"]))
-    return decide(autoscaling, bounds, gpus, {"prefill": bounds["prefill"][0], "decode": bounds["decode"][0]}, 1, found, AutoscalerState(), 0.0)
+    return scale(autoscaling, bounds, gpus, {"prefill": bounds["prefill"][0], "decode": bounds["decode"][0]}, 1, found, AutoscalerState(), 0.0)
 
 
 def in_band(counts: dict[str, int], bands: dict[str, tuple[int, int]]) -> bool:
@@ -76,8 +76,8 @@ def test_fixed_ratio_with_prefill_capped_keep_total_moves_the_rest_to_decode() -
     raiseShort keeps each need within its bounds (3/9)."""
     bounds = {"prefill": (1, 3), "decode": (1, 16)}
     found = signals(decode=role(6, tokens=12_400))
-    kept = decide(spec("FixedRatio"), bounds, GPUS, {"prefill": 1, "decode": 1}, 1, found, AutoscalerState(), 0.0)
-    raised = decide(spec("FixedRatio", ratioEnforcement="raiseShort"), bounds, GPUS, {"prefill": 1, "decode": 1}, 1, found, AutoscalerState(), 0.0)
+    kept = scale(spec("FixedRatio"), bounds, GPUS, {"prefill": 1, "decode": 1}, 1, found, AutoscalerState(), 0.0)
+    raised = scale(spec("FixedRatio", ratioEnforcement="raiseShort"), bounds, GPUS, {"prefill": 1, "decode": 1}, 1, found, AutoscalerState(), 0.0)
     assert dict(kept.recommended) == {"prefill": 3, "decode": 11}
     assert dict(raised.recommended) == {"prefill": 3, "decode": 9}
 
@@ -85,7 +85,7 @@ def test_fixed_ratio_with_prefill_capped_keep_total_moves_the_rest_to_decode() -
 def test_raise_short_gives_way_to_the_gpu_budget() -> None:
     """SLO asks 2 prefill + 9 decode (88 GPUs); the budget of 64 still caps it."""
     found = signals(prefill=role(2), decode=role(4), input_tokens_per_s=30_000, output_tokens_per_s=12_400)
-    decision = decide(spec("SLO", ratioEnforcement="raiseShort", slo={**spec("SLO").model_dump(by_alias=True)["slo"], "gpuBudget": 64}),
+    decision = scale(spec("SLO", ratioEnforcement="raiseShort", slo={**spec("SLO").model_dump(by_alias=True)["slo"], "gpuBudget": 64}),
                       BOUNDS, GPUS, {"prefill": 1, "decode": 1}, 1, found, AutoscalerState(), 0.0)
     assert 8 * sum(decision.recommended.values()) <= 64
     assert "raiseShort gives way to the gpuBudget" in decision.reason
@@ -94,7 +94,7 @@ def test_raise_short_gives_way_to_the_gpu_budget() -> None:
 def test_independent_ignores_the_ratio_enforcement() -> None:
     found = signals(prefill=role(2, queue=24), decode=role(4, kv=0.35))
     one, other = (
-        decide(spec("Independent", ratioEnforcement=mode), BOUNDS, GPUS, {"prefill": 2, "decode": 4}, 1, found, AutoscalerState(), 0.0)
+        scale(spec("Independent", ratioEnforcement=mode), BOUNDS, GPUS, {"prefill": 2, "decode": 4}, 1, found, AutoscalerState(), 0.0)
         for mode in ("keepTotal", "raiseShort")
     )
     assert one.recommended == other.recommended
@@ -144,7 +144,7 @@ def test_raise_short_never_lowers_a_role_and_is_the_least_banded_split_above_the
 
 @settings(max_examples=examples(200), deadline=None)
 @given(problems())
-def test_decide_raise_short_keeps_every_need_and_the_band_where_feasible(problem) -> None:
+def test_scale_raise_short_keeps_every_need_and_the_band_where_feasible(problem) -> None:
     asks, bands, bounds = problem
     decision = recommend(preferred(bands, "raiseShort"), asks, bounds)
     got = dict(decision.recommended)
@@ -158,7 +158,7 @@ def test_decide_raise_short_keeps_every_need_and_the_band_where_feasible(problem
 
 @settings(max_examples=examples(200), deadline=None)
 @given(problems())
-def test_decide_keep_total_never_exceeds_the_total_and_keeps_the_band_where_feasible(problem) -> None:
+def test_scale_keep_total_never_exceeds_the_total_and_keeps_the_band_where_feasible(problem) -> None:
     asks, bands, bounds = problem
     decision = recommend(preferred(bands, "keepTotal"), asks, bounds)
     got = dict(decision.recommended)

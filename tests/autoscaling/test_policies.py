@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from support.autoscaling import BOUNDS, GPUS, NAN, role, signals, spec
-from tandem.autoscaling import AutoscalerState, decide
+from tandem.autoscaling import AutoscalerState, scale
 from tandem.autoscaling.fixed_ratio import fixed_ratio
 from tandem.autoscaling.metrics import MissingSignal, whole
 from tandem.autoscaling.preferred_band import cost_fill, preferred_band
@@ -15,7 +15,7 @@ from tandem.autoscaling.slo import slo
 def first(policy: str, found, current=None, units: int = 1, bounds=BOUNDS, gpus=GPUS, **changes):
     """One decision of a fresh autoscaler (no history, no panic)."""
     current = current or {"prefill": 1, "decode": 1}
-    return decide(spec(policy, **changes), bounds, gpus, current, units, found, AutoscalerState(), found.at)
+    return scale(spec(policy, **changes), bounds, gpus, current, units, found, AutoscalerState(), found.at)
 
 
 # ----------------------------------------------------------------------------- FixedRatio

@@ -1,10 +1,10 @@
-"""Stabilisation windows with the HPA's own documented figures, and through `decide`."""
+"""Stabilisation windows with the HPA's own documented figures, and through `scale`."""
 
 from __future__ import annotations
 
 from support.autoscaling import change_times, run, spec
 from tandem.autoscaling.stabilization import prune, stabilize
-from tandem.autoscaling.state import Recommendation
+from tandem.autoscaling.memory import Recommendation
 
 
 def history(values: list[int], every: float = 60.0) -> tuple[Recommendation, ...]:

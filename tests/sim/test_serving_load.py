@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tandem.controller.autoscale import autoscale
+from tandem.controller import autoscale
 from tandem.controller.reconcile import reconcile
 from tandem.errors import InputError
 from tandem.sim.runner import simulate

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from tandem.api.autoscaling import AutoscalingSpec
-from tandem.autoscaling import AutoscalerState, RoleSignals, ScaleDecision, Signals, decide
+from tandem.autoscaling import AutoscalerState, RoleSignals, ScaleDecision, Signals, scale
 
 NAN = math.nan
 POLICIES = ("FixedRatio", "PreferredBand", "SLO", "Independent")
@@ -120,7 +120,7 @@ def run(
     current, state, steps = dict(start), AutoscalerState(), []
     t = 0.0
     while t <= until:
-        decision = decide(autoscaling, bounds, gpus, current, units, make(levels(t), current, units, t), state, t)
+        decision = scale(autoscaling, bounds, gpus, current, units, make(levels(t), current, units, t), state, t)
         steps.append(Step(t, decision))
         current, state = dict(decision.desired), decision.state
         t += every

@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from tandem.autoscaling.signals import RoleSignals, Signals
-from tandem.controller.autoscale import autoscale
+from tandem.controller import autoscale
 
 GROUP = Path(__file__).resolve().parents[2] / "examples" / "llama-70b-autoscaled.yaml"
 

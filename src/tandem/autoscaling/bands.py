@@ -2,7 +2,7 @@
 
 A band {minPercent, maxPercent} of a total T is the replica range
 [ceil(T·min/100), floor(T·max/100)]; intersected with the role's own bounds it tightens
-them. When the tightened bounds cannot hold T, the caller (decide._split) lowers the total
+them. When the tightened bounds cannot hold T, the caller (scaler._split) lowers the total
 to the largest one they can hold (a role's maximum binding); only when none can (integer
 rounding at small totals, or role minimums that already exceed a band) do the role's own
 bounds apply: min/max always win over a band, and the reason says which happened.

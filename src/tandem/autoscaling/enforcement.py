@@ -3,7 +3,7 @@
 The ratio-keeping policies know two things: each role's own need (`Split.asks`) and the
 ratio or band the roles should keep. When the needs break the ratio something must give:
 
-- `keepTotal` (the default, decide._split) keeps the policy's total and re-splits it, so
+- `keepTotal` (the default, scaler._split) keeps the policy's total and re-splits it, so
   the GPU count stays what was asked and a role can end below its own signal (6 prefill /
   2 decode asked at 1:1 -> 4/4);
 - `raiseShort` (Kthena's current rule) keeps every role at least at its own need and raises

@@ -1,4 +1,4 @@
-"""The explicit inputs of `decide`, read from an InferenceGroup that has `spec.autoscaling`.
+"""The explicit inputs of `scale`, read from an InferenceGroup that has `spec.autoscaling`.
 
 Kept apart from the decision so that the decision sees numbers only, and callers (the
 controller, the simulator, tests) all derive them the same way.

@@ -9,7 +9,7 @@ they would exceed a GPU budget. tandem takes the profiled figures as configurati
     decode  = ceil(output tokens/s / decodeTokensPerSecondPerReplica  × max(1, ITL p90 / itlSeconds)   / units)
 
 The correction only ever adds capacity (a missed target means the profiled throughput
-was optimistic); the budget is applied when the total is split (see decide.py). A
+was optimistic); the budget is applied when the total is split (see scaler.py). A
 window without arrivals cannot measure latency, so there a NaN latency means no
 correction; with arrivals it is a missing figure, and no action is taken.
 """

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from tandem.autoscaling.state import Recommendation
+from tandem.autoscaling.memory import Recommendation
 
 
 def window(history: Iterable[Recommendation], key: str, now: float, seconds: float, newest: int) -> list[int]:

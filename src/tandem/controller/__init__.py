@@ -1,11 +1,25 @@
-"""The reconcile controller: observe -> decide (pure) -> apply, over the cluster ports.
+"""The controller's two passes, each observe -> decide (pure) -> apply over the cluster
+ports: `reconcile` (coordination, placement, pods, status) and `autoscale` (the counts).
 
 Drivers (the operator, the simulator's runner, the admission webhook) use only what this
 package exports; its modules are its own (an import-linter contract keeps them so).
 """
 
+from tandem.controller.autoscaler import AutoscaleReport, Metrics, autoscale
 from tandem.controller.observe import OBSERVED_KINDS
 from tandem.controller.reconcile import Memo, PassReport, Placer, WriteError, reconcile
 from tandem.controller.validity import group_problems, topologies_of
 
-__all__ = ["Memo", "OBSERVED_KINDS", "PassReport", "Placer", "WriteError", "group_problems", "reconcile", "topologies_of"]
+__all__ = [
+    "AutoscaleReport",
+    "Memo",
+    "Metrics",
+    "OBSERVED_KINDS",
+    "PassReport",
+    "Placer",
+    "WriteError",
+    "autoscale",
+    "group_problems",
+    "reconcile",
+    "topologies_of",
+]

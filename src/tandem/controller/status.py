@@ -20,7 +20,7 @@ from tandem.api.status import (
     RecommendationMemory,
 )
 from tandem.api.timestamps import optional_rfc3339, optional_seconds, rfc3339, seconds
-from tandem.autoscaling.state import AutoscalerState, Recommendation
+from tandem.autoscaling.memory import AutoscalerState, Recommendation
 from tandem.cluster.ports import Object
 from tandem.coordination.model import CoordinationStatus
 

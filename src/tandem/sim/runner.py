@@ -10,7 +10,7 @@ operator also keeps. Metrics are sampled at every event time.
 
 With serving load, each group's serving model runs its requests up to every batch's time
 on the replicas that were Ready until then, and is told the new Ready set after the pass
-(`sim/load.py`); the autoscaler's pass (`controller/autoscale.py`) runs every
+(`sim/load.py`); the autoscaler's pass (`controller/autoscaler.py`) runs every
 `autoscale_tick_s` on the model's signals, and a tick that changed nothing costs no pass.
 """
 
@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from tandem.controller.autoscale import autoscale
+from tandem.controller import autoscale
 from tandem.cluster.index import ClusterIndex
 from tandem.controller import Memo, Placer, reconcile
 from tandem.placement import place

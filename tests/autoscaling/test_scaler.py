@@ -1,4 +1,4 @@
-"""`decide` as the controller uses it: panic, missing figures, bounds, state, determinism,
+"""`scale` as the controller uses it: panic, missing figures, bounds, state, determinism,
 and square-wave load over simulated time."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from support.fuzz import examples
 from support.autoscaling import BOUNDS, GPUS, NAN, POLICIES, change_times, role, run, signals, spec, with_figure, world
-from tandem.autoscaling import AutoscalerState, Recommendation, decide
+from tandem.autoscaling import AutoscalerState, Recommendation, scale
 
 FAST = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -55,7 +55,7 @@ def test_a_rise_below_the_panic_threshold_waits_for_the_scale_up_window() -> Non
 
 def test_independent_panics_per_role() -> None:
     found = signals(prefill=role(2, queue=8), decode=role(2, kv=2.0))  # prefill 2 -> 2, decode 2 -> 6
-    decision = decide(spec("Independent"), BOUNDS, GPUS, {"prefill": 2, "decode": 2}, 1, found, AutoscalerState(), 0.0)
+    decision = scale(spec("Independent"), BOUNDS, GPUS, {"prefill": 2, "decode": 2}, 1, found, AutoscalerState(), 0.0)
     assert decision.panic and dict(decision.desired) == {"prefill": 2, "decode": 6}
     assert set(decision.state.panic_until) == {"decode"}
 
@@ -89,7 +89,7 @@ def test_missing_or_stale_signals_change_nothing(policy: str, found, expected: s
     if policy == "SLO" and expected == "no signals for role":
         pytest.skip("SLO reads only the group's figures, no role's")
     state = busy_state()
-    decision = decide(spec(policy), BOUNDS, GPUS, CURRENT, 1, found, state, 120.0)
+    decision = scale(spec(policy), BOUNDS, GPUS, CURRENT, 1, found, state, 120.0)
     assert not decision.changed and dict(decision.desired) == CURRENT
     assert decision.state is state
     assert decision.reason.startswith("no action: ") and expected in decision.reason
@@ -125,25 +125,25 @@ def test_a_missing_figure_changes_nothing(policy, pick, bad, level, history_leve
     current = {"prefill": prefill, "decode": decode}
     state = AutoscalerState()
     for i, past in enumerate(history_levels):  # some memory, without moving `current`
-        state = decide(autoscaling, BOUNDS, GPUS, current, 1, world(past, current, 1, 15.0 * i), state, 15.0 * i).state
+        state = scale(autoscaling, BOUNDS, GPUS, current, 1, world(past, current, 1, 15.0 * i), state, 15.0 * i).state
     now = 15.0 * len(history_levels)
     role_name, field, name = NEEDED[policy][pick % len(NEEDED[policy])]
     found = with_figure(world(level, current, 1, now), role_name, **{field: bad})
-    decision = decide(autoscaling, BOUNDS, GPUS, current, 1, found, state, now)
+    decision = scale(autoscaling, BOUNDS, GPUS, current, 1, found, state, now)
     assert not decision.changed and dict(decision.desired) == current
     assert decision.state is state
     assert decision.reason.startswith(f"no action: {name}")
 
 
 def test_counts_outside_the_bounds_are_corrected_even_without_signals() -> None:
-    decision = decide(spec("FixedRatio"), BOUNDS, GPUS, {"prefill": 0, "decode": 20}, 1, None, AutoscalerState(), 5.0)
+    decision = scale(spec("FixedRatio"), BOUNDS, GPUS, {"prefill": 0, "decode": 20}, 1, None, AutoscalerState(), 5.0)
     assert decision.changed and dict(decision.desired) == {"prefill": 1, "decode": 16}
     assert decision.reason == "no action: no signals; prefill 0 outside 1..8; decode 20 outside 1..16 -> prefill 1, decode 16"
     assert decision.state.last_change_at == 5.0
 
 
 def test_a_group_without_units_is_left_alone() -> None:
-    decision = decide(spec("SLO"), BOUNDS, GPUS, CURRENT, 0, world(4, CURRENT, 0, 0.0), AutoscalerState(), 0.0)
+    decision = scale(spec("SLO"), BOUNDS, GPUS, CURRENT, 0, world(4, CURRENT, 0, 0.0), AutoscalerState(), 0.0)
     assert not decision.changed and "no action: the group has no units" in decision.reason
 
 
@@ -187,7 +187,7 @@ def test_state_survives_the_status_round_trip_and_decisions_repeat_exactly() -> 
         current, state, replayed = {"prefill": 1, "decode": 1}, AutoscalerState(), []
         for step in direct:
             stored = json.loads(json.dumps(state.to_dict()))
-            decision = decide(autoscaling, BOUNDS, GPUS, current, 1, world(levels(step.at), current, 1, step.at),
+            decision = scale(autoscaling, BOUNDS, GPUS, current, 1, world(levels(step.at), current, 1, step.at),
                               AutoscalerState.from_dict(stored), step.at)
             replayed.append(decision)
             current, state = dict(decision.desired), decision.state
@@ -264,9 +264,9 @@ def test_a_spec_that_skipped_validation_takes_no_action_instead_of_failing() -> 
     """The controller may only parse a stored group; what validation rejects is then reported."""
     found = world(4.0, CURRENT, 1, 0.0)
     no_block = spec("SLO").model_copy(update={"slo": None})
-    decision = decide(no_block, BOUNDS, GPUS, CURRENT, 1, found, AutoscalerState(), 0.0)
+    decision = scale(no_block, BOUNDS, GPUS, CURRENT, 1, found, AutoscalerState(), 0.0)
     assert not decision.changed and decision.reason.startswith("no action: spec.autoscaling.slo is missing")
     independent = spec("Independent")
     partial = independent.model_copy(update={"independent": independent.independent.model_copy(update={"targets": {}})})
-    decision = decide(partial, BOUNDS, GPUS, CURRENT, 1, found, AutoscalerState(), 0.0)
+    decision = scale(partial, BOUNDS, GPUS, CURRENT, 1, found, AutoscalerState(), 0.0)
     assert decision.reason.startswith("no action: spec.autoscaling.independent.targets has no entry for prefill")

@@ -43,7 +43,7 @@ from tandem.autoscaling.rounding import apportion, reachable_total
 from tandem.autoscaling.signals import Signals
 from tandem.autoscaling.slo import slo
 from tandem.autoscaling.stabilization import prune, stabilize
-from tandem.autoscaling.state import AutoscalerState, Recommendation
+from tandem.autoscaling.memory import AutoscalerState, Recommendation
 
 TOTAL = "total"  # the panic key of the ratio-keeping policies: both roles together
 
@@ -58,7 +58,7 @@ class ScaleDecision:
     recommended: Mapping[str, int]  # the policy's own counts, before windows and panic
 
 
-def decide(
+def scale(
     spec: AutoscalingSpec,
     bounds: Bounds,
     gpus_per_replica: Mapping[str, int],

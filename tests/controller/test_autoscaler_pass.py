@@ -1,0 +1,60 @@
+"""The autoscaler's pass in the pass shape: observe reads, decide is pure, apply writes."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+
+from tandem.autoscaling.signals import RoleSignals, Signals
+from tandem.cluster.memory import MemoryStore
+from tandem.controller.autoscaler import GroupScaling, Skipped, apply_scaling, autoscale, decide_scaling, observe_autoscaling
+
+GROUP = Path(__file__).resolve().parents[2] / "examples" / "llama-70b-autoscaled.yaml"
+
+
+def _signals(now: float, decode_tokens: float) -> Signals:
+    role = RoleSignals(replicas=1, queue_depth=0.0, busy_fraction=0.5, kv_utilization=0.5, tokens_per_s=decode_tokens)
+    return Signals(now, 60.0, {"prefill": role, "decode": role}, 5.0, 5000.0, decode_tokens, 0.2, 0.02)
+
+
+def _store(*names: str) -> MemoryStore:
+    store = MemoryStore()
+    for name in names:
+        group = yaml.safe_load(GROUP.read_text())
+        group["metadata"]["name"] = name
+        store.create(group)
+    return store
+
+
+def test_decide_is_a_pure_function_of_what_observe_read_and_the_time():
+    store = _store("a", "b")
+    observed = observe_autoscaling(store.snapshot(), 0.0, lambda ns, name, now: _signals(now, 12_000.0))
+    frozen = copy.deepcopy(observed)
+    first, second = decide_scaling(observed, 0.0), decide_scaling(observed, 0.0)
+    assert first == second and observed == frozen, "same observation and time, same decisions; the observation untouched"
+    assert all(isinstance(g, GroupScaling) and g.roles_patch is not None for g in first.groups)
+    assert [r["replicas"] for r in store.get("InferenceGroup", "serving", "a")["spec"]["roles"]] == [2, 1], "deciding wrote nothing"
+    report = apply_scaling(store, first, 0.0)
+    assert report.changes == [("serving/a", {"decode": 4, "prefill": 8}), ("serving/b", {"decode": 4, "prefill": 8})]
+    assert report.requeue_after == 15.0
+
+
+def test_observe_reads_signals_only_for_groups_due_a_decision():
+    store = _store("a")
+    autoscale(store, 0.0, lambda ns, name, now: _signals(now, 12_000.0))
+    asked: list[str] = []
+    observed = observe_autoscaling(store.snapshot(), 5.0, lambda ns, name, now: asked.append(name))  # type: ignore[func-returns-value]
+    assert asked == [] and observed.groups == (Skipped("serving/a", due_at=15.0),)
+    assert apply_scaling(store, decide_scaling(observed, 5.0), 5.0).requeue_after == 10.0
+
+
+def test_an_invalid_group_is_named_and_skipped_while_the_others_scale():
+    store = _store("a", "b")
+    roles = copy.deepcopy(store.get("InferenceGroup", "serving", "a")["spec"]["roles"])
+    roles[0] = {**roles[0], "replicas": 1, "minReplicas": 3}  # a cross-field rule the model alone does not check
+    store.patch("InferenceGroup", "serving", "a", {"spec": {"roles": roles}})
+    report = autoscale(store, 0.0, lambda ns, name, now: _signals(now, 12_000.0))
+    assert [key for key, _ in report.changes] == ["serving/b"]
+    assert len(report.events) == 2 and report.events[0].startswith("serving/a: autoscaler: invalid, skipped:")
