@@ -24,8 +24,8 @@ from backends.schemas import LATEST_KUBE, builtin_validator
 from tandem.api import crds as crds_module
 from tandem.api.crds import DESCRIPTIONS, REGENERATE, crds, file_name, render
 from tandem.api.loading import load_texts
-from tandem.api.status import AutoscalerMemory, AutoscalingStatus, Condition, CoordinationMemory, InferenceGroupStatus
-from tandem.api.status import RecommendationMemory, RoleStatus, UnitStatus
+from tandem.api.group_status import AutoscalerMemory, AutoscalingStatus, Condition, CoordinationMemory, InferenceGroupStatus
+from tandem.api.group_status import RecommendationMemory, RoleStatus, UnitStatus
 from tandem.errors import InputError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from apiserver.helpers import NS, Client, pod, small_cluster
-from tandem.apiserver.kubelet import Kubelet
+from tandem.apiserver.kubelets import Kubelet
 from tandem.apiserver.server import ApiServer
 
 PODS = f"/api/v1/namespaces/{NS}/pods"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from support.coordination_world import counts, run
 from tandem.coordination.model import CoordinationStatus, Observed, Replica, RoleSpec, UnitSpec
-from tandem.coordination.planner import plan
+from tandem.coordination.planner import next_step
 from tandem.coordination.walkthrough import replicas_of, walk
 
 
@@ -45,10 +45,10 @@ def test_growth_comes_before_shrinkage_in_a_ratio_change():
     """8P:2D -> 4P:4D: decode grows first; prefill shrinks only once decode's growth is Ready."""
     spec = UnitSpec(roles=(RoleSpec("prefill", 4, 1), RoleSpec("decode", 4, 1)), revision="r1", scaling_max_skew="50%")
     world = replicas_of({("prefill", "r1"): 8, ("decode", "r1"): 2})
-    first = plan(spec, Observed(tuple(world)), 0.0)
+    first = next_step(spec, Observed(tuple(world)), 0.0)
     assert [c.role for c in first.create] == ["decode"] and first.delete == ()
     pending = world + [Replica("decode", 2 + k, "r1", "Pending") for k in range(first.create[0].count)]
-    second = plan(spec, Observed(tuple(pending), first.status), 1.0)
+    second = next_step(spec, Observed(tuple(pending), first.status), 1.0)
     assert second.delete == (), "no prefill removed while the new decode is not there yet"
 
 
@@ -62,7 +62,7 @@ def test_a_change_of_ratio_during_a_rollout_replans_from_what_runs():
     world = world + [Replica(c.role, 10 + k, c.revision, "Ready") for c in decision.create for k in range(c.count)]
     status = decision.status
     for step in range(20):
-        d = plan(changed, Observed(tuple(world), status), float(step))
+        d = next_step(changed, Observed(tuple(world), status), float(step))
         gone = {(x.role, x.index) for x in d.delete}
         world = [r for r in world if (r.role, r.index) not in gone]
         world += [Replica(c.role, 100 + 10 * step + k, c.revision, "Ready") for c in d.create for k in range(c.count)]
@@ -77,9 +77,9 @@ def test_order_ready_waits_for_readiness_and_order_scheduled_does_not():
     base = dict(roles=(RoleSpec("prefill", 2, 1), RoleSpec("decode", 2, 1)), revision="r1", rollout_steps={"prefill": 1, "decode": 1})
     scheduled = [Replica("prefill", 0, "r1", "Scheduled"), Replica("decode", 0, "r1", "Scheduled")]
     status = CoordinationStatus(mode="Rollout", start={"prefill": 0, "decode": 0}, goal={"prefill": 2, "decode": 2}, step={"prefill": 1, "decode": 1}, step_started=0.0)
-    ready_first = plan(UnitSpec(**base, rollout_progression="OrderReady"), Observed(tuple(scheduled), status), 1.0)
+    ready_first = next_step(UnitSpec(**base, rollout_progression="OrderReady"), Observed(tuple(scheduled), status), 1.0)
     assert ready_first.create == ()
-    go = plan(UnitSpec(**base, rollout_progression="OrderScheduled"), Observed(tuple(scheduled), status), 1.0)
+    go = next_step(UnitSpec(**base, rollout_progression="OrderScheduled"), Observed(tuple(scheduled), status), 1.0)
     assert sorted((c.role, c.count) for c in go.create) == [("decode", 1), ("prefill", 1)]
 
 
@@ -87,20 +87,20 @@ def test_a_stalled_step_is_retried_after_a_backoff():
     spec = UnitSpec(roles=(RoleSpec("prefill", 2, 1), RoleSpec("decode", 1, 1)), revision="r1", step_timeout=10.0)
     stuck = [Replica("prefill", 0, "r1", "Pending", 0.0), Replica("decode", 0, "r1", "Ready", 0.0)]
     status = CoordinationStatus(mode="Rollout", start={"prefill": 0, "decode": 0}, goal={"prefill": 2, "decode": 1}, step={"prefill": 1, "decode": 1}, step_started=0.0)
-    stalled = plan(spec, Observed(tuple(stuck), status), 11.0)
+    stalled = next_step(spec, Observed(tuple(stuck), status), 11.0)
     assert stalled.state == "Stalled" and [(d.role, d.index) for d in stalled.delete] == [("prefill", 0)]
     assert stalled.status.stalls == 1 and stalled.status.retry_after == 41.0
     kept = [r for r in stuck if r.role == "decode"]
-    waiting = plan(spec, Observed(tuple(kept), stalled.status), 20.0)
+    waiting = next_step(spec, Observed(tuple(kept), stalled.status), 20.0)
     assert waiting.state == "Stalled" and waiting.create == ()
-    retry = plan(spec, Observed(tuple(kept), stalled.status), 41.0)
+    retry = next_step(spec, Observed(tuple(kept), stalled.status), 41.0)
     assert retry.state == "Progressing" and [(c.role, c.count) for c in retry.create] == [("prefill", 1)]
 
 
 def test_failed_replicas_are_replaced():
     spec = UnitSpec(roles=(RoleSpec("prefill", 2, 1), RoleSpec("decode", 1, 1)), revision="r1")
     world = [Replica("prefill", 0, "r1", "Ready"), Replica("prefill", 1, "r1", "Failed"), Replica("decode", 0, "r1", "Ready")]
-    decision = plan(spec, Observed(tuple(world)), 0.0)
+    decision = next_step(spec, Observed(tuple(world)), 0.0)
     assert [(d.role, d.index, d.why) for d in decision.delete] == [("prefill", 1, "failed")]
     assert [(c.role, c.count) for c in decision.create] == [("prefill", 1)]
 
@@ -109,7 +109,7 @@ def test_gated_replicas_are_admitted_only_up_to_the_step():
     """Replicas created ahead (say, before a crash) stay gated until their step admits them."""
     spec = UnitSpec(roles=(RoleSpec("prefill", 4, 1), RoleSpec("decode", 2, 1)), revision="r1", rollout_steps={"prefill": 1, "decode": 1})
     world = [Replica("prefill", i, "r1", "Gated") for i in range(4)] + [Replica("decode", i, "r1", "Gated") for i in range(2)]
-    decision = plan(spec, Observed(tuple(world)), 0.0)
+    decision = next_step(spec, Observed(tuple(world)), 0.0)
     assert sorted((u.role, u.index) for u in decision.ungate) == [("decode", 0), ("prefill", 0)]
     assert decision.create == ()
 
@@ -122,7 +122,7 @@ def test_a_rollout_from_nothing_follows_the_steps_when_no_role_has_a_minimum():
     capped = UnitSpec(roles=(RoleSpec("prefill", 4, 0), RoleSpec("decode", 2, 0)), revision="r1", rollout_steps={"prefill": 6})
     # decode, which the steps do not name, goes straight to its target
     assert _series(walk(capped, []), "prefill", "decode")[:2] == [(0, 0), (4, 2)]
-    first = plan(spec, Observed(()), 0.0)
+    first = next_step(spec, Observed(()), 0.0)
     assert first.status.mode == "Rollout" and sorted((c.role, c.count) for c in first.create) == [("decode", 1), ("prefill", 2)]
 
 

@@ -32,14 +32,14 @@ def test_a_controller_that_replaces_a_replica_cut_short_creates_pods_twice(monke
 
 
 def test_an_update_that_drains_before_it_surges_breaks_the_rollout_floor(monkeypatch):
-    update = planner.plan_update
+    update = planner.next_update_step
 
     def draining(spec, observed, now):
         decision = update(spec, observed, now)
         old = [r for r in observed.replicas if r.revision != spec.revision and r.phase != "Failed"]
         return dataclasses.replace(decision, delete=(*decision.delete, *(Delete(r.role, r.index, "drained early") for r in old[:1])))
 
-    monkeypatch.setattr(planner, "plan_update", draining)
+    monkeypatch.setattr(planner, "next_update_step", draining)
     assert "rollout-floor" in invariants(generate(15))
 
 

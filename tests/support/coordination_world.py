@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass, field
 
 from tandem.coordination.model import CoordinationStatus, Decision, Observed, Replica, UnitSpec
-from tandem.coordination.planner import plan
+from tandem.coordination.planner import next_step
 
 
 @dataclass
@@ -37,7 +37,7 @@ def run(
     now = 0.0
     trace = Trace()
     for number in range(max_steps):
-        decision = plan(spec, Observed(tuple(world), status), now)
+        decision = next_step(spec, Observed(tuple(world), status), now)
         trace.steps.append((list(world), decision))
         if decision.state == "Complete":
             break

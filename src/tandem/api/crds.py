@@ -27,7 +27,7 @@ import yaml
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema
 
-from tandem.api import base, resources, status
+from tandem.api import base, group_status, resources
 from tandem.api.kube import PodTemplateSpec
 
 GROUP = "tandem.dev"
@@ -45,7 +45,7 @@ _VALIDATORS: dict[Any, dict[str, Any]] = {
     resources._int_or_percent_type: {},  # only narrows the error message; the union is the type
     # 0 or more, or one to three digits worth 0..100 and "%", exactly as _PERCENT and its check.
     resources._int_or_percent: {"minimum": 0, "pattern": r"^([0-9]{1,2}|0[0-9]{2}|100)%$"},
-    status._timestamp: {"format": "date-time"},
+    group_status._timestamp: {"format": "date-time"},
 }
 # Models the CRD does not describe field by field.
 _OPAQUE: dict[type[BaseModel], dict[str, Any]] = {
@@ -367,7 +367,7 @@ def crds() -> list[dict[str, Any]]:
         ],
         subresources={},  # no status subresource: ClusterTopology has no status
     )
-    group_schema = _root(resources.InferenceGroup, used, status.InferenceGroupStatus)
+    group_schema = _root(resources.InferenceGroup, used, group_status.InferenceGroupStatus)
     _add_rules(group_schema)
     group = _crd(
         resources.InferenceGroup, plural="inferencegroups", short="ig", scope="Namespaced",

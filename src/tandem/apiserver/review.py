@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from tandem.apiserver.status import Refused, StatusError
+from tandem.apiserver.error_status import Refused, StatusError
 from tandem.apiserver.webhooks import Attributes, Invocation, ca_bundle
 from tandem.errors import ApiError, BadRequest
 

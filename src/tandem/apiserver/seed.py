@@ -14,7 +14,7 @@ from tandem.api.crds import crds as tandem_crds
 from tandem.api.loading import load_documents, load_texts
 from tandem.apiserver import verbs
 from tandem.apiserver.kinds import Resource
-from tandem.apiserver.state import State
+from tandem.apiserver.server_state import State
 from tandem.errors import ApiError, InputError, Problem
 
 NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")

@@ -22,11 +22,11 @@ import yaml
 
 from tandem.apiserver import cel, discovery, protobuf, tables, verbs, watch
 from tandem.apiserver.faults import Faults, Injected, Request
-from tandem.apiserver.kubelet import Kubelet
+from tandem.apiserver.kubelets import Kubelet
 from tandem.apiserver.routes import Route, route
 from tandem.apiserver.seed import seed
-from tandem.apiserver.state import State
-from tandem.apiserver.status import Expired, Refused, UnsupportedMediaType, failure
+from tandem.apiserver.server_state import State
+from tandem.apiserver.error_status import Expired, Refused, UnsupportedMediaType, failure
 from tandem.errors import ApiError, BadRequest, InternalError, NotFound
 from tandem.cluster.memory import MemoryStore
 

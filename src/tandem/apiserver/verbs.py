@@ -9,10 +9,10 @@ storing; a delete answers the object (built-ins) or a Success Status (custom res
 Deletion is immediate (no grace period) and cascades at once, whatever the propagation
 policy, unless a finalizer holds the object.
 
-A write is planned, admitted and committed (`write`): the object to store is made with the
+A write is prepared, admitted and committed (`write`): the object to store is made with the
 state's lock held (names, defaults, schema, CEL rules), the validating webhooks it matches
 are called with the lock released, and the write is made with the lock held again if the
-object did not change meanwhile; if it did, the write is planned again.
+object did not change meanwhile; if it did, the write is prepared again.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from tandem.apiserver import admission, patches, review, tables, webhooks
 from tandem.apiserver.kinds import Resource
 from tandem.apiserver.routes import Route
 from tandem.apiserver.schema import Cause
-from tandem.apiserver.state import State
-from tandem.apiserver.status import (
+from tandem.apiserver.server_state import State
+from tandem.apiserver.error_status import (
     Expired, InvalidObject, MethodNotAllowed, Refused, UnsupportedMediaType, already_exists, conflict, not_found, success,
 )
 from tandem.apiserver.webhooks import Attributes
@@ -40,7 +40,7 @@ from tandem.cluster.selectors import parse, parse_fields
 from tandem.errors import AlreadyExists, BadRequest, Conflict, Invalid, NotFound
 
 PROPAGATION = ("Background", "Foreground", "Orphan")
-WRITE_ATTEMPTS = 5  # plans of one write whose object keeps changing while its webhooks answer
+WRITE_ATTEMPTS = 5  # preparations of one write whose object keeps changing while its webhooks answer
 SCALE_KIND = ("autoscaling", "v1", "Scale")
 BINDING_KIND = ("", "v1", "Binding")
 
@@ -73,7 +73,7 @@ class Pending:
 
 
 class Stale(Exception):
-    """The object changed between planning a write and committing it: plan it again."""
+    """The object changed between preparing a write and committing it: prepare it again."""
 
 
 def handle(state: State, call: Call) -> Answer:
@@ -91,7 +91,7 @@ def handle(state: State, call: Call) -> Answer:
     if call.method == "POST" and route.subresource == "binding":
         return write(state, lambda: _bind(state, call))
     if call.method == "POST" and route.name is None:
-        return write(state, lambda: plan_create(state, route.resource, route.namespace, _object(call.body), call.params))
+        return write(state, lambda: prepare_create(state, route.resource, route.namespace, _object(call.body), call.params))
     if call.method == "PUT" and route.name is not None:
         return write(state, lambda: _put(state, call))
     if call.method == "PATCH" and route.name is not None:
@@ -101,15 +101,15 @@ def handle(state: State, call: Call) -> Answer:
     raise MethodNotAllowed(f"{call.method} is not supported on this path")
 
 
-def write(state: State, plan: Callable[[], Pending]) -> Answer:
-    """Plan a write with the lock held, call the webhooks it matches with the lock released
+def write(state: State, prepare: Callable[[], Pending]) -> Answer:
+    """Prepare a write with the lock held, call the webhooks it matches with the lock released
     (a webhook may be slow, and may itself read this server), then commit it with the lock
-    held again. An object changed in between is planned again, as the real server's
+    held again. An object changed in between is prepared again, as the real server's
     GuaranteedUpdate does: a request that named a resourceVersion now fails its
     precondition (409), one that did not is applied to the new object."""
     for _ in range(WRITE_ATTEMPTS):
         with state.lock:
-            pending = plan()
+            pending = prepare()
             calls = webhooks.invocations(state, pending.attributes)
             if not calls:
                 return _committed(state, pending, [])
@@ -206,13 +206,13 @@ def create(
     """Create `obj` as `resource` at once, without webhooks (the lock must be held): how the
     server is seeded. `loading` (cluster files): a pod's status is kept as written, as a
     snapshot of a running cluster has it."""
-    pending = plan_create(state, resource, namespace, obj, params, loading=loading)
+    pending = prepare_create(state, resource, namespace, obj, params, loading=loading)
     answer = pending.commit()
     answer.warnings = [*pending.warnings, *answer.warnings]
     return answer
 
 
-def plan_create(
+def prepare_create(
     state: State, resource: Resource, namespace: str | None, obj: dict[str, Any], params: dict[str, str], *, loading: bool = False
 ) -> Pending:
     """Make `obj` what a create of `resource` stores (the lock must be held)."""
@@ -262,7 +262,7 @@ def _put(state: State, call: Call) -> Pending:
     new.setdefault("metadata", {})["name"] = route.name
     if not new["metadata"].get("resourceVersion"):
         new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]  # an unconditional update
-    return plan_update(state, route.resource, current, new, call.params, route.subresource)
+    return prepare_update(state, route.resource, current, new, call.params, route.subresource)
 
 
 def _patch(state: State, call: Call) -> Pending:
@@ -277,7 +277,7 @@ def _patch(state: State, call: Call) -> Pending:
     except NotFound:
         if kind == patches.APPLY and route.subresource is None:  # server-side apply of a new object: a create
             body = _object(call.body)
-            return plan_create(state, r, route.namespace, {**body, "metadata": {**(body.get("metadata") or {}), "name": route.name}}, call.params)
+            return prepare_create(state, r, route.namespace, {**body, "metadata": {**(body.get("metadata") or {}), "name": route.name}}, call.params)
         raise
     if route.subresource == "scale":
         patched_scale = _apply(kind, scale_of(r, current), call.body, custom=False)
@@ -287,7 +287,7 @@ def _patch(state: State, call: Call) -> Pending:
         raise BadRequest("the patch did not produce an object")
     if (patched.get("metadata") or {}).get("name") != route.name:
         raise Invalid("metadata.name: the name cannot be changed by a patch")
-    return plan_update(state, r, current, patched, call.params, route.subresource)
+    return prepare_update(state, r, current, patched, call.params, route.subresource)
 
 
 def _apply(kind: str, current: dict[str, Any], body: Any, *, custom: bool) -> Any:
@@ -302,7 +302,7 @@ def _apply(kind: str, current: dict[str, Any], body: Any, *, custom: bool) -> An
     return merge_patch(current, applied) if custom else (patches.strategic_merge(current, applied) or {})
 
 
-def plan_update(
+def prepare_update(
     state: State, resource: Resource, current: dict[str, Any], new: dict[str, Any], params: dict[str, str], subresource: str | None
 ) -> Pending:
     """Make ready the replacing of `current` by `new` (or only its status); `new`'s
@@ -385,10 +385,10 @@ def _delete(state: State, call: Call) -> Answer:
         raise BadRequest(f"propagationPolicy: unsupported value {propagation!r}: supported values: {', '.join(PROPAGATION)}")
     if route.name is None:
         return _delete_collection(state, call, options, propagation)
-    return write(state, lambda: _plan_delete(state, r, _get(state, route), options, call.params, propagation))
+    return write(state, lambda: _prepare_delete(state, r, _get(state, route), options, call.params, propagation))
 
 
-def _plan_delete(state: State, r: Resource, current: dict[str, Any], options: dict[str, Any], params: dict[str, str], propagation: str) -> Pending:
+def _prepare_delete(state: State, r: Resource, current: dict[str, Any], options: dict[str, Any], params: dict[str, str], propagation: str) -> Pending:
     """Make ready the deleting of `current` (its preconditions checked); the lock must be held."""
     dry_run = _dry_run(params) or _dry_run(options)
     meta, pre = current["metadata"], options.get("preconditions") or {}
@@ -440,10 +440,10 @@ def _delete_collection(state: State, call: Call, options: dict[str, Any], propag
 
 
 def _delete_one(state: State, r: Resource, meta: dict[str, Any], options: dict[str, Any], params: dict[str, str], propagation: str) -> Answer:
-    def plan() -> Pending:
-        return _plan_delete(state, r, state.store.get(r.kind, meta.get("namespace"), meta["name"]), options, params, propagation)
+    def prepare() -> Pending:
+        return _prepare_delete(state, r, state.store.get(r.kind, meta.get("namespace"), meta["name"]), options, params, propagation)
 
-    return write(state, plan)
+    return write(state, prepare)
 
 
 # ----------------------------------------------------------------------------- scale, binding
@@ -475,7 +475,7 @@ def _scale_update(state: State, call: Call, scale: dict[str, Any], current: dict
     new = copy.deepcopy(current)
     new["metadata"]["resourceVersion"] = (scale.get("metadata") or {}).get("resourceVersion") or current["metadata"]["resourceVersion"]
     _set_path(new, r.scale.spec_replicas, replicas)
-    pending = plan_update(state, r, current, new, call.params, None)
+    pending = prepare_update(state, r, current, new, call.params, None)
 
     def commit() -> Answer:
         answer = pending.commit()

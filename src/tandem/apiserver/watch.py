@@ -24,8 +24,8 @@ from typing import Any, Callable, Iterator
 
 from tandem.apiserver import tables
 from tandem.apiserver.kinds import Resource
-from tandem.apiserver.state import State
-from tandem.apiserver.status import gone_event
+from tandem.apiserver.server_state import State
+from tandem.apiserver.error_status import gone_event
 from tandem.apiserver.verbs import check_selectors, present
 from tandem.cluster.selectors import matches, matches_fields, parse_fields
 from tandem.errors import BadRequest, Gone

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 from tandem.apiserver.kinds import Resource, version_priority
 from tandem.apiserver.schema import Cause
-from tandem.apiserver.state import State
+from tandem.apiserver.server_state import State
 from tandem.cluster.selectors import Requirement
 from tandem.errors import NotFound
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from tandem.api.autoscaling import AutoscalingSpec
 from tandem.api.resources import InferenceGroup
-from tandem.api.status import AUTOSCALER_KEYS, AutoscalingStatus, InferenceGroupStatus
+from tandem.api.group_status import AUTOSCALER_KEYS, AutoscalingStatus, InferenceGroupStatus
 from tandem.api.timestamps import rfc3339, seconds
 from tandem.api.validation import check_group
 from tandem.autoscaling.group import group_inputs
@@ -31,7 +31,7 @@ from tandem.autoscaling.memory import AutoscalerState
 from tandem.autoscaling.scaler import scale
 from tandem.autoscaling.signals import Signals
 from tandem.cluster.ports import ApiError, Cluster, Conflict, Object, Reader, Writer
-from tandem.controller.status import autoscaler_memory_of, autoscaler_state_of, owned_patch, read_status
+from tandem.controller.status_patch import autoscaler_memory_of, autoscaler_state_of, owned_patch, read_status
 
 # (namespace, name, now) -> the group's signals, or None when there are none.
 Metrics = Callable[[str, str, float], Signals | None]

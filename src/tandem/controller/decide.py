@@ -42,7 +42,7 @@ from typing import Any, Callable, Mapping
 from tandem.api.merge import merge_patch
 from tandem.api.naming import GROUP_LABEL, PEERS_FILE, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import InferenceGroup
-from tandem.api.status import RECONCILE_KEYS, Condition, InferenceGroupStatus, RoleStatus, UnitStatus
+from tandem.api.group_status import RECONCILE_KEYS, Condition, InferenceGroupStatus, RoleStatus, UnitStatus
 from tandem.api.timestamps import rfc3339, seconds
 from tandem.controller.actions import (
     Action,
@@ -61,9 +61,9 @@ from tandem.cluster.pods import assigned_node, pod_failed, pod_index
 from tandem.cluster.replicas import UnitRead, is_functional, minimum_placed, replicas_of_unit, unit_replicas
 from tandem.controller.manifests import headless_service, peers_config_map_object, peers_document, replica_pods, revision_of
 from tandem.cluster.ports import Object, ObjectRef
-from tandem.controller.status import coordination_of, condition, memory_of, owned_patch, read_status, unchanged
+from tandem.controller.status_patch import coordination_of, condition, memory_of, owned_patch, read_status, unchanged
 from tandem.coordination.model import CoordinationStatus, Decision, Observed, UnitSpec, backoff_seconds
-from tandem.coordination.planner import plan as coordinate
+from tandem.coordination.planner import next_step
 from tandem.placement import Plan, place
 from tandem.placement.demand import PlacedReplica, UnitDemand, units_from_group
 
@@ -352,7 +352,7 @@ def _coordinate(draft: _Draft, now: float, expected: _Expected) -> None:
             if retry_after is not None and unit not in draft.released:
                 draft.deadlines.append(retry_after)
             continue
-        decision = coordinate(spec, Observed(tuple(replicas), memory), now)
+        decision = next_step(spec, Observed(tuple(replicas), memory), now)
         draft.decisions[unit] = decision
         if decision.status.step_started is not None and decision.state == "Progressing":
             draft.deadlines.append(decision.status.step_started + spec.step_timeout)

@@ -1,6 +1,6 @@
 """One unit's next coordination step: observed replicas and status in, actions out.
 
-`plan(spec, observed, now)` first syncs what the world reports (failed replicas are
+`next_step(spec, observed, now)` first syncs what the world reports (failed replicas are
 deleted and count for nothing), then decides:
 
 - **Rollout** while the unit is not functional (some role below its minimum), or starts
@@ -17,7 +17,7 @@ deleted and count for nothing), then decides:
 A step that does not complete within `rollout.stepTimeoutSeconds` makes the unit
 `Stalled`: the replicas of the step that did not get there are released (the unit keeps
 what completed), and the step is retried after an exponential backoff. Rolling updates
-(a new revision) are planned by `update.plan_update`.
+(a new revision) are planned by `update.next_update_step`.
 """
 
 from __future__ import annotations
@@ -38,16 +38,16 @@ from tandem.coordination.model import (
     surplus,
 )
 from tandem.coordination.steps import rollout_step, scaling_step
-from tandem.coordination.update import plan_update
+from tandem.coordination.update import next_update_step
 
 
-def plan(spec: UnitSpec, observed: Observed, now: float) -> Decision:
+def next_step(spec: UnitSpec, observed: Observed, now: float) -> Decision:
     """The next step for one unit (see the module docstring)."""
     failed = tuple(Delete(r.role, r.index, "failed") for r in observed.replicas if r.phase == "Failed")
     if any(r.revision != spec.revision for r in observed.replicas if r.phase != "Failed"):
-        decision = plan_update(spec, observed, now)
+        decision = next_update_step(spec, observed, now)
     else:
-        decision = _plan_counts(spec, observed, now)
+        decision = _next_count_step(spec, observed, now)
     return replace(decision, delete=failed + decision.delete, ungate=_ungates(observed, decision))
 
 
@@ -78,7 +78,7 @@ def _ungates(observed: Observed, decision: Decision) -> tuple[Ungate, ...]:
     return tuple(out)
 
 
-def _plan_counts(spec: UnitSpec, observed: Observed, now: float) -> Decision:
+def _next_count_step(spec: UnitSpec, observed: Observed, now: float) -> Decision:
     targets = spec.targets()
     revision = spec.revision
     # Gated replicas are held back, not progress: `current` counts admitted ones only, and

@@ -44,7 +44,7 @@ from tandem.coordination.model import CoordinationStatus, Create, Decision, Dele
 from tandem.coordination.ratio import interpolate_new, interpolate_old, position, progress, scaled, skew_fraction
 
 
-def plan_update(spec: UnitSpec, observed: Observed, now: float) -> Decision:
+def next_update_step(spec: UnitSpec, observed: Observed, now: float) -> Decision:
     targets = spec.targets()
     revision = spec.revision
     roles = list(targets)

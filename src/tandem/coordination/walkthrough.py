@@ -1,6 +1,6 @@
 """Step tables: what the planners do in an ideal world, for people and for tests.
 
-`walk(spec, replicas)` drives `planner.plan` against a world where every replica it
+`walk(spec, replicas)` drives `planner.next_step` against a world where every replica it
 creates becomes Ready at once and every delete takes effect, and records the counts
 after each step. `tandem explain` prints these tables; tests compare them with the
 anchors' documented cadences.
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from tandem.coordination.model import CoordinationStatus, Observed, Replica, UnitSpec
-from tandem.coordination.planner import plan
+from tandem.coordination.planner import next_step
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def walk(spec: UnitSpec, replicas: Sequence[Replica], *, max_steps: int = 200) -
     status = CoordinationStatus()
     rows = [Row(0, _counts(spec, world), "initial", "")]
     for number in range(1, max_steps + 1):
-        decision = plan(spec, Observed(tuple(world), status), float(number))
+        decision = next_step(spec, Observed(tuple(world), status), float(number))
         status = decision.status
         if decision.state != "Progressing":
             rows.append(Row(number, _counts(spec, world), decision.reason or decision.state.lower(), decision.state))

@@ -27,7 +27,7 @@ from tandem.cluster.index import ClusterIndex
 from tandem.controller import Memo, Placer, reconcile
 from tandem.placement import place
 from tandem.sim.events import EventLoop
-from tandem.sim.kubelet import Kubelet, Startup
+from tandem.sim.pod_lifecycle import Kubelet, Startup
 from tandem.sim.load import LoadDriver, ServingLoad
 from tandem.sim.sampler import Sampler
 from tandem.sim.serving import ServingResults

@@ -64,7 +64,7 @@ from tandem.api.merge import merge_patch
 from tandem.api.resources import InferenceGroup
 from tandem.api.validation import check_group
 from tandem.errors import InputError, Problem
-from tandem.sim.kubelet import Startup
+from tandem.sim.pod_lifecycle import Startup
 from tandem.sim.load import ServingLoad
 from tandem.sim.serving import GpuProfile, ModelProfile, gpu_profile, model_profile
 from tandem.sim.serving.profiles import parse_profile

@@ -1,7 +1,7 @@
 """The in-memory world a schedule is played in, one second of true time per step.
 
 Each step: the schedule's events due by now (user changes, faults, recoveries); the
-kubelet (`tandem.sim.kubelet`, with nodes that can be down and pods that can fail at
+kubelet (`tandem.sim.pod_lifecycle`, with nodes that can be down and pods that can fail at
 start-up); every live operator replica's loop turn (`tandem.operator.runner.Operator`:
 leader election on a Lease, passes when due), each through its own faulty view of the
 API (`api.ReplicaApi`) and on its own clock (offset and rate: skew); the garbage
@@ -35,7 +35,7 @@ from tandem.operator.leader import LeaderElector, LeaseConfig
 from tandem.operator.runner import Operator
 from tandem.operator.schedule import PassSchedule
 from tandem.sim.events import EventLoop
-from tandem.sim.kubelet import Kubelet, Startup
+from tandem.sim.pod_lifecycle import Kubelet, Startup
 from tandem.cluster.memory import MemoryStore, Snapshot
 
 OBSERVED = ("InferenceGroup", "ClusterTopology", "Node", "Pod", "Service", "ConfigMap")

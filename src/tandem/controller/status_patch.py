@@ -1,4 +1,4 @@
-"""Reading and writing the typed status (`tandem.api.status`) for the controller's owners.
+"""Reading and writing the typed status (`tandem.api.group_status`) for the controller's owners.
 
 The pure planners keep their memory in dataclasses with float seconds; the status keeps
 it in RFC 3339. These functions convert both ways, keep a condition's
@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 from pydantic import ValidationError
 
-from tandem.api.status import (
+from tandem.api.group_status import (
     AutoscalerMemory,
     Condition,
     CoordinationMemory,

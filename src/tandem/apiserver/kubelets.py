@@ -11,7 +11,7 @@
   the same run gives the same addresses), container statuses; it turns Ready `ready_after`
   seconds after it started.
 - Pods on a node that is not Ready are left as they are; nothing fails on its own.
-Like `tandem.sim.kubelet`, with the wall clock (injected) instead of the simulator's.
+Like `tandem.sim.pod_lifecycle`, with the wall clock (injected) instead of the simulator's.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any, Callable
 from tandem.api.naming import HOSTNAME_LABEL
 from tandem.api.quantity import parse_quantity
 from tandem.api.timestamps import rfc3339
-from tandem.apiserver.state import State
+from tandem.apiserver.server_state import State
 from tandem.cluster.pods import pod_ready
 from tandem.errors import ApiError
 
