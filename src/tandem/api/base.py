@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import date, datetime, timezone
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -69,8 +69,12 @@ def _quantity(value: object) -> int:
 
 DNSLabel = Annotated[str, Field(strict=True), AfterValidator(_dns1123_label)]
 DNSSubdomain = Annotated[str, Field(strict=True), AfterValidator(_dns1123_subdomain)]
-# A quantity is accepted as a string or a number and stored in milli-units.
-Quantity = Annotated[object, AfterValidator(_quantity)]
+# A quantity is accepted as a string or a number and stored in milli-units: an int once
+# validated, which is what the type checker sees.
+if TYPE_CHECKING:
+    Quantity = int
+else:
+    Quantity = Annotated[object, AfterValidator(_quantity)]
 # Counts, timeouts and priorities are int32 in Kubernetes (replicas, PriorityClass.value);
 # the bound also keeps a typo such as 10**20 replicas from stalling the planner.
 MAX_INT32 = 2**31 - 1

@@ -19,10 +19,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import chain
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Iterable
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from tandem.api import dumps
 from tandem.api.kube import Node, Pod
@@ -86,7 +87,8 @@ class _Loader(_SafeLoader):  # type: ignore[misc, valid-type]
                     key_node.start_mark,
                 )
             seen[key] = key_node
-        return super().construct_mapping(node, deep=deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
 
     def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> Any:
         """An unquoted date that does not exist (2026-13-45) is a mistake on a line, not a crash."""
@@ -123,6 +125,7 @@ def _deeper_than(document: Any, limit: int) -> bool:
     visits = 0
     while stack:
         value, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(value, dict):
             children = value.values()
         elif isinstance(value, list):
@@ -197,7 +200,7 @@ def load_sources(sources: list[tuple[str, Reader]], *, whole_below: int = WHOLE_
                 problems += parsed
                 continue
             _add(inputs, parsed, where, path, origins, problems)
-            if isinstance(parsed, InferenceGroup):
+            if isinstance(parsed, InferenceGroup) and raw is not None:
                 inputs.manifests.setdefault((parsed.metadata.namespace, parsed.metadata.name), raw)
     for group in inputs.groups:
         topology = inputs.topologies.get(group.spec.topology_name)
@@ -288,7 +291,7 @@ def _documents(source: str, text: str) -> list[tuple[str, str, dict[str, Any]]]:
                 # The API server omits apiVersion/kind on items of typed lists (NodeList, PodList):
                 # they are the list's, without the suffix (core "v1" when the list states none).
                 if kind != "List":
-                    item = {"apiVersion": doc.get("apiVersion") or "v1", "kind": kind[: -len("List")], **item}
+                    item = {"apiVersion": doc.get("apiVersion") or "v1", "kind": str(kind)[: -len("List")], **item}
                 out.append((where, f"items[{index}]", item))
         else:
             out.append((where, "", doc))
@@ -556,7 +559,7 @@ def _loc_path(raw: Any, loc: tuple[int | str, ...], missing: bool = False) -> st
     return "".join(parts)
 
 
-def _message(error: dict[str, Any]) -> str:
+def _message(error: ErrorDetails) -> str:
     kind = error.get("type", "")
     if kind in _MESSAGES:
         return _MESSAGES[kind]

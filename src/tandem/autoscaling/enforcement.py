@@ -41,7 +41,7 @@ def raise_short(asks: Mapping[str, int], bands: Mapping[str, tuple[int, int]], b
         changed = False
         for role in roles:
             need = _least(floors[role], sum(counts.values()) - counts[role])
-            raised = min(max(counts[role], need), bounds[role][1])
+            raised = int(min(max(counts[role], need), bounds[role][1]))  # an int: `need` is inf only when the maximum binds
             if raised != counts[role]:
                 counts[role], changed = raised, True
     notes = []

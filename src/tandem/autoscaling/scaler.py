@@ -93,7 +93,8 @@ def scale(
             inside, changed, reason, _panicking(state.panic_until, now), _touched(state, changed, now), inside
         )
     if isinstance(recommendation, PerRole):
-        raw, keys, fits = dict(recommendation.desired), {role: (role,) for role in roles}, None
+        keys: dict[str, tuple[str, ...]] = {role: (role,) for role in roles}
+        raw, fits = dict(recommendation.desired), None
     else:
         fits = _budget(recommendation.gpu_budget, gpus_per_replica, units, roles)
         raise_from = recommendation.asks if spec.ratio_enforcement == "raiseShort" and recommendation.asks else None

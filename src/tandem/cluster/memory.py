@@ -34,6 +34,7 @@ is written as RFC 3339 text like a real server writes it.
 
 from __future__ import annotations
 
+import builtins
 import copy
 import hashlib
 from collections import defaultdict, deque
@@ -181,7 +182,7 @@ class MemoryStore:
 
     def watch(
         self, kind: str, since: str, namespace: str | None = None, selector: str | Mapping[str, str] | None = None
-    ) -> list[Event]:
+    ) -> builtins.list[Event]:
         after = int(since)  # this world's versions count up; callers treat them as opaque
         if self._events and after < int(self._events[0].resource_version) - 1:
             raise Gone(f"too old resource version: {since} (oldest kept: {self._events[0].resource_version})")

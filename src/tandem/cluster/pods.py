@@ -4,36 +4,36 @@ controller, the simulator, the local API server and the operator."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from tandem.api.naming import GATE, GPU_RESOURCE, HOSTNAME_LABEL, POD_INDEX_LABEL
 from tandem.api.quantity import MILLI, parse_quantity
+from tandem.cluster.payloads import PodPayload
 
 
-def pod_ready(pod: dict[str, Any]) -> bool:
+def pod_ready(pod: PodPayload) -> bool:
     """The pod's Ready condition is True (the one Ready check every part of tandem uses)."""
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions", []))
 
 
-def pod_failed(pod: dict[str, Any]) -> bool:
+def pod_failed(pod: PodPayload) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
 
 
-def pod_index(pod: dict[str, Any]) -> int:
+def pod_index(pod: PodPayload) -> int:
     return int(pod["metadata"].get("labels", {}).get(POD_INDEX_LABEL, "0"))
 
 
-def pod_gpus(pod: dict[str, Any]) -> int:
+def pod_gpus(pod: PodPayload) -> int:
     """Whole GPUs a pod requests, over its containers."""
     return sum(
         parse_quantity(c.get("resources", {}).get("requests", {}).get(GPU_RESOURCE, 0)) // MILLI for c in pod["spec"].get("containers", [])
     )
 
 
-def assigned_node(pod: dict[str, Any]) -> str | None:
+def assigned_node(pod: PodPayload) -> str | None:
     """The node a pod is bound to, or that tandem chose for it (hostname selector, gate gone)."""
     spec = pod.get("spec", {})
-    if spec.get("nodeName"):
-        return spec["nodeName"]
+    node = spec.get("nodeName")
+    if node:
+        return node
     gated = any(g.get("name") == GATE for g in spec.get("schedulingGates", []))
     return None if gated else spec.get("nodeSelector", {}).get(HOSTNAME_LABEL)

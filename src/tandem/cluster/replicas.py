@@ -8,19 +8,18 @@ the simulator's sampler and its serving load all read replicas this one way.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
-
 from tandem.api.naming import ADMITTED, REPLICA_LABEL, REVISION_LABEL, ROLE_LABEL
 from tandem.api.resources import InferenceGroup
 from tandem.api.timestamps import seconds
+from tandem.cluster.payloads import PodPayload
 from tandem.cluster.pods import pod_failed, pod_index, pod_ready
-from tandem.coordination.model import Replica
+from tandem.coordination.model import Phase, Replica
 
 # What `replicas_of_unit` reads of a unit: its replicas, and the pods of each.
-UnitRead = tuple[list[Replica], dict[tuple[str, int], list[dict[str, Any]]]]
+UnitRead = tuple[list[Replica], dict[tuple[str, int], list[PodPayload]]]
 
 
-def replicas_of_unit(pods: list[dict[str, Any]], pods_per_replica: dict[str, int], revision: str | None = None) -> UnitRead:
+def replicas_of_unit(pods: list[PodPayload], pods_per_replica: dict[str, int], revision: str | None = None) -> UnitRead:
     """The unit's replicas as the coordination planner sees them, and the pods of each
     (in teardown order: workers first, the leader, index 0, last).
 
@@ -35,17 +34,18 @@ def replicas_of_unit(pods: list[dict[str, Any]], pods_per_replica: dict[str, int
     advanced pod: Gated (held by coordination), Pending (admitted, not yet bound),
     Scheduled, Ready.
     """
-    by_replica: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    by_replica: dict[tuple[str, int], list[PodPayload]] = defaultdict(list)
     for pod in pods:
         labels = pod["metadata"].get("labels", {})
         by_replica[(labels[ROLE_LABEL], int(labels[REPLICA_LABEL]))].append(pod)
-    replicas = []
+    replicas: list[Replica] = []
     for (role, index), members in sorted(by_replica.items()):
         members.sort(key=pod_index, reverse=True)
         own_revision = members[0]["metadata"]["labels"].get(REVISION_LABEL, "")
         phases = [_pod_phase(p) for p in members]
         size = pods_per_replica.get(role, 1)
         mixed = any(p["metadata"]["labels"].get(REVISION_LABEL, "") != own_revision for p in members)
+        phase: Phase
         if "Failed" in phases or mixed:
             phase = "Failed"
         elif len(members) >= size:
@@ -55,20 +55,20 @@ def replicas_of_unit(pods: list[dict[str, Any]], pods_per_replica: dict[str, int
         else:
             phase = "Failed"
         created = min(seconds(p["metadata"].get("creationTimestamp")) for p in members)
-        replicas.append(Replica(role, index, own_revision, phase, created))  # type: ignore[arg-type]
+        replicas.append(Replica(role, index, own_revision, phase, created))
     return replicas, dict(by_replica)
 
 
-PHASE_ORDER = ["Gated", "Pending", "Scheduled", "Ready"]
+PHASE_ORDER: list[Phase] = ["Gated", "Pending", "Scheduled", "Ready"]
 
 
-def unfinished(members: list[dict[str, Any]], size: int) -> bool:
+def unfinished(members: list[PodPayload], size: int) -> bool:
     """A replica's pods are the highest indices of `size` and lack the leader: a creation cut short."""
     indices = sorted(pod_index(p) for p in members)
     return 0 < len(indices) < size and indices == list(range(size - len(indices), size))
 
 
-def unit_replicas(pods: list[dict[str, Any]], group: InferenceGroup, read: UnitRead | None = None) -> dict[str, list[Replica]]:
+def unit_replicas(pods: list[PodPayload], group: InferenceGroup, read: UnitRead | None = None) -> dict[str, list[Replica]]:
     """One unit's replicas per role (every role present, possibly empty); `read` as for
     `peers_document`."""
     replicas, _ = read or replicas_of_unit(pods, {r.name: r.pods_per_replica for r in group.spec.roles})
@@ -90,7 +90,7 @@ def minimum_placed(replicas: dict[str, list[Replica]], group: InferenceGroup) ->
     )
 
 
-def _pod_phase(pod: dict[str, Any]) -> str:
+def _pod_phase(pod: PodPayload) -> Phase:
     if pod.get("metadata", {}).get("deletionTimestamp") or pod_failed(pod):
         return "Failed"
     if pod_ready(pod):

@@ -94,7 +94,9 @@ def matches_fields(requirements: tuple[Requirement, ...], obj: Mapping[str, Any]
 
 def _split(selector: str) -> list[str]:
     """Split on commas outside parentheses."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in selector:
         if char == "(":
             depth += 1

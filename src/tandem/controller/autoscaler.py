@@ -30,6 +30,7 @@ from tandem.autoscaling.group import group_inputs
 from tandem.autoscaling.memory import AutoscalerState
 from tandem.autoscaling.scaler import scale
 from tandem.autoscaling.signals import Signals
+from tandem.cluster.payloads import as_group
 from tandem.cluster.ports import ApiError, Cluster, Conflict, Object, Reader, Writer
 from tandem.controller.status_patch import autoscaler_memory_of, autoscaler_state_of, owned_patch, read_status
 
@@ -87,7 +88,7 @@ def observe_autoscaling(reader: Reader, now: float, metrics: Metrics) -> Autosca
             if problems:
                 groups.append(Skipped(key, note=f"{key}: autoscaler: invalid, skipped: {problems[0]}"))
             continue
-        stored = read_status(raw)
+        stored = read_status(as_group(raw))
         saved = stored.autoscaling
         if saved is not None and now - seconds(saved.last_decision_at) < spec.interval_seconds:
             groups.append(Skipped(key, due_at=seconds(saved.last_decision_at) + spec.interval_seconds))

@@ -60,6 +60,7 @@ from tandem.api.naming import ADMITTED, ASSIGNED_AT, GATE, HOSTNAME_LABEL
 from tandem.cluster.pods import assigned_node, pod_failed, pod_index
 from tandem.cluster.replicas import UnitRead, is_functional, minimum_placed, replicas_of_unit, unit_replicas
 from tandem.controller.manifests import headless_service, peers_config_map_object, peers_document, replica_pods, revision_of
+from tandem.cluster.payloads import PodPayload, as_object, as_pod
 from tandem.cluster.ports import Object, ObjectRef
 from tandem.controller.status_patch import coordination_of, condition, memory_of, owned_patch, read_status, unchanged
 from tandem.coordination.model import CoordinationStatus, Decision, Observed, UnitSpec, backoff_seconds
@@ -129,10 +130,10 @@ class _Reads:
     def __init__(self, spec: tuple[Any, ...], before: "_Reads | None"):
         self.spec = spec
         self._before = before if before is not None and before.spec == spec else None
-        self._replicas: dict[tuple[int, ...], tuple[tuple[Object, ...], UnitRead]] = {}
-        self._peers: dict[tuple[int, tuple[int, ...]], tuple[tuple[Object, ...], str]] = {}
+        self._replicas: dict[tuple[int, ...], tuple[tuple[PodPayload, ...], UnitRead]] = {}
+        self._peers: dict[tuple[int, tuple[int, ...]], tuple[tuple[PodPayload, ...], str]] = {}
 
-    def replicas(self, pods: list[Object], compute: Callable[[], UnitRead]) -> UnitRead:
+    def replicas(self, pods: list[PodPayload], compute: Callable[[], UnitRead]) -> UnitRead:
         key = tuple(map(id, pods))
         hit = self._replicas.get(key) or (self._before._replicas.get(key) if self._before else None)
         if hit is None:
@@ -140,7 +141,7 @@ class _Reads:
         self._replicas[key] = hit
         return hit[1]
 
-    def peers(self, unit: int, pods: list[Object], compute: Callable[[], str]) -> str:
+    def peers(self, unit: int, pods: list[PodPayload], compute: Callable[[], str]) -> str:
         key = (unit, tuple(map(id, pods)))
         hit = self._peers.get(key) or (self._before._peers.get(key) if self._before else None)
         if hit is None:
@@ -170,11 +171,11 @@ class _Expected:
     """Pods as they will be after this pass: the observed ones, with this pass's creates,
     patches and deletes laid over them (the observed map is shared and not copied)."""
 
-    def __init__(self, observed: Mapping[PodKey, Object]):
+    def __init__(self, observed: Mapping[PodKey, PodPayload]):
         self._observed = observed
-        self._over: dict[PodKey, Object | None] = {}
+        self._over: dict[PodKey, PodPayload | None] = {}
 
-    def get(self, key: PodKey) -> Object | None:
+    def get(self, key: PodKey) -> PodPayload | None:
         if key in self._over:
             return self._over[key]
         return self._observed.get(key)
@@ -182,13 +183,13 @@ class _Expected:
     def __contains__(self, key: object) -> bool:
         return self.get(key) is not None  # type: ignore[arg-type]
 
-    def __getitem__(self, key: PodKey) -> Object:
+    def __getitem__(self, key: PodKey) -> PodPayload:
         pod = self.get(key)
         if pod is None:
             raise KeyError(key)
         return pod
 
-    def __setitem__(self, key: PodKey, pod: Object) -> None:
+    def __setitem__(self, key: PodKey, pod: PodPayload) -> None:
         self._over[key] = pod
 
     def __delitem__(self, key: PodKey) -> None:
@@ -227,14 +228,14 @@ class _Draft:
         """The revision the group's template asks for now."""
         return revision_of(self.typed, self.group.raw)
 
-    def replicas(self, pods: list[Object]) -> UnitRead:
+    def replicas(self, pods: list[PodPayload]) -> UnitRead:
         """`replicas_of_unit` of one unit's pods, read against the current revision (a
         replica of another cut short in its creation cannot be completed: it is Failed,
         for coordination and status alike). The answer is shared: not to be changed."""
         assert self.reads is not None
         return self.reads.replicas(pods, lambda: replicas_of_unit(pods, {r.name: r.pods_per_replica for r in self.typed.spec.roles}, self.revision))
 
-    def peers(self, unit: int, pods: list[Object]) -> str:
+    def peers(self, unit: int, pods: list[PodPayload]) -> str:
         """The unit's peers file (`pods.peers_document`)."""
         assert self.reads is not None
         return self.reads.peers(unit, pods, lambda: peers_document(self.group.raw, unit, pods, self.typed, self.replicas(pods)))
@@ -242,7 +243,7 @@ class _Draft:
     def event(self, type_: str, reason: str, message: str) -> None:
         self.actions.append(RecordEvent(ObjectRef.of(self.group.raw), type_, reason, message))  # type: ignore[arg-type]
 
-    def delete_pod(self, pod: Object, why: str, expected: _Expected) -> None:
+    def delete_pod(self, pod: PodPayload, why: str, expected: _Expected) -> None:
         key = _pod_key(pod)
         if key not in expected:
             return
@@ -288,14 +289,14 @@ def _release(draft: _Draft, now: float, expected: _Expected) -> None:
             draft.event("Warning", "NotBound", f"pod {meta['name']} not bound within gangTimeoutSeconds ({timeout}s); released")
         else:
             draft.deadlines.append(seconds(assigned) + timeout)
-    for unit in sorted(expired):
+    for index in sorted(expired):
         draft.event(
-            "Warning", "GangTimeout", f"unit {unit} partially placed for more than {timeout}s; released to be placed again as a unit"
+            "Warning", "GangTimeout", f"unit {index} partially placed for more than {timeout}s; released to be placed again as a unit"
         )
     draft.released = expired
 
 
-def _partial(draft: _Draft, pods: list[Object]) -> bool:
+def _partial(draft: _Draft, pods: list[PodPayload]) -> bool:
     """Holding a node (a bound pod) without every role's minimum bound: what `partialSince` times."""
     group = draft.typed
     return any(p["spec"].get("nodeName") for p in pods) and not minimum_placed(unit_replicas(pods, group, draft.replicas(pods)), group)
@@ -388,7 +389,7 @@ def _coordinate(draft: _Draft, now: float, expected: _Expected) -> None:
             draft.event("Warning", "Stalled", f"unit {unit}: {decision.reason}")
 
 
-def _create_pods(draft: _Draft, pods: list[Object], now: float, expected: _Expected, why: str) -> None:
+def _create_pods(draft: _Draft, pods: list[PodPayload], now: float, expected: _Expected, why: str) -> None:
     """Create a replica's pods workers first, its leader last (`replicas_of_unit` reads a
     replica cut short by a crash from that order)."""
     for pod in reversed(pods):
@@ -398,8 +399,8 @@ def _create_pods(draft: _Draft, pods: list[Object], now: float, expected: _Expec
         expected[_pod_key(pod)] = pod
 
 
-def _live_by_unit(group: GroupState, expected: _Expected) -> dict[int, list[Object]]:
-    by_unit: dict[int, list[Object]] = {}
+def _live_by_unit(group: GroupState, expected: _Expected) -> dict[int, list[PodPayload]]:
+    by_unit: dict[int, list[PodPayload]] = {}
     for pod in group.pods:
         current = expected.get(_pod_key(pod))
         if current is None or current["metadata"].get("deletionTimestamp"):
@@ -408,7 +409,7 @@ def _live_by_unit(group: GroupState, expected: _Expected) -> dict[int, list[Obje
     return by_unit
 
 
-def _pods_after(draft: _Draft, expected: _Expected) -> dict[int, list[Object]]:
+def _pods_after(draft: _Draft, expected: _Expected) -> dict[int, list[PodPayload]]:
     """The group's live pods per unit as they will be after this pass, created ones included."""
     by_unit = _live_by_unit(draft.group, expected)
     for key, action in draft.pod_write.items():
@@ -419,7 +420,8 @@ def _pods_after(draft: _Draft, expected: _Expected) -> dict[int, list[Object]]:
 
 
 def _lowest_free(taken: set[int], count: int) -> list[int]:
-    out, candidate = [], 0
+    out: list[int] = []
+    candidate = 0
     while len(out) < count:
         if candidate not in taken:
             out.append(candidate)
@@ -488,21 +490,21 @@ def _place(
     return placed, notes, (idle,)
 
 
-def _waiting_replicas(waiting: dict[PodKey, Object]) -> dict[tuple[str, str, int], dict[str, list[list[Object | None]]]]:
+def _waiting_replicas(waiting: dict[PodKey, PodPayload]) -> dict[tuple[str, str, int], dict[str, list[list[PodPayload | None]]]]:
     """Per unit (namespace, group, unit) and role, the replicas with pods waiting for a node,
     lowest index first: each a list by pod index (None for a pod not waiting: placed already)."""
-    by_replica: dict[tuple[str, str, int, str, int], dict[int, Object]] = {}
+    by_replica: dict[tuple[str, str, int, str, int], dict[int, PodPayload]] = {}
     for (namespace, _), pod in waiting.items():
         labels = pod["metadata"].get("labels") or {}
         key = (namespace, labels[GROUP_LABEL], int(labels[UNIT_LABEL]), labels[ROLE_LABEL], int(labels[REPLICA_LABEL]))
         by_replica.setdefault(key, {})[pod_index(pod)] = pod
-    out: dict[tuple[str, str, int], dict[str, list[list[Object | None]]]] = {}
+    out: dict[tuple[str, str, int], dict[str, list[list[PodPayload | None]]]] = {}
     for (namespace, group, unit, role, _), pods in sorted(by_replica.items()):
         out.setdefault((namespace, group, unit), {}).setdefault(role, []).append([pods.get(i) for i in range(max(pods) + 1)])
     return out
 
 
-def _assign(draft: _Draft, pod: Object, node: str, now: float, expected: _Expected) -> None:
+def _assign(draft: _Draft, pod: PodPayload, node: str, now: float, expected: _Expected) -> None:
     """Write the node choice and lift tandem's gate: into the pod's create if this pass
     creates it, else into one patch (with its admission, if this pass admits it)."""
     key = _pod_key(pod)
@@ -517,7 +519,7 @@ def _assign(draft: _Draft, pod: Object, node: str, now: float, expected: _Expect
     earlier = draft.actions[index] if index is not None else None
     if isinstance(earlier, CreateObject):
         draft.actions[index] = dataclasses.replace(  # type: ignore[index]
-            earlier, obj=_without_server_fields(merge_patch(earlier.obj, assignment)), why=f"{earlier.why}, placed on {node}"
+            earlier, obj=_without_server_fields(as_pod(merge_patch(earlier.obj, assignment))), why=f"{earlier.why}, placed on {node}"
         )
         return
     meta = pod["metadata"]
@@ -530,7 +532,7 @@ def _assign(draft: _Draft, pod: Object, node: str, now: float, expected: _Expect
     draft.actions.append(PatchObject("Pod", meta.get("namespace"), meta["name"], assignment, meta.get("resourceVersion"), f"placed on {node}"))
 
 
-def _waits_for_placement(pod: Object) -> bool:
+def _waits_for_placement(pod: PodPayload) -> bool:
     meta, spec = pod["metadata"], pod.get("spec", {})
     return (
         GROUP_LABEL in (meta.get("labels") or {})
@@ -676,7 +678,7 @@ def _patch_status(draft: _Draft, status: InferenceGroupStatus, keys: tuple[str, 
 # ----------------------------------------------------------------------------- helpers
 
 
-def _pod_key(pod: Object) -> PodKey:
+def _pod_key(pod: PodPayload) -> PodKey:
     return (pod["metadata"].get("namespace", "default"), pod["metadata"]["name"])
 
 
@@ -690,6 +692,8 @@ def _merge_patches(first: Any, second: Any) -> Any:
     return out
 
 
-def _without_server_fields(pod: Object) -> Object:
-    meta = {k: v for k, v in pod["metadata"].items() if k != "creationTimestamp"}
-    return {**pod, "metadata": meta}
+def _without_server_fields(pod: PodPayload) -> Object:
+    """The pod as a create sends it: without what the server stamps."""
+    meta = pod["metadata"].copy()
+    meta.pop("creationTimestamp", None)
+    return as_object({**pod, "metadata": meta})

@@ -41,10 +41,11 @@ from tandem.api.naming import (
     service_name,
 )
 from tandem.api.resources import InferenceGroup
+from tandem.cluster.payloads import GroupPayload, OwnerReference, PodPayload
 from tandem.cluster.replicas import UnitRead, replicas_of_unit
 
 
-def revision_of(group: InferenceGroup, raw: dict[str, Any]) -> str:
+def revision_of(group: InferenceGroup, raw: GroupPayload) -> str:
     """A short hash of everything that defines the pods: each role's templates as written
     in `raw` (every field: the typed model keeps only what placement reads, so a new
     argument or environment variable must come from the manifest) and pods per replica."""
@@ -61,12 +62,12 @@ def revision_of(group: InferenceGroup, raw: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(roles, sort_keys=True).encode()).hexdigest()[:10]
 
 
-def replica_pods(group: dict[str, Any], typed: InferenceGroup, unit: int, role: str, replica: int, revision: str, admitted: bool) -> list[dict[str, Any]]:
+def replica_pods(group: GroupPayload, typed: InferenceGroup, unit: int, role: str, replica: int, revision: str, admitted: bool) -> list[PodPayload]:
     """The pods of one replica, gated, owned by the group."""
     spec_role = typed.role(role)
     meta = group["metadata"]
     raw_role = next(r for r in group["spec"]["roles"] if r["name"] == role)
-    pods = []
+    pods: list[PodPayload] = []
     for index in range(spec_role.pods_per_replica):
         template = raw_role.get("workerTemplate") if index > 0 and raw_role.get("workerTemplate") else raw_role["template"]
         template = copy.deepcopy(template)
@@ -141,12 +142,12 @@ def _add_peers_volume(spec: dict[str, Any], config_map: str) -> None:
     spec["volumes"] = volumes
 
 
-def owner_reference(group: dict[str, Any]) -> dict[str, Any]:
+def owner_reference(group: GroupPayload) -> OwnerReference:
     meta = group["metadata"]
     return {"apiVersion": group["apiVersion"], "kind": "InferenceGroup", "name": meta["name"], "uid": meta["uid"], "controller": True}
 
 
-def headless_service(group: dict[str, Any]) -> dict[str, Any]:
+def headless_service(group: GroupPayload) -> dict[str, Any]:
     """The group's headless Service: a DNS name for every pod, Ready or not (an engine
     must reach its leader before anything is Ready)."""
     meta = group["metadata"]
@@ -164,7 +165,7 @@ def headless_service(group: dict[str, Any]) -> dict[str, Any]:
 
 
 def peers_document(
-    group: dict[str, Any], unit: int, pods: list[dict[str, Any]], typed: InferenceGroup, read: UnitRead | None = None
+    group: GroupPayload, unit: int, pods: list[PodPayload], typed: InferenceGroup, read: UnitRead | None = None
 ) -> str:
     """The unit's peers file: per role, its Ready replicas (complete and Ready) with each
     pod's address and index (0 = leader), in a fixed order so equal peers are equal bytes.
@@ -195,7 +196,7 @@ def peers_document(
     return json.dumps(document, sort_keys=True, separators=(",", ":")) + "\n"
 
 
-def peers_config_map_object(group: dict[str, Any], unit: int, document: str) -> dict[str, Any]:
+def peers_config_map_object(group: GroupPayload, unit: int, document: str) -> dict[str, Any]:
     meta = group["metadata"]
     return {
         "apiVersion": "v1",

@@ -58,7 +58,8 @@ class Memo:
     def get(self, key: tuple[Hashable, ...], compute: Callable[[], T]) -> T:
         if key in self._entries:
             self.hits += 1
-            return self._entries[key]
+            kept: T = self._entries[key]  # stored by this method from `compute`, so a T
+            return kept
         self.misses += 1
         value = compute()
         self._entries[key] = value

@@ -23,6 +23,7 @@ from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.cluster.index import COMPANION_KINDS, Change, GroupKey, Name
 from tandem.controller.memo import Memo, version_key
 from tandem.cluster.pods import assigned_node, pod_failed
+from tandem.cluster.payloads import GroupPayload, PodPayload, as_group, as_pod, as_pods
 from tandem.cluster.ports import Object, Reader
 from tandem.controller.validity import group_problems, topologies_of
 from tandem.errors import Problem
@@ -34,10 +35,10 @@ OBSERVED_KINDS = ("InferenceGroup", "ClusterTopology", "Node", "Pod", *COMPANION
 
 @dataclass(frozen=True)
 class GroupState:
-    raw: Object
+    raw: GroupPayload
     typed: InferenceGroup | None  # None when the object does not even parse
     problems: tuple[Problem, ...]  # empty for a valid group
-    pods: tuple[Object, ...]  # the group's pods, deleting ones included, by name
+    pods: tuple[PodPayload, ...]  # the group's pods, deleting ones included, by name
     companions: tuple[Object, ...] = ()  # its headless Service and peers ConfigMaps
     # What changes whenever any input of deciding the group changes (itself, a pod, a
     # companion; the ClusterTopologies are keyed apart); None when an input has no version.
@@ -58,7 +59,7 @@ class ClusterState:
     groups: tuple[GroupState, ...]
     topologies: dict[str, ClusterTopology]
     nodes: Mapping[Name, Object]  # by ("", name)
-    pods: Mapping[Name, Object]  # every pod, by (namespace, name) (other workloads hold capacity too)
+    pods: Mapping[Name, PodPayload]  # every pod, by (namespace, name) (other workloads hold capacity too)
     deleting_groups: tuple[Object, ...] = field(default_factory=tuple)
     topology_versions: tuple[tuple[str, str], ...] = ()
     memo: Memo = field(default_factory=Memo, compare=False, repr=False)  # validated models, by version
@@ -93,7 +94,7 @@ def observe(reader: Reader, memo: Memo | None = None) -> ClusterState:
             groups.append(_group_state(memo, raw, (raw["metadata"].get("namespace", "default"), name[1]), topologies, topology_versions))
         memo.groups = (stamp, tuple(groups), tuple(deleting))
     _, kept, gone = memo.groups
-    return ClusterState(kept, topologies, index.of_kind("Node"), index.of_kind("Pod"), gone, topology_versions, memo)
+    return ClusterState(kept, topologies, index.of_kind("Node"), as_pods(index.of_kind("Pod")), gone, topology_versions, memo)
 
 
 def _group_state(
@@ -104,20 +105,21 @@ def _group_state(
     serial = index.serial.get(key, 0)
     kept = memo.group_states.get(key)
     if kept is not None and kept[0] is raw and kept[1] == serial and kept[2] == topology_versions:
-        return kept[3]
+        state: GroupState = kept[3]
+        return state
     validity = version_key("InferenceGroup", raw, topology_versions)
     if validity is None:
         typed, problems = group_problems(raw, topologies)
     else:
         typed, problems = memo.get(validity, lambda: group_problems(raw, topologies))
-    pods = tuple(obj for _, obj in sorted(index.pods_of.get(key, {}).items()))
+    pods = tuple(as_pod(obj) for _, obj in sorted(index.pods_of.get(key, {}).items()))
     companions = tuple(obj for _, obj in sorted(index.companions_of.get(key, {}).items(), key=_companion_order))
     meta = raw["metadata"]
     versioned = all(o["metadata"].get("uid") and o["metadata"].get("resourceVersion") for o in (raw, *pods, *companions))
     inputs = ("InferenceGroup", meta.get("uid"), meta.get("resourceVersion"), serial) if versioned else None
-    state = GroupState(raw, typed, tuple(problems), pods, companions, inputs, key)
-    memo.group_states[key] = (raw, serial, topology_versions, state)
-    return state
+    fresh = GroupState(as_group(raw), typed, tuple(problems), pods, companions, inputs, key)
+    memo.group_states[key] = (raw, serial, topology_versions, fresh)
+    return fresh
 
 
 def _companion_order(item: tuple[tuple[str, str, str], Object]) -> tuple[int, str, str]:
@@ -157,8 +159,8 @@ def _follow(memo: Memo, changes: list[Change]) -> None:
                 model = None
             cache.node(name, _version(obj), None if model is None else NodeFacts.of(model))
             continue
-        node = assigned_node(obj) if obj is not None and not pod_failed(obj) else None
-        model = None if node is None else _model(Pod, {**obj, "spec": {**obj.get("spec", {}), "nodeName": node}})  # type: ignore[dict-item]
+        node = assigned_node(as_pod(obj)) if obj is not None and not pod_failed(as_pod(obj)) else None
+        model = None if obj is None or node is None else _model(Pod, {**obj, "spec": {**obj.get("spec", {}), "nodeName": node}})
         if isinstance(model, str):
             notes[note_key] = f"pod {change.name[1]} not counted: {model}"
             model = None
@@ -171,10 +173,11 @@ def _node_facts(node: Object) -> str:
     return repr((node["metadata"].get("labels"), (node.get("status") or {}).get("allocatable"), node.get("spec"), ready))
 
 
-def _pod_facts(pod: Object) -> str:
+def _pod_facts(obj: Object) -> str:
     """What of a Pod the placement snapshot reads (where it runs, its phase, its requests,
     the labels of an exclusive unit), as text: a change of anything else is no change to it."""
-    spec, meta = pod.get("spec") or {}, pod["metadata"]
+    pod = as_pod(obj)
+    spec, meta = obj.get("spec") or {}, pod["metadata"]
     resources = [[c.get("resources") for c in spec.get(part) or () if isinstance(c, dict)] for part in ("containers", "initContainers")]
     return repr((assigned_node(pod), pod_failed(pod), (pod.get("status") or {}).get("phase"), resources, spec.get("overhead"),
                  meta.get("labels"), meta.get("namespace"), len(spec.get("containers") or ())))

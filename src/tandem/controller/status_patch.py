@@ -8,7 +8,7 @@ keys, so neither owner ever writes back what the other wrote.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
 from pydantic import ValidationError
 
@@ -21,11 +21,11 @@ from tandem.api.group_status import (
 )
 from tandem.api.timestamps import optional_rfc3339, optional_seconds, rfc3339, seconds
 from tandem.autoscaling.memory import AutoscalerState, Recommendation
-from tandem.cluster.ports import Object
+from tandem.cluster.payloads import GroupPayload
 from tandem.coordination.model import CoordinationStatus
 
 
-def read_status(raw: Object) -> InferenceGroupStatus:
+def read_status(raw: GroupPayload) -> InferenceGroupStatus:
     """The group's status; an unreadable one (edited by hand, an older format) reads as empty,
     so the controller starts over rather than stops."""
     try:
@@ -80,7 +80,7 @@ def condition(
     previous: Iterable[Condition], kind: str, value: bool, reason: str, message: str, now: float, generation: int
 ) -> Condition:
     """A `metav1.Condition`; its transition time moves only when its status does."""
-    status = "True" if value else "False"
+    status: Literal["True", "False"] = "True" if value else "False"
     before = next((c for c in previous if c.type == kind), None)
     since = before.last_transition_time if before is not None and before.status == status else rfc3339(now)
     return Condition(
@@ -94,7 +94,7 @@ def owned_patch(status: InferenceGroupStatus, keys: Iterable[str]) -> dict[str, 
     return {"status": {key: dumped[key] for key in keys if key in dumped}}
 
 
-def unchanged(raw: Object, patch: dict[str, Any]) -> bool:
+def unchanged(raw: GroupPayload, patch: dict[str, Any]) -> bool:
     """Would the patch leave the stored status as it is?"""
     current = raw.get("status") or {}
     return all(current.get(key) == value for key, value in patch["status"].items())

@@ -35,7 +35,7 @@ BACKOFF_CAP = 600.0
 def backoff_seconds(attempt: int) -> float:
     """How long to wait before retry number `attempt` (1, 2, ...): 30 s doubling, at most 600 s.
     Used for a stalled step and for a unit released after its gang timeout."""
-    return min(BACKOFF_BASE * 2 ** (max(attempt, 1) - 1), BACKOFF_CAP)
+    return min(BACKOFF_BASE * 2.0 ** (max(attempt, 1) - 1), BACKOFF_CAP)
 
 
 @dataclass(frozen=True)

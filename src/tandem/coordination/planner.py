@@ -31,7 +31,9 @@ from tandem.coordination.model import (
     Create,
     Decision,
     Delete,
+    Mode,
     Observed,
+    State,
     UnitSpec,
     Ungate,
     backoff_seconds,
@@ -85,6 +87,7 @@ def _next_count_step(spec: UnitSpec, observed: Observed, now: float) -> Decision
     # the gated ones are a pool a step admits from before it creates anything.
     current = {role: observed.count(role, revision) - _gated(observed, role, revision) for role in targets}
     status = observed.status
+    mode: Mode
     if rolls_out(spec, current) or (status.mode == "Rollout" and dict(status.goal) == targets):
         mode, progression = "Rollout", spec.rollout_progression
     elif current != targets or (status.mode == "Scaling" and dict(status.goal) == targets and status.step != targets):
@@ -157,7 +160,7 @@ def _stall(
 
 
 def _decision(
-    state,
+    state: State,
     reason: str,
     spec: UnitSpec,
     observed: Observed,

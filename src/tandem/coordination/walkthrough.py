@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from tandem.coordination.model import CoordinationStatus, Observed, Replica, UnitSpec
+from tandem.coordination.model import CoordinationStatus, Decision, Observed, Replica, UnitSpec
 from tandem.coordination.planner import next_step
 
 
@@ -65,7 +65,7 @@ def _counts(spec: UnitSpec, world: Sequence[Replica]) -> dict[tuple[str, str], i
     }
 
 
-def _describe(decision) -> str:
+def _describe(decision: Decision) -> str:
     parts = [f"{c.role} +{c.count}" for c in decision.create]
     removed: dict[str, int] = {}
     for d in decision.delete:

@@ -35,6 +35,7 @@ from tandem.topology.snapshot import ClusterSnapshot, NodeFacts, fill_allocatabl
 from tandem.topology.tree import TopologyView
 
 Versioned = tuple[Hashable, ...]  # what identifies one version of an object: (uid, resourceVersion, ...)
+PodKey = tuple[str, str]  # (namespace, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,21 +68,21 @@ class _Held:
 @dataclass
 class SnapshotCache:
     nodes: dict[str, tuple[Versioned, NodeFacts]] = field(default_factory=dict)
-    pods: dict[Hashable, tuple[Versioned, _Load]] = field(default_factory=dict)  # pods that hold capacity
+    pods: dict[PodKey, tuple[Versioned, _Load]] = field(default_factory=dict)  # pods that hold capacity
     base: ClusterSnapshot | None = None
     views: dict[Hashable, TopologyView] = field(default_factory=dict)
-    held: dict[Hashable, _Held] = field(default_factory=dict)
+    held: dict[PodKey, _Held] = field(default_factory=dict)
     used: np.ndarray | None = None
-    exclusive: dict[Hashable, tuple[int, str, tuple[str, str, str]]] = field(default_factory=dict)  # held ones, by pod
-    warnings: dict[Hashable, str] = field(default_factory=dict)  # held pods on nodes the snapshot lacks
+    exclusive: dict[PodKey, tuple[int, str, tuple[str, str, str]]] = field(default_factory=dict)  # held ones, by pod
+    warnings: dict[PodKey, str] = field(default_factory=dict)  # held pods on nodes the snapshot lacks
     rebuilds: int = 0  # nodes' part built again (for tests and benchmarks)
     # Moves whenever capacity may have come free: a node changed, a pod let go of its load
     # or moved it. A pod taking new load does not move it (nothing that did not fit before fits then).
     freed: int = 0
     _stale: bool = True  # nodes added, removed or relabelled since `base`
     _patched: set[str] = field(default_factory=set)  # nodes changed in place since `base`
-    _changed: set[Hashable] = field(default_factory=set)  # pods changed since `used`
-    _odd: set[Hashable] = field(default_factory=set)  # pods asking for a resource no node offers
+    _changed: set[PodKey] = field(default_factory=set)  # pods changed since `used`
+    _odd: set[PodKey] = field(default_factory=set)  # pods asking for a resource no node offers
     _shapes: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = field(default_factory=dict)  # distinct requests
     _vectors: dict[tuple[tuple[str, int], ...], np.ndarray] = field(default_factory=dict)  # their vectors over `base`
     _used_shared: bool = False  # a snapshot handed out holds `used`: copy it before the next change
@@ -105,7 +106,7 @@ class SnapshotCache:
             self._patched.add(name)
             self.freed += 1
 
-    def pod(self, key: Hashable, version: Versioned, model: Pod | None) -> None:
+    def pod(self, key: PodKey, version: Versioned, model: Pod | None) -> None:
         """Pod `key` is now `model` (None: gone, or holding nothing). Its load moves at once
         when the nodes' part is current, else at the next `snapshot()`."""
         if model is None or not model.holds_capacity():
@@ -173,7 +174,7 @@ class SnapshotCache:
             self.used, self._used_shared = self.used.copy(), False
         return self.used
 
-    def _move(self, key: Hashable, base: ClusterSnapshot, used: np.ndarray) -> None:
+    def _move(self, key: PodKey, base: ClusterSnapshot, used: np.ndarray) -> None:
         """Take pod `key`'s old load off `used` and put its new one on."""
         before = self.held.pop(key, None)
         if before is not None and before.node is not None:
@@ -222,11 +223,14 @@ class SnapshotCache:
                 allocatable = allocatable.copy() if allocatable is base.allocatable else allocatable
                 allocatable[i] = row
             schedulable[i] = node.problem is None
-            for table, value in ((problems, node.problem), (taints, node.taints)):
-                if value:
-                    table[i] = value  # type: ignore[index]
-                else:
-                    table.pop(i, None)
+            if node.problem:
+                problems[i] = node.problem
+            else:
+                problems.pop(i, None)
+            if node.taints:
+                taints[i] = node.taints
+            else:
+                taints.pop(i, None)
         self._patched = set()
         self.base = dataclasses.replace(
             base,

@@ -106,18 +106,18 @@ class ClusterSnapshot:
         warnings: list[str] = []
         exclusive: list[tuple[int, str, tuple[str, str, str]]] = []
         for pod, requests in pod_requests:
-            i = n_index.get(pod.spec.node_name or "")
-            if i is None:
+            at = n_index.get(pod.spec.node_name or "")
+            if at is None:
                 warnings.append(
                     f"pod {pod.metadata.namespace}/{pod.metadata.name} is bound to node {pod.spec.node_name!r}, "
                     "which is not among the nodes given; ignored"
                 )
                 continue
-            used[i] += _vector(requests, r_index, len(resources)) + _pod_slot(r_index, len(resources))
+            used[at] += _vector(requests, r_index, len(resources)) + _pod_slot(r_index, len(resources))
             labels = pod.metadata.labels
             if EXCLUSIVE_LABEL in labels:
                 owner = (pod.metadata.namespace or "", labels.get(GROUP_LABEL, ""), labels.get(UNIT_LABEL, ""))
-                exclusive.append((i, labels[EXCLUSIVE_LABEL], owner))
+                exclusive.append((at, labels[EXCLUSIVE_LABEL], owner))
         problems = {i: node.problem for i, node in enumerate(ordered) if node.problem is not None}
         taints = {i: node.taints for i, node in enumerate(ordered) if node.taints}
         snapshot = cls(
@@ -140,7 +140,7 @@ class ClusterSnapshot:
     @cached_property
     def totals(self) -> np.ndarray:
         """Allocatable summed over all nodes (read-only: shared by every decision)."""
-        totals = self.allocatable.sum(axis=0)
+        totals: np.ndarray = self.allocatable.sum(axis=0)
         totals.flags.writeable = False
         return totals
 
@@ -151,14 +151,16 @@ class ClusterSnapshot:
 
     @cached_property
     def _free(self) -> np.ndarray:
-        return np.maximum(self.allocatable - self.used, 0)
+        free: np.ndarray = np.maximum(self.allocatable - self.used, 0)
+        return free
 
     def vector(self, requests: Mapping[str, int]) -> np.ndarray:
         """A pod's requests as a resource vector, including its one `pods` slot.
 
         Resources that no node offers are dropped here; see `missing_resources`.
         """
-        return _vector(requests, self.resource_index, len(self.resources)) + _pod_slot(self.resource_index, len(self.resources))
+        vector: np.ndarray = _vector(requests, self.resource_index, len(self.resources)) + _pod_slot(self.resource_index, len(self.resources))
+        return vector
 
     def missing_resources(self, requests: Mapping[str, int]) -> list[str]:
         """Requested resources (amount > 0) that no node in the snapshot offers."""
