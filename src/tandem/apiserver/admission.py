@@ -130,10 +130,10 @@ def before_delete(state: State, resource: Resource, obj: dict[str, Any]) -> None
                 _delete_quietly(state, served.kind, name, item["metadata"]["name"])
     elif resource.kind == CRD_KIND:
         kind = ((obj.get("spec") or {}).get("names") or {}).get("kind")
-        served = state.registry.for_kind(kind) if kind else None
-        if served is not None and served.crd == name:
-            for item in state.store.list(kind):
-                _delete_quietly(state, kind, item["metadata"].get("namespace"), item["metadata"]["name"])
+        custom = state.registry.for_kind(kind) if kind else None
+        if custom is not None and custom.crd == name:  # custom.kind == kind
+            for item in state.store.list(custom.kind):
+                _delete_quietly(state, custom.kind, item["metadata"].get("namespace"), item["metadata"]["name"])
             state.registry.replace_crd(name, [])
 
 

@@ -35,8 +35,9 @@ try:
     import celpy
     from celpy import celtypes
     from celpy.evaluation import CELEvalError, base_functions
+    _HAVE_CELPY = True
 except ImportError:  # the `apiserver` extra is not installed: CRDs are served without their rules
-    celpy = None
+    _HAVE_CELPY = False
 
 from tandem.apiserver.schema import Cause
 
@@ -53,7 +54,7 @@ _UNSET = object()  # no old value to compare with
 
 def available() -> bool:
     """Whether cel-python can be imported (else rules are not evaluated)."""
-    return celpy is not None
+    return _HAVE_CELPY
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,8 @@ class Found:
 @dataclass(frozen=True)
 class _Rule:
     source: dict[str, Any]
-    program: Any
-    message: Any  # the compiled messageExpression, or None
+    program: celpy.Runner
+    message: celpy.Runner | None  # the compiled messageExpression
     uses_old_self: bool
     field_path: str  # what `fieldPath` adds to the node's path ("" or ".minReplicas")
 
@@ -146,17 +147,18 @@ class Rules:
     def _rule(self, source: Any, where: str) -> _Rule | None:
         text = str(source.get("rule") or "") if isinstance(source, dict) else ""
         why = self._refusal(source, text)
-        tree = None
+        tree: celpy.Expression | None = None
         if why is None:
             tree, why = self._parse(text)
         if why is not None:
             self.skipped.append(Skipped(f"{where}.rule", text, why))
             return None
+        assert tree is not None  # _parse gives a tree whenever it gives no reason
         message = None
         if source.get("messageExpression"):
             expression = str(source["messageExpression"])
             message_tree, why = self._parse(expression)
-            if why is None:
+            if message_tree is not None:  # _parse gives a tree exactly when it gives no reason
                 message = self._environment.program(message_tree)
             else:
                 self.skipped.append(Skipped(f"{where}.messageExpression", expression, f"{why}; the message is used instead"))
@@ -173,7 +175,7 @@ class Rules:
             return f"unsupported reason {source.get('reason')!r}"
         return None
 
-    def _parse(self, text: str) -> tuple[Any, str | None]:
+    def _parse(self, text: str) -> tuple[celpy.Expression | None, str | None]:
         """The parsed expression, or why cel-python cannot run it."""
         try:
             tree = self._environment.compile(text)
@@ -255,7 +257,7 @@ class Rules:
 
 def compile_rules(openapi: dict[str, Any], where: str = "openAPIV3Schema") -> Rules | None:
     """The rules of a schema, compiled; None when it has none or cel-python is missing."""
-    if celpy is None:
+    if not _HAVE_CELPY:
         return None
     rules = Rules(openapi, where)
     return rules if rules or rules.skipped else None
@@ -278,13 +280,13 @@ def _equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _uses_old_self(tree: Any) -> bool:
+def _uses_old_self(tree: celpy.Expression) -> bool:
     return any(t.data == "ident" and t.children and t.children[0] == "oldSelf" for t in tree.iter_subtrees())
 
 
-def _functions(tree: Any) -> set[str]:
+def _functions(tree: celpy.Expression) -> set[str]:
     """Every function and method a parsed rule calls."""
-    names = set()
+    names: set[str] = set()
     for sub in tree.iter_subtrees():
         if sub.data == "member_dot_arg" and len(sub.children) > 1:
             names.add(str(sub.children[1]))

@@ -74,7 +74,8 @@ def problems(crd: dict[str, Any], registry: Registry, old: dict[str, Any] | None
     if not isinstance(spec, dict):
         bad("spec", "Required value", "FieldValueRequired")
         return causes
-    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
+    raw_names = spec.get("names")
+    names: dict[str, Any] = raw_names if isinstance(raw_names, dict) else {}
     group, plural, kind = spec.get("group") or "", names.get("plural") or "", names.get("kind") or ""
     name = (crd.get("metadata") or {}).get("name", "")
     if not group:

@@ -78,13 +78,20 @@ class ApiServer:
 
     @property
     def url(self) -> str:
-        host, port = self._http.server_address[:2]
+        host, port = self._bound()
         return f"http://{host}:{port}"
 
     @property
     def address(self) -> str:
-        host, port = self._http.server_address[:2]
+        host, port = self._bound()
         return f"{host}:{port}"
+
+    def _bound(self) -> tuple[str, int]:
+        """The host and port served. typeshed types the host `str | bytes` (what bind accepts);
+        once bound, `server_address` is the socket's own name, whose host is a str."""
+        host, port = self._http.server_address[:2]
+        assert isinstance(host, str)
+        return host, port
 
     def start(self) -> "ApiServer":
         self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.02}, name="tandem-apiserver", daemon=True)
@@ -193,7 +200,8 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as exc:
             warnings: list[str] = []
             if isinstance(exc, Refused):
-                exc, warnings = exc.error, exc.warnings
+                warnings = exc.warnings
+                exc = exc.error
             if not isinstance(exc, ApiError):  # a bug: answer 500, never drop the connection silently
                 log.exception("%s %s failed", method, self.path)
                 exc = InternalError(f"internal error: {type(exc).__name__}: {exc}")

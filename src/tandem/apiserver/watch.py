@@ -20,7 +20,7 @@ A watch holds its own thread and waits on the state's lock between changes.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generator
 
 from tandem.apiserver import tables
 from tandem.apiserver.kinds import Resource
@@ -43,7 +43,7 @@ def events(
     table: bool = False,
     bookmark_every: float = 10.0,
     monotonic: Callable[[], float] = time.monotonic,
-) -> Iterator[dict[str, Any]]:
+) -> Generator[dict[str, Any], None, None]:
     """The watch's events, as they happen, until it times out or the server stops
     (`check(params)` first: a generator raises only once it is read)."""
     timeout = check(params)
@@ -112,9 +112,9 @@ def events(
             if gone is None:
                 for change in changes:
                     since = change.resource_version
-                    event = _filtered(change.type, change.object, inside, labels, fields)
-                    if event is not None:
-                        out.append(shown(*event))
+                    filtered = _filtered(change.type, change.object, inside, labels, fields)
+                    if filtered is not None:
+                        out.append(shown(*filtered))
         if gone is not None:
             yield gone_event(gone)
             return

@@ -116,9 +116,9 @@ class KaiBackend(Backend):
                 leaf: dict[str, Any] = {"name": leaf_name(role.name, replica), "parent": role.name}
                 if replica < role.minimum:
                     leaf["minMember"] = role.pods_per_replica
-                constraint = _constraint(role.topology.pack, topology, group.spec.topology_name) if role.pods_per_replica > 1 else None
-                if constraint:
-                    leaf["topologyConstraint"] = constraint
+                leaf_constraint = _constraint(role.topology.pack, topology, group.spec.topology_name) if role.pods_per_replica > 1 else None
+                if leaf_constraint:
+                    leaf["topologyConstraint"] = leaf_constraint
                 subgroups.append(leaf)
         spec["subGroups"] = subgroups
         return {

@@ -59,7 +59,7 @@ def pod_identity(pod: Mapping[str, Any]) -> tuple[int, str, int, int]:
 
 
 def _raw_template(raw_role: Mapping[str, Any], index: int) -> dict[str, Any]:
-    template = raw_role.get("workerTemplate") if index > 0 and raw_role.get("workerTemplate") else raw_role["template"]
+    template = raw_role["workerTemplate"] if index > 0 and raw_role.get("workerTemplate") else raw_role["template"]
     return copy.deepcopy(dict(template))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import io
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -127,9 +128,9 @@ def _pieces(path: Path, offset: int, show: Show) -> Iterator[str]:
     try:
         with path.open("rb") as raw:
             _check_not_binary(raw.read(BINARY_PROBE))
-        with path.open(encoding="utf-8") as handle:
+        with path.open("rb") as raw, io.TextIOWrapper(raw, encoding="utf-8") as handle:  # as path.open(encoding=...) builds it
             while piece := handle.read(PIECE_CHARS):
-                show(f"reading {path.name}", offset + handle.buffer.tell())
+                show(f"reading {path.name}", offset + raw.tell())
                 yield piece
     except (OSError, UnicodeDecodeError, _NotText) as exc:
         raise InputError(_unreadable(path, exc, "YAML or JSON")) from None

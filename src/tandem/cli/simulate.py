@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tandem.cli.files import read_sources
@@ -82,7 +83,7 @@ def run_simulation(
             for variant in variants:
                 task = bar.add_task(f"  {variant.name}, seed {seeded.seed}", total=seeded.duration_s, unit="simulated s")
                 run = with_variant(seeded, variant)
-                result = simulate(run, progress=lambda now, task=task: bar.update(task, completed=now), placer=POLICIES[variant.placement])
+                result = simulate(run, progress=_advancing(bar, task), placer=POLICIES[variant.placement])
                 figures = summarize(run, result, rules_from=seeded)
                 if replicate == 0:
                     runs[variant.name] = (result, figures)
@@ -188,7 +189,12 @@ def _mean_ci(stat: dict, scale: float, digits: int, suffix: str = "") -> str:
     return f"{mean:.{digits}f} ± {half:.{digits}f}{suffix}"
 
 
-def _fmt(value, digits: int | None = None) -> str:
+def _advancing(bar: Progress, task: TaskID) -> Callable[[float], None]:
+    """A simulation's progress callback: `task` completed up to the simulated time."""
+    return lambda now: bar.update(task, completed=now)
+
+
+def _fmt(value: float | None, digits: int | None = None) -> str:
     if value is None:
         return "-"
     return f"{value:.{digits}f}" if digits is not None else f"{value:g}"

@@ -12,6 +12,7 @@ and cannot afford to watch (the leader election Lease: RBAC grants `get` on it a
 
 from __future__ import annotations
 
+import builtins
 import threading
 from typing import TYPE_CHECKING, Hashable, Mapping
 
@@ -66,7 +67,7 @@ class CacheReader:
             return self._live.list(kind, namespace, labels, fields)
         return select(self._cache(kind).items(), kind_of(kind).namespaced, namespace, labels, fields)
 
-    def kinds(self) -> list[str]:
+    def kinds(self) -> builtins.list[str]:  # `list` here is the method above
         return sorted(self._caches)
 
     def _cache(self, kind: str) -> Mapping[Key, Object]:

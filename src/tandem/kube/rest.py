@@ -34,6 +34,14 @@ FIELD_MANAGER = "tandem"
 Source = LightkubeClient | KubeConfig | SingleConfig | str | None
 
 
+def _current(kubeconfig: KubeConfig) -> SingleConfig:
+    """The kubeconfig's current context. lightkube's `get()` is typed Optional, but without a
+    `default` it raises ConfigError rather than return None."""
+    config = kubeconfig.get()
+    assert config is not None
+    return config
+
+
 class Rest:
     """One connection to one API server; safe to share between threads (httpx2 pools)."""
 
@@ -48,14 +56,15 @@ class Rest:
         context); an `http(s)://` URL for an unauthenticated server (the local `tandem
         apiserver`); a lightkube `KubeConfig` (`KubeConfig.from_env()` tries in-cluster,
         then KUBECONFIG, then ~/.kube/config), `SingleConfig`, or `Client` (its configuration)."""
+        config: SingleConfig
         if source is None:
-            config = KubeConfig.from_service_account().get()
+            config = _current(KubeConfig.from_service_account())
         elif isinstance(source, str) and source.startswith(("http://", "https://")):
-            config = KubeConfig.from_one(cluster=ClusterConfig(server=source), user=User()).get()
+            config = _current(KubeConfig.from_one(cluster=ClusterConfig(server=source), user=User()))
         elif isinstance(source, str):
-            config = KubeConfig.from_file(source).get()
+            config = _current(KubeConfig.from_file(source))
         elif isinstance(source, KubeConfig):
-            config = source.get()
+            config = _current(source)
         elif isinstance(source, LightkubeClient):
             config = source.config
         else:

@@ -28,7 +28,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from tandem.placement import Plan, UnitDemand, UnitPlacement, place
-from tandem.placement.plan import ReplicaAssignment
+from tandem.placement.plan import ReplicaAssignment, State
 from tandem.topology import ClusterSnapshot, TopologyView
 
 
@@ -57,7 +57,7 @@ def independent(snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], un
                 message += f"; still holding {', '.join(held)} replica(s) (independent role gangs)"
             out.append(UnitPlacement(unit, "Unschedulable", message, roles, None))
             continue
-        state = "Placed" if all(piece.state == "Placed" for piece in pieces) else "MinimumPlaced"
+        state: State = "Placed" if all(piece.state == "Placed" for piece in pieces) else "MinimumPlaced"
         notes = [p.message for p in pieces if p.message]
         if len(domains) > 1:
             notes.append(f"roles split over {', '.join(domains)}")
@@ -113,7 +113,7 @@ def sequential(snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], uni
         notes = [] if full else ["partial admission: " + ", ".join(f"{r.name} {len(got[r.name])}/{r.desired}" for r in unit.roles)]
         if len(distinct) > 1:
             notes.append(f"roles split over {', '.join(distinct)}")
-        state = "Placed" if full else "MinimumPlaced"
+        state: State = "Placed" if full else "MinimumPlaced"
         out.append(UnitPlacement(unit, state, "; ".join(notes), tuple(roles), _narrowest(views[unit.topology], roles)))
     return Plan(tuple(out))
 

@@ -70,12 +70,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Literal, Mapping, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Literal, Mapping, Sequence
 
 import numpy as np
 
 from tandem.placement import Plan, PodAssignment, ReplicaAssignment, RoleDemand, UnitDemand, UnitPlacement
 from tandem.topology import ClusterSnapshot, TopologyView
+
+if TYPE_CHECKING:  # an optional extra (`tandem[exact]`), imported when a solve starts
+    from highspy import Highs, HighsLp
 
 MAX_NODES = 32
 LEX_BLOCK = 16  # units per solve of the minimums tier with order="strict" (weights < 2^16)
@@ -215,7 +219,7 @@ def solve(
     )
 
 
-def _highspy():
+def _highspy() -> ModuleType:
     try:
         import highspy
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -226,7 +230,7 @@ def _highspy():
 
 
 def _lexicographic(
-    h, highspy, model: "_Model", order: str, time_limit: float, polish_time_limit: float | None, started: float
+    h: Highs, highspy: ModuleType, model: "_Model", order: str, time_limit: float, polish_time_limit: float | None, started: float
 ) -> ExactResult:
     """`objective="replicas"`: tiers solved one after another, each optimum fixed (module docstring)."""
     columns = np.arange(model.size, dtype=np.int32)
@@ -316,7 +320,7 @@ def _lexicographic(
     )
 
 
-def _polish(h, highspy, model: "_Model", values: np.ndarray, time_limit: float) -> tuple[np.ndarray, bool]:
+def _polish(h: Highs, highspy: ModuleType, model: "_Model", values: np.ndarray, time_limit: float) -> tuple[np.ndarray, bool]:
     """Stage 2, keeping stage 1's functional units and affinity: most replicas, then fewest nodes.
 
     Two solves: the replica count is proven optimal (`True` in the result) when the time
@@ -418,7 +422,7 @@ class _Model:
         self.row_lower.append(lower)
         self.row_upper.append(upper)
 
-    def lp(self, highspy):
+    def lp(self, highspy: ModuleType) -> HighsLp:
         lp = highspy.HighsLp()
         lp.num_col_ = self.size
         lp.num_row_ = len(self.row_lower)
@@ -458,9 +462,9 @@ class _Model:
             model.row(terms, -np.inf, float(free[node, resource]))
         ceiling = sum(model.upper[s] for u in model.units for s in u.preferred)
         count = len(model.units)
-        for i, unit in enumerate(model.units):
-            model.cost[unit.y] = (ceiling + 1) * (2 ** (count - 1 - i) if order == "strict" else 1)
-            for s in unit.preferred:
+        for i, unit_vars in enumerate(model.units):
+            model.cost[unit_vars.y] = (ceiling + 1) * (2 ** (count - 1 - i) if order == "strict" else 1)
+            for s in unit_vars.preferred:
                 model.cost[s] = 1.0
         return model
 
@@ -595,8 +599,8 @@ class _Model:
                     self.upper[s] = 0.0
             else:
                 cells = []
-                for a in np.nonzero(view.ancestor[depth][source.depth] == e)[0]:
-                    a = int(a)
+                for cell in np.nonzero(view.ancestor[depth][source.depth] == e)[0]:
+                    a = int(cell)
                     members = [int(n) for n in view.members(depth, a)]
                     cols = [source.leaders[n] for n in members if n in source.leaders]
                     if not leaders_only:

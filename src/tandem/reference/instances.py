@@ -22,14 +22,14 @@ import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import yaml
 
 from tandem.api.naming import GPU_RESOURCE
 from tandem.api.loading import load_texts
-from tandem.placement import Plan, PodAssignment, ReplicaAssignment, UnitDemand, UnitPlacement, units_from_groups
+from tandem.placement import Plan, PodAssignment, PodShape, ReplicaAssignment, UnitDemand, UnitPlacement, units_from_groups
 from tandem.placement.verify import check_plan
 from tandem.topology import ClusterSnapshot, TopologyView
 from tandem.topology.generate import generate_cluster
@@ -426,7 +426,7 @@ _ERROR_KINDS = frozenset({"coverage", "naming", "capacity", "eligibility", "repl
 _CONSTRAINT_KINDS = frozenset({"unit-pack", "replica-pack", "affinity"})
 
 
-def _pods(placement):
+def _pods(placement: UnitPlacement) -> Iterator[tuple[str, PodAssignment, int]]:
     """(role, pod, pod index within its replica) for every placed pod."""
     for name, replicas in placement.roles:
         for replica in replicas:
@@ -434,13 +434,20 @@ def _pods(placement):
                 yield name, pod, index
 
 
-def _shape(unit: UnitDemand, role: str, index: int):
+def _shape(unit: UnitDemand, role: str, index: int) -> PodShape:
     demand = next(r for r in unit.roles if r.name == role)
     return demand.leader if index == 0 else demand.worker
 
 
 # ----------------------------------------------------------------------------- everything fits whole
 
+
+# A role's shape in a fits-whole group: (pods per replica, GPUs a pod, required pack, preferred pack).
+_WholeShape = tuple[int, int, str | None, str | None]
+# A role's replicas packed in a region: node numbers per replica.
+_Packing = dict[str, list[tuple[int, ...]]]
+# A fits-whole group's manifest, given its name.
+_MakeGroup = Callable[[str], dict[str, Any]]
 
 FITS_WHOLE_LEVELS = (("block", "rack", "host"), ("block", "subblock", "host"))
 FITS_WHOLE_MAX_UNITS = 10
@@ -554,10 +561,11 @@ def fits_whole_instance(seed: int) -> Instance:
             groups.append((make(len(chosen), [r.depth for r in chosen]), packings))
             units += len(chosen)
     rng.shuffle(groups)
-    manifests_groups, packing_notes = [], {}
-    for i, (make, packings) in enumerate(groups):
+    manifests_groups: list[dict[str, Any]] = []
+    packing_notes: dict[str, list[dict[str, list[list[str]]]]] = {}
+    for i, (make_group, packings) in enumerate(groups):
         name = f"w{i}"
-        manifests_groups.append(make(name))
+        manifests_groups.append(make_group(name))
         packing_notes[name] = [{role: [[names[n] for n in rep] for rep in reps] for role, reps in p.items()} for p in packings]
     free_gpus = sum(free)
     whole_gpus = sum(
@@ -585,7 +593,9 @@ def _role_gpus(manifest: Mapping[str, Any]) -> int:
     return int(requests.get(GPU, 0)) * int(manifest.get("podsPerReplica", 1))
 
 
-def _whole_group(rng: random.Random, levels: Sequence[str], hosts: int, home: _Region, free: Sequence[int]):
+def _whole_group(
+    rng: random.Random, levels: Sequence[str], hosts: int, home: _Region, free: Sequence[int]
+) -> tuple[Callable[[int, Sequence[int]], _MakeGroup], _Packing] | None:
     """(make, packing) for a group built on `home`, or None when nothing fits after a few draws.
 
     `make(units, depths)(name)` is the group's manifest; `packing` is {role: [replica's
@@ -622,7 +632,7 @@ def _whole_group(rng: random.Random, levels: Sequence[str], hosts: int, home: _R
     draw, preferred_draw = rng.random(), rng.random()
     priority = rng.choice((0, 0, 0, 0, 1))
 
-    def make(units: int, depths: Sequence[int]):
+    def make(units: int, depths: Sequence[int]) -> _MakeGroup:
         if min(depths) == 1:
             unit_required = None if draw < 0.2 else block
         else:
@@ -638,11 +648,11 @@ def _whole_group(rng: random.Random, levels: Sequence[str], hosts: int, home: _R
     return make, packing
 
 
-def _whole_shapes(rng: random.Random, names: Sequence[str], levels: Sequence[str], most: int, share: int) -> dict:
+def _whole_shapes(rng: random.Random, names: Sequence[str], levels: Sequence[str], most: int, share: int) -> dict[str, _WholeShape]:
     """{role: (pods per replica, GPUs a pod, required pack, preferred pack)}: a pod fits a
     node (`most` GPUs), a replica a role's share of the region."""
     _, middle, host = levels
-    shapes = {}
+    shapes: dict[str, _WholeShape] = {}
     for name in names:
         if name == "router":
             pods, gpus = 1, rng.choice((1, 2))
@@ -663,7 +673,7 @@ def _whole_shapes(rng: random.Random, names: Sequence[str], levels: Sequence[str
 def _whole_packing(
     rng: random.Random,
     names: Sequence[str],
-    shapes: Mapping[str, tuple],
+    shapes: Mapping[str, _WholeShape],
     home: _Region,
     free: Sequence[int],
     hosts: int,
@@ -737,7 +747,9 @@ def _meets(packing: Mapping[str, Sequence[tuple[int, ...]]], source: str, target
 def whole_plan(instance: Instance) -> Plan:
     """The packing `fits_whole_instance` built, as a plan: every unit `Placed`."""
     packing = instance.notes["packing"]
-    view = instance.views[instance.units[0].topology] if instance.units else None
+    if not instance.units:
+        return Plan(())
+    view = instance.views[instance.units[0].topology]
     out = []
     for unit in instance.units:
         mine = packing[unit.group][unit.unit]

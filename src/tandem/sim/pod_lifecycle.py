@@ -41,7 +41,7 @@ class Kubelet:
     rng: np.random.Generator
     bind_latency_s: float = 1.0
     startup: Mapping[str, Startup] = field(default_factory=dict)  # per "ns/group/role", per role; "*" for the rest
-    _scheduled: set[tuple[str, str, str]] = field(default_factory=set)
+    _scheduled: set[tuple[str, str, str, str]] = field(default_factory=set)  # (action, namespace, name, uid)
 
     def react(self, changes: Iterable[Change] | None = None) -> None:
         """Schedule binds and readiness for pods that newly need them: those among `changes`
@@ -59,10 +59,10 @@ class Kubelet:
             gated = any(g.get("name") == GATE for g in spec.get("schedulingGates", []))
             node = spec.get("nodeSelector", {}).get(HOSTNAME_LABEL)
             if not gated and node and not spec.get("nodeName") and ("bind",) + key not in self._scheduled:
-                self._scheduled.add(("bind",) + key)  # type: ignore[arg-type]
+                self._scheduled.add(("bind",) + key)
                 self.loop.schedule(self.loop.now + self.bind_latency_s, "bind", namespace=meta["namespace"], name=meta["name"], uid=meta["uid"], node=node)
             if spec.get("nodeName") and not pod_ready(pod) and ("ready",) + key not in self._scheduled:
-                self._scheduled.add(("ready",) + key)  # type: ignore[arg-type]
+                self._scheduled.add(("ready",) + key)
                 labels = meta.get("labels", {})
                 role = labels.get(ROLE_LABEL, "*")
                 start = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -15,6 +15,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from tandem.sim.runner import Result  # noqa: E402
 from tandem.sim.summary import GROUP_KEYS  # noqa: E402
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 PLOTS = {
     "functional.png": "Functional units over time",
@@ -57,7 +61,7 @@ def write_report(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]], titl
 
 
 def _plots(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]]) -> list[Path]:
-    written = []
+    written: list[Path] = []
     policies = list(runs)
     figure, axes = plt.subplots(1, len(policies), figsize=(6 * len(policies), 3.6), squeeze=False, sharey=True)
     for ax, policy in zip(axes[0], policies):
@@ -73,12 +77,12 @@ def _plots(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]]) -> list[Pa
         result = runs[policy][0]
         for group in sorted({g for s in result.samples for g in s.ready}):
             for role in sorted({r for s in result.samples for r in s.ready.get(group, {})}):
-                points = [
+                ratios = [
                     (s.at, s.ready[group][role] / s.desired[group][role])
                     for s in result.samples
                     if group in s.ready and s.desired[group].get(role)
                 ]
-                ax.step([p[0] for p in points], [p[1] for p in points], where="post", label=f"{group} {role}")
+                ax.step([p[0] for p in ratios], [p[1] for p in ratios], where="post", label=f"{group} {role}")
         _decorate(ax, f"{policy}", "Ready / desired")
     _save(figure, out / "ratio.png", written)
 
@@ -209,7 +213,11 @@ def _seeds_plot(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]]) -> li
     width = 0.8 / max(len(groups), 1)
     for ax, (key, quantile, title, unit, scale) in zip(axes.flat, _SEED_PANELS):
         for offset, group in enumerate(groups):
-            xs, means, errors, dots_x, dots_y = [], [], [[], []], [], []
+            xs: list[float] = []
+            means: list[float] = []
+            errors: list[list[float]] = [[], []]  # below and above each mean
+            dots_x: list[float] = []
+            dots_y: list[float] = []
             for index, name in enumerate(names):
                 stat = runs[name][1].get("across_seeds", {}).get("serving", {}).get(group, {}).get(key)
                 stat = stat.get(quantile) if (stat is not None and quantile) else stat
@@ -250,7 +258,7 @@ def _binned_p90(times: np.ndarray, values: np.ndarray, width: float) -> tuple[li
     return centres, p90
 
 
-def _decorate(ax, title: str, ylabel: str) -> None:
+def _decorate(ax: Axes, title: str, ylabel: str) -> None:
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel(ylabel)
@@ -259,7 +267,7 @@ def _decorate(ax, title: str, ylabel: str) -> None:
         ax.legend(fontsize=7, loc="best")
 
 
-def _save(figure, path: Path, written: list[Path]) -> None:
+def _save(figure: Figure, path: Path, written: list[Path]) -> None:
     figure.tight_layout()
     partial = _partial(path)
     try:
@@ -296,11 +304,13 @@ def _html(title: str, runs: dict[str, tuple[Result, dict[str, Any]]]) -> str:
     serving_rows = []
     for name, (_, figures) in runs.items():
         for group, values in figures.get("serving", {}).items():
-            cells = [values.get(k) for k in SERVING_COLUMNS]
-            cells += ["/".join(_short(values[m][q]) for q in ("p50", "p90", "p99")) for m in ("ttft_s", "itl_s")]
-            cells.append(len(values["scale_events"]))
+            serving_cells = [values.get(k) for k in SERVING_COLUMNS]
+            serving_cells += ["/".join(_short(values[m][q]) for q in ("p50", "p90", "p99")) for m in ("ttft_s", "itl_s")]
+            serving_cells.append(len(values["scale_events"]))
             serving_rows.append(
-                f"<tr><td>{html.escape(name)}</td><td>{html.escape(group)}</td>" + "".join(f"<td>{html.escape(_short(c))}</td>" for c in cells) + "</tr>"
+                f"<tr><td>{html.escape(name)}</td><td>{html.escape(group)}</td>"
+                + "".join(f"<td>{html.escape(_short(c))}</td>" for c in serving_cells)
+                + "</tr>"
             )
     serving = ""
     plots = dict(PLOTS)

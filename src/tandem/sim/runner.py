@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from tandem.controller import autoscale
-from tandem.cluster.index import ClusterIndex
+from tandem.cluster.index import ClusterIndex, GroupKey
 from tandem.controller import Memo, Placer, reconcile
 from tandem.placement import place
 from tandem.sim.events import EventLoop
@@ -161,7 +161,8 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
     # The runner's own view of the store, brought up to date once per pass (after the
     # pass's writes): the kubelet reacts to the pods that changed, the serving models
     # learn their groups' Ready replicas, and the sampler counts what changed.
-    view, sampler, synced = ClusterIndex(), Sampler(), {}
+    view, sampler = ClusterIndex(), Sampler()
+    synced: dict[str, int] = {}
     pending_follow_up = False
     requeued: set[float] = set()  # pass times already asked for by requeue_after
     while len(loop) and (loop.next_time() or 0.0) <= scenario.duration_s:
@@ -232,14 +233,20 @@ def _sync(driver: LoadDriver | None, view: ClusterIndex, now: float, synced: dic
     none of whose pods changed since the last sync is not looked at again."""
     if driver is None:
         return
-    keys = {key: tuple(key.split("/", 1)) for key in driver.runs}
-    serials = {key: view.serial.get(group, 0) for key, group in keys.items()}  # type: ignore[misc]
+    keys = {key: _group_key(key) for key in driver.runs}
+    serials = {key: view.serial.get(group, 0) for key, group in keys.items()}
     if serials == synced:
         return
     synced.clear()
     synced.update(serials)
-    pods = [pod for group in sorted(set(keys.values())) for _, pod in sorted(view.pods_of.get(group, {}).items())]  # type: ignore[arg-type]
+    pods = [pod for group in sorted(set(keys.values())) for _, pod in sorted(view.pods_of.get(group, {}).items())]
     driver.sync(pods, now)
+
+
+def _group_key(key: str) -> GroupKey:
+    """A serving run's key (`namespace/name`) as the index keys its group."""
+    namespace, name = key.split("/", 1)
+    return namespace, name
 
 
 def _apply(kind: str, data: dict[str, Any], store: MemoryStore, kubelet: Kubelet) -> str | None:

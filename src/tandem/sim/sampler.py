@@ -113,9 +113,9 @@ def _figures(group: InferenceGroup, pods: list[dict[str, Any]]) -> GroupFigures:
     for unit in range(group.spec.replicas):
         members = members_of.get(unit, [])
         replicas = unit_replicas(members, group)
-        for role, rs in replicas.items():
-            if role in ready:
-                ready[role] += sum(1 for r in rs if r.phase == "Ready")
+        for role_name, rs in replicas.items():
+            if role_name in ready:
+                ready[role_name] += sum(1 for r in rs if r.phase == "Ready")
         if is_functional(replicas, group):
             functional += 1
         placed = True

@@ -173,10 +173,12 @@ class SyntheticSpec(StrictModel):
 class KvCacheSpec(StrictModel):
     """Decode KV paging (vLLM): blocks allocated as tokens are produced, preemption when out of them."""
 
-    block_tokens: int = Field(16, ge=1, le=1024)  # vLLM's --block-size default
+    # `default=` by keyword, here and in the two specs below: type checkers take only that
+    # as a default, and ServingSpec makes these three with no arguments (default_factory).
+    block_tokens: int = Field(default=16, ge=1, le=1024)  # vLLM's --block-size default
     preemption: Literal["recompute", "swap"] = "recompute"  # vLLM's default is recompute
-    swap_space_gib: float = Field(4.0, ge=0, le=1024)  # host memory per GPU for swapped KV (vLLM v0 --swap-space)
-    swap_gb_per_second: float = Field(25.0, gt=0, le=1000)  # HBM <-> host copy per GPU (PCIe)
+    swap_space_gib: float = Field(default=4.0, ge=0, le=1024)  # host memory per GPU for swapped KV (vLLM v0 --swap-space)
+    swap_gb_per_second: float = Field(default=25.0, gt=0, le=1000)  # HBM <-> host copy per GPU (PCIe)
 
 
 class ColdStartSpec(StrictModel):
@@ -184,9 +186,9 @@ class ColdStartSpec(StrictModel):
     weights each node holds at `loadGbPerSecond` (GB/s per node) plus a fixed engine start
     (CUDA graphs, NCCL, memory profiling); `modelLoadSeconds` replaces that computation."""
 
-    load_gb_per_second: float = Field(2.0, gt=0, le=1000)
-    engine_start_seconds: float = Field(30.0, ge=0, le=3600)
-    model_load_seconds: float | None = Field(None, gt=0, le=86400)
+    load_gb_per_second: float = Field(default=2.0, gt=0, le=1000)
+    engine_start_seconds: float = Field(default=30.0, ge=0, le=3600)
+    model_load_seconds: float | None = Field(default=None, gt=0, le=86400)
 
 
 class DrainSpec(StrictModel):
@@ -194,7 +196,7 @@ class DrainSpec(StrictModel):
     finishes, for at most the grace period (default: the pod's terminationGracePeriodSeconds)."""
 
     enabled: bool = True
-    grace_period_seconds: float | None = Field(None, ge=0, le=86400)
+    grace_period_seconds: float | None = Field(default=None, ge=0, le=86400)
 
 
 class ServingSpec(StrictModel):
@@ -303,7 +305,7 @@ def load_scenario(
         inputs = load_texts([read(path) for path in spec.cluster.files])
         cluster = [t.model_dump(by_alias=True, exclude_none=True) for t in inputs.topologies.values()]
         cluster += [n.model_dump(by_alias=True, exclude_none=True) for n in inputs.nodes]
-    arrivals = []
+    arrivals: list[tuple[float, dict[str, Any]]] = []
     for index, arrival in enumerate(spec.groups):
         if arrival.file is not None:
             name, body = read(arrival.file)
@@ -324,11 +326,14 @@ def load_scenario(
     racks = _racks(cluster)
     faults = []
     for index, fault in enumerate(spec.faults):
-        nodes = tuple(fault.nodes) if fault.nodes else tuple(racks.get(fault.rack or "", ()))
-        if not nodes:
+        fault_nodes = tuple(fault.nodes) if fault.nodes else tuple(racks.get(fault.rack or "", ()))
+        if not fault_nodes:
             raise InputError(Problem(f"spec.faults[{index}].rack", f"no rack {fault.rack!r} in the cluster", source))
-        faults.append(Fault(fault.at, nodes, fault.recover_after_seconds))
-    changes = [Change(c.at, *c.group.split("/"), c.patch) for c in spec.changes]  # type: ignore[misc]
+        faults.append(Fault(fault.at, fault_nodes, fault.recover_after_seconds))
+    changes = []
+    for c in spec.changes:
+        group_namespace, group_name = c.group.split("/")  # ChangeSpec's pattern: exactly one "/"
+        changes.append(Change(c.at, group_namespace, group_name, c.patch))
     startup = {
         role: Startup(s.image_pull_seconds, s.model_load_median_seconds, s.model_load_sigma) for role, s in spec.startup.items()
     }

@@ -251,14 +251,21 @@ def _affinity(store: Reader, nodes: dict[str, dict[str, str]], key: str, rules: 
         label = labels.get(rule["level"])
         for unit in {p["metadata"]["labels"][UNIT_LABEL] for p in pods}:
             unit_pods = [p for p in pods if p["metadata"]["labels"][UNIT_LABEL] == unit]
-            near = {nodes[p["spec"]["nodeName"]].get(label) for p in unit_pods if p["metadata"]["labels"][ROLE_LABEL] == rule["to"]}
-            replicas: dict[str, set] = {}
+            near = {_domain(nodes, p, label) for p in unit_pods if p["metadata"]["labels"][ROLE_LABEL] == rule["to"]}
+            replicas: dict[str, set[str | None]] = {}
             for p in unit_pods:
                 if p["metadata"]["labels"][ROLE_LABEL] == rule["from"]:
-                    replicas.setdefault(p["metadata"]["labels"]["tandem.dev/replica"], set()).add(nodes[p["spec"]["nodeName"]].get(label))
+                    replicas.setdefault(p["metadata"]["labels"]["tandem.dev/replica"], set()).add(_domain(nodes, p, label))
             total += len(replicas)
             satisfied += sum(1 for domains in replicas.values() if domains & near)
     return None if total == 0 else round(satisfied / total, 4)
+
+
+def _domain(nodes: dict[str, dict[str, str]], pod: dict[str, Any], label: str | None) -> str | None:
+    """The pod's domain: its node's value of `label`; None when the node has no such label
+    or there is no label (a level the topology does not have)."""
+    node_labels = nodes[pod["spec"]["nodeName"]]
+    return node_labels.get(label) if label is not None else None
 
 
 def _downsample(points: list[tuple[float, Any]], limit: int) -> list[tuple[float, Any]]:

@@ -22,9 +22,10 @@ import math
 import re
 import sys
 from pathlib import PurePath
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from tandem.errors import InputError, Problem
 from tandem.sim.traces.trace import Trace
@@ -249,7 +250,8 @@ def _number_cell(cell: str) -> str | None:
 # -- JSON --------------------------------------------------------------------------------
 
 
-def _json_field(record: dict, key: str, where: str, source: str, check: Callable[[object], str | None]):
+def _json_field(record: dict[str, Any], key: str, where: str, source: str, check: Callable[[object], str | None]) -> Any:
+    """The record's JSON value at `key`, once `check` finds nothing wrong with it."""
     if key not in record:
         raise InputError(Problem(where, f"{key}: required field is missing", source))
     value = record[key]
@@ -293,7 +295,14 @@ def _lines(text: str) -> list[str]:
     return text.removeprefix("\ufeff").splitlines()
 
 
-def _trace(name: str, arrival_s, input_tokens, output_tokens, failed_dropped: int = 0, hashes=None) -> Trace:
+def _trace(
+    name: str,
+    arrival_s: npt.ArrayLike,
+    input_tokens: npt.ArrayLike,
+    output_tokens: npt.ArrayLike,
+    failed_dropped: int = 0,
+    hashes: Sequence[tuple[int, ...]] | None = None,
+) -> Trace:
     arrival = np.asarray(arrival_s, dtype=np.float64)
     order = np.argsort(arrival, kind="stable")
     return Trace(

@@ -140,4 +140,5 @@ def _check_lengths(lengths: Lengths, path: str) -> None:
 
 
 def _positive(value: object) -> bool:
-    return not isinstance(value, bool) and isinstance(value, Real) and math.isfinite(value) and value > 0
+    # typeshed's numbers.Real declares only __lt__ and __le__ (the ABC's abstract ones), not __gt__.
+    return not isinstance(value, bool) and isinstance(value, Real) and math.isfinite(value) and value > 0  # type: ignore[operator]
