@@ -48,11 +48,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from support.builders import container, group, role  # noqa: E402
-from tandem.controller.observe import observe  # noqa: E402
 from tandem.api.naming import GATE, HOSTNAME_LABEL  # noqa: E402
+from tandem.cluster.memory import MemoryStore  # noqa: E402
+from tandem.controller.observe import observe  # noqa: E402
 from tandem.controller.reconcile import Memo, reconcile  # noqa: E402
 from tandem.kube.trim import trimmer  # noqa: E402
-from tandem.cluster.memory import MemoryStore  # noqa: E402
 from tandem.topology.generate import generate_cluster  # noqa: E402
 
 DAEMONS = ("node-exporter", "kube-proxy", "gpu-device-plugin")

@@ -31,9 +31,9 @@ from rich.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[1]
 
+from tandem.cluster.memory import MemoryStore  # noqa: E402
 from tandem.operator.certs import make_certificates  # noqa: E402
 from tandem.operator.webhook import serve_webhook  # noqa: E402
-from tandem.cluster.memory import MemoryStore  # noqa: E402
 from tandem.topology.generate import generate_cluster  # noqa: E402
 
 

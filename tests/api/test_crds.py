@@ -23,9 +23,9 @@ import yaml
 from backends.schemas import LATEST_KUBE, builtin_validator
 from tandem.api import crds as crds_module
 from tandem.api.crds import DESCRIPTIONS, REGENERATE, crds, file_name, render
-from tandem.api.loading import load_texts
 from tandem.api.group_status import AutoscalerMemory, AutoscalingStatus, Condition, CoordinationMemory, InferenceGroupStatus
 from tandem.api.group_status import RecommendationMemory, RoleStatus, UnitStatus
+from tandem.api.loading import load_texts
 from tandem.errors import InputError
 
 REPO = Path(__file__).resolve().parents[2]

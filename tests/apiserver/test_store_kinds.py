@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tandem.errors import Invalid, NotFound
 from tandem.cluster.memory import CLUSTER_SCOPED, STATUS_SUBRESOURCE, MemoryStore
+from tandem.errors import Invalid, NotFound
 
 
 def test_default_kinds_are_todays_plus_namespaces_and_crds():

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from support.autoscaling import change_times, run, spec
-from tandem.autoscaling.stabilization import prune, stabilize
 from tandem.autoscaling.memory import Recommendation
+from tandem.autoscaling.stabilization import prune, stabilize
 
 
 def history(values: list[int], every: float = 60.0) -> tuple[Recommendation, ...]:

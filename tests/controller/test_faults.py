@@ -10,13 +10,13 @@ import pytest
 
 from support.builders import group, role
 from support.controller_world import Crash, FaultyWriter, design_group, kubelet, over_committed, settle, world
+from tandem.api.naming import POD_INDEX_LABEL, REVISION_LABEL
+from tandem.api.resources import InferenceGroup
 from tandem.controller.decide import decide
+from tandem.controller.manifests import replica_pods, revision_of
 from tandem.controller.memo import Memo
 from tandem.controller.observe import observe
 from tandem.controller.reconcile import reconcile
-from tandem.api.naming import POD_INDEX_LABEL, REVISION_LABEL
-from tandem.api.resources import InferenceGroup
-from tandem.controller.manifests import replica_pods, revision_of
 from tandem.errors import Conflict, Forbidden, Invalid, NotFound, ServerTimeout, ServiceUnavailable, TooManyRequests
 
 VERBS = ("create", "patch", "patch_status", "delete")

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from support.builders import cluster
 from support.writes import OPS, Writer
 from tandem.api.kube import Node, Pod
+from tandem.cluster.memory import MemoryStore
+from tandem.cluster.pods import assigned_node, pod_failed
 from tandem.controller.memo import Memo
 from tandem.controller.observe import observe
-from tandem.cluster.pods import assigned_node, pod_failed
-from tandem.cluster.memory import MemoryStore
 from tandem.topology import ClusterSnapshot
 
 def seen(state) -> tuple:

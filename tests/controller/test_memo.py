@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from support.builders import group, role
 from support.controller_world import design_group, kubelet, world
+from tandem.api.naming import GROUP_LABEL, UNIT_LABEL
 from tandem.controller.memo import Memo
 from tandem.controller.reconcile import reconcile
-from tandem.api.naming import GROUP_LABEL, UNIT_LABEL
 from tandem.placement import place
 
 

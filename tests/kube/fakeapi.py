@@ -27,8 +27,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tandem.errors import ApiError, BadRequest, Gone
 from tandem.cluster.memory import MemoryStore
+from tandem.errors import ApiError, BadRequest, Gone
 
 PLURALS = {
     ("", "pods"): ("Pod", "v1"),

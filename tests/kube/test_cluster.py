@@ -12,11 +12,11 @@ import pytest
 
 from support.controller_world import design_group, kubelet, over_committed, world
 from tandem.cluster.ports import NotFound
+from tandem.controller import OBSERVED_KINDS
 from tandem.controller.reconcile import reconcile
 from tandem.errors import BadRequest
 from tandem.kube.cluster import KubeCluster
 from tandem.operator.leader import LeaderElector, LeaseConfig
-from tandem.controller import OBSERVED_KINDS
 
 NS = "serving"
 

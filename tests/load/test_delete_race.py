@@ -21,10 +21,10 @@ pytest.importorskip("lightkube", reason="the Kubernetes adapter needs the operat
 from kube.fakeapi import FakeApi  # noqa: E402
 from support.builders import group, role  # noqa: E402
 from support.controller_world import kubelet  # noqa: E402
+from tandem.controller import OBSERVED_KINDS
 from tandem.controller.reconcile import reconcile  # noqa: E402
 from tandem.kube.cluster import KubeCluster  # noqa: E402
 from tandem.topology.generate import generate_cluster  # noqa: E402
-from tandem.controller import OBSERVED_KINDS
 
 
 def _wait(condition, timeout: float = 10.0) -> None:

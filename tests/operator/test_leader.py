@@ -3,9 +3,9 @@ observes it (not as the clocks say), immediate takeover on release."""
 
 from __future__ import annotations
 
+from tandem.cluster.memory import MemoryStore
 from tandem.cluster.ports import Conflict
 from tandem.operator.leader import LeaderElector, LeaseConfig
-from tandem.cluster.memory import MemoryStore
 
 
 def elector(store, identity, **kw):

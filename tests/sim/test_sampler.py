@@ -18,11 +18,11 @@ from tandem.api.naming import GPU_RESOURCE, GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.quantity import MILLI, parse_quantity
 from tandem.api.resources import InferenceGroup
 from tandem.cluster.index import ClusterIndex
+from tandem.cluster.memory import MemoryStore
 from tandem.cluster.pods import assigned_node, pod_failed, pod_gpus
 from tandem.cluster.replicas import is_functional, unit_replicas
 from tandem.sim.runner import VIEWED_KINDS, Sample, _sample
 from tandem.sim.sampler import Sampler
-from tandem.cluster.memory import MemoryStore
 
 
 def recount(store: MemoryStore, at: float) -> Sample:

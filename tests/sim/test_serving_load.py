@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 import yaml
 
+from tandem.autoscaling.signals import RoleSignals, Signals
+from tandem.cluster.memory import MemoryStore
 from tandem.controller import autoscale
 from tandem.controller.reconcile import reconcile
 from tandem.errors import InputError
 from tandem.sim.runner import simulate
 from tandem.sim.scenario import load_scenario, with_variant
-from tandem.cluster.memory import MemoryStore
 from tandem.sim.summary import summarize
-from tandem.autoscaling.signals import RoleSignals, Signals
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_TRACES = ROOT.parent / "shared" / "traces"

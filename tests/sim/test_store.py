@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from tandem.cluster.memory import MemoryStore
 from tandem.cluster.selectors import matches
 from tandem.errors import AlreadyExists, Conflict, Gone, Invalid, NotFound
-from tandem.cluster.memory import MemoryStore
 
 
 def pod(name, labels=None, gated=True, owner=None, **spec):

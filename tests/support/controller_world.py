@@ -8,12 +8,12 @@ from typing import Any, Callable
 
 from support.builders import cluster, group, role
 from tandem.api.naming import GPU_RESOURCE
-from tandem.api.quantity import MILLI, parse_quantity
 from tandem.api.naming import GATE, HOSTNAME_LABEL
+from tandem.api.quantity import MILLI, parse_quantity
+from tandem.cluster.memory import MemoryStore
 from tandem.cluster.pods import pod_gpus
 from tandem.cluster.ports import ObjectRef
 from tandem.errors import ApiError
-from tandem.cluster.memory import MemoryStore
 
 
 def world(*groups: dict[str, Any], shape: str = "block=2,rack=2,host=8") -> MemoryStore:

@@ -26,10 +26,10 @@ import re
 from typing import Any
 
 from tandem.apiserver import cel, crds, webhooks
+from tandem.apiserver.error_status import InvalidObject
 from tandem.apiserver.kinds import Resource
 from tandem.apiserver.schema import Cause
 from tandem.apiserver.server_state import State
-from tandem.apiserver.error_status import InvalidObject
 from tandem.errors import BadRequest, NotFound
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

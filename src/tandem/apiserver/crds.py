@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tandem.api.timestamps import rfc3339
 from tandem.apiserver.cel import compile_rules
 from tandem.apiserver.kinds import Column, Registry, Resource, ScalePaths
 from tandem.apiserver.schema import Cause, Schema, check
-from tandem.api.timestamps import rfc3339
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _KIND = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")

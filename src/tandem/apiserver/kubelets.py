@@ -26,6 +26,7 @@ from tandem.api.naming import HOSTNAME_LABEL
 from tandem.api.quantity import parse_quantity
 from tandem.api.timestamps import rfc3339
 from tandem.apiserver.server_state import State
+from tandem.cluster.payloads import as_pod
 from tandem.cluster.pods import pod_ready
 from tandem.errors import ApiError
 
@@ -108,7 +109,7 @@ class Kubelet:
                 if (uid not in self._started or (pod.get("status") or {}).get("phase") != "Running") and self._run_pod(pod, now):
                     pod = self.state.store.get("Pod", meta["namespace"], meta["name"])
                     wrote = True
-                if not pod_ready(pod):
+                if not pod_ready(as_pod(pod)):
                     left = self._started[uid] + self.ready_after - now
                     if left <= 0:
                         self._ready(pod)
@@ -137,7 +138,7 @@ class Kubelet:
         if meta.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
             return False
         self._known.setdefault(uid, None)
-        if (pod.get("spec") or {}).get("nodeName") and uid in self._started and status.get("phase") == "Running" and pod_ready(pod):
+        if (pod.get("spec") or {}).get("nodeName") and uid in self._started and status.get("phase") == "Running" and pod_ready(as_pod(pod)):
             self._settled[uid] = version
             return False
         return True

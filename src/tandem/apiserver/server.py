@@ -21,14 +21,14 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from tandem.apiserver import cel, discovery, protobuf, tables, verbs, watch
+from tandem.apiserver.error_status import Expired, Refused, UnsupportedMediaType, failure
 from tandem.apiserver.faults import Faults, Injected, Request
 from tandem.apiserver.kubelets import Kubelet
 from tandem.apiserver.routes import Route, route
 from tandem.apiserver.seed import seed
 from tandem.apiserver.server_state import State
-from tandem.apiserver.error_status import Expired, Refused, UnsupportedMediaType, failure
-from tandem.errors import ApiError, BadRequest, InternalError, NotFound
 from tandem.cluster.memory import MemoryStore
+from tandem.errors import ApiError, BadRequest, InternalError, NotFound
 
 log = logging.getLogger("tandem.apiserver")
 MAX_BODY = 3 * 1024 * 1024  # the real server's request limit

@@ -23,9 +23,9 @@ import time
 from typing import Any, Callable, Generator
 
 from tandem.apiserver import tables
+from tandem.apiserver.error_status import gone_event
 from tandem.apiserver.kinds import Resource
 from tandem.apiserver.server_state import State
-from tandem.apiserver.error_status import gone_event
 from tandem.apiserver.verbs import check_selectors, present
 from tandem.cluster.selectors import matches, matches_fields, parse_fields
 from tandem.errors import BadRequest, Gone

@@ -36,6 +36,7 @@ from tandem.autoscaling.bands import Bounds, band_bounds
 from tandem.autoscaling.enforcement import raise_short
 from tandem.autoscaling.fixed_ratio import fixed_ratio
 from tandem.autoscaling.independent import independent
+from tandem.autoscaling.memory import AutoscalerState, Recommendation
 from tandem.autoscaling.metrics import MissingSignal
 from tandem.autoscaling.preferred_band import preferred_band
 from tandem.autoscaling.recommendation import PerRole, Split
@@ -43,7 +44,6 @@ from tandem.autoscaling.rounding import apportion, reachable_total
 from tandem.autoscaling.signals import Signals
 from tandem.autoscaling.slo import slo
 from tandem.autoscaling.stabilization import prune, stabilize
-from tandem.autoscaling.memory import AutoscalerState, Recommendation
 
 TOTAL = "total"  # the panic key of the ratio-keeping policies: both roles together
 

@@ -16,12 +16,12 @@ from rich.markup import escape
 # typer 0.29 (pinned) carries its own copy of click; its usage errors live here.
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
-from tandem.cli.explain import explain_group
-from tandem.cli.guard import INVALID_INPUT, guard, needs_extra
-from tandem.cli.files import load_files
-from tandem.cli.output import print_table, render_json, render_yaml
 from tandem.api.crds import crds as generate_crds, file_name as crd_file_name, render as render_crds
 from tandem.api.loading import load_texts
+from tandem.cli.explain import explain_group
+from tandem.cli.files import load_files
+from tandem.cli.guard import INVALID_INPUT, guard, needs_extra
+from tandem.cli.output import print_table, render_json, render_yaml
 from tandem.errors import InputError, Problem
 from tandem.placement.from_inputs import plan_inputs
 from tandem.topology.generate import generate_cluster, parse_shape

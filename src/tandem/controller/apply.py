@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from tandem.controller.actions import CreateObject, Decisions, DeleteObject, GroupActions, PatchObject, PatchStatus, RecordEvent, Write
 from tandem.cluster.ports import ApiError, NotFound, Writer
+from tandem.controller.actions import CreateObject, Decisions, DeleteObject, GroupActions, PatchObject, PatchStatus, RecordEvent, Write
 
 
 @dataclass(frozen=True)

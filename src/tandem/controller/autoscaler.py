@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tandem.api.autoscaling import AutoscalingSpec
-from tandem.api.resources import InferenceGroup
 from tandem.api.group_status import AUTOSCALER_KEYS, AutoscalingStatus, InferenceGroupStatus
+from tandem.api.resources import InferenceGroup
 from tandem.api.timestamps import rfc3339, seconds
 from tandem.api.validation import check_group
 from tandem.autoscaling.group import group_inputs

@@ -39,10 +39,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from tandem.api.group_status import RECONCILE_KEYS, Condition, InferenceGroupStatus, RoleStatus, UnitStatus
 from tandem.api.merge import merge_patch
 from tandem.api.naming import GROUP_LABEL, PEERS_FILE, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import InferenceGroup
-from tandem.api.group_status import RECONCILE_KEYS, Condition, InferenceGroupStatus, RoleStatus, UnitStatus
 from tandem.api.timestamps import rfc3339, seconds
 from tandem.controller.actions import (
     Action,
@@ -54,14 +54,14 @@ from tandem.controller.actions import (
     PatchStatus,
     RecordEvent,
 )
-from tandem.controller.memo import MemoUpdate
-from tandem.controller.observe import ClusterState, GroupState
 from tandem.api.naming import ADMITTED, ASSIGNED_AT, GATE, HOSTNAME_LABEL
+from tandem.cluster.payloads import PodPayload, as_object, as_pod
 from tandem.cluster.pods import assigned_node, pod_failed, pod_index
+from tandem.cluster.ports import Object, ObjectRef
 from tandem.cluster.replicas import UnitRead, is_functional, minimum_placed, replicas_of_unit, unit_replicas
 from tandem.controller.manifests import headless_service, peers_config_map_object, peers_document, replica_pods, revision_of
-from tandem.cluster.payloads import PodPayload, as_object, as_pod
-from tandem.cluster.ports import Object, ObjectRef
+from tandem.controller.memo import MemoUpdate
+from tandem.controller.observe import ClusterState, GroupState
 from tandem.controller.status_patch import coordination_of, condition, memory_of, owned_patch, read_status, unchanged
 from tandem.coordination.model import CoordinationStatus, Decision, Observed, UnitSpec, backoff_seconds
 from tandem.coordination.planner import next_step

@@ -21,10 +21,10 @@ from pydantic import ValidationError
 from tandem.api.kube import Node, Pod
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.cluster.index import COMPANION_KINDS, Change, GroupKey, Name
-from tandem.controller.memo import Memo, version_key
-from tandem.cluster.pods import assigned_node, pod_failed
 from tandem.cluster.payloads import GroupPayload, PodPayload, as_group, as_pod, as_pods
+from tandem.cluster.pods import assigned_node, pod_failed
 from tandem.cluster.ports import Object, Reader
+from tandem.controller.memo import Memo, version_key
 from tandem.controller.validity import group_problems, topologies_of
 from tandem.errors import Problem
 from tandem.topology.snapshot import NodeFacts

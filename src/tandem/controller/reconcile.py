@@ -12,11 +12,11 @@ See `docs/controller.md`.
 
 from __future__ import annotations
 
+from tandem.cluster.ports import Cluster
 from tandem.controller.apply import PassReport, WriteError, apply
 from tandem.controller.decide import Placer, decide
 from tandem.controller.memo import Memo
 from tandem.controller.observe import observe
-from tandem.cluster.ports import Cluster
 from tandem.placement import place
 
 __all__ = ["Memo", "PassReport", "Placer", "WriteError", "reconcile"]

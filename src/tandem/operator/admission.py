@@ -31,6 +31,7 @@ from tandem.api.kube import Node
 from tandem.api.loading import validation_problems
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
+from tandem.cluster.payloads import as_pod
 from tandem.cluster.pods import pod_failed
 from tandem.cluster.ports import Reader
 from tandem.controller import group_problems, topologies_of
@@ -127,7 +128,7 @@ def _across_versions(group: InferenceGroup, old: dict[str, Any], reader: Reader)
         if role.name not in before or before[role.name] == role.pods_per_replica:
             continue
         selector = {GROUP_LABEL: group.metadata.name, ROLE_LABEL: role.name}
-        running = [p for p in reader.list("Pod", group.metadata.namespace, labels=selector) if not pod_failed(p)]
+        running = [p for p in reader.list("Pod", group.metadata.namespace, labels=selector) if not pod_failed(as_pod(p))]
         if running:
             problems.append(
                 Problem(

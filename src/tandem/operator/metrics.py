@@ -23,9 +23,9 @@ from prometheus_client import Counter as PromCounter
 from prometheus_client.exposition import generate_latest
 
 from tandem.api.naming import GATE, GROUP_LABEL
-from tandem.controller import PassReport
 from tandem.api.naming import ADMITTED
 from tandem.cluster.ports import Reader
+from tandem.controller import PassReport
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 

@@ -27,8 +27,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 import yaml
 
-from tandem.api.naming import GPU_RESOURCE
 from tandem.api.loading import load_texts
+from tandem.api.naming import GPU_RESOURCE
 from tandem.placement import Plan, PodAssignment, PodShape, ReplicaAssignment, UnitDemand, UnitPlacement, units_from_groups
 from tandem.placement.verify import check_plan
 from tandem.topology import ClusterSnapshot, TopologyView

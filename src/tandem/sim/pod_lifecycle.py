@@ -16,13 +16,14 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from tandem.errors import ApiError
-from tandem.cluster.index import Change
 from tandem.api.naming import GATE, HOSTNAME_LABEL
-from tandem.cluster.pods import pod_ready
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL
-from tandem.sim.events import EventLoop
+from tandem.cluster.index import Change
 from tandem.cluster.memory import MemoryStore
+from tandem.cluster.payloads import as_pod
+from tandem.cluster.pods import pod_ready
+from tandem.errors import ApiError
+from tandem.sim.events import EventLoop
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class Kubelet:
             if not gated and node and not spec.get("nodeName") and ("bind",) + key not in self._scheduled:
                 self._scheduled.add(("bind",) + key)
                 self.loop.schedule(self.loop.now + self.bind_latency_s, "bind", namespace=meta["namespace"], name=meta["name"], uid=meta["uid"], node=node)
-            if spec.get("nodeName") and not pod_ready(pod) and ("ready",) + key not in self._scheduled:
+            if spec.get("nodeName") and not pod_ready(as_pod(pod)) and ("ready",) + key not in self._scheduled:
                 self._scheduled.add(("ready",) + key)
                 labels = meta.get("labels", {})
                 role = labels.get(ROLE_LABEL, "*")

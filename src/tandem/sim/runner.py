@@ -22,16 +22,16 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from tandem.controller import autoscale
 from tandem.cluster.index import ClusterIndex, GroupKey
+from tandem.cluster.memory import MemoryStore
+from tandem.controller import autoscale
 from tandem.controller import Memo, Placer, reconcile
 from tandem.placement import place
 from tandem.sim.events import EventLoop
-from tandem.sim.pod_lifecycle import Kubelet, Startup
 from tandem.sim.load import LoadDriver, ServingLoad
+from tandem.sim.pod_lifecycle import Kubelet, Startup
 from tandem.sim.sampler import Sampler
 from tandem.sim.serving import ServingResults
-from tandem.cluster.memory import MemoryStore
 
 FOLLOW_UP_S = 0.5
 VIEWED_KINDS = ("InferenceGroup", "Node", "Pod")

@@ -20,6 +20,7 @@ from tandem.api.naming import GPU_RESOURCE, ROLE_LABEL, UNIT_LABEL
 from tandem.api.quantity import MILLI, parse_quantity
 from tandem.api.resources import InferenceGroup
 from tandem.cluster.index import Change, ClusterIndex
+from tandem.cluster.payloads import PodPayload, as_pod, as_pods
 from tandem.cluster.pods import assigned_node, pod_failed, pod_gpus
 from tandem.cluster.replicas import is_functional, unit_replicas
 
@@ -61,10 +62,10 @@ class Sampler:
                     self.bound[before[0]] -= before[1]
                     self.allocated -= before[1]
                     touched.add(before[0])
-                pod = change.after
+                pod = None if change.after is None else as_pod(change.after)
                 node = None if pod is None or pod_failed(pod) else pod["spec"].get("nodeName")
-                if node:
-                    gpus = pod_gpus(pod)  # type: ignore[arg-type]
+                if pod is not None and node:
+                    gpus = pod_gpus(pod)
                     self._gpus[change.name] = (node, gpus)
                     self.bound[node] = self.bound.get(node, 0) + gpus
                     self.allocated += gpus
@@ -83,7 +84,7 @@ class Sampler:
         if kept is not None and version and kept[0] == version and kept[1] == serial:
             return kept[2]
         typed = self._model(raw)
-        figures = None if typed is None else _figures(typed, [p for p in index.pods_of.get(key, {}).values() if not pod_failed(p)])
+        figures = None if typed is None else _figures(typed, [p for p in as_pods(index.pods_of.get(key, {})).values() if not pod_failed(p)])
         self._groups[key] = (version, serial, figures)
         return figures
 
@@ -100,12 +101,12 @@ class Sampler:
         return kept[1]
 
 
-def _figures(group: InferenceGroup, pods: list[dict[str, Any]]) -> GroupFigures:
+def _figures(group: InferenceGroup, pods: list[PodPayload]) -> GroupFigures:
     key = f"{group.metadata.namespace}/{group.metadata.name}"
     ready = {r.name: 0 for r in group.spec.roles}
     desired = {r.name: r.replicas * group.spec.replicas for r in group.spec.roles}
     held = sum(pod_gpus(p) for p in pods if p["spec"].get("nodeName"))
-    members_of: dict[int, list[dict[str, Any]]] = {}
+    members_of: dict[int, list[PodPayload]] = {}
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
         members_of.setdefault(int(pod["metadata"]["labels"][UNIT_LABEL]), []).append(pod)
     functional = partial = 0

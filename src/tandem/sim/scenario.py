@@ -64,12 +64,12 @@ from tandem.api.merge import merge_patch
 from tandem.api.resources import InferenceGroup
 from tandem.api.validation import check_group
 from tandem.errors import InputError, Problem
-from tandem.sim.pod_lifecycle import Startup
 from tandem.sim.load import ServingLoad
+from tandem.sim.pod_lifecycle import Startup
+from tandem.sim.runner import Change, Fault, Scenario, Variant
 from tandem.sim.serving import GpuProfile, ModelProfile, gpu_profile, model_profile
 from tandem.sim.serving.profiles import parse_profile
 from tandem.sim.traces import Lengths, Trace, parse_trace, replay, synthetic
-from tandem.sim.runner import Change, Fault, Scenario, Variant
 from tandem.topology.generate import generate_cluster, parse_shape
 
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from support.controller_world import Crash
+from tandem.cluster.memory import MemoryStore, Snapshot
 from tandem.cluster.ports import EventType, Object, ObjectRef, Propagation
 from tandem.errors import ApiError, Conflict, InternalError, NotFound, ServerTimeout, ServiceUnavailable, TooManyRequests
-from tandem.cluster.memory import MemoryStore, Snapshot
 
 ERRORS: dict[int, type[ApiError]] = {409: Conflict, 429: TooManyRequests, 500: InternalError, 503: ServiceUnavailable, 504: ServerTimeout}
 LIVE_KINDS = frozenset({"Lease"})  # read from the server on every call, as the adapter does

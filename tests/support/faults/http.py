@@ -36,10 +36,10 @@ from support.faults.world import Replica, World, WorldStore
 from tandem.apiserver.faults import Faults, Injected, Request
 from tandem.apiserver.server import ApiServer
 from tandem.cluster.ports import EventType, Object, ObjectRef, Propagation
+from tandem.controller import OBSERVED_KINDS
 from tandem.errors import ApiError, NotFound
 from tandem.kube.cluster import KubeCluster
 from tandem.kube.rest import Rest
-from tandem.controller import OBSERVED_KINDS
 
 CATCH_UP_S = 10.0
 WRITES = ("create", "update", "update_status", "patch", "patch_status", "delete", "bind", "record_event")

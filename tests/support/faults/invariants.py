@@ -50,17 +50,17 @@ from pydantic import ValidationError
 from support.builders import load
 from support.faults.schedule import EPOCH
 from tandem.api.naming import GPU_RESOURCE, GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, REVISION_LABEL, ROLE_LABEL, UNIT_LABEL
+from tandem.api.naming import ADMITTED
 from tandem.api.quantity import MILLI, parse_quantity
 from tandem.api.resources import InferenceGroup
 from tandem.api.timestamps import seconds
-from tandem.api.naming import ADMITTED
+from tandem.cluster.memory import Snapshot
 from tandem.cluster.pods import assigned_node, pod_failed, pod_gpus, pod_ready
-from tandem.controller.manifests import revision_of
 from tandem.controller.decide import decide
+from tandem.controller.manifests import revision_of
 from tandem.controller.observe import observe
 from tandem.coordination.ratio import progress, skew_fraction
 from tandem.placement import place, units_from_groups
-from tandem.cluster.memory import Snapshot
 from tandem.topology import ClusterSnapshot, TopologyView
 
 if TYPE_CHECKING:

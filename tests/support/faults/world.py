@@ -28,6 +28,7 @@ from support.controller_world import Crash
 from support.faults.api import Faults, ReplicaApi, Storm
 from support.faults.schedule import EPOCH, Schedule, patched_template
 from tandem.api.naming import GROUP_LABEL
+from tandem.cluster.memory import MemoryStore, Snapshot
 from tandem.cluster.pods import pod_ready
 from tandem.controller.reconcile import Memo
 from tandem.errors import ApiError, NotFound
@@ -36,7 +37,6 @@ from tandem.operator.runner import Operator
 from tandem.operator.schedule import PassSchedule
 from tandem.sim.events import EventLoop
 from tandem.sim.pod_lifecycle import Kubelet, Startup
-from tandem.cluster.memory import MemoryStore, Snapshot
 
 OBSERVED = ("InferenceGroup", "ClusterTopology", "Node", "Pod", "Service", "ConfigMap")
 HISTORY_S = 16  # seconds of snapshots kept for reads that lag
