@@ -234,14 +234,16 @@ def _affinity(store: Reader, nodes: dict[str, dict[str, str]], key: str, rules: 
     """The share of the group's `from` replicas with a counterpart in their rule's domain
     at the end of the run; `nodes` are the nodes' labels by name."""
     namespace, name = key.split("/")
+    try:
+        group = store.get("InferenceGroup", namespace, name)
+    except NotFound:  # deleted during the run: nothing left to judge
+        return None
     if rules is None:
-        try:
-            rules = store.get("InferenceGroup", namespace, name)["spec"].get("affinity", [])
-        except NotFound:  # deleted during the run: nothing left to judge
-            return None
+        rules = group["spec"].get("affinity", [])
     if not rules:
         return None
-    topology = next(iter(store.list("ClusterTopology")), None)
+    wanted = group["spec"].get("topologyName") or "default"  # the model's default
+    topology = next((t for t in store.list("ClusterTopology") if t["metadata"]["name"] == wanted), None)
     if topology is None:
         return None
     labels = {lv["name"]: lv["nodeLabel"] for lv in topology["spec"]["levels"]}
