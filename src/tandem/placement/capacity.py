@@ -93,15 +93,6 @@ class Counts:
     version: int = 0  # its version when they did
 
     @classmethod
-    def of(cls, unit: UnitState, free: np.ndarray, within: np.ndarray | None = None) -> "Counts":
-        """Counts over all nodes, or over `within` (node indices) only. Over all nodes,
-        from the plan's rollups when it keeps them (`rollup.py`: the same figures, updated
-        where free capacity changed instead of counted again)."""
-        if within is None and unit.rollups is not None:
-            return unit.rollups.counts(unit, free)
-        return cls.count(unit, free, within)
-
-    @classmethod
     def count(cls, unit: UnitState, free: np.ndarray, within: np.ndarray | None = None) -> "Counts":
         """Counts over all nodes, or over `within` (node indices) only, counted in full."""
         candidates = unit.allowed.nonzero()[0] if within is None else within[unit.allowed[within]]
@@ -278,7 +269,3 @@ class Inside:
     def taken_local(self, depth: int, domains: np.ndarray) -> np.ndarray:
         return self.counts.taken_by_domain(depth)[domains]
 
-
-def domain_capacity(unit: UnitState, role: RoleState, free: np.ndarray, depth: int) -> np.ndarray:
-    """[domains at depth]: upper bound on complete replicas of `role` in each domain."""
-    return Counts.of(unit, free).capacity(role.index, depth)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tandem.placement.context import PlanContext
 from tandem.placement.exclusive import Exclusivity
 from tandem.placement.gang import place_gang
 from tandem.placement.state import UnitState
@@ -24,7 +25,7 @@ from tandem.placement.state import UnitState
 RELOCATION_ATTEMPTS = 64
 
 
-def relocate_short_units(units: list[UnitState], free: np.ndarray, exclusivity: Exclusivity) -> bool:
+def relocate_short_units(context: PlanContext, units: list[UnitState], free: np.ndarray, exclusivity: Exclusivity) -> bool:
     """Place short units again whole, in an idle domain of their required level or their
     own; True if any moved."""
     moved = False
@@ -50,7 +51,7 @@ def relocate_short_units(units: list[UnitState], free: np.ndarray, exclusivity: 
         # Idle domains first (the unit's room goes to its neighbours), then its own, repacked.
         for where in (open_to & ~np.isin(doms, busy[key]), open_to & (doms == own)):
             unit.allowed = where
-            if where.any() and place_gang(unit, trial, whole, trials=1):  # any domain that takes it whole will do
+            if where.any() and place_gang(context, unit, trial, whole, trials=1):  # any domain that takes it whole will do
                 placed = True
                 break
         unit.allowed = allowed

@@ -37,7 +37,7 @@ class Rollups:
         self._by_shape: dict[tuple, Rollup] = {}
 
     def counts(self, unit: UnitState, free: np.ndarray) -> Counts:
-        """`Counts.of(unit, free)` over every node open to the unit."""
+        """`Counts.count(unit, free)` over every node open to the unit, kept current."""
         if unit.allowed is not unit.eligible:
             return Counts.count(unit, free)  # an exclusive unit's open nodes change with every claim
         key = _shape_key(unit)

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
 from tandem.placement.demand import PodShape, RoleDemand, UnitDemand
 from tandem.placement.plan import PodAssignment, ReplicaAssignment, UnitPlacement
-from tandem.placement.ties import Ties
 from tandem.topology import ClusterSnapshot, TopologyView
-
-if TYPE_CHECKING:
-    from tandem.placement.lookahead import Later
-    from tandem.placement.rollup import Rollups
 
 
 @dataclass
@@ -89,9 +84,6 @@ class UnitState:
     domain: tuple[int, int] | None = None  # (depth, id) at the required level
     preferred_domain: tuple[int, int] | None = None  # (depth, id) if packed at a narrower level
     capped: str | None = None  # why extras stopped short of the desired counts
-    ties: Ties = field(default_factory=lambda: Ties.none(0))  # how ties between nodes break in this plan
-    later: "Later | None" = field(default=None, repr=False)  # the plan's units, for looking ahead (`lookahead.py`)
-    rollups: "Rollups | None" = field(default=None, repr=False)  # the plan's counts kept current (`rollup.py`)
 
     @classmethod
     def prepare(
@@ -102,13 +94,11 @@ class UnitState:
         snapshot: ClusterSnapshot,
         totals: np.ndarray,
         eligibility: dict[tuple, Any] | None = None,
-        ties: Ties | None = None,
     ) -> "UnitState":
         """`eligibility` caches the nodes each pod shape may use (and what else follows
         from a role's shape, `_role_shape`), shared by the units of one plan: units of one
         group ask the same, and one array per shape lets ties (`ties.py`) tell shapes
-        apart without comparing arrays. `ties`: the plan's, when known (default: every
-        node of one class)."""
+        apart without comparing arrays."""
         eligibility = {} if eligibility is None else eligibility
         roles = [RoleState(index, demand, *_role_shape(demand, view, snapshot, eligibility)) for index, demand in enumerate(unit.roles)]
         by_name = {role.demand.name: role.index for role in roles}
@@ -142,7 +132,6 @@ class UnitState:
         exclusive_depth = None if unit.exclusive is None else view.depth(unit.exclusive)
         state = cls(order, unit, view, roles, rules, required_depth, preferred_depth, exclusive_depth, dominant, eligible)
         state.allowed = eligible
-        state.ties = ties if ties is not None else Ties.none(eligible.size)
         state.settle_existing()
         return state
 
