@@ -11,7 +11,7 @@ from tandem.placement.engine import _prepare
 from tandem.placement.locality import pending_demand
 from tandem.placement.rollup import Rollups
 from tandem.placement.rows import all_at_least, all_equal, any_differ
-from tandem.placement.state import Space, unique_inverse
+from tandem.placement.space import Space, unique_inverse
 from tandem.reference.instances import random_instance
 
 

@@ -14,7 +14,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from tandem.placement.state import RoleState, UnitState, unique_inverse
+from tandem.placement.space import unique_inverse
+from tandem.placement.unit_state import RoleState, UnitState
 
 
 def fit(free: np.ndarray, vec: np.ndarray, ok: np.ndarray) -> np.ndarray:

@@ -18,8 +18,8 @@ import numpy as np
 from tandem.placement.capacity import Counts
 from tandem.placement.lookahead import Later
 from tandem.placement.rollup import Rollups
-from tandem.placement.state import UnitState
 from tandem.placement.ties import Ties
+from tandem.placement.unit_state import UnitState
 
 
 @dataclass(frozen=True)

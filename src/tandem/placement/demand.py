@@ -59,7 +59,9 @@ class RoleDemand:
     eventual: int = 0
 
     @property
-    def planned(self) -> int:
+    def heading_to(self) -> int:
+        """The count the role is heading to: its desired count, or the eventual one
+        when fewer are admitted now."""
         return max(self.desired, self.eventual)
 
 

@@ -46,7 +46,7 @@ from tandem.placement.relocate import relocate_short_units
 from tandem.placement.repair import REPAIR_ATTEMPTS, make_room
 from tandem.placement.reservations import Reservations
 from tandem.placement.rollup import Rollups
-from tandem.placement.state import UnitState
+from tandem.placement.unit_state import UnitState
 from tandem.placement.whole import whole_units
 from tandem.topology import ClusterSnapshot, TopologyView
 

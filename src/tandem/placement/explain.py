@@ -18,7 +18,7 @@ from tandem.topology.snapshot import PODS, format_amount
 
 from tandem.placement.context import PlanContext
 from tandem.placement.gang import place_gang
-from tandem.placement.state import RoleState, UnitState
+from tandem.placement.unit_state import RoleState, UnitState
 
 
 def describe_replica(unit: UnitState, role: RoleState) -> str:

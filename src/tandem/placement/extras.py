@@ -14,7 +14,8 @@ from tandem.placement.explain import describe_replica, short_role_list
 from tandem.placement.gang import place_gang, required_affinity_holds
 from tandem.placement.replica import ReplicaRequest, place_replica
 from tandem.placement.reservations import Reservations
-from tandem.placement.state import RoleState, Space, UnitState
+from tandem.placement.space import Space
+from tandem.placement.unit_state import RoleState, UnitState
 
 
 def place_extras(context: PlanContext, units: list[UnitState], free: np.ndarray, exclusivity: Exclusivity, reservations: Reservations) -> None:

@@ -12,7 +12,8 @@ from tandem.placement.context import PlanContext
 from tandem.placement.replica import ReplicaRequest, place_replica
 from tandem.placement.reservations import Reservations
 from tandem.placement.rows import all_at_least, all_equal, any_differ
-from tandem.placement.state import Space, UnitState, all_replicas
+from tandem.placement.space import Space
+from tandem.placement.unit_state import UnitState, all_replicas
 from tandem.topology import TopologyView
 
 # How many count-feasible domains of the required level get a real assignment before the
@@ -102,7 +103,7 @@ def _place_gang_once(
     counts = context.counts(unit, free)
     if counts.nodes.size == 0:
         return False
-    wanted = {r: max(role.demand.planned, needs.get(r, 0)) for r, role in enumerate(unit.roles)}
+    wanted = {r: max(role.demand.heading_to, needs.get(r, 0)) for r, role in enumerate(unit.roles)}
     demand, full = counts.vector(needs), counts.vector(wanted)
     top = unit.required_depth
     inner = list(range(unit.preferred_depth, top, -1)) if unit.preferred_depth is not None else []
@@ -411,7 +412,7 @@ def _try_gang(gang: GangAttempt, space: Space, depth: int, spread: bool, order: 
     unit, needs = gang.unit, gang.needs
     placed: dict[int, list[list[int]]] = {r: [] for r in needs}
     waiting = dict(needs)
-    later = {o: max(role.demand.planned - len(role.placed) - needs.get(o, 0), 0) for o, role in enumerate(unit.roles)}
+    later = {o: max(role.demand.heading_to - len(role.placed) - needs.get(o, 0), 0) for o, role in enumerate(unit.roles)}
     targets = {rule.target for rule in unit.rules}
     for r in _gang_sequence(unit, needs, order):
         role = unit.roles[r]

@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from tandem.placement.state import UnitState
+from tandem.placement.unit_state import UnitState
 from tandem.topology import TopologyView
 
 # How many later units a domain choice looks at.

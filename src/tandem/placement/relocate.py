@@ -19,7 +19,7 @@ import numpy as np
 from tandem.placement.context import PlanContext
 from tandem.placement.exclusive import Exclusivity
 from tandem.placement.gang import place_gang
-from tandem.placement.state import UnitState
+from tandem.placement.unit_state import UnitState
 
 # How many moves one plan may try (each is one gang placement).
 RELOCATION_ATTEMPTS = 64

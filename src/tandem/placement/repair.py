@@ -10,7 +10,7 @@ from tandem.placement.context import PlanContext
 from tandem.placement.exclusive import Exclusivity
 from tandem.placement.gang import place_gang
 from tandem.placement.reservations import Reservations
-from tandem.placement.state import UnitState
+from tandem.placement.unit_state import UnitState
 
 # How many gang placements repairs may spend in one plan, in all, and for one stranded
 # unit: the second keeps one hopeless unit from spending what a later one needs.

@@ -11,7 +11,8 @@ from tandem.placement.capacity import fit, member, replica_capacity, replica_dep
 from tandem.placement.context import PlanContext
 from tandem.placement.locality import Locality, locality_keys, pending_demand, unit_nodes
 from tandem.placement.reservations import Reservations
-from tandem.placement.state import RoleState, Space, UnitState, all_replicas, unique_inverse
+from tandem.placement.space import Space, unique_inverse
+from tandem.placement.unit_state import RoleState, UnitState, all_replicas
 
 # How many replica domains are tried for one replica before it is declared unplaceable.
 MAX_REPLICA_ATTEMPTS = 8

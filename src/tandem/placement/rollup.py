@@ -22,7 +22,7 @@ import numpy as np
 
 from tandem.placement.capacity import Counts, fit, replica_depth, sum_by
 from tandem.placement.rows import any_differ
-from tandem.placement.state import RoleState, UnitState
+from tandem.placement.unit_state import RoleState, UnitState
 
 # More changed rows than this share of the nodes: counting everything again is cheaper.
 _REBUILD_SHARE = 8

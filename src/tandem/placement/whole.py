@@ -39,7 +39,7 @@ from tandem.placement.exclusive import Exclusivity
 from tandem.placement.gang import place_gang
 from tandem.placement.repair import REPAIR_ATTEMPTS, make_room
 from tandem.placement.reservations import Reservations
-from tandem.placement.state import UnitState
+from tandem.placement.unit_state import UnitState
 from tandem.topology import ClusterSnapshot, TopologyView
 
 

@@ -1,4 +1,5 @@
-"""Per-unit working state of one placement: shapes as vectors, eligible nodes, what is placed."""
+"""Each unit's working state while a plan is made: its roles' shapes as vectors, the
+nodes they may use, what is placed so far, and its outcome."""
 
 from __future__ import annotations
 
@@ -149,7 +150,7 @@ class UnitState:
     @cached_property
     def whole_demand(self) -> np.ndarray:
         """Resources of the whole unit: every role at the count it is heading to."""
-        return sum((role.demand.planned * role.replica_total for role in self.roles), np.zeros_like(self.roles[0].leader))
+        return sum((role.demand.heading_to * role.replica_total for role in self.roles), np.zeros_like(self.roles[0].leader))
 
     @cached_property
     def asked_columns(self) -> np.ndarray:
@@ -274,61 +275,6 @@ def _role_shape(demand: RoleDemand, view: TopologyView, snapshot: ClusterSnapsho
         bool(np.array_equal(leader, worker) and (leader_ok is worker_ok or np.array_equal(leader_ok, worker_ok))),  # same_shape
     )
     return cache[key]
-
-
-@dataclass
-class Space:
-    """Nodes being placed into, with a private copy of their free capacity.
-
-    Masks and positions used while placing are over `nodes` (0..len-1); `nodes` maps a
-    position back to the snapshot's node index.
-    """
-
-    nodes: np.ndarray
-    free: np.ndarray
-    _groups: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
-    _before: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
-
-    @classmethod
-    def of(cls, nodes: np.ndarray, free: np.ndarray) -> "Space":
-        return cls(nodes, free.take(nodes, axis=0))  # (a copy; `take`: far cheaper than indexing rows)
-
-    def copy(self) -> "Space":
-        return Space(self.nodes, self.free.copy(), self._groups, self._before)
-
-    def groups(self, view: TopologyView, depth: int) -> tuple[np.ndarray, np.ndarray]:
-        """(domain ids, position -> index into them) of the space's nodes at `depth`."""
-        if depth not in self._groups:
-            self._groups[depth] = unique_inverse(view.dom[depth][self.nodes])
-        return self._groups[depth]
-
-    def before(self, snapshot: ClusterSnapshot, column: int) -> np.ndarray:
-        """Free capacity in resource `column` of the space's nodes before this plan."""
-        if column not in self._before:
-            self._before[column] = np.maximum(snapshot.allocatable[self.nodes, column] - snapshot.used[self.nodes, column], 0)
-        return self._before[column]
-
-
-# Up to this many values, `unique_inverse` sorts in Python: np.unique costs more in call
-# overhead than a few dozen values take to sort.
-_SMALL_UNIQUE = 32
-
-
-def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`np.unique(values, return_inverse=True)` for a 1-D integer array, the same arrays;
-    a replica's space is a rack of a few dozen nodes, and a new space asks this per level."""
-    if values.size > _SMALL_UNIQUE:
-        return np.unique(values, return_inverse=True)
-    items = values.tolist()
-    compact = sorted(set(items))
-    if len(compact) == 1:
-        inverse = np.zeros(len(items), dtype=np.intp)  # one domain (a rack's nodes at rack level)
-    elif compact == items:
-        inverse = np.arange(len(items), dtype=np.intp)  # ascending and distinct (hosts)
-    else:
-        index = {value: i for i, value in enumerate(compact)}
-        inverse = np.array([index[value] for value in items], dtype=np.intp)
-    return np.array(compact, dtype=values.dtype), inverse
 
 
 def all_replicas(unit: UnitState, r: int, fresh: Mapping[int, list[list[int]]]) -> list[list[int]]:
