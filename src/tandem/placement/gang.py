@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 import numpy as np
 
@@ -61,8 +60,7 @@ def _grown_needs(unit: UnitState, needs: Mapping[int, int]) -> list[dict[int, in
     return out
 
 
-@dataclass(frozen=True)
-class GangAttempt:
+class GangAttempt(NamedTuple):
     """One attempt at a gang of fixed `needs` for `unit`: what choosing its domain and
     assigning it there read, beside the domain or level at hand."""
 
