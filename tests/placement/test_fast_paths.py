@@ -10,6 +10,7 @@ from tandem.placement.locality import pending_demand
 from tandem.placement.rollup import Rollups
 from tandem.placement.rows import all_at_least, all_equal, any_differ
 from tandem.placement.space import Space, unique_inverse
+from tandem.placement.unit_state import ShapeCache
 from tandem.reference.instances import random_instance
 
 
@@ -64,7 +65,7 @@ def test_pending_demand_matches_role_by_role_sums():
     rng = np.random.default_rng(2)
     for seed in range(30):
         instance = random_instance(seed)
-        units, _ = _prepare(instance.snapshot, instance.views, instance.units, {}, Rollups())
+        units, _ = _prepare(instance.snapshot, instance.views, instance.units, ShapeCache(), Rollups())
         free = instance.snapshot.free
         for unit in units:
             nodes = np.flatnonzero(rng.random(free.shape[0]) < 0.5)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from tandem.placement import rollup
-from tandem.placement.capacity import Counts
+from tandem.placement.capacity import EVERY_ROLE, Counts
 from tandem.placement.engine import _prepare
 from tandem.placement.rollup import Rollups
+from tandem.placement.unit_state import ShapeCache
 from tandem.reference.instances import random_instance
 
 
@@ -39,7 +40,7 @@ def _changing_free(seed: int, steps: int, every_fifth_all: bool = True):
     rng = np.random.default_rng(seed)
     for instance_seed in range(6):
         instance = random_instance(instance_seed)
-        units, context = _prepare(instance.snapshot, instance.views, instance.units, {}, Rollups())
+        units, context = _prepare(instance.snapshot, instance.views, instance.units, ShapeCache(), Rollups())
         free = instance.snapshot.free.copy()
         for step in range(steps):
             yield units, context, free
@@ -64,7 +65,7 @@ def _handed_out(counts: Counts) -> list[np.ndarray]:
         out += [counts.free_by_domain(depth), counts.pod_slots(depth), counts.taken_by_domain(depth)]
         out += [counts.capacity(r, depth) for r in range(len(counts.unit.roles))]
         if counts.shared is not None:
-            out.append(counts.present(depth))
+            out.append(counts.shared.sum(("present", EVERY_ROLE, depth)))
     return out
 
 

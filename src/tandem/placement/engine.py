@@ -31,12 +31,12 @@ names: the result is deterministic, and renaming nodes changes no unit's state.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from tandem.placement.context import PlanContext
-from tandem.placement.demand import UnitDemand
+from tandem.placement.demand import UnitDemand, UnitShapeKey
 from tandem.placement.explain import describe_gang_failure, unresolvable
 from tandem.placement.exclusive import Exclusivity
 from tandem.placement.extras import place_extras
@@ -46,7 +46,7 @@ from tandem.placement.relocate import relocate_short_units
 from tandem.placement.repair import REPAIR_ATTEMPTS, make_room
 from tandem.placement.reservations import Reservations
 from tandem.placement.rollup import Rollups
-from tandem.placement.unit_state import UnitState
+from tandem.placement.unit_state import ShapeCache, UnitState
 from tandem.placement.whole import whole_units
 from tandem.topology import ClusterSnapshot, TopologyView
 
@@ -64,11 +64,11 @@ def place(
     With `extras=False` only the minimum gangs are placed (used to check that extras never
     change which units get their minimums).
     """
-    eligibility: dict[tuple, Any] = {}
+    shapes = ShapeCache()
     rollups = Rollups()  # one for all the plans made here: they count the same unit shapes
 
     def prepare(subset: Sequence[UnitDemand]) -> tuple[list[UnitState], PlanContext]:
-        return _prepare(snapshot, views, subset, eligibility, rollups)
+        return _prepare(snapshot, views, subset, shapes, rollups)
 
     prepared, context = prepare(units)
     _greedy(context, snapshot, views, prepared, extras)
@@ -83,14 +83,14 @@ def _prepare(
     snapshot: ClusterSnapshot,
     views: Mapping[str, TopologyView],
     units: Sequence[UnitDemand],
-    eligibility: dict[tuple, Any],
+    shapes: ShapeCache,
     rollups: Rollups,
 ) -> tuple[list[UnitState], PlanContext]:
     """Fresh working states for `units` in the order given (their `order` is their
     position), and the context of their plan: its tie-breaking and lookahead, and the
-    counts (`rollups`) shared by every plan of one `place`; `eligibility` caches the nodes
-    each pod shape may use across calls."""
-    prepared = [UnitState.prepare(order, unit, views[unit.topology], snapshot, snapshot.totals, eligibility) for order, unit in enumerate(units)]
+    counts (`rollups`) shared by every plan of one `place`; `shapes` caches what follows
+    from the units' shapes across calls."""
+    prepared = [UnitState.prepare(order, unit, views[unit.topology], snapshot, snapshot.totals, shapes) for order, unit in enumerate(units)]
     return prepared, PlanContext.of(prepared, len(snapshot.node_names), rollups)
 
 
@@ -104,7 +104,7 @@ def _greedy(context: PlanContext, snapshot: ClusterSnapshot, views: Mapping[str,
     budget = [REPAIR_ATTEMPTS]
     # Failures by unit shape since free capacity last changed: a unit of the same shape
     # would fail the same way (placement reads nothing else), so it is not tried again.
-    failed: dict[tuple, tuple[str, bool]] = {}
+    failed: dict[UnitShapeKey, tuple[str, bool]] = {}
     for unit in prepared:
         needs = unit.minimum_needs()
         if not needs:

@@ -123,7 +123,7 @@ def _fits_by_counts(context: PlanContext, unit: UnitState, free: np.ndarray, nee
     """[domains at the required level]: where the gang fits by the counts on `free`."""
     counts = context.counts(unit, free)
     depth = unit.required_depth
-    fits = np.all(counts.free_by_domain(depth) >= counts.vector(needs), axis=1)
+    fits: np.ndarray = np.all(counts.free_by_domain(depth) >= counts.vector(needs), axis=1)
     for r, need in needs.items():
         fits &= counts.capacity(r, depth) >= need
     return fits
@@ -174,7 +174,7 @@ def _exclusion_summary(unit: UnitState, role: RoleState) -> str:
     snapshot = view.snapshot
     reasons: Counter[str] = Counter(reason for _, reason in view.exclusions)
     shape = role.demand.leader
-    for i in np.nonzero(view.usable)[0]:
+    for i in np.nonzero(view.usable)[0].tolist():
         labels = snapshot.labels[i]
         if any(labels.get(k) != v for k, v in shape.node_selector.items()):
             reasons["nodeSelector does not match"] += 1

@@ -367,7 +367,7 @@ def _gang_sequence(unit: UnitState, needs: Mapping[int, int], order: str = "role
     sources = {rule.source for rule in unit.rules}
     targets = {rule.target for rule in unit.rules}
 
-    def rank(r: int) -> tuple:
+    def rank(r: int) -> tuple[int, int, int]:
         tier = 0 if r in targets and r not in sources else 2 if r in sources else 1
         if order in ("sources", "source-pairs"):
             tier = 0 if r in sources else 1

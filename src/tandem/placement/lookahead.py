@@ -63,4 +63,5 @@ class Later:
         if needs.size == 0:
             return np.zeros(room.size, np.int64)
         here = room[:, None]
-        return np.count_nonzero((here >= needs) & (here - whole < needs), axis=1)
+        spoiled: np.ndarray = np.count_nonzero((here >= needs) & (here - whole < needs), axis=1)
+        return spoiled

@@ -20,6 +20,7 @@ from tandem.placement.context import PlanContext
 from tandem.placement.exclusive import Exclusivity
 from tandem.placement.gang import place_gang
 from tandem.placement.unit_state import UnitState
+from tandem.topology import TopologyView
 
 # How many moves one plan may try (each is one gang placement).
 RELOCATION_ATTEMPTS = 64
@@ -30,7 +31,7 @@ def relocate_short_units(context: PlanContext, units: list[UnitState], free: np.
     own; True if any moved."""
     moved = False
     budget = RELOCATION_ATTEMPTS
-    busy: dict[tuple, np.ndarray] = {}  # (view, depth) -> domains holding a pod of this plan
+    busy: dict[tuple[TopologyView, int], np.ndarray] = {}  # (view, depth) -> domains holding a pod of this plan
     for unit in units:
         if budget <= 0:
             break

@@ -57,7 +57,7 @@ class PodRanking(NamedTuple):
 
     request: ReplicaRequest
     affinity: Affinity
-    locality: Locality | None = None
+    locality: Locality
     leaders: np.ndarray | None = None  # [positions]: the leaders each takes, as counted to choose the domain
 
 
@@ -290,24 +290,22 @@ def _assign_pods(ranking: PodRanking, positions: np.ndarray) -> list[int] | None
                 # is left to the attempt over every position.
                 best = int(np.max(np.where(k_leader >= 1, preferred[positions], 0), initial=0))
                 fitting = fitting[affinity[fitting] >= best]
-            local: list[np.ndarray] = []
             late: list[np.ndarray] = []  # below a waiting `to` replica's rule level: ties only
-            if locality is not None:
-                first = np.zeros(compact.size, dtype=np.int64)
-                first[groups[::-1]] = np.arange(groups.size - 1, -1, -1)
-                depths = range(locality.inner + 1, min(depth, locality.stop - 1) + 1)
-                follow = not role.replica_total[unit.dominant]
-                keys = locality_keys(unit, space, depths, locality.used, locality.rest, locality.pending, positions, follow, locality.reservations)
-                local = [key[first] for key in keys]
-                below = range(max(locality.stop, locality.inner + 1), depth + 1)
-                if len(below):
-                    # As for the replica domain (`_replica_keys`): room for the rest beside
-                    # what others reserve, then the domains the unit already uses.
-                    none = np.zeros(0, np.int64)
-                    keys = locality_keys(unit, space, below, none, locality.rest, locality.pending, positions, follow, locality.reservations)
-                    if locality.used.size:
-                        keys += locality_keys(unit, space, below, locality.used, locality.rest, locality.pending, positions, follow, None)[: len(below)]
-                    late = [key[first] for key in keys]
+            first = np.zeros(compact.size, dtype=np.int64)
+            first[groups[::-1]] = np.arange(groups.size - 1, -1, -1)
+            depths = range(locality.inner + 1, min(depth, locality.stop - 1) + 1)
+            follow = not role.replica_total[unit.dominant]
+            keys = locality_keys(unit, space, depths, locality.used, locality.rest, locality.pending, positions, follow, locality.reservations)
+            local: list[np.ndarray] = [key[first] for key in keys]
+            below = range(max(locality.stop, locality.inner + 1), depth + 1)
+            if len(below):
+                # As for the replica domain (`_replica_keys`): room for the rest beside
+                # what others reserve, then the domains the unit already uses.
+                none = np.zeros(0, np.int64)
+                keys = locality_keys(unit, space, below, none, locality.rest, locality.pending, positions, follow, locality.reservations)
+                if locality.used.size:
+                    keys += locality_keys(unit, space, below, locality.used, locality.rest, locality.pending, positions, follow, None)[: len(below)]
+                late = [key[first] for key in keys]
             kind = request.context.ties.domain_keys(view, depth, compact[fitting])
             order = np.lexsort(
                 (
@@ -346,7 +344,7 @@ def _greedy_pods(ranking: PodRanking, subset: np.ndarray) -> list[int] | None:
     unit, role, space = request.unit, request.role, request.space
     required = ranking.affinity.required
     saved = space.free.take(subset, axis=0)  # (a copy; `take`: far cheaper than indexing rows)
-    pending = locality.pending.copy() if locality is not None else None
+    pending = locality.pending.copy()
     nodes = space.nodes[subset]
     chosen: list[int] = []
     for pod in range(role.pods):
@@ -367,14 +365,14 @@ def _greedy_pods(ranking: PodRanking, subset: np.ndarray) -> list[int] | None:
             best = subset[where[np.lexsort(tuple(keys)[::-1])[0]]]
         space.free[best] -= vec
         chosen.append(int(best))
-        if pending is not None and vec[unit.dominant] and pod < role.pods - 1:
+        if vec[unit.dominant] and pod < role.pods - 1:
             # This pod is placed: the rest that may still go to a node shrinks by it
             # (for the replica's next pods: `pending` is this call's own copy).
             pending -= int(vec[unit.dominant]) * ok[space.nodes]  # (int64: the amount is a Python int)
     return chosen
 
 
-def _pod_keys(ranking: PodRanking, subset: np.ndarray, pod: int, chosen: list[int], pending: np.ndarray | None) -> Iterator[np.ndarray]:
+def _pod_keys(ranking: PodRanking, subset: np.ndarray, pod: int, chosen: list[int], pending: np.ndarray) -> Iterator[np.ndarray]:
     """Sort keys over `subset` for pod `pod` of a replica, most significant first:
     affinity for the leader, the unit's preferred domain, crowding out another role,
     locality, fit, (for a `to` pod below its rule's level) its own replica and room,
@@ -399,8 +397,8 @@ def _pod_keys(ranking: PodRanking, subset: np.ndarray, pod: int, chosen: list[in
             yield ~unit_preferred[subset]
     # A pod that takes none of the dominant resource crowds out nothing: locality
     # does not stop for it.
-    stop = unit.view.depth_count if locality is None or follow else locality.stop
-    if locality is not None and not spread:
+    stop = unit.view.depth_count if follow else locality.stop
+    if not spread:
         if pod == 0 and locality.crowds is not None:
             yield locality.crowds[subset]
         depths = range(locality.inner + 1, stop)
@@ -410,7 +408,7 @@ def _pod_keys(ranking: PodRanking, subset: np.ndarray, pod: int, chosen: list[in
             yield from locality_keys(unit, space, depths, here, rest_now, pending, subset, follow, locality.reservations)
     leftover = space.free[:, unit.dominant][subset] - vec[unit.dominant]  # (a column, then positions: far cheaper)
     yield -leftover if spread else leftover
-    if locality is not None and not spread and stop < unit.view.depth_count:
+    if not spread and stop < unit.view.depth_count:
         # Below the rule's level (a `to` pod waiting for its `from` side): the replica's
         # own pods together, then room for the rest, break ties only.
         depths = range(max(stop, locality.inner + 1), unit.view.depth_count)
@@ -423,9 +421,8 @@ def _pod_keys(ranking: PodRanking, subset: np.ndarray, pod: int, chosen: list[in
             for depth in depths:
                 doms = view.dom[depth]
                 yield ~member(doms[space.nodes[subset]], doms[locality.used], view.domain_count(depth))
-    if pending is not None:
-        yield -pending[subset] if follow else pending[subset]
-    if locality is not None and locality.others is not None:
+    yield -pending[subset] if follow else pending[subset]
+    if locality.others is not None:
         yield locality.others[subset]
     yield from reversed(request.context.ties.node_keys(unit.view, space.nodes[subset]))
 
@@ -438,7 +435,8 @@ def _others_there(unit: UnitState, space: Space, mine: np.ndarray) -> np.ndarray
     if touched.any() and mine.size:
         where = touched.nonzero()[0]
         touched[where] = ~member(space.nodes[where], mine, len(unit.view.snapshot.node_names))
-    return touched
+    out: np.ndarray = touched
+    return out
 
 
 def _crowds_out(request: ReplicaRequest, remaining: Mapping[int, int]) -> np.ndarray | None:

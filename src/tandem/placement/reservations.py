@@ -101,7 +101,7 @@ class Reservations:
         view = unit.view
         if not any(count for (other, at), count in self._at.items() if other is view and at >= depth):
             return None
-        out = self.reserved(view, depth, unit.roles[0].replica_total.size)[domains, unit.dominant]
+        out: np.ndarray = self.reserved(view, depth, unit.roles[0].replica_total.size)[domains, unit.dominant]
         own = self._by_unit.get(unit.order)
         if own is not None and own.view is view and own.depth >= depth:
             mine = view.ancestor[own.depth][depth][own.domain]
