@@ -299,9 +299,10 @@ def test_a_preferred_replica_pack_yields_to_required_affinity():
 
 
 def test_a_plan_leaves_no_garbage_cycles_behind():
-    # The plan's working states and its shared lookahead and counts refer to each other;
-    # left as cycles, their arrays over every node waited for the garbage collector, which
-    # then freed many plans' worth inside a later decision (a latency tail at scale).
+    # A plan's context (its lookahead and kept counts) refers to its working states; were
+    # the states to refer back to it, as they once did, the cycles' arrays over every node
+    # would wait for the garbage collector, which then freed many plans' worth inside a
+    # later decision (a latency tail at scale).
     import gc
 
     # Three units where two fit whole: the greedy plan and the whole-units one both run.

@@ -9,7 +9,8 @@ from tandem.placement.engine import _prepare
 from tandem.placement.locality import pending_demand
 from tandem.placement.rollup import Rollups
 from tandem.placement.rows import all_at_least, all_equal, any_differ
-from tandem.placement.state import Space, unique_inverse
+from tandem.placement.space import Space, unique_inverse
+from tandem.placement.unit_state import ShapeCache
 from tandem.reference.instances import random_instance
 
 
@@ -64,7 +65,7 @@ def test_pending_demand_matches_role_by_role_sums():
     rng = np.random.default_rng(2)
     for seed in range(30):
         instance = random_instance(seed)
-        units = _prepare(instance.snapshot, instance.views, instance.units, {}, Rollups())
+        units, _ = _prepare(instance.snapshot, instance.views, instance.units, ShapeCache(), Rollups())
         free = instance.snapshot.free
         for unit in units:
             nodes = np.flatnonzero(rng.random(free.shape[0]) < 0.5)
@@ -96,9 +97,9 @@ def test_leaders_counted_once_give_the_plans_counting_again_gives(monkeypatch):
     general = replica._greedy_pods
     calls = []
 
-    def recount(unit, role, space, subset, required, preferred, unit_preferred, spread=False, locality=None, leaders=None):
-        calls.append(leaders is not None)
-        return general(unit, role, space, subset, required, preferred, unit_preferred, spread, locality, None)
+    def recount(ranking, subset):
+        calls.append(ranking.leaders is not None)
+        return general(ranking._replace(leaders=None), subset)
 
     monkeypatch.setattr(replica, "_greedy_pods", recount)
     assert [plan_to_dict(place(i.snapshot, i.views, i.units)) for i in instances] == fast
@@ -114,11 +115,10 @@ def test_no_gang_lands_narrower_than_the_level_it_is_said_to_reach(monkeypatch):
 
     assign, seen = gang._assign_in_domain, []
 
-    def checked(unit, free, needs, *args):
-        found = assign(unit, free, needs, *args)
+    def checked(attempt, *args):
+        found = assign(attempt, *args)
         if found is not None:
-            counts = args[3]
-            deepest = gang._deepest(counts, counts.vector(needs), unit.required_depth, [])
+            deepest = gang._deepest(attempt.counts, attempt.demand, attempt.unit.required_depth, [])
             seen.append(found[0])
             assert found[0] <= deepest
         return found

@@ -8,6 +8,7 @@ from tandem.placement.engine import _prepare
 from tandem.placement.gang import place_gang
 from tandem.placement.reservations import Reservations
 from tandem.placement.rollup import Rollups
+from tandem.placement.unit_state import ShapeCache
 
 
 def _reserved_gpus(group_manifest) -> tuple[int, int, int]:
@@ -15,9 +16,9 @@ def _reserved_gpus(group_manifest) -> tuple[int, int, int]:
     once the single unit of `group_manifest` has its minimum placed on racks of two 8-GPU
     hosts, blocks of two racks, and is noted."""
     snapshot, views, units = world(cluster("block=2,rack=2,host=2") + [group_manifest])
-    (unit,) = _prepare(snapshot, views, units, {}, Rollups())
+    (unit,), context = _prepare(snapshot, views, units, ShapeCache(), Rollups())
     free = snapshot.free.copy()
-    assert place_gang(unit, free, unit.minimum_needs())
+    assert place_gang(context, unit, free, unit.minimum_needs())
     reservations = Reservations()
     reservations.note(unit, free)
     view, gpu, (depth, domain) = views["default"], snapshot.resource_index[GPU_RESOURCE], unit.domain

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from tandem.placement import rollup
-from tandem.placement.capacity import Counts
+from tandem.placement.capacity import EVERY_ROLE, Counts
 from tandem.placement.engine import _prepare
 from tandem.placement.rollup import Rollups
+from tandem.placement.unit_state import ShapeCache
 from tandem.reference.instances import random_instance
 
 
@@ -33,16 +34,16 @@ def _same(a: Counts, b: Counts) -> None:
 
 
 def _changing_free(seed: int, steps: int, every_fifth_all: bool = True):
-    """(units, free) of six random instances, step by step: a few nodes' free capacity
+    """(units, their plan's context, free) of six random instances, step by step: a few nodes' free capacity
     changes at each step (a gang placed or released), now and then every node's (a new
     plan), so that the rollup updates in place and counts everything again in turn."""
     rng = np.random.default_rng(seed)
     for instance_seed in range(6):
         instance = random_instance(instance_seed)
-        units = _prepare(instance.snapshot, instance.views, instance.units, {}, Rollups())
+        units, context = _prepare(instance.snapshot, instance.views, instance.units, ShapeCache(), Rollups())
         free = instance.snapshot.free.copy()
         for step in range(steps):
-            yield units, free
+            yield units, context, free
             many = every_fifth_all and step % 5 == 4
             rows = rng.choice(free.shape[0], size=free.shape[0] if many else min(3, free.shape[0]), replace=False)
             free[rows] = np.maximum(instance.snapshot.allocatable[rows] - rng.integers(0, 3, size=(rows.size, free.shape[1])) * (free[rows] > 0), 0)
@@ -51,9 +52,9 @@ def _changing_free(seed: int, steps: int, every_fifth_all: bool = True):
 
 def test_rollup_matches_full_counts_as_free_capacity_changes(monkeypatch):
     monkeypatch.setattr(rollup, "_REBUILD_SHARE", 1)  # small clusters: update in place, as on large ones
-    for units, free in _changing_free(0, 12):
+    for units, context, free in _changing_free(0, 12):
         for unit in units:
-            _same(Counts.of(unit, free), Counts.count(unit, free))
+            _same(context.counts(unit, free), Counts.count(unit, free))
 
 
 def _handed_out(counts: Counts) -> list[np.ndarray]:
@@ -64,7 +65,7 @@ def _handed_out(counts: Counts) -> list[np.ndarray]:
         out += [counts.free_by_domain(depth), counts.pod_slots(depth), counts.taken_by_domain(depth)]
         out += [counts.capacity(r, depth) for r in range(len(counts.unit.roles))]
         if counts.shared is not None:
-            out.append(counts.present(depth))
+            out.append(counts.shared.sum(("present", EVERY_ROLE, depth)))
     return out
 
 
@@ -73,7 +74,7 @@ def test_rollup_arrays_handed_out_are_never_written_to(monkeypatch):
     place: whatever counts handed out before an update keeps its figures after it."""
     monkeypatch.setattr(rollup, "_REBUILD_SHARE", 1)
     held: list[tuple[np.ndarray, np.ndarray]] = []
-    for units, free in _changing_free(5, 10, every_fifth_all=False):
+    for units, context, free in _changing_free(5, 10, every_fifth_all=False):
         for unit in units:
-            held += [(array, array.copy()) for array in _handed_out(Counts.of(unit, free))]
+            held += [(array, array.copy()) for array in _handed_out(context.counts(unit, free))]
     assert all(np.array_equal(array, copy) for array, copy in held)

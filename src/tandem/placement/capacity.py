@@ -10,11 +10,28 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Mapping, Protocol
 
 import numpy as np
 
-from tandem.placement.state import RoleState, UnitState, unique_inverse
+from tandem.placement.space import unique_inverse
+from tandem.placement.unit_state import RoleState, UnitState
+
+# A per-domain sum a rollup keeps (`rollup.Rollup.sum`): (name, role index, depth); the
+# role is -1 for the sums of every role ("free", "slots", "taken", "present").
+SumKind = tuple[str, int, int]
+EVERY_ROLE = -1
+
+
+class SharedSums(Protocol):
+    """The per-domain sums counts may read instead of summing their nodes again: a
+    `rollup.Rollup`, at the version the counts were taken at."""
+
+    version: int
+
+    def sum(self, kind: SumKind) -> np.ndarray: ...
+
+    def children(self, depth: int, top: int, domain: int) -> np.ndarray: ...
 
 
 def fit(free: np.ndarray, vec: np.ndarray, ok: np.ndarray) -> np.ndarray:
@@ -23,7 +40,7 @@ def fit(free: np.ndarray, vec: np.ndarray, ok: np.ndarray) -> np.ndarray:
     ask about a rack of a few dozen nodes, so the cost is per numpy call: the divisors
     are Python ints, the columns are walked in Python, and a column asked for once (the
     `pods` slot of every shape) needs no division after the first."""
-    counts = None
+    counts: np.ndarray | None = None
     for column, asked in enumerate(vec.tolist()):
         if asked > 0:
             here = free[:, column]
@@ -42,7 +59,8 @@ def member(values: np.ndarray, present: np.ndarray, size: int) -> np.ndarray:
     without its sort, for the small arrays placement asks about thousands of times."""
     marks = np.zeros(size + 1, dtype=bool)  # the last one for -1: a node missing the level
     marks[present[present >= 0]] = True
-    return marks[values]
+    out: np.ndarray = marks[values]
+    return out
 
 
 def sum_by(groups: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
@@ -89,17 +107,8 @@ class Counts:
     k_worker: list[np.ndarray]
     _capacity: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
     _free: dict[int, np.ndarray] = field(default_factory=dict)
-    shared: Any = None  # the `rollup.Rollup` these counts came from, if any
+    shared: SharedSums | None = None  # the rollup these counts came from, if any
     version: int = 0  # its version when they did
-
-    @classmethod
-    def of(cls, unit: UnitState, free: np.ndarray, within: np.ndarray | None = None) -> "Counts":
-        """Counts over all nodes, or over `within` (node indices) only. Over all nodes,
-        from the plan's rollups when it keeps them (`rollup.py`: the same figures, updated
-        where free capacity changed instead of counted again)."""
-        if within is None and unit.rollups is not None:
-            return unit.rollups.counts(unit, free)
-        return cls.count(unit, free, within)
 
     @classmethod
     def count(cls, unit: UnitState, free: np.ndarray, within: np.ndarray | None = None) -> "Counts":
@@ -122,7 +131,7 @@ class Counts:
         keep = active.nonzero()[0]
         return cls(unit, candidates[keep], columns, rows.take(keep, axis=0), [k[keep] for k in k_leader], [k[keep] for k in k_worker])
 
-    def _shared(self, kind: tuple) -> np.ndarray | None:
+    def _shared(self, kind: SumKind) -> np.ndarray | None:
         """The rollup's sum of `kind`, when these counts are its current ones."""
         if self.shared is None or self.shared.version != self.version:
             return None
@@ -155,12 +164,8 @@ class Counts:
         read from the rollup's per-domain sums when these counts are its current ones
         (a domain below `domain` holds the same nodes either way)."""
         if self.shared is not None and self.shared.version == self.version:
-            return Inside(self, depth, domain)
+            return Inside(self, self.shared, depth, domain)
         return self.restrict(self.unit.view.dom[depth][self.nodes] == domain)
-
-    def present(self, depth: int) -> np.ndarray:
-        """[domains at depth]: counted nodes per domain (rollup only)."""
-        return self.shared.sum(("present", depth))
 
     def restrict(self, mask: np.ndarray) -> "Counts":
         """The same counts over the nodes where `mask` (over `nodes`) holds."""
@@ -197,7 +202,7 @@ class Counts:
         while together they cannot: four 8-GPU prefill and two decode pairs of 8-GPU pods
         each see five whole free hosts, but the unit needs eight."""
         key = (-1, depth)
-        if key not in self._capacity and (shared := self._shared(("slots", depth))) is not None:
+        if key not in self._capacity and (shared := self._shared(("slots", EVERY_ROLE, depth))) is not None:
             self._capacity[key] = shared
         if key not in self._capacity:
             view = self.unit.view
@@ -217,7 +222,7 @@ class Counts:
         own nodes while it grows, whatever the names. (Asked for hosts only: numbers of
         broader domains follow their own names, which renaming nodes does not change.)"""
         key = (-2, depth)
-        if key not in self._capacity and (shared := self._shared(("taken", depth))) is not None:
+        if key not in self._capacity and (shared := self._shared(("taken", EVERY_ROLE, depth))) is not None:
             self._capacity[key] = shared
         if key not in self._capacity:
             view = self.unit.view
@@ -234,11 +239,12 @@ class Counts:
         snapshot = self.unit.view.snapshot
         column = self.unit.dominant
         before = np.maximum(snapshot.allocatable[self.nodes, column] - snapshot.used[self.nodes, column], 0)
-        return (self.free[:, self.dominant] != before).astype(np.int64)
+        taken: np.ndarray = (self.free[:, self.dominant] != before).astype(np.int64)
+        return taken
 
     def free_by_domain(self, depth: int) -> np.ndarray:
         """[domains at depth, resources]: free capacity of the counted nodes per domain."""
-        if depth not in self._free and (shared := self._shared(("free", depth))) is not None:
+        if depth not in self._free and (shared := self._shared(("free", EVERY_ROLE, depth))) is not None:
             self._free[depth] = shared
         if depth not in self._free:
             view = self.unit.view
@@ -255,7 +261,8 @@ class Counts:
         out = np.zeros(self.unit.roles[0].replica_total.size, np.int64)
         for r, count in counts.items():
             out += count * self.unit.roles[r].replica_total
-        return out[self.columns]
+        over_columns: np.ndarray = out[self.columns]
+        return over_columns
 
 
 @dataclass
@@ -264,21 +271,19 @@ class Inside:
     per-domain sums instead of summing its nodes again."""
 
     counts: Counts
+    shared: SharedSums  # the counts' rollup, at their version
     top: int
     domain: int
 
     def local(self, depth: int) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
         """As `Counts.local` (`depth` below `top`): the domains inside that hold a counted node."""
         counts = self.counts
-        children = counts.shared.children(depth, self.top, self.domain)
-        domains = children[counts.present(depth)[children] > 0]
+        children = self.shared.children(depth, self.top, self.domain)
+        domains = children[self.shared.sum(("present", EVERY_ROLE, depth))[children] > 0]  # those holding a counted node
         capacity = {r: counts.capacity(r, depth)[domains] for r in range(len(counts.unit.roles))}
         return domains, counts.free_by_domain(depth).take(domains, axis=0), capacity  # (`take`: far cheaper than indexing rows)
 
     def taken_local(self, depth: int, domains: np.ndarray) -> np.ndarray:
-        return self.counts.taken_by_domain(depth)[domains]
+        taken: np.ndarray = self.counts.taken_by_domain(depth)[domains]
+        return taken
 
-
-def domain_capacity(unit: UnitState, role: RoleState, free: np.ndarray, depth: int) -> np.ndarray:
-    """[domains at depth]: upper bound on complete replicas of `role` in each domain."""
-    return Counts.of(unit, free).capacity(role.index, depth)

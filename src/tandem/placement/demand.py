@@ -14,6 +14,12 @@ from tandem.api.kube import PodTemplateSpec, Toleration
 from tandem.api.naming import pod_name
 from tandem.api.resources import InferenceGroup
 
+Requests = tuple[tuple[str, int], ...]  # (resource, milli-units), sorted
+Admission = tuple[tuple[tuple[str, str], ...], tuple[str, ...]]  # (selector items, tolerations as JSON)
+PodShapeKey = tuple[Requests, Admission]
+# name, desired, minimum, eventual, pods per replica, packs, leader's and worker's shapes
+RoleShapeKey = tuple[str, int, int, int, int, str | None, str | None, PodShapeKey, PodShapeKey]
+
 
 @dataclass(frozen=True)
 class PodShape:
@@ -28,16 +34,16 @@ class PodShape:
         spec = template.spec
         return cls(dict(spec.requests()), dict(spec.node_selector), tuple(spec.tolerations))
 
-    def key(self) -> tuple:
+    def key(self) -> Admission:
         """Hashable identity, for caching eligibility per distinct shape."""
         return self._identity[1]
 
-    def shape(self) -> tuple:
+    def shape(self) -> PodShapeKey:
         """Hashable identity of everything placement reads: requests, selector, tolerations."""
         return self._identity
 
     @cached_property
-    def _identity(self) -> tuple:
+    def _identity(self) -> PodShapeKey:
         """(requests, (selector, tolerations)), made once per shape: the units of a
         group share their shapes, and a plan of a thousand units asks thousands of times."""
         key = (tuple(sorted(self.node_selector.items())), tuple(t.model_dump_json() for t in self.tolerations))
@@ -59,7 +65,9 @@ class RoleDemand:
     eventual: int = 0
 
     @property
-    def planned(self) -> int:
+    def heading_to(self) -> int:
+        """The count the role is heading to: its desired count, or the eventual one
+        when fewer are admitted now."""
         return max(self.desired, self.eventual)
 
 
@@ -102,10 +110,10 @@ class UnitDemand:
     def key(self) -> tuple[str, str, int]:
         return (self.namespace, self.group, self.unit)
 
-    def shape(self) -> tuple:
+    def shape(self) -> "UnitShapeKey":
         """Hashable identity of what placement reads, without the unit's name and order:
         two units of one shape on the same free capacity get the same answer."""
-        roles = tuple(
+        roles: tuple[RoleShapeKey, ...] = tuple(
             (r.name, r.desired, r.minimum, r.eventual, r.pods_per_replica, r.pack_required, r.pack_preferred, r.leader.shape(), r.worker.shape())
             for r in self.roles
         )
@@ -117,6 +125,10 @@ class UnitDemand:
 
     def pod_name(self, role: str, replica: int, pod: int) -> str:
         return pod_name(self.group, self.unit, role, replica, pod)
+
+
+# topology, packs, affinity, roles, running replicas, exclusive level
+UnitShapeKey = tuple[str, str | None, str | None, tuple[AffinityRule, ...], tuple[RoleShapeKey, ...], tuple[PlacedReplica, ...], str | None]
 
 
 def units_from_group(group: InferenceGroup, count: int | None = None) -> list[UnitDemand]:

@@ -31,23 +31,22 @@ names: the result is deterministic, and renaming nodes changes no unit's state.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
-from tandem.placement.demand import UnitDemand
+from tandem.placement.context import PlanContext
+from tandem.placement.demand import UnitDemand, UnitShapeKey
 from tandem.placement.explain import describe_gang_failure, unresolvable
 from tandem.placement.exclusive import Exclusivity
 from tandem.placement.extras import place_extras
 from tandem.placement.gang import place_gang
-from tandem.placement.lookahead import Later
 from tandem.placement.plan import Plan
 from tandem.placement.relocate import relocate_short_units
 from tandem.placement.repair import REPAIR_ATTEMPTS, make_room
 from tandem.placement.reservations import Reservations
 from tandem.placement.rollup import Rollups
-from tandem.placement.state import UnitState
-from tandem.placement.ties import Ties
+from tandem.placement.unit_state import ShapeCache, UnitState
 from tandem.placement.whole import whole_units
 from tandem.topology import ClusterSnapshot, TopologyView
 
@@ -65,63 +64,37 @@ def place(
     With `extras=False` only the minimum gangs are placed (used to check that extras never
     change which units get their minimums).
     """
-    eligibility: dict[tuple, Any] = {}
-    rollups = Rollups()
-    made: list[UnitState] = []  # every working state of this plan, released at the end
+    shapes = ShapeCache()
+    rollups = Rollups()  # one for all the plans made here: they count the same unit shapes
 
-    def prepare(subset: Sequence[UnitDemand]) -> list[UnitState]:
-        states = _prepare(snapshot, views, subset, eligibility, rollups)
-        made.extend(states)
-        return states
+    def prepare(subset: Sequence[UnitDemand]) -> tuple[list[UnitState], PlanContext]:
+        return _prepare(snapshot, views, subset, shapes, rollups)
 
-    try:
-        prepared = prepare(units)
-        _greedy(snapshot, views, prepared, extras)
-        if extras:
-            better = whole_units(snapshot, views, units, prepared, prepare)
-            if better is not None:
-                prepared = better
-        return Plan(tuple(unit.result() for unit in prepared))
-    finally:
-        _release(made)
-
-
-def _release(states: list[UnitState]) -> None:
-    """Cut the links from working states to the plan's shared lookahead and rollups.
-
-    Those refer back to the states, and the cycles held arrays over every node (ties,
-    counts) until the next garbage collection, which then freed many plans' arrays at
-    once inside a later decision: at 65,536 nodes, a latency tail of twice the median.
-    Without the links the plan's memory goes when `place` returns."""
-    for state in states:
-        state.later = None
-        state.rollups = None
+    prepared, context = prepare(units)
+    _greedy(context, snapshot, views, prepared, extras)
+    if extras:
+        better = whole_units(snapshot, views, units, prepared, prepare)
+        if better is not None:
+            prepared = better
+    return Plan(tuple(unit.result() for unit in prepared))
 
 
 def _prepare(
     snapshot: ClusterSnapshot,
     views: Mapping[str, TopologyView],
     units: Sequence[UnitDemand],
-    eligibility: dict[tuple, Any],
+    shapes: ShapeCache,
     rollups: Rollups,
-) -> list[UnitState]:
+) -> tuple[list[UnitState], PlanContext]:
     """Fresh working states for `units` in the order given (their `order` is their
-    position), sharing the plan's tie-breaking, lookahead and counts (`rollups`);
-    `eligibility` caches the nodes each pod shape may use across calls."""
-    placeholder = Ties.none(len(snapshot.node_names))  # one for all until the plan's is known
-    prepared = [
-        UnitState.prepare(order, unit, views[unit.topology], snapshot, snapshot.totals, eligibility, placeholder) for order, unit in enumerate(units)
-    ]
-    ties = Ties.of([mask for unit in prepared for role in unit.roles for mask in (role.leader_ok, role.worker_ok)], len(snapshot.node_names))
-    later = Later.of(prepared)
-    for unit in prepared:
-        unit.ties = ties
-        unit.later = later
-        unit.rollups = rollups
-    return prepared
+    position), and the context of their plan: its tie-breaking and lookahead, and the
+    counts (`rollups`) shared by every plan of one `place`; `shapes` caches what follows
+    from the units' shapes across calls."""
+    prepared = [UnitState.prepare(order, unit, views[unit.topology], snapshot, snapshot.totals, shapes) for order, unit in enumerate(units)]
+    return prepared, PlanContext.of(prepared, len(snapshot.node_names), rollups)
 
 
-def _greedy(snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], prepared: list[UnitState], extras: bool) -> np.ndarray:
+def _greedy(context: PlanContext, snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], prepared: list[UnitState], extras: bool) -> np.ndarray:
     """Phases 1 and 2 on `prepared` (updated in place); the free capacity left."""
     free = snapshot.free
     exclusivity = Exclusivity.of(snapshot, views, prepared)
@@ -131,7 +104,7 @@ def _greedy(snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], prepar
     budget = [REPAIR_ATTEMPTS]
     # Failures by unit shape since free capacity last changed: a unit of the same shape
     # would fail the same way (placement reads nothing else), so it is not tried again.
-    failed: dict[tuple, tuple[str, bool]] = {}
+    failed: dict[UnitShapeKey, tuple[str, bool]] = {}
     for unit in prepared:
         needs = unit.minimum_needs()
         if not needs:
@@ -142,8 +115,8 @@ def _greedy(snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], prepar
             unit.failure, unit.unresolvable = failed[shape]
             continue
         unit.allowed = exclusivity.open_to(unit)
-        if place_gang(unit, free, needs, reservations) or (
-            not unresolvable(unit, needs) and make_room(unit, needs, placed, free, reservations, exclusivity, budget)
+        if place_gang(context, unit, free, needs, reservations) or (
+            not unresolvable(context, unit, needs) and make_room(context, unit, needs, placed, free, reservations, exclusivity, budget)
         ):
             unit.functional = True
             exclusivity.claim(unit)
@@ -151,14 +124,14 @@ def _greedy(snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], prepar
             placed.append(unit)
             failed.clear()
         else:
-            unit.failure = describe_gang_failure(unit, free, needs)
-            unit.unresolvable = unresolvable(unit, needs)
+            unit.failure = describe_gang_failure(context, unit, free, needs)
+            unit.unresolvable = unresolvable(context, unit, needs)
             failed[shape] = (unit.failure, unit.unresolvable)
 
     if extras:
-        place_extras(prepared, free, exclusivity, reservations)
-        if relocate_short_units(prepared, free, exclusivity):
+        place_extras(context, prepared, free, exclusivity, reservations)
+        if relocate_short_units(context, prepared, free, exclusivity):
             for unit in prepared:
                 unit.reopen()
-            place_extras(prepared, free, exclusivity, reservations)
+            place_extras(context, prepared, free, exclusivity, reservations)
     return free

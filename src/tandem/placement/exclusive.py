@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from tandem.placement.state import UnitState
+from tandem.placement.unit_state import UnitState
 from tandem.topology import ClusterSnapshot, TopologyView
 
 Owner = tuple[str, str, str]  # (namespace, group, unit) as pods label it
@@ -42,12 +42,12 @@ class Exclusivity:
         of the unit that owns the pods when it is in this plan, else in the first view
         (by topology name) that has the level, else the pod's node alone is held."""
         ledger = cls(len(snapshot.node_names))
-        planned = {owner_of(unit): unit.view for unit in units}
+        placing = {owner_of(unit): unit.view for unit in units}
         by_owner: dict[tuple[Owner, str], list[int]] = {}
         for node, level, owner in snapshot.exclusive_pods:
             by_owner.setdefault((owner, level), []).append(node)
         for (owner, level), nodes in sorted(by_owner.items()):
-            view = planned.get(owner) or next((views[name] for name in sorted(views) if level in views[name].level_names), None)
+            view = placing.get(owner) or next((views[name] for name in sorted(views) if level in views[name].level_names), None)
             depth = view.level_names.index(level) if view is not None and level in view.level_names else None
             ledger._put(owner, view, depth, np.array(nodes, dtype=np.int64))
         return ledger

@@ -16,9 +16,9 @@ import numpy as np
 
 from tandem.topology.snapshot import PODS, format_amount
 
-from tandem.placement.capacity import Counts, domain_capacity
+from tandem.placement.context import PlanContext
 from tandem.placement.gang import place_gang
-from tandem.placement.state import RoleState, UnitState
+from tandem.placement.unit_state import RoleState, UnitState
 
 
 def describe_replica(unit: UnitState, role: RoleState) -> str:
@@ -35,7 +35,7 @@ def short_role_list(roles: Iterable[RoleState]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def unresolvable(unit: UnitState, needs: Mapping[int, int]) -> bool:
+def unresolvable(context: PlanContext, unit: UnitState, needs: Mapping[int, int]) -> bool:
     """True when the gang would not fit even if every usable node were empty.
 
     Such a unit waits for the cluster or the group to change, not for capacity to free up
@@ -48,14 +48,14 @@ def unresolvable(unit: UnitState, needs: Mapping[int, int]) -> bool:
     allowed, saved = unit.allowed, unit.release(None)
     unit.allowed = unit.eligible
     try:
-        return not _fits_by_counts(unit, empty, needs).any() or not place_gang(unit, empty.copy(), needs)
+        return not _fits_by_counts(context, unit, empty, needs).any() or not place_gang(context, unit, empty.copy(), needs)
     finally:
         unit.allowed = allowed
         unit.release(None)
         unit.restore(saved)
 
 
-def describe_gang_failure(unit: UnitState, free: np.ndarray, needs: Mapping[int, int]) -> str:
+def describe_gang_failure(context: PlanContext, unit: UnitState, free: np.ndarray, needs: Mapping[int, int]) -> str:
     view = unit.view
     roles = {r: unit.roles[r] for r in needs}
     if not view.snapshot.node_names:
@@ -69,10 +69,11 @@ def describe_gang_failure(unit: UnitState, free: np.ndarray, needs: Mapping[int,
 
     depth = unit.required_depth
     level = view.level_names[depth]
-    held = _held_by_exclusive_units(unit, free, needs)
+    held = _held_by_exclusive_units(context, unit, free, needs)
     if held:
         return held
-    capacity = {r: domain_capacity(unit, role, free, depth) for r, role in roles.items()}
+    counts = context.counts(unit, free)
+    capacity = {r: counts.capacity(r, depth) for r in roles}
     for r, need in needs.items():
         best = int(np.argmax(capacity[r])) if capacity[r].size else 0
         have = int(capacity[r][best]) if capacity[r].size else 0
@@ -118,24 +119,24 @@ def describe_gang_failure(unit: UnitState, free: np.ndarray, needs: Mapping[int,
     )
 
 
-def _fits_by_counts(unit: UnitState, free: np.ndarray, needs: Mapping[int, int]) -> np.ndarray:
+def _fits_by_counts(context: PlanContext, unit: UnitState, free: np.ndarray, needs: Mapping[int, int]) -> np.ndarray:
     """[domains at the required level]: where the gang fits by the counts on `free`."""
-    counts = Counts.of(unit, free)
+    counts = context.counts(unit, free)
     depth = unit.required_depth
-    fits = np.all(counts.free_by_domain(depth) >= counts.vector(needs), axis=1)
+    fits: np.ndarray = np.all(counts.free_by_domain(depth) >= counts.vector(needs), axis=1)
     for r, need in needs.items():
         fits &= counts.capacity(r, depth) >= need
     return fits
 
 
-def _held_by_exclusive_units(unit: UnitState, free: np.ndarray, needs: Mapping[int, int]) -> str | None:
+def _held_by_exclusive_units(context: PlanContext, unit: UnitState, free: np.ndarray, needs: Mapping[int, int]) -> str | None:
     """The reason when the minimum would fit but for domains other exclusive units hold."""
     if unit.exclusive_depth is None or np.array_equal(unit.allowed, unit.eligible):
         return None
     allowed = unit.allowed
     unit.allowed = unit.eligible
     try:
-        fits = _fits_by_counts(unit, free, needs)
+        fits = _fits_by_counts(context, unit, free, needs)
     finally:
         unit.allowed = allowed
     if not fits.any():
@@ -173,7 +174,7 @@ def _exclusion_summary(unit: UnitState, role: RoleState) -> str:
     snapshot = view.snapshot
     reasons: Counter[str] = Counter(reason for _, reason in view.exclusions)
     shape = role.demand.leader
-    for i in np.nonzero(view.usable)[0]:
+    for i in np.nonzero(view.usable)[0].tolist():
         labels = snapshot.labels[i]
         if any(labels.get(k) != v for k, v in shape.node_selector.items()):
             reasons["nodeSelector does not match"] += 1

@@ -8,15 +8,17 @@ import math
 import numpy as np
 
 from tandem.placement.capacity import Counts
+from tandem.placement.context import PlanContext
 from tandem.placement.exclusive import Exclusivity
 from tandem.placement.explain import describe_replica, short_role_list
 from tandem.placement.gang import place_gang, required_affinity_holds
-from tandem.placement.replica import place_replica
+from tandem.placement.replica import ReplicaRequest, place_replica
 from tandem.placement.reservations import Reservations
-from tandem.placement.state import RoleState, Space, UnitState
+from tandem.placement.space import Space
+from tandem.placement.unit_state import RoleState, UnitState
 
 
-def place_extras(units: list[UnitState], free: np.ndarray, exclusivity: Exclusivity, reservations: Reservations) -> None:
+def place_extras(context: PlanContext, units: list[UnitState], free: np.ndarray, exclusivity: Exclusivity, reservations: Reservations) -> None:
     """Add replicas beyond the minimums, the (unit, role) furthest behind its target first.
 
     An exclusive unit's next replica goes only where no other exclusive unit holds the
@@ -53,7 +55,7 @@ def place_extras(units: list[UnitState], free: np.ndarray, exclusivity: Exclusiv
         if len(role.placed) + 1 > cap:
             continue
         unit.allowed = exclusivity.open_to(unit)
-        if _place_extra(unit, role, free, reservations):
+        if _place_extra(context, unit, role, free, reservations):
             exclusivity.claim(unit)
             reservations.note(unit, free)
             push(unit, role)
@@ -101,13 +103,13 @@ def _ratio_cap(unit: UnitState, role: RoleState) -> int:
     return max(len(role.placed), math.ceil(min(fractions) * role.demand.desired - 1e-9))
 
 
-def _place_extra(unit: UnitState, role: RoleState, free: np.ndarray, reservations: Reservations) -> bool:
+def _place_extra(context: PlanContext, unit: UnitState, role: RoleState, free: np.ndarray, reservations: Reservations) -> bool:
     if unit.domain is None:
         # Every minimum is zero: the first replica picks the unit's domain like a gang of
         # one, beside what the other units reserve.
-        return place_gang(unit, free, {role.index: 1}, reservations)
+        return place_gang(context, unit, free, {role.index: 1}, reservations)
     view = unit.view
-    space = Space.of(Counts.of(unit, free, within=view.members(*unit.domain)).nodes, free)
+    space = Space.of(Counts.count(unit, free, within=view.members(*unit.domain)).nodes, free)
     unit_preferred = None
     if unit.preferred_domain is not None:
         depth, domain = unit.preferred_domain
@@ -121,7 +123,8 @@ def _place_extra(unit: UnitState, role: RoleState, free: np.ndarray, reservation
     }
     remaining = {o.index: max(o.demand.desired - len(o.placed), 0) for o in unit.roles}
     rest = sum(count * int(unit.roles[r].replica_total[unit.dominant]) for r, count in remaining.items())
-    replica = place_replica(unit, role, space, unit.domain[0], {}, waiting, unit_preferred, rest=rest, remaining=remaining, reservations=reservations)
+    request = ReplicaRequest(context, unit, role, space, unit.domain[0], {}, waiting, unit_preferred, rest=rest, remaining=remaining, reservations=reservations)
+    replica = place_replica(request)
     if replica is None:
         return False
     free[space.nodes] = space.free

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 import numpy as np
 
 from tandem.placement.capacity import Counts
-from tandem.placement.replica import place_replica
+from tandem.placement.context import PlanContext
+from tandem.placement.replica import ReplicaRequest, place_replica
 from tandem.placement.reservations import Reservations
 from tandem.placement.rows import all_at_least, all_equal, any_differ
-from tandem.placement.state import Space, UnitState, all_replicas
+from tandem.placement.space import Space
+from tandem.placement.unit_state import UnitState, all_replicas
 from tandem.topology import TopologyView
 
 # How many count-feasible domains of the required level get a real assignment before the
@@ -23,7 +25,12 @@ GANG_TRIALS = 3
 
 
 def place_gang(
-    unit: UnitState, free: np.ndarray, needs: Mapping[int, int], reservations: Reservations | None = None, trials: int = GANG_TRIALS
+    context: PlanContext,
+    unit: UnitState,
+    free: np.ndarray,
+    needs: Mapping[int, int],
+    reservations: Reservations | None = None,
+    trials: int = GANG_TRIALS,
 ) -> bool:
     """Place `needs` (role index -> replicas) as one gang; commit to `free` on success.
 
@@ -32,10 +39,10 @@ def place_gang(
     their desired count: the affinity is a hard rule and the minimum only a lower bound.
     """
     reservations = Reservations() if reservations is None else reservations
-    if _place_gang_once(unit, free, needs, reservations, trials):
+    if _place_gang_once(context, unit, free, needs, reservations, trials):
         return True
     for grown in _grown_needs(unit, needs):
-        if _place_gang_once(unit, free, grown, reservations, trials):
+        if _place_gang_once(context, unit, free, grown, reservations, trials):
             return True
     return False
 
@@ -53,8 +60,24 @@ def _grown_needs(unit: UnitState, needs: Mapping[int, int]) -> list[dict[int, in
     return out
 
 
+class GangAttempt(NamedTuple):
+    """One attempt at a gang of fixed `needs` for `unit`: what choosing its domain and
+    assigning it there read, beside the domain or level at hand."""
+
+    context: PlanContext
+    unit: UnitState
+    free: np.ndarray  # free capacity before the gang (written only once it is placed)
+    needs: Mapping[int, int]  # role index -> replicas of the gang
+    reservations: Reservations
+    counts: Counts  # the unit's bottom-up counts on `free`
+    wanted: Mapping[int, int]  # role index -> replicas of the whole unit, the gang's included
+    demand: np.ndarray  # the gang's resources, over `counts.columns`
+    full: np.ndarray  # the whole unit's
+    inner: list[int]  # the levels below the required one, down to the preferred one, narrowest first
+
+
 def _place_gang_once(
-    unit: UnitState, free: np.ndarray, needs: Mapping[int, int], reservations: Reservations, trials_allowed: int
+    context: PlanContext, unit: UnitState, free: np.ndarray, needs: Mapping[int, int], reservations: Reservations, trials_allowed: int
 ) -> bool:
     """One attempt with fixed `needs`: choose the unit's domain, then a place inside it.
 
@@ -75,14 +98,15 @@ def _place_gang_once(
     that can lose to none still to come ends the search (`_deepest`).
     """
     view = unit.view
-    counts = Counts.of(unit, free)
+    counts = context.counts(unit, free)
     if counts.nodes.size == 0:
         return False
-    wanted = {r: max(role.demand.planned, needs.get(r, 0)) for r, role in enumerate(unit.roles)}
+    wanted = {r: max(role.demand.heading_to, needs.get(r, 0)) for r, role in enumerate(unit.roles)}
     demand, full = counts.vector(needs), counts.vector(wanted)
     top = unit.required_depth
     inner = list(range(unit.preferred_depth, top, -1)) if unit.preferred_depth is not None else []
-    ranks = {depth: _rank(unit, counts, depth, needs, wanted, demand, full, reservations) for depth in [top, *inner]}
+    gang = GangAttempt(context, unit, free, needs, reservations, counts, wanted, demand, full, inner)
+    ranks = {depth: _rank(gang, depth) for depth in [top, *inner]}
     feasible, tier, leftover, room, short = ranks[top]
     candidates = np.flatnonzero(feasible)
     if candidates.size == 0:
@@ -101,12 +125,12 @@ def _place_gang_once(
     # Before tightness: the fewest later units' whole fits spoiled (`lookahead.py`).
     spoils = np.zeros(tier.size, np.int64)
     whole_fit = candidates[tier[candidates] == 0]
-    if unit.later is not None:
-        spoils[whole_fit] = unit.later.spoiled(unit, room[whole_fit], int(full[counts.dominant]))
+    if context.later is not None:
+        spoils[whole_fit] = context.later.spoiled(unit, room[whole_fit], int(full[counts.dominant]))
     signed = np.where(tier[candidates] < 2, leftover[candidates], -leftover[candidates])
     # Then, for hosts, one no other unit of this plan uses (`Counts.taken_by_domain`).
     taken = counts.taken_by_domain(top)[candidates] if candidates.size > 1 and top == narrowest else np.zeros(candidates.size, np.int64)
-    key = (candidates, *unit.ties.domain_keys(view, top, candidates), taken, spare, preferred[candidates], signed, short[candidates], spoils[candidates], tier[candidates])
+    key = (candidates, *context.ties.domain_keys(view, top, candidates), taken, spare, preferred[candidates], signed, short[candidates], spoils[candidates], tier[candidates])
     ranked = candidates[np.lexsort(key)]
     # A domain whose counted nodes are all wholly free opens at least the gang's demand,
     # so it cannot beat a trial that opened no more than that.
@@ -125,8 +149,8 @@ def _place_gang_once(
             and not _has_fragments(unit, counts, int(domain))
         ):
             continue
-        whole = _whole_inside(unit, counts, free, int(domain), wanted, full, reservations)
-        found = _assign_in_domain(unit, free, needs, int(domain), inner, ranks, counts, whole, reservations)
+        whole = _whole_inside(gang, int(domain))
+        found = _assign_in_domain(gang, int(domain), ranks, whole)
         if found is None:
             continue
         trials += 1
@@ -156,16 +180,7 @@ def _deepest(counts: Counts, demand: np.ndarray, top: int, memo: list[int]) -> i
     return memo[0]
 
 
-def _rank(
-    unit: UnitState,
-    counts: Counts,
-    depth: int,
-    needs: Mapping[int, int],
-    wanted: Mapping[int, int],
-    demand: np.ndarray,
-    full: np.ndarray,
-    reservations: Reservations,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _rank(gang: GangAttempt, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(feasible, tier, leftover, room, short) for every domain at `depth`.
 
     Feasible: the minimum fits by the counts (and, for a unit already running, the
@@ -177,6 +192,7 @@ def _rank(
     (tier 1 at the unit's required level, else 0): how many of the unit's desired
     replicas the domain has no room for (`_short`).
     """
+    unit, counts, needs, wanted, demand, full, reservations = gang.unit, gang.counts, gang.needs, gang.wanted, gang.demand, gang.full, gang.reservations
     view = unit.view
     free_here = counts.free_by_domain(depth)
     feasible = all_at_least(free_here, demand)
@@ -200,27 +216,18 @@ def _rank(
     tier = np.where(whole, 0, np.where(all_at_least(room, demand), 1, 2))
     dominant = counts.dominant
     leftover = room[:, dominant] - np.where(whole, full[dominant], demand[dominant])
-    short = _short(unit, counts, depth, needs, wanted, room, demand, full, tier == 1) if depth == unit.required_depth else np.zeros(tier.size, np.int64)
+    short = _short(gang, depth, room, tier == 1) if depth == unit.required_depth else np.zeros(tier.size, np.int64)
     return feasible, tier, leftover, room[:, dominant], short
 
 
-def _short(
-    unit: UnitState,
-    counts: Counts,
-    depth: int,
-    needs: Mapping[int, int],
-    wanted: Mapping[int, int],
-    room: np.ndarray,
-    demand: np.ndarray,
-    full: np.ndarray,
-    partial: np.ndarray,
-) -> np.ndarray:
+def _short(gang: GangAttempt, depth: int, room: np.ndarray, partial: np.ndarray) -> np.ndarray:
     """[domains]: desired replicas a `partial` domain (the minimum fits, the whole unit
     does not) has no room for; 0 elsewhere. Beside the minimum, the domain holds a
     fraction of the extras: the least of spare room / the extras' demand over resources
     and of spare replicas / extras wanted over roles; every role gets that fraction of
     its extras, rounded down. Where no domain holds the whole unit, the one that holds
     the most of it comes before the tightest."""
+    counts, needs, wanted, demand, full = gang.counts, gang.needs, gang.wanted, gang.demand, gang.full
     short = np.zeros(partial.size, np.int64)
     where = np.flatnonzero(partial)
     if where.size == 0:
@@ -242,29 +249,25 @@ def _short(
 
 
 def _assign_in_domain(
-    unit: UnitState,
-    free: np.ndarray,
-    needs: Mapping[int, int],
+    gang: GangAttempt,
     domain: int,
-    inner: list[int],
-    ranks: Mapping[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
-    counts: Counts,
+    ranks: Mapping[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
     whole: list[tuple[int, int]],
-    reservations: Reservations,
 ) -> tuple[int, int, Space, dict[int, list[list[int]]]] | None:
     """(depth, domain, space, replicas) of the narrowest place inside `domain` (of the
     unit's required level) that takes the gang: first the domains that hold the WHOLE
     unit beside reservations (`whole`, from `_whole_inside`: best fit level by level,
     the narrowest first); else the preferred level's domains that hold the minimum, then
-    each broader level's; else the whole domain."""
+    each broader level's; else the whole domain (`ranks`: `_rank` at each level)."""
+    unit, counts, free = gang.unit, gang.counts, gang.free
     view = unit.view
     top = unit.required_depth
     for depth, sub in whole:
         space = _space(view, depth, sub, counts, free)
-        placed = _assign_gang(unit, space, needs, depth, reservations)
+        placed = _assign_gang(gang, space, depth)
         if placed is not None:
             return depth, sub, space, placed
-    for depth in inner:
+    for depth in gang.inner:
         feasible, tier, leftover, *_ = ranks[depth]
         subs = np.flatnonzero(feasible & (view.ancestor[depth][top] == domain))
         if unit.preferred_domain is not None and unit.preferred_domain[0] == depth:
@@ -272,26 +275,18 @@ def _assign_in_domain(
         spare = counts.free_by_domain(depth)[subs, counts.dominant]
         hosts = depth == view.depth_count - 1
         taken = counts.taken_by_domain(depth)[subs] if subs.size > 1 and hosts else np.zeros(subs.size, np.int64)
-        key = (subs, *unit.ties.domain_keys(view, depth, subs), taken, spare, np.where(tier[subs] < 2, leftover[subs], -leftover[subs]), tier[subs])
+        key = (subs, *gang.context.ties.domain_keys(view, depth, subs), taken, spare, np.where(tier[subs] < 2, leftover[subs], -leftover[subs]), tier[subs])
         for sub in subs[np.lexsort(key)][:MAX_SUB_ATTEMPTS]:
             space = _space(view, depth, int(sub), counts, free)
-            placed = _assign_gang(unit, space, needs, depth, reservations)
+            placed = _assign_gang(gang, space, depth)
             if placed is not None:
                 return depth, int(sub), space, placed
     space = _space(view, top, domain, counts, free)
-    placed = _assign_gang(unit, space, needs, top, reservations)
+    placed = _assign_gang(gang, space, top)
     return None if placed is None else (top, domain, space, placed)
 
 
-def _whole_inside(
-    unit: UnitState,
-    counts: Counts,
-    free: np.ndarray,
-    domain: int,
-    wanted: Mapping[int, int],
-    full: np.ndarray,
-    reservations: Reservations,
-) -> list[tuple[int, int]]:
+def _whole_inside(gang: GangAttempt, domain: int) -> list[tuple[int, int]]:
     """(depth, domain) of the narrower domains inside `domain` (of the required level)
     that hold the whole unit beside what others hold and reserve, best fit level by
     level: the tightest such domain one level down, then inside it the tightest one
@@ -301,6 +296,7 @@ def _whole_inside(
     narrowest first. Counted over that domain's nodes only; between equally tight
     domains, the one with less free capacity on all its nodes (fragments no pod of this
     unit fits count too: they may be another unit's room)."""
+    unit, counts, free, wanted, full, reservations = gang.unit, gang.counts, gang.free, gang.wanted, gang.full, gang.reservations
     view = unit.view
     top = unit.required_depth
     if unit.domain is not None or top == view.depth_count - 1:
@@ -330,7 +326,7 @@ def _whole_inside(
             present, inverse = np.unique(view.dom[depth][members], return_inverse=True)
             everything = np.bincount(inverse, weights=free[members, unit.dominant], minlength=present.size)
             spare = everything[np.searchsorted(present, domains[subs])]
-        order = np.lexsort((domains[subs], *unit.ties.domain_keys(view, depth, domains[subs]), taken, spare, room[subs, dominant]))
+        order = np.lexsort((domains[subs], *gang.context.ties.domain_keys(view, depth, domains[subs]), taken, spare, room[subs, dominant]))
         found = [(depth, int(domains[sub])) for sub in subs[order][:MAX_SUB_ATTEMPTS]]
         chosen.append(found[0])
     return found + chosen[-2::-1]
@@ -371,7 +367,7 @@ def _gang_sequence(unit: UnitState, needs: Mapping[int, int], order: str = "role
     sources = {rule.source for rule in unit.rules}
     targets = {rule.target for rule in unit.rules}
 
-    def rank(r: int) -> tuple:
+    def rank(r: int) -> tuple[int, int, int]:
         tier = 0 if r in targets and r not in sources else 2 if r in sources else 1
         if order in ("sources", "source-pairs"):
             tier = 0 if r in sources else 1
@@ -384,9 +380,7 @@ def _gang_sequence(unit: UnitState, needs: Mapping[int, int], order: str = "role
     return [r for *_, r in sorted(slots)]
 
 
-def _assign_gang(
-    unit: UnitState, space: Space, needs: Mapping[int, int], depth: int, reservations: Reservations
-) -> dict[int, list[list[int]]] | None:
+def _assign_gang(gang: GangAttempt, space: Space, depth: int) -> dict[int, list[list[int]]] | None:
     """Place the gang inside `space` (updating its free copy), or None if it does not fit.
 
     Best fit first. If that fails and the unit has affinity rules, once more with the `to`
@@ -396,40 +390,34 @@ def _assign_gang(
     `to` side placed all first can take the only room the `from` side had, whichever
     way ties between nodes are broken).
     """
-    attempts = ((False, "roles"), (True, "roles"), (False, "sources"), (False, "pairs"), (False, "source-pairs")) if unit.rules else ((False, "roles"),)
+    attempts = ((False, "roles"), (True, "roles"), (False, "sources"), (False, "pairs"), (False, "source-pairs")) if gang.unit.rules else ((False, "roles"),)
     for spread, order in attempts:
         trial = space.copy()
-        placed = _try_gang(unit, trial, needs, depth, spread, reservations, order)
+        placed = _try_gang(gang, trial, depth, spread, order)
         if placed is not None:
             space.free[:] = trial.free
             return placed
     return None
 
 
-def _try_gang(
-    unit: UnitState,
-    space: Space,
-    needs: Mapping[int, int],
-    depth: int,
-    spread: bool,
-    reservations: Reservations,
-    order: str = "roles",
-) -> dict[int, list[list[int]]] | None:
+def _try_gang(gang: GangAttempt, space: Space, depth: int, spread: bool, order: str = "roles") -> dict[int, list[list[int]]] | None:
     """Every replica of the gang, in `_gang_sequence` order; None at the first that does not fit.
 
     Besides the gang, the unit's later extras count as what is still to come when pods
     are ranked by where the rest of the unit can go (`locality.pending_demand`): a gang
     of one CPU-only router goes where the unit's GPU pods can follow it.
     """
+    unit, needs = gang.unit, gang.needs
     placed: dict[int, list[list[int]]] = {r: [] for r in needs}
     waiting = dict(needs)
-    later = {o: max(role.demand.planned - len(role.placed) - needs.get(o, 0), 0) for o, role in enumerate(unit.roles)}
+    later = {o: max(role.demand.heading_to - len(role.placed) - needs.get(o, 0), 0) for o, role in enumerate(unit.roles)}
     targets = {rule.target for rule in unit.rules}
     for r in _gang_sequence(unit, needs, order):
         role = unit.roles[r]
         rest = sum(int(unit.roles[o].replica_total[unit.dominant]) * n for o, n in waiting.items())
         remaining = {o: n + waiting.get(o, 0) for o, n in later.items()}
-        replica = place_replica(unit, role, space, depth, placed, waiting, None, spread and r in targets, rest, remaining, reservations)
+        request = ReplicaRequest(gang.context, unit, role, space, depth, placed, waiting, None, spread and r in targets, rest, remaining, gang.reservations)
+        replica = place_replica(request)
         if replica is None:
             return None
         placed[r].append(replica)

@@ -38,7 +38,8 @@ import numpy as np
 
 from tandem.placement.capacity import member
 from tandem.placement.reservations import Reservations
-from tandem.placement.state import Space, UnitState, unique_inverse
+from tandem.placement.space import Space, unique_inverse
+from tandem.placement.unit_state import UnitState
 
 
 class Locality(NamedTuple):

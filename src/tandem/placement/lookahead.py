@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from tandem.placement.state import UnitState
+from tandem.placement.unit_state import UnitState
 from tandem.topology import TopologyView
 
 # How many later units a domain choice looks at.
@@ -63,4 +63,5 @@ class Later:
         if needs.size == 0:
             return np.zeros(room.size, np.int64)
         here = room[:, None]
-        return np.count_nonzero((here >= needs) & (here - whole < needs), axis=1)
+        spoiled: np.ndarray = np.count_nonzero((here >= needs) & (here - whole < needs), axis=1)
+        return spoiled

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from tandem.placement.demand import UnitDemand
 
@@ -59,7 +59,7 @@ class Plan:
         return sum(1 for u in self.units if u.state != "Unschedulable")
 
 
-def plan_to_dict(plan: Plan) -> dict:
+def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """The JSON contract of `tandem plan -o json` (DESIGN.md §2); extra keys are additive."""
     return {
         "groups": [

@@ -16,20 +16,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from tandem.placement.context import PlanContext
 from tandem.placement.exclusive import Exclusivity
 from tandem.placement.gang import place_gang
-from tandem.placement.state import UnitState
+from tandem.placement.unit_state import UnitState
+from tandem.topology import TopologyView
 
 # How many moves one plan may try (each is one gang placement).
 RELOCATION_ATTEMPTS = 64
 
 
-def relocate_short_units(units: list[UnitState], free: np.ndarray, exclusivity: Exclusivity) -> bool:
+def relocate_short_units(context: PlanContext, units: list[UnitState], free: np.ndarray, exclusivity: Exclusivity) -> bool:
     """Place short units again whole, in an idle domain of their required level or their
     own; True if any moved."""
     moved = False
     budget = RELOCATION_ATTEMPTS
-    busy: dict[tuple, np.ndarray] = {}  # (view, depth) -> domains holding a pod of this plan
+    busy: dict[tuple[TopologyView, int], np.ndarray] = {}  # (view, depth) -> domains holding a pod of this plan
     for unit in units:
         if budget <= 0:
             break
@@ -50,7 +52,7 @@ def relocate_short_units(units: list[UnitState], free: np.ndarray, exclusivity: 
         # Idle domains first (the unit's room goes to its neighbours), then its own, repacked.
         for where in (open_to & ~np.isin(doms, busy[key]), open_to & (doms == own)):
             unit.allowed = where
-            if where.any() and place_gang(unit, trial, whole, trials=1):  # any domain that takes it whole will do
+            if where.any() and place_gang(context, unit, trial, whole, trials=1):  # any domain that takes it whole will do
                 placed = True
                 break
         unit.allowed = allowed

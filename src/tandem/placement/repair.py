@@ -6,10 +6,11 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from tandem.placement.gang import place_gang
+from tandem.placement.context import PlanContext
 from tandem.placement.exclusive import Exclusivity
+from tandem.placement.gang import place_gang
 from tandem.placement.reservations import Reservations
-from tandem.placement.state import UnitState
+from tandem.placement.unit_state import UnitState
 
 # How many gang placements repairs may spend in one plan, in all, and for one stranded
 # unit: the second keeps one hopeless unit from spending what a later one needs.
@@ -18,9 +19,10 @@ REPAIR_PER_UNIT = 24
 
 
 def make_room(
-    unit: "UnitState",
+    context: PlanContext,
+    unit: UnitState,
     needs: Mapping[int, int],
-    placed: list["UnitState"],
+    placed: list[UnitState],
     free: np.ndarray,
     reservations: Reservations,
     exclusivity: Exclusivity,
@@ -54,12 +56,12 @@ def make_room(
             kept.drop(other.order)
             held.claim(other)  # released: it holds nothing now
         unit.allowed = held.open_to(unit)
-        if place_gang(unit, trial, needs, kept):
+        if place_gang(context, unit, trial, needs, kept):
             kept.note(unit, trial)
             held.claim(unit)
             for other in movers:
                 other.allowed = held.open_to(other)
-                if not place_gang(other, trial, (needs_of or UnitState.minimum_needs)(other), kept):
+                if not place_gang(context, other, trial, (needs_of or UnitState.minimum_needs)(other), kept):
                     break
                 kept.note(other, trial)
                 held.claim(other)

@@ -2,26 +2,66 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, NamedTuple
 
 import numpy as np
 
 from tandem.placement.capacity import fit, member, replica_capacity, replica_depth
+from tandem.placement.context import PlanContext
 from tandem.placement.locality import Locality, locality_keys, pending_demand, unit_nodes
 from tandem.placement.reservations import Reservations
-from tandem.placement.state import RoleState, Space, UnitState, all_replicas, unique_inverse
+from tandem.placement.space import Space, unique_inverse
+from tandem.placement.unit_state import RoleState, UnitState, all_replicas
 
 # How many replica domains are tried for one replica before it is declared unplaceable.
 MAX_REPLICA_ATTEMPTS = 8
 
 
-def _affinity_masks(
-    unit: UnitState,
-    role: RoleState,
-    space: Space,
-    fresh: Mapping[int, list[list[int]]],
-    waiting: Mapping[int, int],
-) -> tuple[np.ndarray | None, np.ndarray | None]:
+class ReplicaRequest(NamedTuple):
+    """One complete replica to place, and what ranking its places reads besides the space.
+    (NamedTuples here and below: a third of a frozen dataclass's cost to make, and a plan
+    makes thousands.)"""
+
+    context: PlanContext
+    unit: UnitState
+    role: RoleState
+    space: Space  # the nodes it may take (their free copy is committed to)
+    depth: int  # depth of the domain the space is: the unit's domain, or one inside it
+    fresh: Mapping[int, list[list[int]]]  # role index -> replicas placed so far in the current gang
+    waiting: Mapping[int, int]  # role index -> replicas of the gang still to come (a `to` replica's `from` side)
+    unit_preferred: np.ndarray | None = None  # [positions]: inside the unit's preferred domain
+    spread: bool = False  # each pod where the most room is left (a `to` replica, `gang._assign_gang`)
+    rest: int = 0  # what the unit still has to place, in its dominant resource
+    remaining: Mapping[int, int] | None = None  # role index -> replicas that rest is made of, this one included
+    reservations: Reservations | None = None  # what other units reserve
+
+
+class Affinity(NamedTuple):
+    """The affinity of the replica's leader over the space's positions (`_affinity_masks`)."""
+
+    required: np.ndarray | None  # [positions] bool: where its Required rules let it go
+    score: np.ndarray | None  # [positions]: how well each position serves its rules
+
+
+class ReplicaDomains(NamedTuple):
+    """The space's nodes grouped by replica domain (at the replica's pack depth)."""
+
+    depth: int
+    compact: np.ndarray  # the domains' ids
+    groups: np.ndarray  # position -> index into `compact`
+    candidates: np.ndarray  # indices into `compact` of the domains that take the whole replica
+
+
+class PodRanking(NamedTuple):
+    """What ranks the nodes for each pod of one replica, fixed while its pods are placed."""
+
+    request: ReplicaRequest
+    affinity: Affinity
+    locality: Locality
+    leaders: np.ndarray | None = None  # [positions]: the leaders each takes, as counted to choose the domain
+
+
+def _affinity_masks(request: ReplicaRequest) -> Affinity:
     """(required mask, preference score) over the space, for this replica's leader.
 
     As a `from` role: a position scores 1 per rule whose `to` side already sits in its
@@ -32,6 +72,7 @@ def _affinity_masks(
     leaders the domain could still take beside one pod of this replica — so decode goes
     where prefill fits too.
     """
+    unit, role, space, fresh, waiting = request.unit, request.role, request.space, request.fresh, request.waiting
     view = unit.view
     required: np.ndarray | None = None
     score: np.ndarray | None = None
@@ -75,22 +116,10 @@ def _affinity_masks(
         else:
             continue
         score = gain if score is None else score + gain
-    return required, score
+    return Affinity(required, score)
 
 
-def place_replica(
-    unit: UnitState,
-    role: RoleState,
-    space: Space,
-    depth: int,
-    fresh: Mapping[int, list[list[int]]],
-    waiting: Mapping[int, int],
-    unit_preferred: np.ndarray | None,
-    spread: bool = False,
-    rest: int = 0,
-    remaining: Mapping[int, int] | None = None,
-    reservations: Reservations | None = None,
-) -> list[int] | None:
+def place_replica(request: ReplicaRequest) -> list[int] | None:
     """Place one complete replica of `role` in `space` (committing to its free copy).
 
     Candidate replica domains (at the replica's pack depth) are ranked: affinity score,
@@ -102,6 +131,7 @@ def place_replica(
     tightest fit, then the domain's class and number (`ties.py`). Returns the node of
     each pod, or None when no candidate takes the whole replica.
     """
+    unit, role, space, depth = request.unit, request.role, request.space, request.depth
     view = unit.view
     nodes = space.nodes
     k_leader = fit(space.free, role.leader, role.leader_ok[nodes])
@@ -112,7 +142,8 @@ def place_replica(
     fitting = capacity >= 1
     if not fitting.any():
         return None  # (before the affinity masks: a Required rule only takes candidates away)
-    required, preferred = _affinity_masks(unit, role, space, fresh, waiting)
+    affinity = _affinity_masks(request)
+    required, preferred = affinity
     if required is not None:
         near_leaders = np.bincount(groups, weights=np.where(required, k_leader, 0), minlength=size)
         fitting &= near_leaders >= 1
@@ -120,9 +151,9 @@ def place_replica(
     if candidates.size == 0:
         return None
     inner = replica_depth(role, depth)
-    used = unit_nodes(unit, fresh)
-    rest = max(rest, int(role.replica_total[unit.dominant]))
-    remaining = {role.index: 1} if remaining is None else remaining
+    used = unit_nodes(unit, request.fresh)
+    rest = max(request.rest, int(role.replica_total[unit.dominant]))
+    remaining = {role.index: 1} if request.remaining is None else request.remaining
     pending = pending_demand(unit, space, remaining)
     follow = not role.replica_total[unit.dominant]
     if follow:
@@ -134,44 +165,39 @@ def place_replica(
     # One that takes none of the dominant resource crowds out nothing.
     stop = unit.view.depth_count
     if not follow:
-        stop = min([rule.depth for rule in unit.rules if rule.target == role.index and waiting.get(rule.source, 0) > 0], default=stop)
+        stop = min([rule.depth for rule in unit.rules if rule.target == role.index and request.waiting.get(rule.source, 0) > 0], default=stop)
     # Where the replica would leave another role of the unit fewer replicas than it still
     # needs (`_crowds_out`), it goes only if nowhere else will do.
-    crowds = _crowds_out(unit, role, space, depth, remaining, fresh) if not spread else None
-    order = candidates
-    if candidates.size > 1:
-        ranks = _domain_ranks(unit, role, space, groups, size, k_leader, preferred, unit_preferred, crowds)
-        keys = _replica_keys(unit, role, space, depth, inner, candidates, groups, compact, ranks, used, rest, pending, follow, stop, spread, reservations)
-        order = candidates[np.lexsort(keys)]
+    crowds = _crowds_out(request, remaining) if not request.spread else None
     # Other units' nodes rank pods within a replica domain; a one-pod replica whose domains
     # are single nodes (hosts) has nothing to rank there.
     single = role.pods == 1 and size == nodes.size
-    others = _others_there(unit, space, used) if unit.later is not None and len(unit.later.units) > 1 and not single else None
-    locality = Locality(inner, used, rest, stop, pending, reservations, crowds, others)
+    others = _others_there(unit, space, used) if request.context.looks_ahead() and not single else None
+    locality = Locality(inner, used, rest, stop, pending, request.reservations, crowds, others)
+    domains = ReplicaDomains(inner, compact, groups, candidates)
+    order = candidates
+    if candidates.size > 1:
+        ranks = _domain_ranks(request, domains, k_leader, preferred, crowds)
+        order = candidates[np.lexsort(_replica_keys(request, domains, ranks, locality))]
+    ranking = PodRanking(request, affinity, locality, k_leader)
     for group in order[:MAX_REPLICA_ATTEMPTS]:
         positions = (groups == group).nonzero()[0]
-        chosen = _assign_pods(unit, role, space, positions, required, preferred, unit_preferred, spread, locality, k_leader)
+        chosen = _assign_pods(ranking, positions)
         if chosen is not None:
             return [int(nodes[p]) for p in chosen]
     return None
 
 
 def _domain_ranks(
-    unit: UnitState,
-    role: RoleState,
-    space: Space,
-    groups: np.ndarray,
-    size: int,
-    k_leader: np.ndarray,
-    preferred: np.ndarray | None,
-    unit_preferred: np.ndarray | None,
-    crowds: np.ndarray | None,
+    request: ReplicaRequest, domains: ReplicaDomains, k_leader: np.ndarray, preferred: np.ndarray | None, crowds: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(leftover, crowding, outside, affinity) per replica domain, for `_replica_keys`
     (asked only when there is more than one candidate to rank): the dominant resource
     left after the replica; whether a pod on any node of it would crowd out another
     role; whether it lies outside the unit's preferred domain; the best affinity score
-    of a node that takes a leader."""
+    of a node that takes a leader (`preferred`: the affinity score over the space)."""
+    unit, role, space, unit_preferred = request.unit, request.role, request.space, request.unit_preferred
+    groups, size = domains.groups, domains.compact.size
     affinity = np.zeros(size, dtype=np.int64)
     if preferred is not None:
         np.maximum.at(affinity, groups, np.where(k_leader >= 1, preferred, 0))
@@ -187,35 +213,24 @@ def _domain_ranks(
 
 
 def _replica_keys(
-    unit: UnitState,
-    role: RoleState,
-    space: Space,
-    depth: int,
-    inner: int,
-    candidates: np.ndarray,
-    groups: np.ndarray,
-    compact: np.ndarray,
-    ranks: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    used: np.ndarray,
-    rest: int,
-    pending: np.ndarray,
-    follow: bool,
-    stop: int,
-    spread: bool,
-    reservations: Reservations | None,
+    request: ReplicaRequest, domains: ReplicaDomains, ranks: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], locality: Locality
 ) -> tuple[np.ndarray, ...]:
     """Sort keys over the candidate replica domains, least significant first (np.lexsort):
     domain number, class and rack (hosts), room for the rest below a `to` replica's rule
     level, tightest fit, locality, crowding out another role, the unit's preferred
     domain, affinity (`ranks`: leftover, crowding, outside, affinity per
     replica domain)."""
+    unit, space, depth, reservations = request.unit, request.space, request.depth, request.reservations
+    inner, compact, groups, candidates = domains
+    used, rest, pending, stop = locality.used, locality.rest, locality.pending, locality.stop
+    follow = not request.role.replica_total[unit.dominant]
     leftover, crowding, outside, affinity = ranks
     size = compact.size
     first = np.zeros(size, dtype=np.int64)
     first[groups[::-1]] = np.arange(groups.size - 1, -1, -1)
     near: list[np.ndarray] = []
     late: list[np.ndarray] = []  # below the rule's level: room for the rest breaks ties only
-    if spread:
+    if request.spread:
         leftover = -leftover
     else:
         if min(inner, stop - 1) > depth:
@@ -224,7 +239,7 @@ def _replica_keys(
         if inner >= max(stop, depth + 1):
             depths = range(max(stop, depth + 1), inner + 1)
             late = [key[first] for key in locality_keys(unit, space, depths, np.zeros(0, np.int64), rest, pending, None, follow, reservations)]
-    kind = unit.ties.domain_keys(unit.view, inner, compact[candidates])
+    kind = request.context.ties.domain_keys(unit.view, inner, compact[candidates])
     c = candidates
     return (
         compact[c],
@@ -238,26 +253,17 @@ def _replica_keys(
     )
 
 
-def _assign_pods(
-    unit: UnitState,
-    role: RoleState,
-    space: Space,
-    positions: np.ndarray,
-    required: np.ndarray | None,
-    preferred: np.ndarray | None,
-    unit_preferred: np.ndarray | None,
-    spread: bool = False,
-    locality: Locality | None = None,
-    leaders: np.ndarray | None = None,
-) -> list[int] | None:
+def _assign_pods(ranking: PodRanking, positions: np.ndarray) -> list[int] | None:
     """Best-fit the pods of one replica onto `positions`; commit to the space on success.
-    (`leaders`: the leaders each position of the space takes, as counted before.)
 
     With a preferred replica pack narrower than the required one, first try to keep the
     whole replica inside one domain of the preferred level: best affinity score first, then
     locality (a domain the unit already uses first, `locality.py`), then tightest. A `to`
     replica being spread skips this: spreading it is the point.
     """
+    request, locality = ranking.request, ranking.locality
+    unit, role, space, spread = request.unit, request.role, request.space, request.spread
+    required, preferred = ranking.affinity
     attempts: list[np.ndarray] = []
     depth = role.preferred_depth
     spreading = spread and any(rule.target == role.index for rule in unit.rules)
@@ -284,25 +290,23 @@ def _assign_pods(
                 # is left to the attempt over every position.
                 best = int(np.max(np.where(k_leader >= 1, preferred[positions], 0), initial=0))
                 fitting = fitting[affinity[fitting] >= best]
-            local: list[np.ndarray] = []
             late: list[np.ndarray] = []  # below a waiting `to` replica's rule level: ties only
-            if locality is not None:
-                first = np.zeros(compact.size, dtype=np.int64)
-                first[groups[::-1]] = np.arange(groups.size - 1, -1, -1)
-                depths = range(locality.inner + 1, min(depth, locality.stop - 1) + 1)
-                follow = not role.replica_total[unit.dominant]
-                keys = locality_keys(unit, space, depths, locality.used, locality.rest, locality.pending, positions, follow, locality.reservations)
-                local = [key[first] for key in keys]
-                below = range(max(locality.stop, locality.inner + 1), depth + 1)
-                if len(below):
-                    # As for the replica domain (`_replica_keys`): room for the rest beside
-                    # what others reserve, then the domains the unit already uses.
-                    none = np.zeros(0, np.int64)
-                    keys = locality_keys(unit, space, below, none, locality.rest, locality.pending, positions, follow, locality.reservations)
-                    if locality.used.size:
-                        keys += locality_keys(unit, space, below, locality.used, locality.rest, locality.pending, positions, follow, None)[: len(below)]
-                    late = [key[first] for key in keys]
-            kind = unit.ties.domain_keys(view, depth, compact[fitting])
+            first = np.zeros(compact.size, dtype=np.int64)
+            first[groups[::-1]] = np.arange(groups.size - 1, -1, -1)
+            depths = range(locality.inner + 1, min(depth, locality.stop - 1) + 1)
+            follow = not role.replica_total[unit.dominant]
+            keys = locality_keys(unit, space, depths, locality.used, locality.rest, locality.pending, positions, follow, locality.reservations)
+            local: list[np.ndarray] = [key[first] for key in keys]
+            below = range(max(locality.stop, locality.inner + 1), depth + 1)
+            if len(below):
+                # As for the replica domain (`_replica_keys`): room for the rest beside
+                # what others reserve, then the domains the unit already uses.
+                none = np.zeros(0, np.int64)
+                keys = locality_keys(unit, space, below, none, locality.rest, locality.pending, positions, follow, locality.reservations)
+                if locality.used.size:
+                    keys += locality_keys(unit, space, below, locality.used, locality.rest, locality.pending, positions, follow, None)[: len(below)]
+                late = [key[first] for key in keys]
+            kind = request.context.ties.domain_keys(view, depth, compact[fitting])
             order = np.lexsort(
                 (
                     compact[fitting],
@@ -317,24 +321,13 @@ def _assign_pods(
                 attempts.append(positions[groups == group])
     attempts.append(positions)
     for subset in attempts:
-        chosen = _greedy_pods(unit, role, space, subset, required, preferred, unit_preferred, spread, locality, leaders)
+        chosen = _greedy_pods(ranking, subset)
         if chosen is not None:
             return chosen
     return None
 
 
-def _greedy_pods(
-    unit: UnitState,
-    role: RoleState,
-    space: Space,
-    subset: np.ndarray,
-    required: np.ndarray | None,
-    preferred: np.ndarray | None,
-    unit_preferred: np.ndarray | None,
-    spread: bool = False,
-    locality: Locality | None = None,
-    leaders: np.ndarray | None = None,
-) -> list[int] | None:
+def _greedy_pods(ranking: PodRanking, subset: np.ndarray) -> list[int] | None:
     """Pods one by one, each to the node it fits best (least left over; most with `spread`);
     the leader near counterparts. With `locality` pods go to as few narrower domains as
     fit them first (room beside what other units reserve, `locality.py`). `leaders`, when
@@ -347,8 +340,11 @@ def _greedy_pods(
     none goes where more of the rest may follow it; then a node that holds no pod this
     plan gave another unit (each unit keeps to its own nodes while it grows).
     """
+    request, locality, leaders = ranking.request, ranking.locality, ranking.leaders
+    unit, role, space = request.unit, request.role, request.space
+    required = ranking.affinity.required
     saved = space.free.take(subset, axis=0)  # (a copy; `take`: far cheaper than indexing rows)
-    pending = locality.pending.copy() if locality is not None else None
+    pending = locality.pending.copy()
     nodes = space.nodes[subset]
     chosen: list[int] = []
     for pod in range(role.pods):
@@ -363,37 +359,30 @@ def _greedy_pods(
         if where.size == 1:
             best = subset[where[0]]  # nothing to rank
         else:
-            keys = _pod_keys(unit, role, space, subset, pod, vec, chosen, pending, preferred, unit_preferred, spread, locality)
+            keys = _pod_keys(ranking, subset, pod, chosen, pending)
             if where.size < subset.size:
                 keys = (key[where] for key in keys)
             best = subset[where[np.lexsort(tuple(keys)[::-1])[0]]]
         space.free[best] -= vec
         chosen.append(int(best))
-        if pending is not None and vec[unit.dominant] and pod < role.pods - 1:
+        if vec[unit.dominant] and pod < role.pods - 1:
             # This pod is placed: the rest that may still go to a node shrinks by it
             # (for the replica's next pods: `pending` is this call's own copy).
             pending -= int(vec[unit.dominant]) * ok[space.nodes]  # (int64: the amount is a Python int)
     return chosen
 
 
-def _pod_keys(
-    unit: UnitState,
-    role: RoleState,
-    space: Space,
-    subset: np.ndarray,
-    pod: int,
-    vec: np.ndarray,
-    chosen: list[int],
-    pending: np.ndarray | None,
-    preferred: np.ndarray | None,
-    unit_preferred: np.ndarray | None,
-    spread: bool,
-    locality: Locality | None,
-) -> Iterator[np.ndarray]:
+def _pod_keys(ranking: PodRanking, subset: np.ndarray, pod: int, chosen: list[int], pending: np.ndarray) -> Iterator[np.ndarray]:
     """Sort keys over `subset` for pod `pod` of a replica, most significant first:
     affinity for the leader, the unit's preferred domain, crowding out another role,
     locality, fit, (for a `to` pod below its rule's level) its own replica and room,
-    contention, other units' nodes, rack and class; the node number breaks what is left."""
+    contention, other units' nodes, rack and class; the node number breaks what is left.
+    (`chosen`: the positions of the replica's pods placed so far; `pending`: the rest
+    that may still go to each position, less those pods.)"""
+    request, locality = ranking.request, ranking.locality
+    unit, role, space, spread, unit_preferred = request.unit, request.role, request.space, request.spread, request.unit_preferred
+    preferred = ranking.affinity.score
+    vec = role.leader if pod == 0 else role.worker
     mine = space.nodes[np.array(chosen, dtype=np.int64)]
     follow = not vec[unit.dominant]
     if pod > 0 and spread:
@@ -408,8 +397,8 @@ def _pod_keys(
             yield ~unit_preferred[subset]
     # A pod that takes none of the dominant resource crowds out nothing: locality
     # does not stop for it.
-    stop = unit.view.depth_count if locality is None or follow else locality.stop
-    if locality is not None and not spread:
+    stop = unit.view.depth_count if follow else locality.stop
+    if not spread:
         if pod == 0 and locality.crowds is not None:
             yield locality.crowds[subset]
         depths = range(locality.inner + 1, stop)
@@ -419,7 +408,7 @@ def _pod_keys(
             yield from locality_keys(unit, space, depths, here, rest_now, pending, subset, follow, locality.reservations)
     leftover = space.free[:, unit.dominant][subset] - vec[unit.dominant]  # (a column, then positions: far cheaper)
     yield -leftover if spread else leftover
-    if locality is not None and not spread and stop < unit.view.depth_count:
+    if not spread and stop < unit.view.depth_count:
         # Below the rule's level (a `to` pod waiting for its `from` side): the replica's
         # own pods together, then room for the rest, break ties only.
         depths = range(max(stop, locality.inner + 1), unit.view.depth_count)
@@ -432,11 +421,10 @@ def _pod_keys(
             for depth in depths:
                 doms = view.dom[depth]
                 yield ~member(doms[space.nodes[subset]], doms[locality.used], view.domain_count(depth))
-    if pending is not None:
-        yield -pending[subset] if follow else pending[subset]
-    if locality is not None and locality.others is not None:
+    yield -pending[subset] if follow else pending[subset]
+    if locality.others is not None:
         yield locality.others[subset]
-    yield from reversed(unit.ties.node_keys(unit.view, space.nodes[subset]))
+    yield from reversed(request.context.ties.node_keys(unit.view, space.nodes[subset]))
 
 
 def _others_there(unit: UnitState, space: Space, mine: np.ndarray) -> np.ndarray:
@@ -446,13 +434,12 @@ def _others_there(unit: UnitState, space: Space, mine: np.ndarray) -> np.ndarray
     touched = space.free[:, unit.dominant] != space.before(unit.view.snapshot, unit.dominant)
     if touched.any() and mine.size:
         where = touched.nonzero()[0]
-        touched[where] = ~member(space.nodes[where], mine, unit.ties.node_class.size)
-    return touched
+        touched[where] = ~member(space.nodes[where], mine, len(unit.view.snapshot.node_names))
+    out: np.ndarray = touched
+    return out
 
 
-def _crowds_out(
-    unit: UnitState, role: RoleState, space: Space, depth: int, remaining: Mapping[int, int], fresh: Mapping[int, list[list[int]]] | None = None
-) -> np.ndarray | None:
+def _crowds_out(request: ReplicaRequest, remaining: Mapping[int, int]) -> np.ndarray | None:
     """[positions]: whether one pod of `role` (a one-pod replica) on the node would leave
     another role of the unit fewer complete replicas in the space than it still needs
     (a prefill on the one rack with two free hosts, which a decode pair needed), or None
@@ -462,7 +449,9 @@ def _crowds_out(
     and after, in its replica domain. A role on the `from` side of a Required rule whose
     `to` side is placed counts its leaders only where the rule lets them go (in a rule
     domain holding a `to` pod): a router on the host a prefill must share with its
-    decode crowds the prefill out, however much room other hosts have."""
+    decode crowds the prefill out, however much room other hosts have. (`remaining`:
+    role index -> replicas still to place.)"""
+    unit, role, space, depth, fresh = request.unit, request.role, request.space, request.depth, request.fresh
     if role.pods != 1:
         return None
     out: np.ndarray | None = None
@@ -472,7 +461,7 @@ def _crowds_out(
         other = unit.roles[o]
         if o == role.index or need <= 0:
             continue
-        near = _required_near(unit, o, space, fresh or {})
+        near = _required_near(unit, o, space, fresh)
         leader_ok = other.leader_ok[nodes] if near is None else other.leader_ok[nodes] & near
         k_leader = fit(space.free, other.leader, leader_ok)
         k_worker = k_leader if other.pods == 1 or (other.same_shape and near is None) else fit(space.free, other.worker, other.worker_ok[nodes])

@@ -1,7 +1,7 @@
 """Soft reservations: what placed units still want, summed per domain as units come and go.
 
 Once a unit's minimum is placed, its outstanding extras (what it is heading to, minus
-what is placed: `RoleDemand.planned`; no more than its domain has free) are noted
+what is placed: `RoleDemand.heading_to`; no more than its domain has free) are noted
 against its domain, so later units start where they too can grow. Reservations only
 rank domains; feasibility always uses real free capacity, so a reservation never costs
 a unit its minimum. The per-domain sums are kept up to date on every change (cost: one
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tandem.placement.state import UnitState
+from tandem.placement.unit_state import UnitState
 from tandem.topology import TopologyView
 
 
@@ -36,7 +36,7 @@ class Reservation:
         where = unit.preferred_domain or unit.domain or (0, 0)
         outstanding = np.zeros(unit.roles[0].leader.size, np.int64)
         for role in unit.roles:
-            outstanding += max(role.demand.planned - len(role.placed), 0) * role.replica_total
+            outstanding += max(role.demand.heading_to - len(role.placed), 0) * role.replica_total
         want = int(outstanding[unit.dominant])
         if unit.domain is not None and unit.domain[0] > 0 and want > 0:
             # Counted in the unit's dominant resource, the rest scaled alike: one column
@@ -101,7 +101,7 @@ class Reservations:
         view = unit.view
         if not any(count for (other, at), count in self._at.items() if other is view and at >= depth):
             return None
-        out = self.reserved(view, depth, unit.roles[0].replica_total.size)[domains, unit.dominant]
+        out: np.ndarray = self.reserved(view, depth, unit.roles[0].replica_total.size)[domains, unit.dominant]
         own = self._by_unit.get(unit.order)
         if own is not None and own.view is view and own.depth >= depth:
             mine = view.ancestor[own.depth][depth][own.domain]

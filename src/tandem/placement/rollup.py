@@ -20,24 +20,32 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tandem.placement.capacity import Counts, fit, replica_depth, sum_by
+from tandem.placement.capacity import Counts, SumKind, fit, replica_depth, sum_by
 from tandem.placement.rows import any_differ
-from tandem.placement.state import RoleState, UnitState
+from tandem.placement.unit_state import RoleState, UnitState
 
 # More changed rows than this share of the nodes: counting everything again is cheaper.
 _REBUILD_SHARE = 8
 # Shapes kept per plan; beyond, a new shape is counted in full each time.
 _MOST_SHAPES = 64
 
+# A unit shape as `_shape_key` tells it: ids of the view and open nodes, the dominant
+# resource, and per role its vectors, ids of its masks, pods, pack depth, one shape or not.
+ShapeKey = tuple[int, int, int, tuple[tuple[bytes, bytes, int, int, int, int | None, bool], ...]]
+# A sum's kind without its depth: each node adds the same to it at every depth.
+SumBase = tuple[str, int]
+# (nodes, rows, k_leader, k_worker) over the nodes that take a pod of the shape
+ActiveRows = tuple[np.ndarray, np.ndarray, list[np.ndarray], list[np.ndarray]]
+
 
 class Rollups:
     """The plan's rollups by unit shape (shared by its units, like `Ties`)."""
 
     def __init__(self) -> None:
-        self._by_shape: dict[tuple, Rollup] = {}
+        self._by_shape: dict[ShapeKey, Rollup] = {}
 
     def counts(self, unit: UnitState, free: np.ndarray) -> Counts:
-        """`Counts.of(unit, free)` over every node open to the unit."""
+        """`Counts.count(unit, free)` over every node open to the unit, kept current."""
         if unit.allowed is not unit.eligible:
             return Counts.count(unit, free)  # an exclusive unit's open nodes change with every claim
         key = _shape_key(unit)
@@ -52,7 +60,7 @@ class Rollups:
         return rollup.counts(unit)
 
 
-def _shape_key(unit: UnitState) -> tuple:
+def _shape_key(unit: UnitState) -> ShapeKey:
     roles = tuple(
         (role.leader.tobytes(), role.worker.tobytes(), id(role.leader_ok), id(role.worker_ok), role.pods, role.required_depth, role.same_shape)
         for role in unit.roles
@@ -72,11 +80,11 @@ class Rollup:
     k_worker: list[np.ndarray]
     active: np.ndarray  # [nodes] bool: takes at least one pod of the shape
     version: int = 0
-    _sums: dict[tuple, np.ndarray] = field(default_factory=dict)
-    _lent: set[tuple] = field(default_factory=set)  # kinds whose sum `sum` handed out as it is
+    _sums: dict[SumKind, np.ndarray] = field(default_factory=dict)
+    _lent: set[SumKind] = field(default_factory=set)  # kinds whose sum `sum` handed out as it is
     _children: dict[tuple[int, int, int], np.ndarray] = field(default_factory=dict)
     _before: np.ndarray | None = None  # [nodes] snapshot free in the dominant resource
-    _current: tuple | None = None  # (nodes, rows, k_leader, k_worker) over the active nodes
+    _current: ActiveRows | None = None  # over the active nodes
 
     @classmethod
     def start(cls, unit: UnitState, free: np.ndarray) -> "Rollup":
@@ -150,13 +158,15 @@ class Rollup:
 
     # ------------------------------------------------------------------ sums
 
-    def _node_values(self, kind: tuple, nodes: np.ndarray, active: np.ndarray | None = None) -> np.ndarray:
+    def _node_values(self, kind: SumBase | SumKind, nodes: np.ndarray, active: np.ndarray | None = None) -> np.ndarray:
         """Each node's contribution to a sum of `kind` (0 where it takes no pod); the
         depth, `kind`'s last item for a sum, is not read. (`active`: `self.active[nodes]`.)"""
         name = kind[0]
         active = self.active[nodes] if active is None else active
+        values: np.ndarray
         if name == "free":
-            return self.rows.take(nodes, axis=0) * active[:, None]  # (`take`: far cheaper than indexing rows)
+            values = self.rows.take(nodes, axis=0) * active[:, None]  # (`take`: far cheaper than indexing rows)
+            return values
         if name == "slots":
             most = np.zeros(nodes.size, np.int64)
             for r, role in enumerate(self.unit.roles):
@@ -166,28 +176,31 @@ class Rollup:
             return most
         if name == "taken":
             dominant = int(np.searchsorted(self.columns, self.unit.dominant))
-            return ((self.rows[:, dominant][nodes] != self.before()[nodes]) & active).astype(np.int64)
-        if name == "present":
-            return active.astype(np.int64)
-        if name == "leaders":
-            return self.k_leader[kind[1]][nodes]
-        return self.k_worker[kind[1]][nodes]  # "workers"
+            values = ((self.rows[:, dominant][nodes] != self.before()[nodes]) & active).astype(np.int64)
+        elif name == "present":
+            values = active.astype(np.int64)
+        elif name == "leaders":
+            values = self.k_leader[kind[1]][nodes]
+        else:  # "workers"
+            values = self.k_worker[kind[1]][nodes]
+        return values
 
     def before(self) -> np.ndarray:
+        """[nodes]: free capacity before this plan in the unit's dominant resource."""
         if self._before is None:
             snapshot = self.unit.view.snapshot
             column = self.unit.dominant
             self._before = np.maximum(snapshot.allocatable[:, column] - snapshot.used[:, column], 0)
         return self._before
 
-    def _contributions(self, nodes: np.ndarray) -> dict[tuple, np.ndarray]:
+    def _contributions(self, nodes: np.ndarray) -> dict[SumBase, np.ndarray]:
         """Each changed node's contribution to every additive sum kept, by kind without
         its depth (the same at every depth)."""
         active = self.active[nodes]
-        bases = {kind[:-1] for kind in self._sums if kind[0] != "capacity"}  # one per base
+        bases: set[SumBase] = {kind[:-1] for kind in self._sums if kind[0] != "capacity"}  # one per base
         return {base: self._node_values(base, nodes, active) for base in bases}
 
-    def _update(self, nodes: np.ndarray, old: dict[tuple, np.ndarray]) -> None:
+    def _update(self, nodes: np.ndarray, old: dict[SumBase, np.ndarray]) -> None:
         """Add the changed nodes' new contributions less their old ones to every sum kept
         (a sum `sum` handed out is copied first, and is the rollup's own again)."""
         view, roles, sums = self.unit.view, self.unit.roles, self._sums
@@ -218,24 +231,27 @@ class Rollup:
             else:
                 np.add.at(self._own(kind), view.ancestor[inner][depth][subs], after[(r, inner)] - before)
 
-    def _own(self, kind: tuple) -> np.ndarray:
+    def _own(self, kind: SumKind) -> np.ndarray:
         """The sum of `kind`, to write to: copied first if `sum` handed it out."""
         if kind in self._lent:
             self._sums[kind] = self._sums[kind].copy()
             self._lent.discard(kind)
         return self._sums[kind]
 
-    def _per_sub(self, sums: dict[tuple, np.ndarray], r: int, inner: int, subs: np.ndarray) -> np.ndarray:
+    def _per_sub(self, sums: dict[SumKind, np.ndarray], r: int, inner: int, subs: np.ndarray) -> np.ndarray:
         """Complete replicas of role `r` in the domains `subs` at `inner`, from the sums."""
         role = self.unit.roles[r]
-        leaders = sums[("leaders", r, inner)][subs]
+        leaders: np.ndarray = sums[("leaders", r, inner)][subs]
         if role.pods == 1:
             return leaders
         if role.same_shape:
-            return leaders // role.pods
-        return np.minimum(leaders, sums[("workers", r, inner)][subs] // (role.pods - 1))
+            out: np.ndarray = leaders // role.pods
+            return out
+        workers: np.ndarray = sums[("workers", r, inner)][subs]
+        out = np.minimum(leaders, workers // (role.pods - 1))
+        return out
 
-    def sum(self, kind: tuple) -> np.ndarray:
+    def sum(self, kind: SumKind) -> np.ndarray:
         """The per-domain array of `kind` (its last item is the depth), summed on first ask."""
         if kind not in self._sums:
             view = self.unit.view
@@ -275,7 +291,7 @@ class Rollup:
 
     # ------------------------------------------------------------------ counts
 
-    def _active(self) -> tuple:
+    def _active(self) -> ActiveRows:
         """(nodes, rows, k_leader, k_worker) over the active nodes, once per version."""
         if self._current is None:
             nodes = self.active.nonzero()[0]  # (np.flatnonzero's wrapper costs more, here and below)

@@ -13,6 +13,7 @@ from typing import Literal, Mapping, Sequence
 
 import numpy as np
 
+from tandem.api.kube import Toleration
 from tandem.placement.demand import UnitDemand
 from tandem.placement.plan import Plan
 from tandem.topology import ClusterSnapshot, TopologyView
@@ -80,8 +81,8 @@ def check_plan(
     # (namespace, group, unit index as text) -> (level, nodes) of every exclusive unit,
     # running ones from the snapshot and planned ones from the plan.
     exclusive: dict[tuple[str, str, str], tuple[str, set[int]]] = {}
-    for node, level, owner in snapshot.exclusive_pods:
-        exclusive.setdefault(owner, (level, set()))[1].add(node)
+    for pod_node, level, owner in snapshot.exclusive_pods:
+        exclusive.setdefault(owner, (level, set()))[1].add(pod_node)
     used = snapshot.used.copy()
     seen_names: set[str] = set()
     if len(plan.units) != len(units) or {u.unit.key for u in plan.units} != set(by_key):
@@ -170,9 +171,9 @@ def check_plan(
         complete = all(counts[role.name] >= role.desired for role in unit.roles)
         expected_state = "Placed" if functional and complete else "MinimumPlaced" if functional else "Unschedulable"
         if placement.state == "Unschedulable":
-            fresh = sum(len(r.pods) for _, replicas in placement.roles for r in replicas if not r.existing)
-            if fresh:
-                report("partial-unit", key, f"{label}: Unschedulable but this plan gives it {fresh} pods (unit gang)")
+            new_pods = sum(len(r.pods) for _, replicas in placement.roles for r in replicas if not r.existing)
+            if new_pods:
+                report("partial-unit", key, f"{label}: Unschedulable but this plan gives it {new_pods} pods (unit gang)")
             if not placement.message:
                 report("state", key, f"{label}: Unschedulable without a reason")
         elif placement.state != expected_state:
@@ -243,5 +244,5 @@ def _selector_ok(snapshot: ClusterSnapshot, node: int, selector: Mapping[str, st
     return all(labels.get(key) == value for key, value in selector.items())
 
 
-def _tolerated(snapshot: ClusterSnapshot, node: int, tolerations) -> bool:
+def _tolerated(snapshot: ClusterSnapshot, node: int, tolerations: Sequence[Toleration]) -> bool:
     return all(any(t.tolerates(taint) for t in tolerations) for taint in snapshot.taints.get(node, ()))

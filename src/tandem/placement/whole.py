@@ -33,12 +33,13 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from tandem.placement.context import PlanContext
 from tandem.placement.demand import UnitDemand
 from tandem.placement.exclusive import Exclusivity
 from tandem.placement.gang import place_gang
 from tandem.placement.repair import REPAIR_ATTEMPTS, make_room
 from tandem.placement.reservations import Reservations
-from tandem.placement.state import UnitState
+from tandem.placement.unit_state import UnitState
 from tandem.topology import ClusterSnapshot, TopologyView
 
 
@@ -47,12 +48,13 @@ def whole_units(
     views: Mapping[str, TopologyView],
     units: Sequence[UnitDemand],
     greedy: list[UnitState],
-    prepare: Callable[[Sequence[UnitDemand]], list[UnitState]],
+    prepare: Callable[[Sequence[UnitDemand]], tuple[list[UnitState], PlanContext]],
 ) -> list[UnitState] | None:
     """The units' states in a plan where every functional unit of `greedy` is placed
     whole, or None when the greedy plan leaves none short or no such plan is found.
 
-    `prepare` makes fresh states for units in the order given (as the engine does)."""
+    `prepare` makes fresh states for units in the order given, and their plan's context
+    (as the engine does)."""
     functional = [unit.order for unit in greedy if unit.functional]
     if all(_whole(greedy[i]) for i in functional) or not _may_fit(snapshot, [greedy[i] for i in functional]):
         return None
@@ -70,8 +72,8 @@ def whole_units(
             orders.append(order)
     budget = [REPAIR_ATTEMPTS]
     for order in orders:
-        states = prepare([units[i] for i in order])
-        if _all_whole(snapshot, views, states, greedy, budget):
+        states, context = prepare([units[i] for i in order])
+        if _all_whole(context, snapshot, views, states, greedy, budget):
             out = list(greedy)
             for position, i in enumerate(order):
                 out[i] = states[position]
@@ -112,7 +114,12 @@ def _may_fit(snapshot: ClusterSnapshot, units: Sequence[UnitState]) -> bool:
 
 
 def _all_whole(
-    snapshot: ClusterSnapshot, views: Mapping[str, TopologyView], states: list[UnitState], greedy: list[UnitState], budget: list[int]
+    context: PlanContext,
+    snapshot: ClusterSnapshot,
+    views: Mapping[str, TopologyView],
+    states: list[UnitState],
+    greedy: list[UnitState],
+    budget: list[int],
 ) -> bool:
     """Place every unit of `states` whole, in their order; False at the first that does
     not fit (after trying to move earlier ones)."""
@@ -124,8 +131,8 @@ def _all_whole(
     for unit in states:
         needs = whole_needs(unit)
         unit.allowed = exclusivity.open_to(unit)
-        if needs and not place_gang(unit, free, needs, reservations):
-            if not make_room(unit, needs, placed, free, reservations, exclusivity, budget, whole_needs):
+        if needs and not place_gang(context, unit, free, needs, reservations):
+            if not make_room(context, unit, needs, placed, free, reservations, exclusivity, budget, whole_needs):
                 return False
         unit.functional = True
         exclusivity.claim(unit)

@@ -1,21 +1,47 @@
-"""Per-unit working state of one placement: shapes as vectors, eligible nodes, what is placed."""
+"""Each unit's working state while a plan is made: its roles' shapes as vectors, the
+nodes they may use, what is placed so far, and its outcome."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Mapping, NamedTuple
 
 import numpy as np
 
-from tandem.placement.demand import PodShape, RoleDemand, UnitDemand
+from tandem.placement.demand import Admission, PodShape, PodShapeKey, RoleDemand, UnitDemand
 from tandem.placement.plan import PodAssignment, ReplicaAssignment, UnitPlacement
-from tandem.placement.ties import Ties
 from tandem.topology import ClusterSnapshot, TopologyView
 
-if TYPE_CHECKING:
-    from tandem.placement.lookahead import Later
-    from tandem.placement.rollup import Rollups
+
+class RoleShape(NamedTuple):
+    """A RoleState's fields that follow from the role's shape alone (`_role_shape`)."""
+
+    leader: np.ndarray
+    worker: np.ndarray
+    leader_ok: np.ndarray
+    worker_ok: np.ndarray
+    missing: list[str]
+    required_depth: int | None
+    preferred_depth: int | None
+    replica_total: np.ndarray
+    same_shape: bool
+
+
+@dataclass
+class ShapeCache:
+    """What follows from pod and role shapes, made once per shape and shared by the units
+    of one `place` (none of it is written to): units of one group ask the same, and one
+    array per shape lets ties (`ties.py`) tell shapes apart without comparing arrays."""
+
+    masks: dict[tuple[TopologyView, Admission], np.ndarray] = field(default_factory=dict)  # nodes a pod shape may use
+    roles: dict[tuple[TopologyView, PodShapeKey, PodShapeKey, int, str | None, str | None], RoleShape] = field(default_factory=dict)
+    # Nodes some pod of a unit may use, by the admission of its roles' pods
+    unions: dict[tuple[TopologyView, tuple[tuple[Admission, Admission | None, bool], ...]], np.ndarray] = field(default_factory=dict)
+
+
+# What `UnitState.release` returns for `restore`: replicas per role, the two domains.
+Saved = tuple[list[list[list[int]]], tuple[int, int] | None, tuple[int, int] | None]
 
 
 @dataclass
@@ -89,9 +115,6 @@ class UnitState:
     domain: tuple[int, int] | None = None  # (depth, id) at the required level
     preferred_domain: tuple[int, int] | None = None  # (depth, id) if packed at a narrower level
     capped: str | None = None  # why extras stopped short of the desired counts
-    ties: Ties = field(default_factory=lambda: Ties.none(0))  # how ties between nodes break in this plan
-    later: "Later | None" = field(default=None, repr=False)  # the plan's units, for looking ahead (`lookahead.py`)
-    rollups: "Rollups | None" = field(default=None, repr=False)  # the plan's counts kept current (`rollup.py`)
 
     @classmethod
     def prepare(
@@ -101,16 +124,12 @@ class UnitState:
         view: TopologyView,
         snapshot: ClusterSnapshot,
         totals: np.ndarray,
-        eligibility: dict[tuple, Any] | None = None,
-        ties: Ties | None = None,
+        shapes: ShapeCache | None = None,
     ) -> "UnitState":
-        """`eligibility` caches the nodes each pod shape may use (and what else follows
-        from a role's shape, `_role_shape`), shared by the units of one plan: units of one
-        group ask the same, and one array per shape lets ties (`ties.py`) tell shapes
-        apart without comparing arrays. `ties`: the plan's, when known (default: every
-        node of one class)."""
-        eligibility = {} if eligibility is None else eligibility
-        roles = [RoleState(index, demand, *_role_shape(demand, view, snapshot, eligibility)) for index, demand in enumerate(unit.roles)]
+        """`shapes` caches what follows from the units' shapes across the units of one
+        `place` (its eligible nodes, `_role_shape`)."""
+        shapes = ShapeCache() if shapes is None else shapes
+        roles = [RoleState(index, demand, *_role_shape(demand, view, snapshot, shapes)) for index, demand in enumerate(unit.roles)]
         by_name = {role.demand.name: role.index for role in roles}
         for replica in sorted(unit.existing, key=lambda rep: (rep.role, rep.index)):
             nodes = [snapshot.node_index.get(name) for name in replica.nodes]
@@ -132,17 +151,16 @@ class UnitState:
         preferred_depth = None if unit.pack_preferred is None else view.depth(unit.pack_preferred)
         # Units of one shape share one union (never written to, like the masks it joins):
         # an array per unit would hold units × nodes bytes while a plan of thousands runs.
-        union_key = ("unit", view, tuple((role.demand.leader.key(), role.demand.worker.key() if role.pods > 1 else None, bool(role.missing)) for role in roles))
-        eligible = eligibility.get(union_key)
+        union_key = (view, tuple((role.demand.leader.key(), role.demand.worker.key() if role.pods > 1 else None, bool(role.missing)) for role in roles))
+        eligible = shapes.unions.get(union_key)
         if eligible is None:
             eligible = np.zeros(len(snapshot.node_names), dtype=bool)
             for role in roles:
                 eligible |= role.leader_ok | (role.worker_ok if role.pods > 1 else False)
-            eligibility[union_key] = eligible
+            shapes.unions[union_key] = eligible
         exclusive_depth = None if unit.exclusive is None else view.depth(unit.exclusive)
         state = cls(order, unit, view, roles, rules, required_depth, preferred_depth, exclusive_depth, dominant, eligible)
         state.allowed = eligible
-        state.ties = ties if ties is not None else Ties.none(eligible.size)
         state.settle_existing()
         return state
 
@@ -160,7 +178,7 @@ class UnitState:
     @cached_property
     def whole_demand(self) -> np.ndarray:
         """Resources of the whole unit: every role at the count it is heading to."""
-        return sum((role.demand.planned * role.replica_total for role in self.roles), np.zeros_like(self.roles[0].leader))
+        return sum((role.demand.heading_to * role.replica_total for role in self.roles), np.zeros_like(self.roles[0].leader))
 
     @cached_property
     def asked_columns(self) -> np.ndarray:
@@ -176,10 +194,10 @@ class UnitState:
         needs = {r: role.demand.minimum - role.existing for r, role in enumerate(self.roles)}
         return {r: n for r, n in needs.items() if n > 0}
 
-    def release(self, free: np.ndarray | None) -> tuple:
+    def release(self, free: np.ndarray | None) -> Saved:
         """Forget what this plan placed for the unit (existing replicas stay), giving its
         capacity back to `free`; returns what `restore` needs."""
-        saved = ([list(role.placed) for role in self.roles], self.domain, self.preferred_domain)
+        saved: Saved = ([list(role.placed) for role in self.roles], self.domain, self.preferred_domain)
         for role in self.roles:
             for replica in role.placed[role.existing :]:
                 if free is not None:
@@ -196,7 +214,8 @@ class UnitState:
         for role in self.roles:
             role.blocked = None
 
-    def restore(self, saved: tuple) -> None:
+    def restore(self, saved: Saved) -> None:
+        """Put back what `release` took (after a trial that was not kept)."""
         placements, self.domain, self.preferred_domain = saved
         for role, replicas in zip(self.roles, placements):
             role.placed = replicas
@@ -247,21 +266,21 @@ class UnitState:
         return UnitPlacement(self.demand, "MinimumPlaced", f"placed {counts}; {self.capped or 'extras did not fit'}", roles, domain)
 
 
-def _role_shape(demand: RoleDemand, view: TopologyView, snapshot: ClusterSnapshot, cache: dict[tuple, Any]) -> tuple:
+def _role_shape(demand: RoleDemand, view: TopologyView, snapshot: ClusterSnapshot, cache: ShapeCache) -> RoleShape:
     """RoleState's fields after `demand` that follow from the role's shape alone (vectors,
     eligible nodes, missing resources, pack depths), made once per shape in `cache`: the
     units of one group share them as they share their masks (none is written to), and a
     plan of a thousand units made them a thousand times over."""
     pods = demand.pods_per_replica
-    key = ("role", view, demand.leader.shape(), demand.worker.shape(), pods, demand.pack_required, demand.pack_preferred)
-    if key in cache:
-        return cache[key]
+    key = (view, demand.leader.shape(), demand.worker.shape(), pods, demand.pack_required, demand.pack_preferred)
+    if key in cache.roles:
+        return cache.roles[key]
 
     def eligible(shape: PodShape) -> np.ndarray:
         mask_key = (view, shape.key())
-        if mask_key not in cache:
-            cache[mask_key] = snapshot.eligible(shape.node_selector, shape.tolerations) & view.usable
-        return cache[mask_key]
+        if mask_key not in cache.masks:
+            cache.masks[mask_key] = snapshot.eligible(shape.node_selector, shape.tolerations) & view.usable
+        return cache.masks[mask_key]
 
     leader = snapshot.vector(demand.leader.requests)
     worker = snapshot.vector(demand.worker.requests)
@@ -272,7 +291,7 @@ def _role_shape(demand: RoleDemand, view: TopologyView, snapshot: ClusterSnapsho
     if missing:
         # The vectors leave out resources no node offers; no node may take such a pod.
         leader_ok = worker_ok = np.zeros_like(leader_ok)
-    cache[key] = (
+    cache.roles[key] = RoleShape(
         leader,
         worker,
         leader_ok,
@@ -284,62 +303,7 @@ def _role_shape(demand: RoleDemand, view: TopologyView, snapshot: ClusterSnapsho
         # (Masks of one shape are one cached array: no need to compare nodes.)
         bool(np.array_equal(leader, worker) and (leader_ok is worker_ok or np.array_equal(leader_ok, worker_ok))),  # same_shape
     )
-    return cache[key]
-
-
-@dataclass
-class Space:
-    """Nodes being placed into, with a private copy of their free capacity.
-
-    Masks and positions used while placing are over `nodes` (0..len-1); `nodes` maps a
-    position back to the snapshot's node index.
-    """
-
-    nodes: np.ndarray
-    free: np.ndarray
-    _groups: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
-    _before: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
-
-    @classmethod
-    def of(cls, nodes: np.ndarray, free: np.ndarray) -> "Space":
-        return cls(nodes, free.take(nodes, axis=0))  # (a copy; `take`: far cheaper than indexing rows)
-
-    def copy(self) -> "Space":
-        return Space(self.nodes, self.free.copy(), self._groups, self._before)
-
-    def groups(self, view: TopologyView, depth: int) -> tuple[np.ndarray, np.ndarray]:
-        """(domain ids, position -> index into them) of the space's nodes at `depth`."""
-        if depth not in self._groups:
-            self._groups[depth] = unique_inverse(view.dom[depth][self.nodes])
-        return self._groups[depth]
-
-    def before(self, snapshot: ClusterSnapshot, column: int) -> np.ndarray:
-        """Free capacity in resource `column` of the space's nodes before this plan."""
-        if column not in self._before:
-            self._before[column] = np.maximum(snapshot.allocatable[self.nodes, column] - snapshot.used[self.nodes, column], 0)
-        return self._before[column]
-
-
-# Up to this many values, `unique_inverse` sorts in Python: np.unique costs more in call
-# overhead than a few dozen values take to sort.
-_SMALL_UNIQUE = 32
-
-
-def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`np.unique(values, return_inverse=True)` for a 1-D integer array, the same arrays;
-    a replica's space is a rack of a few dozen nodes, and a new space asks this per level."""
-    if values.size > _SMALL_UNIQUE:
-        return np.unique(values, return_inverse=True)
-    items = values.tolist()
-    compact = sorted(set(items))
-    if len(compact) == 1:
-        inverse = np.zeros(len(items), dtype=np.intp)  # one domain (a rack's nodes at rack level)
-    elif compact == items:
-        inverse = np.arange(len(items), dtype=np.intp)  # ascending and distinct (hosts)
-    else:
-        index = {value: i for i, value in enumerate(compact)}
-        inverse = np.array([index[value] for value in items], dtype=np.intp)
-    return np.array(compact, dtype=values.dtype), inverse
+    return cache.roles[key]
 
 
 def all_replicas(unit: UnitState, r: int, fresh: Mapping[int, list[list[int]]]) -> list[list[int]]:
