@@ -103,6 +103,22 @@ def test_malformed_groups_are_refused_with_every_field_path_and_good_ones_admitt
     server.kubectl("delete", "ig", "fits", "never", "-n", NS)
 
 
+def test_scaling_a_group_goes_through_the_same_checks(server, operator):
+    """`kubectl scale` writes the scale subresource, not the group: it is checked as the
+    group it would make, so a count no cluster of this size could hold is refused."""
+    server.kubectl("apply", "-f", "-", stdin=documents(group("scaled")))
+    try:
+        refused = server.kubectl("scale", "ig", "scaled", "-n", NS, "--replicas=50000", check=False)
+        assert refused.returncode != 0
+        assert f'admission webhook "{WEBHOOK}" denied the request: spec.replicas: 50,000 units could never fit' in refused.stderr, refused.stderr
+        stored = server.kubectl("get", "ig", "scaled", "-n", NS, "-o", "jsonpath={.spec.replicas}")
+        assert stored.stdout == "1", "nothing was written"
+        assert server.kubectl("scale", "ig", "scaled", "-n", NS, "--replicas=2").returncode == 0
+        assert server.kubectl("get", "ig", "scaled", "-n", NS, "-o", "jsonpath={.spec.replicas}").stdout == "2"
+    finally:
+        server.kubectl("delete", "ig", "scaled", "-n", NS)
+
+
 def test_with_the_operator_stopped_writes_fail_closed(server, operator):
     assert server.kubectl("apply", "-f", "-", stdin=documents(group("before"))).returncode == 0
     operator.process.send_signal(signal.SIGTERM)
@@ -113,5 +129,5 @@ def test_with_the_operator_stopped_writes_fail_closed(server, operator):
     assert "connect: connection refused" in closed.stderr
     assert _groups(server) == ["inferencegroup.tandem.dev/before"], "nothing more was created"
     changed = server.kubectl("scale", "ig", "before", "-n", NS, "--replicas=2", check=False)
-    assert changed.returncode == 0, "the webhook's rules name inferencegroups, not their scale subresource"
+    assert changed.returncode != 0 and f'failed calling webhook "{WEBHOOK}"' in changed.stderr, "scaling fails closed too"
     server.kubectl("delete", "ig", "before", "-n", NS)

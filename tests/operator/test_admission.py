@@ -81,6 +81,30 @@ def test_counts_no_cluster_could_hold_are_refused_at_once_naming_the_bound():
     assert review(request(huge), store.snapshot()).allowed, "up to the margin beyond the bound: admitted (and Pending)"
 
 
+def scale_request(namespace, name, replicas, uid="u-scale"):
+    scale = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": name, "namespace": namespace}, "spec": {"replicas": replicas}}
+    body = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": uid, "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                    "resource": {"group": "tandem.dev", "version": "v1alpha1", "resource": "inferencegroups"},
+                    "subResource": "scale", "operation": "UPDATE", "namespace": namespace, "name": name,
+                    "object": scale, "oldObject": {**scale, "spec": {"replicas": 1}}},
+    }
+    return json.dumps(body).encode()
+
+
+def test_a_scale_is_checked_as_the_group_it_would_make():
+    store = world(shape="block=1,rack=2,host=2")  # 4 nodes of 8 GPUs
+    store.create(group("g", [role("prefill", 1, 1, gpus=8), role("decode", 1, 1, gpus=8)], required="block"))
+    refused = review(scale_request("serving", "g", 50_000), store.snapshot())
+    assert not refused.allowed and refused.problems == (
+        "spec.replicas: 50,000 units could never fit: all the cluster's nodes together hold at most 2 (nvidia.com/gpu); ask for at most 1,002",)
+    assert review(scale_request("serving", "g", 3), store.snapshot()).allowed
+    assert review(scale_request("serving", "missing", 50_000), store.snapshot()).allowed, "no such group: the server answers 404"
+    assert review(scale_request("serving", "g", "many"), store.snapshot()).allowed, "not a count: the server's schema refuses it"
+
+
 def test_a_missing_topology_is_a_warning_not_a_refusal():
     g = design_group()
     g["spec"]["topologyName"] = "later"

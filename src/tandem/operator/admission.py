@@ -4,6 +4,8 @@ The same checks as `tandem validate` (the model with field paths, cross-field ru
 ClusterTopology the group names and its levels, what its `scheduler.backend` can
 honour), on create and update of InferenceGroups and ClusterTopologies; every problem is
 one line of the answer's message, field path first, so `kubectl apply` prints them all.
+A write of an InferenceGroup's scale subresource (`kubectl scale ig`, an HPA) is checked
+as the group it would make: the stored group with the new `spec.replicas`.
 
 Two answers are not refusals but warnings (`kubectl apply` prints them and the object is
 admitted): a group whose minimum could never fit the cluster's nodes even if they were
@@ -35,7 +37,7 @@ from tandem.cluster.payloads import as_pod
 from tandem.cluster.pods import pod_failed
 from tandem.cluster.ports import Reader
 from tandem.controller import group_problems, topologies_of
-from tandem.errors import Problem
+from tandem.errors import NotFound, Problem
 from tandem.placement import place
 from tandem.placement.bounds import beyond_capacity
 from tandem.placement.demand import units_from_group
@@ -93,6 +95,8 @@ def review(body: bytes, reader: Reader) -> Verdict:
     uid, operation = request["uid"], request["operation"]
     obj = request.get("object") or {}
     kind = obj.get("kind") or (request.get("kind") or {}).get("kind")
+    if operation == "UPDATE" and request.get("subResource") == "scale" and (request.get("resource") or {}).get("resource") == "inferencegroups":
+        return _review_scale(uid, request, reader)
     if operation not in ("CREATE", "UPDATE") or kind not in KINDS:
         return Verdict(uid, True)
     if kind == "ClusterTopology":
@@ -101,6 +105,24 @@ def review(body: bytes, reader: Reader) -> Verdict:
         except ValidationError as exc:
             return Verdict(uid, False, tuple(str(p) for p in validation_problems(obj, exc, "")))
         return Verdict(uid, True)
+    return _review_group(uid, obj, operation, request.get("oldObject") or {}, reader)
+
+
+def _review_scale(uid: str, request: dict[str, Any], reader: Reader) -> Verdict:
+    """`kubectl scale ig` (and an HPA) write the scale subresource: the group as it would be
+    with the new `spec.replicas` gets the same checks as an update of the group itself."""
+    replicas = ((request.get("object") or {}).get("spec") or {}).get("replicas")
+    try:
+        current = reader.get("InferenceGroup", request.get("namespace"), str(request.get("name") or ""))
+    except NotFound:
+        return Verdict(uid, True)  # the server answers 404 itself
+    if not isinstance(replicas, int) or isinstance(replicas, bool):
+        return Verdict(uid, True)  # the server's own schema check of a Scale refuses it
+    scaled = {**current, "spec": {**current.get("spec", {}), "replicas": replicas}}
+    return _review_group(uid, scaled, "UPDATE", current, reader)
+
+
+def _review_group(uid: str, obj: dict[str, Any], operation: str, old: dict[str, Any], reader: Reader) -> Verdict:
     topologies, _ = topologies_of(reader.list("ClusterTopology"))
     typed, problems = group_problems(obj, topologies)
     warnings: list[str] = []
@@ -109,7 +131,7 @@ def review(body: bytes, reader: Reader) -> Verdict:
     problems = [p for p in problems if p not in missing]
     warnings += [f"{p.path}: {p.message}; the group waits until it exists" for p in missing]
     if typed is not None and operation == "UPDATE":
-        problems += _across_versions(typed, request.get("oldObject") or {}, reader)
+        problems += _across_versions(typed, old, reader)
     snapshot = _empty_cluster(reader) if typed is not None else None
     if typed is not None and snapshot is not None:
         said = {p.path for p in problems}  # the controller's own cap (validity.MAX_COUNT) may have spoken

@@ -149,7 +149,7 @@ def register_webhook(cluster: Cluster, url: str, ca_bundle: str) -> None:
                         "apiGroups": ["tandem.dev"],
                         "apiVersions": ["v1alpha1"],
                         "operations": ["CREATE", "UPDATE"],
-                        "resources": ["inferencegroups", "clustertopologies"],
+                        "resources": ["inferencegroups", "inferencegroups/scale", "clustertopologies"],
                         "scope": "*",
                     }
                 ],
