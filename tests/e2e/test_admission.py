@@ -18,7 +18,12 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from e2e.processes import KUBECTL, NO_KUBECTL, ApiServer, OperatorProcess, free_port, start_apiserver, start_operator, wait_for
+import json
+import re
+import socket
+import subprocess
+
+from e2e.processes import KUBECTL, NO_KUBECTL, REPO, ApiServer, OperatorProcess, free_port, start_apiserver, start_operator, tandem, wait_for
 from tandem.topology.generate import generate_cluster
 
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason=NO_KUBECTL)
@@ -131,3 +136,29 @@ def test_with_the_operator_stopped_writes_fail_closed(server, operator):
     changed = server.kubectl("scale", "ig", "before", "-n", NS, "--replicas=2", check=False)
     assert changed.returncode != 0 and f'failed calling webhook "{WEBHOOK}"' in changed.stderr, "scaling fails closed too"
     server.kubectl("delete", "ig", "before", "-n", NS)
+
+
+def test_the_temporary_certificate_directory_goes_with_the_operator(server, operator):
+    """A webhook certificate made for one run (its private key) does not outlive the run."""
+    written = [json.loads(line)["message"] for line in operator.log().splitlines() if "self-signed webhook certificate" in line]
+    directory = Path(re.sub(r"^.* to ", "", written[0]))
+    assert (directory / "tls.key").is_file()
+    operator.process.send_signal(signal.SIGTERM)
+    assert operator.process.wait(timeout=10) == 0
+    assert not directory.exists(), f"{directory} left behind"
+
+
+@pytest.mark.parametrize("flag", ["--health-port", "--metrics-port", "--webhook-port"])
+def test_a_port_in_use_is_one_error_line_not_a_traceback(server, flag):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = {"--health-port": "0", "--metrics-port": "0", "--webhook-port": "0", flag: str(port)}
+        run = subprocess.run(tandem("operator", "--kubeconfig", str(server.kubeconfig), *[a for kv in ports.items() for a in kv]),
+                             capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert run.returncode == 2, run.stderr
+    errors = [line for line in run.stderr.splitlines() if " INFO " not in line]  # the log may say what it did before
+    assert errors == [f"error: {flag}: cannot listen on 0.0.0.0:{port}: Address already in use"], run.stderr
+    made = re.findall(r"self-signed webhook certificate to (\S+)", run.stderr)
+    assert all(not Path(d).exists() for d in made), "the certificate made for the run went with it"

@@ -9,20 +9,24 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from pathlib import Path
+from typing import Any, Callable, TypeVar
 
 from tandem.cluster.ports import Cluster
+from tandem.errors import InputError, Problem
 from tandem.operator.endpoints import serve
 from tandem.operator.leader import LeaderElector, LeaseConfig
 from tandem.operator.runner import Operator
 from tandem.operator.schedule import PassSchedule
 
 log = logging.getLogger("tandem.operator")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -62,15 +66,25 @@ def run(config: OperatorConfig, connect: Callable[[OperatorConfig, Callable[...,
     operator = Operator(cluster, clock, elector, PassSchedule(resync=config.resync), on_synced=_freeze_heap)
     operator_box.append(operator)
     ports: dict[int, set[str]] = {}
+    flags: dict[int, list[str]] = {}
     if config.metrics_port:
         ports.setdefault(config.metrics_port, set()).add("/metrics")
+        flags.setdefault(config.metrics_port, []).append("--metrics-port")
     if config.health_port:
         ports.setdefault(config.health_port, set()).update({"/healthz", "/readyz"})
-    servers = serve(operator, ports, clock, host=config.bind_host)
-    if config.webhook_port:
-        servers.append(_webhook(config, cluster))
-    for (_, paths), server in zip(sorted(ports.items()), servers):
-        log.info("serving %s on port %d", " ".join(sorted(paths)), server.server_address[1])
+        flags.setdefault(config.health_port, []).append("--health-port")
+    servers: list[Any] = []
+    scratch: list[Path] = []  # temporary directories to remove on the way out (a private key)
+    try:
+        for port, paths in sorted(ports.items()):
+            server = _listening("/".join(flags[port]), port, config.bind_host, lambda: serve(operator, {port: paths}, clock, host=config.bind_host)[0])
+            servers.append(server)
+            log.info("serving %s on port %d", " ".join(sorted(paths)), server.server_address[1])
+        if config.webhook_port:
+            servers.append(_webhook(config, cluster, scratch))
+    except BaseException:
+        _close(servers, cluster, scratch)
+        raise
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info("signal %d: stopping", signum)
@@ -84,13 +98,30 @@ def run(config: OperatorConfig, connect: Callable[[OperatorConfig, Callable[...,
     try:
         operator.run(stop)
     finally:
-        for server in servers:
-            server.shutdown()
-        close = getattr(cluster, "stop", None)
-        if close is not None:
-            close()
+        _close(servers, cluster, scratch)
     log.info("operator stopped")
     return 0
+
+
+def _listening(flag: str, port: int, host: str, start: Callable[[], T]) -> T:
+    """Start a server; a port that cannot be had (in use, not allowed) is the user's to fix:
+    one `error:` line naming the flag, not a traceback."""
+    try:
+        return start()
+    except OSError as exc:
+        raise InputError(Problem(flag, f"cannot listen on {host}:{port}: {exc.strerror or exc}")) from None
+
+
+def _close(servers: list[Any], cluster: Cluster, scratch: list[Path]) -> None:
+    """Stop serving, disconnect, and remove the temporary certificate directory."""
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+    close = getattr(cluster, "stop", None)
+    if close is not None:
+        close()
+    for directory in scratch:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _freeze_heap() -> None:
@@ -109,21 +140,27 @@ def _freeze_heap() -> None:
 WEBHOOK_CONFIG = "tandem-operator"
 
 
-def _webhook(config: OperatorConfig, cluster: Cluster):  # type: ignore[no-untyped-def]
-    """Serve admission over HTTPS; with `manage_webhook_config`, register it as kopf's managed admission does."""
+def _webhook(config: OperatorConfig, cluster: Cluster, scratch: list[Path]):  # type: ignore[no-untyped-def]
+    """Serve admission over HTTPS; with `manage_webhook_config`, register it as kopf's
+    managed admission does. A certificate made for this run goes in a temporary directory
+    (added to `scratch`, removed when the process stops)."""
     import base64
     import tempfile
     from datetime import datetime, timezone
-    from pathlib import Path
 
     from tandem.operator.certs import CA_FILE, CERT_FILE, KEY_FILE, make_certificates
     from tandem.operator.webhook import serve_webhook
 
-    cert_dir = Path(config.webhook_cert_dir or tempfile.mkdtemp(prefix="tandem-webhook-"))
+    if config.webhook_cert_dir:
+        cert_dir = Path(config.webhook_cert_dir)
+    else:
+        cert_dir = Path(tempfile.mkdtemp(prefix="tandem-webhook-"))
+        scratch.append(cert_dir)
     if not all((cert_dir / name).is_file() for name in (CERT_FILE, KEY_FILE)):
         make_certificates([config.webhook_host, "localhost"], datetime.now(timezone.utc)).write(cert_dir)
         log.info("wrote a self-signed webhook certificate to %s", cert_dir)
-    server = serve_webhook(cluster.snapshot, cert_dir, config.webhook_port, host=config.bind_host)
+    server = _listening("--webhook-port", config.webhook_port, config.bind_host,
+                        lambda: serve_webhook(cluster.snapshot, cert_dir, config.webhook_port, host=config.bind_host))
     port = server.server_address[1]
     log.info("serving /validate on port %d", port)
     if config.manage_webhook_config:
