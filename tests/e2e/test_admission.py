@@ -162,3 +162,37 @@ def test_a_port_in_use_is_one_error_line_not_a_traceback(server, flag):
     assert errors == [f"error: {flag}: cannot listen on 0.0.0.0:{port}: Address already in use"], run.stderr
     made = re.findall(r"self-signed webhook certificate to (\S+)", run.stderr)
     assert all(not Path(d).exists() for d in made), "the certificate made for the run went with it"
+
+
+def test_an_operator_started_before_its_api_server_registers_its_webhook_once_the_server_is_up(tmp_path):
+    """Start order must not matter: the operator keeps trying until the server answers."""
+    port, webhook = free_port(), free_port()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "local",
+        "clusters": [{"name": "local", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "local", "user": {}}],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": "local"}}],
+    }))
+    stderr = tmp_path / "operator.stderr"
+    operator = subprocess.Popen(tandem("operator", "--kubeconfig", str(kubeconfig), "--health-port", "0", "--metrics-port", "0",
+                                       "--webhook-port", str(webhook), "--manage-webhook-config"),
+                                stdout=subprocess.DEVNULL, stderr=stderr.open("w"), cwd=REPO)
+    api = None
+    try:
+        wait_for(lambda: "cannot register the admission webhook configuration yet" in stderr.read_text() or operator.poll() is not None,
+                 30, "the operator trying to register")
+        assert operator.poll() is None, stderr.read_text()
+        topology, nodes = generate_cluster([("host", 2)], 8)
+        (tmp_path / "nodes.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": nodes}))
+        api = subprocess.Popen(tandem("apiserver", "--kubeconfig", str(tmp_path / "server-kubeconfig"), "--port", str(port),
+                                      "--cluster", str(tmp_path / "nodes.yaml")),
+                               stdout=subprocess.DEVNULL, stderr=(tmp_path / "apiserver.stderr").open("w"), cwd=REPO)
+        server = ApiServer(api, kubeconfig, tmp_path, f"http://127.0.0.1:{port}", "", tmp_path / "apiserver.stderr")
+        wait_for(lambda: _webhook_url(server).endswith(f":{webhook}/validate"), 60, "the webhook configuration")
+        assert "Traceback" not in stderr.read_text()
+    finally:
+        for process in (operator, api):
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=10)

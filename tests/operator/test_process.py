@@ -74,3 +74,40 @@ def test_the_process_serves_admission_and_registers_its_webhook(tmp_path, caplog
         stop.set()
         thread.join(timeout=10)
     assert {p.name for p in tmp_path.iterdir()} == {"ca.crt", "tls.crt", "tls.key"}, "a fresh pair in an empty directory"
+
+
+class _Unreachable:
+    """A cluster whose creates fail `times` times with `error`, then reach the store."""
+
+    def __init__(self, store, error, times):
+        self.store, self.error, self.left, self.attempts = store, error, times, 0
+
+    def create(self, obj):
+        self.attempts += 1
+        if self.left:
+            self.left -= 1
+            raise self.error
+        return self.store.create(obj)
+
+    def patch(self, *args, **kwargs):
+        return self.store.patch(*args, **kwargs)
+
+
+def test_the_webhook_configuration_is_registered_once_the_api_server_answers(caplog):
+    from tandem.errors import Forbidden, ServiceUnavailable
+    from tandem.operator.process import register_when_reachable
+
+    store = world()
+    down = _Unreachable(store, ServiceUnavailable("cannot reach the API server"), times=3)
+    with caplog.at_level("WARNING", logger="tandem.operator"):
+        assert register_when_reachable(down, "https://127.0.0.1:1/validate", "", threading.Event(), first_delay=0.01)
+    assert down.attempts == 4 and len(store.list("ValidatingWebhookConfiguration")) == 1
+    assert sum("retrying" in r.message for r in caplog.records) == 3
+    refused = _Unreachable(world(), Forbidden("validatingwebhookconfigurations is forbidden"), times=10)
+    caplog.clear()
+    with caplog.at_level("ERROR", logger="tandem.operator"):
+        assert not register_when_reachable(refused, "https://127.0.0.1:1/validate", "", threading.Event(), first_delay=0.01)
+    assert refused.attempts == 1 and [r.levelname for r in caplog.records] == ["ERROR"], "a terminal answer: said once, not retried"
+    stopped = threading.Event()
+    stopped.set()
+    assert not register_when_reachable(_Unreachable(world(), ServiceUnavailable("down"), times=10), "u", "", stopped)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from tandem.cluster.ports import Cluster
-from tandem.errors import InputError, Problem
+from tandem.errors import ApiError, InputError, Problem
 from tandem.operator.endpoints import serve
 from tandem.operator.leader import LeaderElector, LeaseConfig
 from tandem.operator.runner import Operator
@@ -81,7 +81,7 @@ def run(config: OperatorConfig, connect: Callable[[OperatorConfig, Callable[...,
             servers.append(server)
             log.info("serving %s on port %d", " ".join(sorted(paths)), server.server_address[1])
         if config.webhook_port:
-            servers.append(_webhook(config, cluster, scratch))
+            servers.append(_webhook(config, cluster, scratch, stop))
     except BaseException:
         _close(servers, cluster, scratch)
         raise
@@ -140,7 +140,7 @@ def _freeze_heap() -> None:
 WEBHOOK_CONFIG = "tandem-operator"
 
 
-def _webhook(config: OperatorConfig, cluster: Cluster, scratch: list[Path]):  # type: ignore[no-untyped-def]
+def _webhook(config: OperatorConfig, cluster: Cluster, scratch: list[Path], stop: threading.Event):  # type: ignore[no-untyped-def]
     """Serve admission over HTTPS; with `manage_webhook_config`, register it as kopf's
     managed admission does. A certificate made for this run goes in a temporary directory
     (added to `scratch`, removed when the process stops)."""
@@ -165,8 +165,29 @@ def _webhook(config: OperatorConfig, cluster: Cluster, scratch: list[Path]):  # 
     log.info("serving /validate on port %d", port)
     if config.manage_webhook_config:
         ca = (cert_dir / CA_FILE).read_bytes() if (cert_dir / CA_FILE).is_file() else (cert_dir / CERT_FILE).read_bytes()
-        register_webhook(cluster, f"https://{config.webhook_host}:{port}/validate", base64.b64encode(ca).decode())
+        url, bundle = f"https://{config.webhook_host}:{port}/validate", base64.b64encode(ca).decode()
+        threading.Thread(target=register_when_reachable, args=(cluster, url, bundle, stop), name="webhook-config", daemon=True).start()
     return server
+
+
+def register_when_reachable(cluster: Cluster, url: str, ca_bundle: str, stop: threading.Event, first_delay: float = 0.5, most: float = 30.0) -> bool:
+    """Register the webhook configuration, again and again while the API server cannot be
+    reached (it may not be up yet) or answers a retryable error, with a doubling delay
+    (each attempt's failure logged); a terminal answer (403, 422) is logged once as an
+    error. Whether it was registered."""
+    delay = first_delay
+    while not stop.is_set():
+        try:
+            register_webhook(cluster, url, ca_bundle)
+            return True
+        except ApiError as exc:
+            if not exc.retryable:
+                log.error("cannot register the admission webhook configuration: %s", exc.message)
+                return False
+            log.warning("cannot register the admission webhook configuration yet (%s); retrying in %.1f s", exc.message, delay)
+        stop.wait(delay)
+        delay = min(delay * 2, most)
+    return False
 
 
 def register_webhook(cluster: Cluster, url: str, ca_bundle: str) -> None:
