@@ -102,3 +102,33 @@ class _Failing:
 
     def patch(self, *args, **kwargs):
         raise Conflict("injected")
+
+
+class _Refusing(MemoryStore):
+    """A store that refuses to create Leases (no RBAC, or a namespace that does not exist)."""
+
+    def __init__(self, error):
+        super().__init__()
+        self.error = error
+
+    def create(self, obj):
+        if obj.get("kind") == "Lease" and self.error is not None:
+            raise self.error
+        return super().create(obj)
+
+
+def test_a_refused_lease_is_kept_as_the_failure_and_cleared_once_it_can_lead():
+    from tandem.errors import Forbidden
+
+    store = _Refusing(Forbidden('leases.coordination.k8s.io is forbidden: cannot create resource "leases"'))
+    a = elector(store, "a")
+    assert not a.step(0.0) and isinstance(a.failure, Forbidden), "never leading, and saying why"
+    store.error = None
+    assert a.step(2.0) and a.failure is None
+
+
+def test_losing_a_race_or_standing_by_is_no_failure():
+    store = MemoryStore()
+    a, b = elector(store, "a"), elector(store, "b")
+    assert a.step(0.0)
+    assert not b.step(0.5) and b.failure is None, "a healthy standby"

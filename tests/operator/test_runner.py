@@ -213,3 +213,23 @@ def test_the_operator_retries_a_failed_write_before_the_resync():
     clock.now += 0.6  # nothing changes in between (no informer wakes it)
     again = operator.tick(clock.now)
     assert again is not None and not again.errors and again.created >= 1, "retried half a second later"
+
+
+def test_an_election_that_keeps_failing_is_logged_once_a_minute_and_counted(caplog):
+    from tandem.errors import Forbidden
+
+    class Refusing(type(world())):
+        def create(self, obj):
+            if obj.get("kind") == "Lease":
+                raise Forbidden('leases.coordination.k8s.io is forbidden: cannot create resource "leases"')
+            return super().create(obj)
+
+    store = Refusing()
+    operator = Operator(store, lambda: 0.0, LeaderElector(store, LeaseConfig(identity="a")))
+    with caplog.at_level("WARNING", logger="tandem.operator"):
+        for now in range(0, 130, 2):  # a turn every renew period, for two minutes
+            operator.tick(float(now))
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 3 and all("cannot use the Lease tandem-system/tandem-operator (403 Forbidden" in w for w in warnings)
+    assert not operator.leading and operator.passes == 0
+    assert b'tandem_leader_election_errors_total{code="403"} 65.0' in operator.metrics.exposition()

@@ -12,7 +12,10 @@ up leadership (stops writing) if it could not renew within `renew_deadline`. `re
 (on SIGTERM) clears the holder so a standby takes over at once.
 
 `step(now)` is the whole algorithm, called by the operator's loop with the time; the
-clock is passed in, never read here.
+clock is passed in, never read here. An attempt the API refused for another reason than
+losing a race (a 403 without RBAC for Leases, a 404 for a namespace that does not exist,
+the API away) is kept in `failure` until an attempt succeeds, so the operator can say
+why it never leads instead of waiting as a standby for ever.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tandem.api.timestamps import rfc3339
-from tandem.cluster.ports import ApiError, Cluster, NotFound, Object
+from tandem.cluster.ports import ApiError, Cluster, Conflict, NotFound, Object
 
 LEASE_API = "coordination.k8s.io/v1"
 
@@ -42,6 +45,9 @@ class LeaderElector:
     config: LeaseConfig
     leading: bool = False
     last_renewed: float | None = None  # when we last wrote the Lease as its holder
+    # Why the last attempt to read or write the Lease failed (None: it did not, or it lost
+    # a race, which is how election works): a standby that only ever fails never leads.
+    failure: ApiError | None = None
     _observed: tuple[str, str] | None = None  # (holder, renewTime) as last read
     _observed_at: float = 0.0  # local time the record last changed
 
@@ -51,7 +57,8 @@ class LeaderElector:
             lease = self.cluster.snapshot().get("Lease", self.config.namespace, self.config.name)
         except NotFound:
             lease = None
-        except ApiError:
+        except ApiError as exc:
+            self.failure = exc
             return self._lost_if_stale(now)
         if lease is None:
             return self._write(now, None, transitions=0)
@@ -66,7 +73,7 @@ class LeaderElector:
             return True
         expired = now - self._observed_at >= duration
         if not mine and holder and not expired:
-            self.leading = False
+            self.leading, self.failure = False, None  # a healthy standby
             return False
         transitions = int(spec.get("leaseTransitions") or 0) + (0 if mine else 1)
         return self._write(now, lease, transitions)
@@ -110,9 +117,13 @@ class LeaderElector:
                 self.cluster.patch(
                     "Lease", self.config.namespace, self.config.name, {"spec": spec}, resource_version=lease["metadata"].get("resourceVersion")
                 )
-        except ApiError:
-            return self._lost_if_stale(now)  # someone else wrote first (409), or the API is away
-        self.leading, self.last_renewed = True, now
+        except Conflict:
+            self.failure = None  # someone else wrote first: a race lost, not a failure
+            return self._lost_if_stale(now)
+        except ApiError as exc:
+            self.failure = exc  # refused (403, 404: no namespace), or the API is away
+            return self._lost_if_stale(now)
+        self.leading, self.last_renewed, self.failure = True, now, None
         self._observed, self._observed_at = (self.config.identity, stamp), now
         return True
 

@@ -10,6 +10,7 @@
 | tandem_gated_pods_waiting | gauge | |
 | tandem_placement_decision_seconds | histogram | |
 | tandem_leader | gauge | (1 when this process leads) |
+| tandem_leader_election_errors_total | counter | code (each election attempt the API refused, or could not answer) |
 | tandem_informer_lag_seconds | gauge | kind |
 """
 
@@ -44,6 +45,9 @@ class OperatorMetrics:
             "tandem_placement_decision_seconds", "Time the placement engine took per pass that placed.", buckets=_LATENCY_BUCKETS, registry=r
         )
         self.leader = Gauge("tandem_leader", "1 when this process holds the Lease.", registry=r)
+        self.election_errors = PromCounter(
+            "tandem_leader_election_errors", "Leader-election attempts the API refused or could not answer, by HTTP code.", ["code"], registry=r
+        )
         self.informer_lag = Gauge("tandem_informer_lag_seconds", "Seconds since an informer last heard from the API.", ["kind"], registry=r)
 
     def observe_pass(self, report: PassReport, seconds: float) -> None:

@@ -28,6 +28,7 @@ from tandem.operator.schedule import PassSchedule
 from tandem.placement import place
 
 log = logging.getLogger("tandem.operator")
+ELECTION_LOG_EVERY_S = 60.0  # a lasting leader-election failure is logged again this often
 
 
 class Watched(Cluster, Protocol):
@@ -51,6 +52,7 @@ class Operator:
     # it has built (the caches) out of the garbage collector's reach (see process.py).
     on_synced: Callable[[], None] | None = None
     _synced_once: bool = False
+    _failing: tuple[tuple[int, str], float] | None = None  # the election failure last logged, and when
     _wake: threading.Event = field(default_factory=threading.Event)
 
     def changed(self, *_: Any) -> None:
@@ -68,6 +70,8 @@ class Operator:
         was_leading = self.leading
         self.leading = self.elector.step(now) if self.elector is not None else True
         self.metrics.leader.set(1 if self.leading else 0)
+        if self.elector is not None:
+            self._election_failure(self.elector, now)
         if self.leading != was_leading:
             log.info("leadership %s", "acquired" if self.leading else "lost", extra={"leading": self.leading})
             if self.leading:
@@ -120,6 +124,26 @@ class Operator:
                 break
         if self.elector is not None:
             self.elector.release(self.clock())
+
+    def _election_failure(self, elector: LeaderElector, now: float) -> None:
+        """Count a failed election attempt and log it: at once when it is new (another
+        code or message), then at most once a minute while it lasts."""
+        failure = elector.failure
+        if failure is None:
+            if self._failing is not None:
+                log.info("leader election: the Lease can be read and written again")
+            self._failing = None
+            return
+        self.metrics.election_errors.labels(code=str(failure.code)).inc()
+        said = (failure.code, failure.message)
+        if self._failing is not None and self._failing[0] == said and now - self._failing[1] < ELECTION_LOG_EVERY_S:
+            return
+        self._failing = (said, now)
+        where = f"{elector.config.namespace}/{elector.config.name}"
+        log.warning(
+            "leader election: cannot use the Lease %s (%d %s: %s); this process cannot lead until that is fixed",
+            where, failure.code, failure.reason, failure.message, extra={"lease": where, "code": failure.code},
+        )
 
     def stop_waiting(self) -> None:
         self._wake.set()
