@@ -196,3 +196,31 @@ def test_an_operator_started_before_its_api_server_registers_its_webhook_once_th
             if process is not None and process.poll() is None:
                 process.send_signal(signal.SIGTERM)
                 process.wait(timeout=10)
+
+
+def test_a_renewed_certificate_is_served_and_registered_without_a_restart(server, tmp_path):
+    """The certificate directory gets a new pair with a new CA (a renewal): the operator
+    serves it and registers the new CA bundle, and writes keep being admitted."""
+    from datetime import datetime, timezone
+
+    from tandem.operator.certs import make_certificates
+
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    make_certificates(["127.0.0.1", "localhost"], datetime.now(timezone.utc)).write(certs)
+    port = free_port()
+    process = start_operator(server, tmp_path, f"renew-{port}", "--webhook-port", str(port), "--webhook-cert-dir", str(certs),
+                             "--manage-webhook-config")
+    try:
+        wait_for(lambda: _webhook_url(server).endswith(f":{port}/validate"), 20, "the operator's ValidatingWebhookConfiguration")
+        before = server.get(CONFIG)["webhooks"][0]["clientConfig"]["caBundle"]
+        make_certificates(["127.0.0.1", "localhost"], datetime.now(timezone.utc)).write(certs)
+        wait_for(lambda: server.get(CONFIG)["webhooks"][0]["clientConfig"]["caBundle"] != before, 30, "the new CA bundle")
+        admitted = server.kubectl("apply", "-f", "-", stdin=documents(group("renewed")))
+        assert admitted.stdout.strip() == "inferencegroup.tandem.dev/renewed created", admitted.stderr
+        refused = server.kubectl("apply", "-f", "-", stdin=documents(group("refused", pack="zone")), check=False)
+        assert f'admission webhook "{WEBHOOK}" denied the request' in refused.stderr, "the webhook itself answered, over the new pair"
+    finally:
+        server.kubectl("delete", "ig", "renewed", "-n", NS, "--ignore-not-found")
+        process.process.send_signal(signal.SIGTERM)
+        process.process.wait(timeout=10)

@@ -164,10 +164,34 @@ def _webhook(config: OperatorConfig, cluster: Cluster, scratch: list[Path], stop
     port = server.server_address[1]
     log.info("serving /validate on port %d", port)
     if config.manage_webhook_config:
-        ca = (cert_dir / CA_FILE).read_bytes() if (cert_dir / CA_FILE).is_file() else (cert_dir / CERT_FILE).read_bytes()
-        url, bundle = f"https://{config.webhook_host}:{port}/validate", base64.b64encode(ca).decode()
-        threading.Thread(target=register_when_reachable, args=(cluster, url, bundle, stop), name="webhook-config", daemon=True).start()
+        url = f"https://{config.webhook_host}:{port}/validate"
+
+        def bundle() -> str:
+            ca = cert_dir / CA_FILE if (cert_dir / CA_FILE).is_file() else cert_dir / CERT_FILE
+            return base64.b64encode(ca.read_bytes()).decode()
+
+        threading.Thread(target=keep_registered, args=(cluster, url, bundle, stop), name="webhook-config", daemon=True).start()
     return server
+
+
+def keep_registered(cluster: Cluster, url: str, bundle: Callable[[], str], stop: threading.Event, every: float = 5.0) -> None:
+    """Register the webhook configuration once the API server answers, and again whenever
+    the CA bundle on disk changes (a renewed certificate with a new CA), so the API server
+    keeps trusting what the webhook serves."""
+    registered: str | None = None
+    while not stop.is_set():
+        current: str | None
+        try:
+            current = bundle()
+        except OSError:
+            current = registered  # caught mid-rotation: look again later
+        if current is not None and current != registered:
+            if not register_when_reachable(cluster, url, current, stop):
+                return
+            if registered is not None:
+                log.info("the webhook's CA changed: registered the new bundle")
+            registered = current
+        stop.wait(every)
 
 
 def register_when_reachable(cluster: Cluster, url: str, ca_bundle: str, stop: threading.Event, first_delay: float = 0.5, most: float = 30.0) -> bool:

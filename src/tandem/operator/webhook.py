@@ -3,7 +3,11 @@
 A request body over the API server's limit, or one that is not an AdmissionReview v1,
 gets 400 with the reason; nothing in a request can crash the server. Reviews read the
 cluster through the operator's snapshot (topologies, nodes, pods), never the network.
-TLS from a certificate directory (`tls.crt`, `tls.key`; `tandem certs` makes them).
+TLS from a certificate directory (`tls.crt`, `tls.key`; `tandem certs` makes them),
+read again when either file changes (cert-manager renews a certificate long before it
+expires, and a Secret volume swaps the files in place): each connection is served with
+the pair on disk at the time, and a pair that does not load (caught half-written) leaves
+the last good one in use, with a warning.
 """
 
 from __future__ import annotations
@@ -24,17 +28,60 @@ log = logging.getLogger("tandem.operator.webhook")
 READ_TIMEOUT_S = 10.0
 
 
+class Certificates:
+    """The serving certificate of a directory, loaded again when its files change."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.reloads = 0  # times a changed pair was loaded (not counting the first)
+        self._stamp = self._files()
+        self._context = self._load()
+        self._refused: tuple[tuple[int, int], ...] | None = None  # the stamp of a pair that did not load
+
+    def context(self) -> ssl.SSLContext:
+        """The context for a new connection: the pair on disk now, or the last good one."""
+        stamp = self._files()
+        if stamp != self._stamp and stamp != self._refused:
+            try:
+                self._context = self._load()
+            except (ssl.SSLError, OSError) as exc:
+                self._refused = stamp
+                log.warning("the webhook certificate in %s changed but does not load (%s); serving the previous one", self.directory, exc)
+            else:
+                self._stamp, self._refused = stamp, None
+                self.reloads += 1
+                log.info("reloaded the webhook certificate from %s", self.directory)
+        return self._context
+
+    def _files(self) -> tuple[tuple[int, int], ...]:
+        stamps = []
+        for name in (CERT_FILE, KEY_FILE):
+            try:
+                info = (self.directory / name).stat()
+            except OSError:
+                stamps.append((0, 0))
+                continue
+            stamps.append((info.st_mtime_ns, info.st_size))
+        return tuple(stamps)
+
+    def _load(self) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(self.directory / CERT_FILE, self.directory / KEY_FILE)
+        return context
+
+
 class _TLSServer(ThreadingHTTPServer):
     """TLS handshakes in the request's own thread (not the accepting one), and a listen
     backlog for an API server that opens many connections at once."""
 
     request_queue_size = 256
     daemon_threads = True
-    context: ssl.SSLContext
+    certificates: Certificates
 
     def get_request(self):  # type: ignore[no-untyped-def]
         sock, address = self.socket.accept()
-        return self.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), address
+        return self.certificates.context().wrap_socket(sock, server_side=True, do_handshake_on_connect=False), address
 
     def finish_request(self, request, client_address):  # type: ignore[no-untyped-def]
         request.settimeout(READ_TIMEOUT_S)
@@ -46,11 +93,9 @@ class _TLSServer(ThreadingHTTPServer):
 
 
 def serve_webhook(snapshot: Callable[[], Reader], cert_dir: Path, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:
+    certificates = Certificates(cert_dir)  # before binding: a pair that does not load is a start-up error
     server = _TLSServer((host, port), _handler(snapshot))
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert_dir / CERT_FILE, cert_dir / KEY_FILE)
-    server.context = context
+    server.certificates = certificates
     threading.Thread(target=server.serve_forever, name=f"webhook-{port}", daemon=True).start()
     return server
 
