@@ -26,7 +26,7 @@ from tandem.sim.serving import (
     prefill_seconds,
     prefill_tokens_per_s_max,
 )
-from tandem.sim.serving.model import DECODE_LOAD_STEP
+from tandem.sim.serving.admission import DECODE_LOAD_STEP
 from tandem.sim.serving.profiles import GIB
 from tandem.sim.serving.roofline import Parallel, activation_bytes
 
