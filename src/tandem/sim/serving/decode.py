@@ -243,7 +243,7 @@ class DecodeStage:
             return np.zeros(0, np.int64)
         done = decode.remaining == 0
         keep = ~done
-        finished = ids[done]
+        finished: Ints = ids[done]
         decode.ids = ids[keep]
         decode.remaining = decode.remaining[keep]
         decode.context = decode.context[keep]
