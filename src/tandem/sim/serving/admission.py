@@ -105,6 +105,7 @@ class Admission:
         for decode in candidates:
             free = decode.blocks - decode.held - decode.run_peak
             if free >= need:
+                # sequences it runs or has taken on: running, waiting for a slot, arriving, preempted
                 load = (decode.ids.size + len(decode.joiners) + len(decode.transferring) + len(decode.resume)) // DECODE_LOAD_STEP
                 link = links.get(decode.info.node)
                 if link is None:

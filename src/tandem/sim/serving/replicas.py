@@ -125,10 +125,6 @@ class DecodeReplica(Replica):
     def idle(self) -> bool:
         return not (self.ids.size or self.joiners or self.transferring or self.resume)
 
-    def load(self) -> int:
-        """Sequences it runs or has taken on: running, waiting for a slot, arriving, preempted."""
-        return self.ids.size + len(self.joiners) + len(self.transferring) + len(self.resume)
-
 
 class Fleet:
     """The replicas: those present (by id), those draining, and every one that ever joined."""
