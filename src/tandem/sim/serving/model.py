@@ -80,9 +80,9 @@ class ServingModel:
         self.requests = Requests()
         self.fleet = Fleet()
         costs = EngineCosts(model, gpu, swap_gbps)
-        # the stages, in the order a request meets them
+        # the stages, in the order a request meets them (but the transfers before admission, which starts them)
         self.router = Router(self.requests, self.fleet, self.events)
-        self.prefill = PrefillStage(
+        self.prefilling = PrefillStage(
             self.requests,
             self.events,
             costs,
@@ -92,7 +92,7 @@ class ServingModel:
         )
         self.transfers = KvTransfers(model, gpu, self.requests, self.events, bandwidth_gbps, unknown_bandwidth_gbps)
         self.admission = Admission(self.requests, self.fleet, self.transfers, block_tokens=block_tokens)
-        self.decode = DecodeStage(
+        self.decoding = DecodeStage(
             self.requests, self.events, costs, max_batch=max_decode_batch, block_tokens=block_tokens, preemption=preemption
         )
         self.membership = Membership(
@@ -101,11 +101,11 @@ class ServingModel:
             self.events,
             costs,
             self.transfers,
-            self.decode,
+            self.decoding,
             block_tokens=block_tokens,
             swap_space_gib=swap_space_gib,
         )
-        self.measurements = Measurements(self.requests, self.fleet, self.events, self.router, self.admission, self.decode)
+        self.measurements = Measurements(self.requests, self.fleet, self.events, self.router, self.admission, self.decoding)
         self._next_arrival = 0  # the next request to arrive
         # what each event kind does, indexed by the kind (an event's target is typed by its kind)
         self._handlers: tuple[Callable[[Any, int], None], ...] = (
@@ -271,13 +271,13 @@ class ServingModel:
 
     def _on_prefill_start(self, replica: PrefillReplica, _token: int) -> None:
         """Event.PREFILL_START: the replica's next batch begins."""
-        self.prefill.start_batch(replica)
+        self.prefilling.start_batch(replica)
 
     def _on_prefill_done(self, replica: PrefillReplica, token: int) -> None:
         """Event.PREFILL_DONE: the batch's prompts are prefilled; their KV waits for a decode replica."""
         if token != replica.token or not math.isnan(replica.left_at):
             return  # cancelled: the replica left
-        for request in self.prefill.finish_batch(replica):
+        for request in self.prefilling.finish_batch(replica):
             self.admission.enqueue(request, replica)
         self.admission.admit()
         if self.fleet.draining:
@@ -289,7 +289,7 @@ class ServingModel:
             return  # cancelled: the request restarted since
         source, decode = self.transfers.finish(request)
         self.requests.deliver_transferred_token(request, self.events.now)
-        completed = self.decode.receive(request, decode)
+        completed = self.decoding.receive(request, decode)
         if completed:
             self.admission.admit()
         if self.fleet.draining:
@@ -301,7 +301,7 @@ class ServingModel:
         """Event.RUN_END: the decode run delivered its tokens; the finished requests leave."""
         if token != decode.token or not math.isnan(decode.left_at):
             return  # cancelled: the run was cut or restarted, or the replica left
-        if self.decode.end_run(decode):
+        if self.decoding.end_run(decode):
             self.admission.admit()
         if self.fleet.draining:
             self.membership.check_drained(decode)
@@ -320,7 +320,7 @@ class ServingModel:
 
     def allocated_blocks(self, decode: DecodeReplica) -> int:
         """KV blocks the decode replica has allocated now."""
-        return self.decode.allocated_blocks(decode)
+        return self.decoding.allocated_blocks(decode)
 
     def signals(self, now: float, window_s: float) -> Signals:
         """Load figures over (now - window_s, now], roles keyed "prefill" and "decode"."""
