@@ -18,11 +18,11 @@ event that starts a step is named in `events.Event`, and the request's state in
    and `KvTransfers.start` (transfer.py) reserves its blocks and schedules
    `Event.TRANSFER_DONE` after `KvTransfers.seconds`.
 5. First token. `_on_transfer_done` -> `KvTransfers.finish` frees the prefill replica's
-   copy; `Requests.deliver_transferred_token` (requests.py) records the TTFT.
-6. Decode. `DecodeStage.receive` (decode.py) completes a one-token answer, or
-   `DecodeStage.join`s the batch at the next iteration boundary: `DecodeStage.start_run`
-   fixes the batch and schedules `Event.RUN_END` (a run is timed in closed form,
-   batching.py; one event per run, not per token).
+   copy; `DecodeStage.receive` (decode.py) delivers the token that came with the KV (the
+   TTFT) and completes a one-token answer.
+6. Decode. Any other `DecodeStage.join`s the batch at the next iteration boundary:
+   `DecodeStage.start_run` fixes the batch and schedules `Event.RUN_END` (a run is timed
+   in closed form, batching.py; one event per run, not per token).
 7. Completion. `_on_run_end` -> `DecodeStage.end_run` -> `DecodeStage.iterate` delivers
    the run's tokens and `Requests.complete` records e2e and ITL for those finished.
 

@@ -11,6 +11,8 @@ resumes first when blocks free up.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tandem.sim.serving.batching import BatchRun
@@ -45,20 +47,32 @@ class DecodeStage:
     # ------------------------------------------------------------------ the request's hand-offs
 
     def receive(self, request: int, decode: DecodeReplica) -> bool:
-        """The request's KV is on `decode` and its first token out (step 6 of the path): a one-token
-        answer is complete (True); any other joins the batch."""
+        """The request's KV is on `decode` (step 5 of the path): the token its prefill produced
+        reaches the user with it, the first one (TTFT) or after a restart the next one (a gap
+        between tokens). A one-token answer is then complete (True); any other joins the batch."""
         requests = self.requests
+        now = self.events.now
+        if requests.delivered[request] == 0:
+            ttft = now - requests.arrival[request]
+            requests.ttft[request] = ttft
+            requests.ttft_at.append(now)
+            requests.ttft_values.append(float(ttft))
+        else:
+            gap = now - requests.last_token_at[request]
+            requests.max_gap[request] = gap if math.isnan(requests.max_gap[request]) else max(requests.max_gap[request], gap)
+        requests.last_token_at[request] = now
+        requests.delivered[request] += 1
         if requests.delivered[request] >= requests.output[request]:
             decode.held -= int(requests.blocks[request])
             requests.blocks[request] = 0
-            requests.complete(request, self.events.now)
+            requests.complete(request, now)
             return True
         self.join(request, decode)
         return False
 
     def join(self, request: int, decode: DecodeReplica) -> None:
-        """Wait for the next iteration boundary: a run not begun yet starts again with the
-        newcomer; a running one is cut at its next boundary."""
+        """Wait for the next iteration boundary (step 6 of the path): a run not begun yet
+        starts again with the newcomer; a running one is cut at its next boundary."""
         now = self.events.now
         self.requests.state[request] = RequestState.JOINING
         decode.joiners.append(request)
@@ -96,11 +110,15 @@ class DecodeStage:
         recently arrived members are preempted (`preempt`)."""
         requests = self.requests
         room = self.max_batch - decode.ids.size
-        newcomers, delay = self._take_newcomers(decode, room, decode.delay)
-        decode.delay = 0.0
+        delay, decode.delay = decode.delay, 0.0
+        newcomers: list[int] = []
+        if (decode.resume or decode.joiners) and room > 0:
+            newcomers, delay = self._take_newcomers(decode, room, delay)
         if newcomers:
             ids = np.asarray(newcomers, dtype=np.int64)
-            requests.state[ids] = RequestState.DECODING
+            state, decoding = requests.state, RequestState.DECODING
+            for request in newcomers:
+                state[request] = decoding
             decode.ids = np.concatenate([decode.ids, ids])
             delivered = requests.delivered[ids]
             decode.remaining = np.concatenate([decode.remaining, requests.output[ids] - delivered])
@@ -159,8 +177,6 @@ class DecodeStage:
         or recompute)."""
         requests = self.requests
         newcomers: list[int] = []
-        if not ((decode.resume or decode.joiners) and room > 0):
-            return newcomers, delay
         free = decode.blocks - decode.held - (self.member_blocks(decode, 0) if decode.resume and decode.ids.size else 0)
         while decode.resume and room > 0:
             request = decode.resume[0]

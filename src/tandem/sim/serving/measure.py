@@ -106,7 +106,8 @@ class Measurements:
         """Everything measured so far; requests not finished have NaN e2e/ITL and completed False."""
         requests = self.requests
         replicas = self.fleet.all
-        completed = requests.state == RequestState.DONE
+        done = RequestState.DONE
+        completed = np.array([state is done for state in requests.state], dtype=bool)
         columns = self._samples
         return ServingResults(
             arrival_s=requests.arrival.copy(),

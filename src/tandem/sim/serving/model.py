@@ -284,11 +284,10 @@ class ServingModel:
             self.membership.check_drained(replica)
 
     def _on_transfer_done(self, request: int, generation: int) -> None:
-        """Event.TRANSFER_DONE: the KV is on the decode replica; the first token is out."""
+        """Event.TRANSFER_DONE: the KV is on the decode replica, and with it the first token."""
         if generation != self.requests.generation[request]:
             return  # cancelled: the request restarted since
         source, decode = self.transfers.finish(request)
-        self.requests.deliver_transferred_token(request, self.events.now)
         completed = self.decoding.receive(request, decode)
         if completed:
             self.admission.admit()

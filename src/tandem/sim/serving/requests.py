@@ -24,7 +24,7 @@ Ints = npt.NDArray[np.int64]
 
 
 class RequestState(IntEnum):
-    """Where a request is on its path (stored as int8 in `Requests.state`)."""
+    """Where a request is on its path (`Requests.state`)."""
 
     PENDING = 0  # not arrived yet
     ROUTER = 1  # arrived, or restarted: waits for a prefill replica
@@ -69,7 +69,7 @@ class Requests:
         self.hashes: list[tuple[int, ...]] = []  # prefix-block ids of the prompt (empty: none known)
         self.prefix_block_tokens = 512  # tokens per prefix block of `hashes`
         # where it is
-        self.state: npt.NDArray[np.int8] = np.zeros(0, np.int8)  # RequestState
+        self.state: list[RequestState] = []  # a list: it is read and written one request at a time
         self.generation: Ints = np.zeros(0, np.int64)  # bumped on restart: cancels a pending transfer
         self.prefill_of: dict[int, PrefillReplica] = {}  # where its KV is computed or held
         self.decode_of: dict[int, DecodeReplica] = {}  # where its KV goes or is
@@ -118,7 +118,7 @@ class Requests:
         self.arrival = np.concatenate([self.arrival, arrival])
         self.input = np.concatenate([self.input, inputs.astype(np.int64)])
         self.output = np.concatenate([self.output, outputs.astype(np.int64)])
-        self.state = np.concatenate([self.state, np.full(n, RequestState.PENDING, np.int8)])
+        self.state += [RequestState.PENDING] * n
         for name, fill, dtype in (
             ("delivered", 0, np.int64),
             ("ttft", math.nan, float),
@@ -148,7 +148,7 @@ class Requests:
         """One request's figures (for a reader or a test; the model itself reads the columns)."""
         return RequestRow(
             index=request,
-            state=RequestState(int(self.state[request])),
+            state=self.state[request],
             arrival_s=float(self.arrival[request]),
             input_tokens=int(self.input[request]),
             output_tokens=int(self.output[request]),
@@ -164,20 +164,6 @@ class Requests:
     def prompt(self, request: int) -> int:
         """Tokens to prefill: the prompt plus whatever was delivered before a restart."""
         return int(self.input[request] + self.delivered[request])
-
-    def deliver_transferred_token(self, request: int, now: float) -> None:
-        """The token its prefill produced reaches the user with the KV: the first one (TTFT),
-        or after a restart the next one (a gap between tokens)."""
-        if self.delivered[request] == 0:
-            ttft = now - self.arrival[request]
-            self.ttft[request] = ttft
-            self.ttft_at.append(now)
-            self.ttft_values.append(float(ttft))
-        else:
-            gap = now - self.last_token_at[request]
-            self.max_gap[request] = gap if math.isnan(self.max_gap[request]) else max(self.max_gap[request], gap)
-        self.last_token_at[request] = now
-        self.delivered[request] += 1
 
     def complete(self, request: int, now: float) -> None:
         """Its last token is out: end-to-end latency and mean inter-token latency."""

@@ -50,8 +50,8 @@ class KvTransfers:
 
     def bandwidth(self, a: str, b: str) -> float:
         """Gbit/s of the link between nodes `a` and `b` (the fallback where it is unknown)."""
-        links = self.links_from(a)
-        value = links.get(b)
+        links = self._links.get(a)
+        value = links.get(b) if links is not None else None
         if value is None:
             raw = self._bandwidth_of(a, b)
             if raw is None:
@@ -67,7 +67,7 @@ class KvTransfers:
             value = float(raw)
             if not value > 0:
                 raise InputError(Problem("", f"link bandwidth between nodes {a!r} and {b!r} must be > 0 Gbit/s, got {raw!r}"))
-            links[b] = value
+            self.links_from(a)[b] = value
         return value
 
     def start(self, request: int, source: PrefillReplica, target: DecodeReplica, need: int) -> None:
