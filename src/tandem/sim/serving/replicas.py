@@ -69,7 +69,8 @@ class PrefillReplica(Replica):
         for begin, last, count in spans:
             if begin >= end:
                 break
-            overlap = min(last, end) - max(begin, start)
+            # min(last, end) - max(begin, start), without two calls per batch of the window
+            overlap = (last if last <= end else end) - (begin if begin >= start else start)
             if overlap > 0:
                 busy += overlap
                 tokens += count * overlap / (last - begin)
@@ -113,7 +114,7 @@ class DecodeReplica(Replica):
         for run, k, last in spans:
             if run.start >= end:
                 break
-            overlap = min(last, end) - max(run.start, start)
+            overlap = (last if last <= end else end) - (run.start if run.start >= start else start)  # as above
             if overlap > 0:
                 busy += overlap
                 if start <= run.start and last <= end:
