@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from heapq import heappop
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -107,15 +107,6 @@ class ServingModel:
         )
         self.measurements = Measurements(self.requests, self.fleet, self.events, self.router, self.admission, self.decoding)
         self._next_arrival = 0  # the next request to arrive
-        # what each event kind does, indexed by the kind (an event's target is typed by its kind)
-        self._handlers: tuple[Callable[[Any, int], None], ...] = (
-            self._on_prefill_start,
-            self._on_prefill_done,
-            self._on_transfer_done,
-            self._on_run_end,
-            self._on_drain_end,
-        )
-        assert [handler.__name__ for handler in self._handlers] == [f"_on_{kind.name.lower()}" for kind in Event]
 
     @property
     def now(self) -> float:
@@ -244,7 +235,7 @@ class ServingModel:
         arrival = self.requests.arrival
         total = arrival.size
         heap = events.heap
-        handlers = self._handlers
+        handlers = self._HANDLERS
         # read from the array once per arrival, not once per event
         next_arrival = float(arrival[self._next_arrival]) if self._next_arrival < total else math.inf
         while True:
@@ -263,7 +254,7 @@ class ServingModel:
             at, kind, _, target, token = heappop(heap)
             events.now = at
             events.processed += 1
-            handlers[kind](target, token)
+            handlers[kind](self, target, token)
         if math.isfinite(until):
             events.now = until
 
@@ -314,6 +305,18 @@ class ServingModel:
         self.admission.regroup()
         self.router.dispatch()
         self.admission.admit()
+
+    # What each event kind does, indexed by the kind (an event's target is typed by its kind).
+    # Functions, not bound methods: a model holding its own methods would be a reference
+    # cycle, freed only by the garbage collector's full passes.
+    _HANDLERS: ClassVar[tuple[Callable[[ServingModel, Any, int], None], ...]] = (
+        _on_prefill_start,
+        _on_prefill_done,
+        _on_transfer_done,
+        _on_run_end,
+        _on_drain_end,
+    )
+    assert [handler.__name__ for handler in _HANDLERS] == [f"_on_{kind.name.lower()}" for kind in Event]
 
     # ------------------------------------------------------------------ measurements
 
