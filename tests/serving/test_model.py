@@ -26,7 +26,8 @@ from tandem.sim.serving import (
     prefill_seconds,
     prefill_tokens_per_s_max,
 )
-from tandem.sim.serving.model import DECODE_LOAD_STEP
+from tandem.sim.serving.admission import DECODE_LOAD_STEP
+from tandem.sim.serving.requests import RequestState
 from tandem.sim.serving.profiles import GIB
 from tandem.sim.serving.roofline import Parallel, activation_bytes
 
@@ -95,6 +96,29 @@ def test_one_request_gets_ttft_and_itl_of_the_documented_formulas():
     assert result.max_itl_s[0] == pytest.approx(max(steps), rel=1e-9)
     assert result.e2e_s[0] == pytest.approx(prefill_s + transfer_s + sum(steps), rel=1e-9)
     assert result.restarts.tolist() == [0]
+
+
+def test_a_request_row_names_the_step_of_its_path_it_is_at():
+    prompt, output = 1500, 40
+    sm = ServingModel(L70, H100, flat(400.0), ttft_slo_s=2.0, itl_slo_s=0.05)
+    sm.add_requests(np.array([1.0]), np.array([prompt]), np.array([output]))
+    sm.set_replicas(0.0, [prefill(0), decode(0)])
+    prefill_s = prefill_seconds(L70, H100, 8, prompt)
+    steps = []
+    for at in (0.5, 1.0, 1.0 + prefill_s + 1e-5, 1.0 + prefill_s + 0.01, 100.0):
+        sm.advance(at)
+        steps.append(sm.requests.row(0).state)
+    assert steps == [
+        RequestState.PENDING,
+        RequestState.PREFILLING,  # its batch started at its arrival
+        RequestState.TRANSFERRING,  # prefilled; the transfer takes its latency at least (400 us)
+        RequestState.DECODING,  # joined the idle decode replica at once
+        RequestState.DONE,
+    ]
+    row = sm.requests.row(0)
+    result = sm.results()
+    assert (row.delivered, row.ttft_s, row.e2e_s) == (output, result.ttft_s[0], result.e2e_s[0])
+    assert (row.prefill_replica, row.decode_replica) == (1, 0)  # joined in id order: decode/0 before prefill/0
 
 
 def test_a_one_token_request_completes_at_its_first_token():

@@ -20,11 +20,14 @@ import tempfile
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from tandem.errors import InputError
 from tandem.sim.serving import roofline
 from tandem.sim.serving.profiles import GpuProfile, ModelProfile, gpu_profile, model_profile
+
+if TYPE_CHECKING:  # the `calibrate` extra; untyped (Any) where it is absent
+    from aiconfigurator_core.sdk import EngineHandle
 
 BACKEND = "vllm"
 PINNED = "0.12.0"  # the aiconfigurator-core release these figures were calibrated with
@@ -56,7 +59,7 @@ def unavailable() -> str | None:
 
 
 @lru_cache(maxsize=None)
-def _engine(model: str, gpu: str, tp: int):  # -> aiconfigurator_core.sdk.EngineHandle
+def _engine(model: str, gpu: str, tp: int) -> EngineHandle:
     """aiconfigurator's compiled estimator for the model on `tp` GPUs (cached: compiling loads the tables)."""
     import aiconfigurator_core
     from aiconfigurator_core.sdk import EngineHandle
@@ -103,7 +106,7 @@ class Row:
     def itl_error(self) -> float:
         return self.itl_s / self.ref_itl_s - 1
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         head = {"model": self.model, "gpu": self.gpu, "tp": self.tp, "prompt": self.prompt, "batch": self.batch}
         if self.skipped:
             return head | {"skipped": self.skipped}
@@ -158,10 +161,10 @@ def rows(
         yield replace(row, ttft_s=ttft, itl_s=itl, ref_ttft_s=ref_ttft, ref_itl_s=ref_itl)
 
 
-def summary(all_rows: Sequence[Row]) -> dict:
+def summary(all_rows: Sequence[Row]) -> dict[str, Any]:
     """Share of computed rows within the tolerance, and the worst errors with their rows."""
     done = [r for r in all_rows if not r.skipped]
-    out: dict = {"summary": True, "rows": len(done), "skipped": len(all_rows) - len(done), "tolerance": TOLERANCE}
+    out: dict[str, Any] = {"summary": True, "rows": len(done), "skipped": len(all_rows) - len(done), "tolerance": TOLERANCE}
     for metric in ("ttft", "itl"):
         errors = [getattr(r, f"{metric}_error") for r in done]
         if not errors:
@@ -212,7 +215,7 @@ def _version_key(text: str) -> tuple[int, ...]:
     return tuple(int(part) if part.isdigit() else 0 for part in text.replace("rc", ".").split("."))
 
 
-def fit_all_reduce(gpu: GpuProfile) -> dict:
+def fit_all_reduce(gpu: GpuProfile) -> dict[str, Any]:
     """Latency and per-degree efficiency of `all_reduce_seconds` that best match the measured
     table in log space (least squares over messages of 16 KiB to 1 GiB)."""
     import numpy as np
@@ -233,7 +236,7 @@ def fit_all_reduce(gpu: GpuProfile) -> dict:
     return {"all_reduce_latency_us": float(fit.x[0]), "all_reduce_efficiency": {d: float(v) for d, v in zip(degrees, fit.x[1:])}}
 
 
-def calibrate(gpu_name: str, models: Sequence[str] = GRID_MODELS) -> dict:
+def calibrate(gpu_name: str, models: Sequence[str] = GRID_MODELS) -> dict[str, Any]:
     """Fit the profile's engine constants to aiconfigurator over the fidelity grid.
 
     First the all-reduce to the measured communication table, then the compute, memory and

@@ -74,7 +74,8 @@ class ServingResults:
         itl_target = self.itl_slo_s if itl_slo is None else itl_slo
         with np.errstate(invalid="ignore"):
             itl_ok = np.isnan(self.itl_s) | (self.itl_s <= itl_target)
-            return self.completed & (self.ttft_s <= ttft_target) & itl_ok
+            met: np.ndarray = self.completed & (self.ttft_s <= ttft_target) & itl_ok
+        return met
 
     def prefix_hit_rate(self) -> float | None:
         """Prompt tokens served from prefix caches / prompt tokens prefilled (None before any prefill)."""

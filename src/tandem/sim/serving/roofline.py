@@ -83,7 +83,8 @@ def smooth_max(a: float, b: float, exponent: float) -> float:
     top = max(a, b)
     if top <= 0:
         return 0.0
-    return top * ((a / top) ** exponent + (b / top) ** exponent) ** (1.0 / exponent)
+    spread: float = ((a / top) ** exponent + (b / top) ** exponent) ** (1.0 / exponent)
+    return top * spread
 
 
 def experts_touched(model: ModelProfile, tokens: float) -> float:
@@ -91,7 +92,8 @@ def experts_touched(model: ModelProfile, tokens: float) -> float:
     top-k routing: E x (1 - (1 - k/E)^tokens). 1 for a dense model."""
     if not model.is_moe:
         return 1.0
-    return model.experts * (1.0 - (1.0 - model.experts_per_token / model.experts) ** tokens)
+    untouched: float = (1.0 - model.experts_per_token / model.experts) ** tokens  # chance an expert gets none of them
+    return model.experts * (1.0 - untouched)
 
 
 def kv_bytes_per_token(model: ModelProfile) -> float:
