@@ -19,6 +19,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # Property tests with fresh seeds and FUZZ_SCALE times the examples (CI's are fixed).

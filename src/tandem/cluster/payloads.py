@@ -63,6 +63,7 @@ class PodSpec(TypedDict, total=False):
     hostname: str
     subdomain: str
     volumes: list[dict[str, Any]]
+    terminationGracePeriodSeconds: int
 
 
 class PodCondition(TypedDict, total=False):

@@ -16,13 +16,15 @@ while the others stay) is forced: its requests restart at once.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from tandem.api.kube import Node
 from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import ClusterTopology
 from tandem.autoscaling.signals import Signals
+from tandem.cluster.payloads import PodPayload, as_pod
 from tandem.cluster.pods import pod_failed, pod_gpus, pod_ready
 from tandem.cluster.replicas import replicas_of_unit
 from tandem.sim.serving import GpuProfile, ModelProfile, ReplicaInfo, ServingModel, ServingResults
@@ -83,7 +85,7 @@ class LoadDriver:
             model = ServingModel(
                 load.model,
                 load.gpu,
-                lambda a, b, fallback=load.cluster_bandwidth_gbps: bandwidth(a, b, fallback),
+                functools.partial(bandwidth, fallback=load.cluster_bandwidth_gbps),
                 ttft_slo_s=load.ttft_slo_s,
                 itl_slo_s=load.itl_slo_s,
                 max_prefill_batch_tokens=load.max_num_batched_tokens,
@@ -169,7 +171,7 @@ def _deleted(uids: tuple[str, ...], by_uid: dict[str, dict[str, Any]]) -> bool:
     """Every pod of the replica is gone or being deleted, and none failed: a graceful removal."""
     for uid in uids:
         pod = by_uid.get(uid)
-        if pod is not None and (not pod["metadata"].get("deletionTimestamp") or pod_failed(pod)):
+        if pod is not None and (not pod["metadata"].get("deletionTimestamp") or pod_failed(as_pod(pod))):
             return False
     return True
 
@@ -181,11 +183,11 @@ def _ready_replicas(
     (`cluster.replicas.replicas_of_unit`: every pod there and Ready), and bound; and per
     replica its pods' uids and the leader's grace period."""
     kinds = {load.prefill_role: "prefill", load.decode_role: "decode"}
-    by_unit: dict[int, list[dict[str, Any]]] = {}
-    for pod in pods:
-        meta = pod["metadata"]
-        labels = meta.get("labels", {})
-        if meta.get("namespace") != load.namespace or labels.get(GROUP_LABEL) != load.name or labels.get(ROLE_LABEL) not in kinds:
+    by_unit: dict[int, list[PodPayload]] = {}
+    for pod in map(as_pod, pods):
+        pod_meta = pod["metadata"]
+        labels = pod_meta.get("labels", {})
+        if pod_meta.get("namespace") != load.namespace or labels.get(GROUP_LABEL) != load.name or labels.get(ROLE_LABEL) not in kinds:
             continue
         by_unit.setdefault(int(labels[UNIT_LABEL]), []).append(pod)
     out = []
@@ -209,19 +211,27 @@ def _ready_replicas(
     return tuple(out), meta
 
 
-def _serving(pod: dict[str, Any]) -> bool:
+def _serving(pod: PodPayload) -> bool:
     if pod["metadata"].get("deletionTimestamp") or not pod["spec"].get("nodeName") or pod_failed(pod):
         return False
     return pod_ready(pod)
 
 
-def _bandwidth(cluster: list[dict[str, Any]]):
+class Bandwidth(Protocol):
+    def __call__(self, a: str, b: str, fallback: float) -> float: ...
+
+
+def _bandwidth(cluster: list[dict[str, Any]]) -> Bandwidth:
     """bandwidth(a, b, fallback): the stated bandwidth of the nodes' lowest common level,
     or of the nearest broader level that states one, else `fallback`."""
     topologies = [ClusterTopology.model_validate(o) for o in cluster if o.get("kind") == "ClusterTopology"]
     nodes = [Node.model_validate(o) for o in cluster if o.get("kind") == "Node"]
     if not topologies:
-        return lambda a, b, fallback: 7200.0 if a == b else fallback
+
+        def unknown(a: str, b: str, fallback: float) -> float:
+            return 7200.0 if a == b else fallback
+
+        return unknown
     snapshot, _ = ClusterSnapshot.build(nodes)
     view = TopologyView.build(topologies[0], snapshot)
     levels = topologies[0].spec.levels
