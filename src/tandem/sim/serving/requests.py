@@ -1,9 +1,9 @@
 """The request table: one row per request, one named numpy column per figure.
 
 Columns rather than an object per request because the decode stage updates a whole batch
-at once (`delivered[ids] += k`) and the results are these arrays. `RequestState` names the
-step of the path a request is at (the package docstring walks through them);
-`Requests.row` reads one request's figures as a record.
+at once (`delivered[ids] += k`) and the results are these arrays. `Requests.state` (a
+list of `RequestState`) names the step of the path each request is at (the package
+docstring walks through them); `Requests.row` reads one request's figures as a record.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ class RequestRow:
 
 
 class Requests:
-    """Every request added so far; a request is its row index. Columns are replaced (not
-    grown in place) when requests are added: read them through the table each time."""
+    """Every request added so far; a request is its row index. The numpy columns are
+    replaced (not grown in place) when requests are added: read them through the table."""
 
     def __init__(self) -> None:
         # the trace
