@@ -43,6 +43,9 @@ class DecodeStage:
         self.max_batch = max_batch
         self.block_tokens = block_tokens
         self.preemption = preemption
+        # Requests parked so far (longer than a whole cache): each one frees the room it
+        # was waiting for, so the caller wakes admission when this moves.
+        self.parked = 0
 
     # ------------------------------------------------------------------ the request's hand-offs
 
@@ -186,6 +189,7 @@ class DecodeStage:
                 # a sequence longer than the whole cache cannot go on (vLLM refuses a
                 # sequence beyond its cache): it stays unfinished
                 decode.resume.popleft()
+                self.parked += 1
                 requests.state[request] = RequestState.PARKED
                 requests.decode_of.pop(request, None)
                 if requests.swapped[request]:

@@ -279,8 +279,9 @@ class ServingModel:
         if generation != self.requests.generation[request]:
             return  # cancelled: the request restarted since
         source, decode = self.transfers.finish(request)
+        parked = self.decoding.parked
         completed = self.decoding.receive(request, decode)
-        if completed:
+        if completed or self.decoding.parked != parked:  # room came free: the pool may move
             self.admission.admit()
         if self.fleet.draining:
             if completed:
@@ -291,7 +292,8 @@ class ServingModel:
         """Event.RUN_END: the decode run delivered its tokens; the finished requests leave."""
         if token != decode.token or not math.isnan(decode.left_at):
             return  # cancelled: the run was cut or restarted, or the replica left
-        if self.decoding.end_run(decode):
+        parked = self.decoding.parked
+        if self.decoding.end_run(decode) or self.decoding.parked != parked:  # room came free: the pool may move
             self.admission.admit()
         if self.fleet.draining:
             self.membership.check_drained(decode)
