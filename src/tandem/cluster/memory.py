@@ -1,6 +1,6 @@
 """An in-memory API server: small, and exact about the semantics the controller relies on.
 
-- It serves the controller's ports (`tandem.controller.ports`): `snapshot()` is a
+- It serves the controller's ports (`tandem.cluster.ports`): `snapshot()` is a
   `Reader` frozen at one resourceVersion (stored objects are never changed in place, so
   it costs one dict copy), and the store itself is the `Writer`.
 - Every write bumps one global `resourceVersion` (opaque text to callers); `update`,
