@@ -10,7 +10,13 @@
 - A bound pod starts at once: phase Running, a pod IP (10.0.x.y, handed out in order, so
   the same run gives the same addresses), container statuses; it turns Ready `ready_after`
   seconds after it started.
+- A bound pod's `qosClass` is Kubernetes': Guaranteed when every container limits CPU
+  and memory and asks for exactly what it limits (or states no request), BestEffort when
+  no container asks for or limits either, else Burstable (other resources, GPUs
+  included, do not count).
 - Pods on a node that is not Ready are left as they are; nothing fails on its own.
+- A pod bound to a node that no longer exists is deleted (the pod garbage collector of
+  kube-controller-manager), so deleting a Node takes its pods with it.
 Like `tandem.sim.pod_lifecycle`, with the wall clock (injected) instead of the simulator's.
 """
 
@@ -79,9 +85,9 @@ class Kubelet:
         now = self.monotonic()
         snapshot = self.state.store.snapshot()
         pods = snapshot.list("Pod")
+        wrote = self._collect_orphans(pods, snapshot.list("Node"))
         work = [p for p in pods if self._needs_work(p)]
         due: list[float] = []
-        wrote = False
         used: dict[str, Amounts] | None = None
         placement: _Nodes | None = None
         for pod in sorted(work, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["namespace"], p["metadata"]["name"])):
@@ -126,6 +132,21 @@ class Kubelet:
         if wrote:
             self.state.changed()
         return min(due) if due else None
+
+    def _collect_orphans(self, pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> bool:
+        """Delete the pods bound to nodes that are gone, at once (PodGC's force delete)."""
+        names = {n["metadata"]["name"] for n in nodes}
+        wrote = False
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and node not in names:
+                meta = pod["metadata"]
+                try:
+                    self.state.store.delete("Pod", meta["namespace"], meta["name"], uid=meta["uid"])
+                except ApiError:
+                    continue  # gone or replaced meanwhile
+                wrote = True
+        return wrote
 
     def _needs_work(self, pod: dict[str, Any]) -> bool:
         """Whether anything may be due for `pod`: not when it is finished, being deleted, or
@@ -191,7 +212,7 @@ class Kubelet:
             "podIP": ip,
             "podIPs": [{"ip": ip}],
             "startTime": stamp,
-            "qosClass": "BestEffort",
+            "qosClass": qos_class(pod),
             "containerStatuses": [
                 {"name": c.get("name", ""), "image": c.get("image", ""), "imageID": "", "ready": False, "restartCount": 0, "started": True,
                  "state": {"running": {"startedAt": stamp}}}
@@ -208,6 +229,24 @@ class Kubelet:
         status["conditions"] = _conditions(True, stamp)
         status["containerStatuses"] = [{**c, "ready": True} for c in status.get("containerStatuses") or []]
         self.state.store.update_status({**pod, "status": status})
+
+
+def qos_class(pod: dict[str, Any]) -> str:
+    """The pod's quality-of-service class, as Kubernetes computes it from CPU and memory."""
+    containers = [*(pod["spec"].get("initContainers") or []), *(pod["spec"].get("containers") or [])]
+    asked = False
+    guaranteed = True
+    for container in containers:
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        for name in ("cpu", "memory"):
+            request, limit = requests.get(name), limits.get(name)
+            asked |= request is not None or limit is not None
+            if limit is None or (request is not None and parse_quantity(request) != parse_quantity(limit)):
+                guaranteed = False
+    if not asked:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def _conditions(ready: bool, stamp: str) -> list[dict[str, Any]]:

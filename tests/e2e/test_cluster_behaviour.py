@@ -1,0 +1,75 @@
+"""What `tandem apiserver`'s simulated cluster does as a real one would, seen through the
+real kubectl: pods get Kubernetes' QoS class, and deleting a Node takes its pods with it
+(the pod garbage collector), so tests of node loss see what a cluster does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+from e2e.processes import KUBECTL, NO_KUBECTL, ApiServer, start_apiserver, wait_for
+from tandem.topology.generate import generate_cluster
+
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason=NO_KUBECTL)
+NS = "behaviour"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    work = tmp_path_factory.mktemp("behaviour")
+    _, nodes = generate_cluster([("host", 3)], 8)
+    (work / "nodes.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": nodes}))
+    api = start_apiserver(work, "--cluster", str(work / "nodes.yaml"))
+    yield api
+    assert api.stop() == 0
+    assert api.stderr.read_text() == "", "nothing went wrong on the server's side"
+
+
+def pod(name: str, node: str, resources: dict[str, Any] | None = None) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "engine", "image": "vllm/vllm-openai:v0.11.0"}
+    if resources is not None:
+        container["resources"] = resources
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
+            "spec": {"nodeName": node, "containers": [container]}}
+
+
+def _field(server: ApiServer, name: str, path: str) -> str:
+    got = server.kubectl("get", "pod", name, "-n", NS, "-o", f"jsonpath={path}", check=False)
+    return got.stdout if got.returncode == 0 else ""
+
+
+def _nodes(server: ApiServer) -> list[str]:
+    return sorted(server.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.name}").stdout.split())
+
+
+def test_pods_get_the_qos_class_kubernetes_gives_them(server):
+    node = _nodes(server)[0]
+    pods = [
+        pod("best-effort", node),
+        pod("gpus-only", node, {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}),
+        pod("burstable", node, {"requests": {"cpu": "1", "memory": "1Gi"}}),
+        pod("guaranteed", node, {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1000m", "memory": "1Gi"}}),
+        pod("limits-only", node, {"limits": {"cpu": "2", "memory": "2Gi"}}),  # requests default to the limits
+    ]
+    server.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(pods))
+    try:
+        expected = {"best-effort": "BestEffort", "gpus-only": "BestEffort", "burstable": "Burstable",
+                    "guaranteed": "Guaranteed", "limits-only": "Guaranteed"}
+        for name, qos in expected.items():
+            wait_for(lambda: _field(server, name, "{.status.qosClass}") != "", 20, f"pod {name} running")
+            assert _field(server, name, "{.status.qosClass}") == qos, name
+    finally:
+        server.kubectl("delete", "pod", "--all", "-n", NS)
+
+
+def test_deleting_a_node_deletes_the_pods_bound_to_it(server):
+    doomed, kept = _nodes(server)[1:3]
+    server.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([pod("on-doomed", doomed), pod("on-kept", kept)]))
+    wait_for(lambda: _field(server, "on-doomed", "{.status.phase}") == "Running", 20, "the pod on the node to delete running")
+    server.kubectl("delete", "node", doomed)
+    wait_for(lambda: _field(server, "on-doomed", "{.metadata.name}") == "", 20, "the pod bound to the deleted node deleted")
+    assert _field(server, "on-kept", "{.status.phase}") == "Running", "pods on other nodes are left alone"
+    server.kubectl("delete", "pod", "--all", "-n", NS)
