@@ -124,6 +124,16 @@ def test_a_runtime_error_is_a_cause_naming_the_rule(client):
     assert causes(client.post(GADGETS, gadget(size=1))) == [("spec", 'Invalid value: "object": no such key: mode evaluating rule: self.mode == \'fast\'')]
 
 
+def test_an_integer_beyond_64_bits_is_a_422_not_a_500(client):
+    """CEL's int is 64 bits: a value beyond it cannot be evaluated, and says so per field."""
+    bad = group()
+    bad["spec"]["roles"][0]["replicas"] = 2**70
+    found = causes(client.post(f"{IG}/namespaces/{NS}/inferencegroups", bad))
+    assert ("spec.roles[0].replicas", "Invalid value: 1180591620717411303424: should be less than or equal to 2147483647") in found
+    assert ("spec.roles[0]", 'Invalid value: "object": holds an integer beyond the 64-bit range CEL rules evaluate') in found
+    assert client.get(f"{IG}/namespaces/{NS}/inferencegroups/g").code == 404, "nothing was created"
+
+
 def test_transition_rules_compare_with_the_old_object_on_update_only(client):
     crd = gadget_crd([], size_rules=[{"rule": "self >= oldSelf", "message": "size may not shrink"}],
                      item_rules=[{"rule": "self.count == oldSelf.count", "message": "count is immutable"}])

@@ -1,6 +1,6 @@
-"""What `tandem apiserver`'s simulated cluster does as a real one would, seen through the
-real kubectl: pods get Kubernetes' QoS class, and deleting a Node takes its pods with it
-(the pod garbage collector), so tests of node loss see what a cluster does."""
+"""What `tandem apiserver` and its simulated cluster do as a real one would, seen through the
+real kubectl: pods get Kubernetes' QoS class, deleting a Node takes its pods with it
+(the pod garbage collector), and a value CEL cannot hold is refused as invalid."""
 
 from __future__ import annotations
 
@@ -73,3 +73,22 @@ def test_deleting_a_node_deletes_the_pods_bound_to_it(server):
     wait_for(lambda: _field(server, "on-doomed", "{.metadata.name}") == "", 20, "the pod bound to the deleted node deleted")
     assert _field(server, "on-kept", "{.status.phase}") == "Running", "pods on other nodes are left alone"
     server.kubectl("delete", "pod", "--all", "-n", NS)
+
+
+def test_an_integer_too_large_for_cel_is_refused_as_invalid_not_an_internal_error(server):
+    """kubectl sends 99999999999999999999 as written: beyond 64 bits, where CEL's int ends."""
+    manifest = f"""
+apiVersion: tandem.dev/v1alpha1
+kind: InferenceGroup
+metadata: {{name: huge, namespace: {NS}}}
+spec:
+  roles:
+    - name: prefill
+      replicas: 99999999999999999999
+      template: {{spec: {{containers: [{{name: engine, image: vllm/vllm-openai:v0.11.0}}]}}}}
+"""
+    refused = server.kubectl("apply", "-f", "-", stdin=manifest, check=False)
+    assert refused.returncode != 0 and "InternalError" not in refused.stderr, refused.stderr
+    assert 'The InferenceGroup "huge" is invalid' in refused.stderr, refused.stderr
+    assert "should be less than or equal to 2147483647" in refused.stderr
+    assert "holds an integer beyond the 64-bit range CEL rules evaluate" in refused.stderr

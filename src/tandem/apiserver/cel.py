@@ -220,10 +220,13 @@ class Rules:
                 self._walk(node.items, item, olds.get(key, _UNSET) if key is not None else _UNSET, f"{path}[{index}]", unchanged, found)
 
     def _evaluate(self, rule: _Rule, node: _Node, value: Any, old: Any, path: str) -> Cause | None:
-        activation = {"self": celpy.json_to_cel(value)}
-        if rule.uses_old_self:
-            activation["oldSelf"] = celpy.json_to_cel(old)
         shown = json.dumps(node.type)
+        try:
+            activation = {"self": celpy.json_to_cel(value)}
+            if rule.uses_old_self:
+                activation["oldSelf"] = celpy.json_to_cel(old)
+        except ValueError:  # an integer beyond 64 bits: CEL's int cannot hold it (a real server reads it as a float)
+            return Cause(path, "FieldValueInvalid", f"Invalid value: {shown}: holds an integer beyond the 64-bit range CEL rules evaluate")
         try:
             result = rule.program.evaluate(activation)
         except Exception as exc:  # CELEvalError mostly; cel-python's own failures count as the same
