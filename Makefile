@@ -51,4 +51,4 @@ $(SCAN)/bin/checkov:
 	$(SCAN)/bin/python -m pip install --quiet checkov==3.3.30
 
 clean:
-	rm -rf $(VENV) $(SCAN) .pytest_cache .hypothesis build src/*.egg-info
+	rm -rf $(VENV) $(SCAN) .pytest_cache .hypothesis .mypy_cache build src/*.egg-info
