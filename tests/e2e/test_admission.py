@@ -224,3 +224,39 @@ def test_a_renewed_certificate_is_served_and_registered_without_a_restart(server
         server.kubectl("delete", "ig", "renewed", "-n", NS, "--ignore-not-found")
         process.process.send_signal(signal.SIGTERM)
         process.process.wait(timeout=10)
+
+
+def test_the_metrics_say_what_an_sre_alerts_on(server, tmp_path):
+    """Per group units and per-role replicas wanted and had, conditions, the last pass,
+    the webhook's verdicts and latency, and the process's own figures."""
+    import urllib.request
+
+    metrics_port, webhook = free_port(), free_port()
+    process = start_operator(server, tmp_path, f"metrics-{metrics_port}", "--metrics-port", str(metrics_port),
+                             "--webhook-port", str(webhook), "--manage-webhook-config")
+    try:
+        wait_for(lambda: _webhook_url(server).endswith(f":{webhook}/validate"), 20, "the operator's ValidatingWebhookConfiguration")
+        server.kubectl("apply", "-f", "-", stdin=documents(group("watched")))
+        server.kubectl("apply", "-f", "-", stdin=documents(group("denied", pack="zone")), check=False)
+
+        def scrape() -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as answer:
+                return answer.read().decode()
+
+        labels = f'group="watched",kind="functional",namespace="{NS}"'
+        wait_for(lambda: f"tandem_group_units{{{labels}}} 1.0" in scrape(), 60, "the group functional in the metrics")
+        text = scrape()
+        for line in (f'tandem_group_units{{group="watched",kind="desired",namespace="{NS}"}} 1.0',
+                     f'tandem_group_role_replicas{{group="watched",kind="ready",namespace="{NS}",role="prefill"}} 1.0',
+                     f'tandem_group_role_replicas{{group="watched",kind="desired",namespace="{NS}",role="decode"}} 1.0',
+                     f'tandem_group_condition{{condition="Available",group="watched",namespace="{NS}"}} 1.0',
+                     'tandem_webhook_requests_total{verdict="allowed"}', 'tandem_webhook_requests_total{verdict="denied"} 1.0',
+                     "tandem_webhook_review_seconds_count", "tandem_last_successful_pass_timestamp_seconds ",
+                     "process_resident_memory_bytes", "python_info", "python_gc_collections_total"):
+            assert line in text, line
+        server.kubectl("delete", "ig", "watched", "-n", NS)
+        wait_for(lambda: 'group="watched"' not in scrape(), 30, "the deleted group's series gone")
+    finally:
+        server.kubectl("delete", "ig", "watched", "-n", NS, "--ignore-not-found")
+        process.process.send_signal(signal.SIGTERM)
+        process.process.wait(timeout=10)

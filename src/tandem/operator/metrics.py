@@ -12,6 +12,17 @@
 | tandem_leader | gauge | (1 when this process leads) |
 | tandem_leader_election_errors_total | counter | code (each election attempt the API refused, or could not answer) |
 | tandem_informer_lag_seconds | gauge | kind |
+| tandem_last_successful_pass_timestamp_seconds | gauge | (when the last pass ran to its end, Unix seconds) |
+| tandem_group_units | gauge | namespace, group, kind (desired, existing, functional) |
+| tandem_group_role_replicas | gauge | namespace, group, role, kind (desired, scheduled, ready, updated) |
+| tandem_group_condition | gauge | namespace, group, condition (1 when True) |
+| tandem_webhook_requests_total | counter | verdict (allowed, denied, malformed, error) |
+| tandem_webhook_review_seconds | histogram | |
+| process_*, python_* | | the standard process, platform and garbage-collector collectors |
+
+The group series are set from each group's status after every pass and dropped with
+the group, so an alert can say which group is short (`tandem_group_units{kind="functional"}
+< tandem_group_units{kind="desired"}`).
 """
 
 from __future__ import annotations
@@ -19,7 +30,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Mapping
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR, CollectorRegistry, Gauge, Histogram
 from prometheus_client import Counter as PromCounter
 from prometheus_client.exposition import generate_latest
 
@@ -49,6 +60,18 @@ class OperatorMetrics:
             "tandem_leader_election_errors", "Leader-election attempts the API refused or could not answer, by HTTP code.", ["code"], registry=r
         )
         self.informer_lag = Gauge("tandem_informer_lag_seconds", "Seconds since an informer last heard from the API.", ["kind"], registry=r)
+        self.last_pass = Gauge("tandem_last_successful_pass_timestamp_seconds", "When the last reconcile pass ran to its end (Unix seconds).", registry=r)
+        self.group_units = Gauge("tandem_group_units", "A group's units: desired (spec), existing and functional (status).",
+                                 ["namespace", "group", "kind"], registry=r)
+        self.role_replicas = Gauge("tandem_group_role_replicas", "A role's replicas over all units: desired, scheduled, ready, updated.",
+                                   ["namespace", "group", "role", "kind"], registry=r)
+        self.conditions = Gauge("tandem_group_condition", "1 when the group's condition is True, else 0.", ["namespace", "group", "condition"], registry=r)
+        self.webhook_requests = PromCounter("tandem_webhook_requests", "Admission reviews answered, by verdict.", ["verdict"], registry=r)
+        self.webhook_seconds = Histogram("tandem_webhook_review_seconds", "Time to review one AdmissionReview.", buckets=_LATENCY_BUCKETS, registry=r)
+        # The process's CPU, memory and file descriptors, the interpreter, and its garbage
+        # collector, as every Python exporter has them (collectors bound to this registry).
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            r.register(collector)
 
     def observe_pass(self, report: PassReport, seconds: float) -> None:
         self.pass_duration.observe(seconds)
@@ -74,6 +97,28 @@ class OperatorMetrics:
             if gated and (pod["metadata"].get("annotations") or {}).get(ADMITTED) == "true":
                 waiting += 1
         self.gated.set(waiting)
+
+    def observe_groups(self, reader: Reader) -> None:
+        """Per group, units and per-role replicas wanted and had, and its conditions, from
+        what the pass wrote; a group that is gone loses its series."""
+        for gauge in (self.group_units, self.role_replicas, self.conditions):
+            gauge.clear()
+        for group in reader.list("InferenceGroup"):
+            meta, spec, status = group["metadata"], group.get("spec") or {}, group.get("status") or {}
+            namespace, name = meta.get("namespace", "default"), meta["name"]
+            units = int(spec.get("replicas", 1))
+            for kind, value in (("desired", units), ("existing", status.get("replicas", 0)), ("functional", status.get("functionalUnits", 0))):
+                self.group_units.labels(namespace=namespace, group=name, kind=kind).set(value)
+            seen = {r.get("name"): r for r in status.get("roles") or []}
+            for role in spec.get("roles") or []:
+                had = seen.get(role.get("name"), {})
+                counts = (("desired", int(role.get("replicas", 1)) * units), ("scheduled", had.get("scheduledReplicas", 0)),
+                          ("ready", had.get("readyReplicas", 0)), ("updated", had.get("updatedReplicas", 0)))
+                for kind, value in counts:
+                    self.role_replicas.labels(namespace=namespace, group=name, role=role.get("name", ""), kind=kind).set(value)
+            for condition in status.get("conditions") or []:
+                self.conditions.labels(namespace=namespace, group=name, condition=condition.get("type", "")).set(
+                    1 if condition.get("status") == "True" else 0)
 
     def observe_lag(self, lag: Mapping[str, float]) -> None:
         for kind, seconds in lag.items():

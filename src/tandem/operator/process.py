@@ -22,6 +22,7 @@ from tandem.cluster.ports import Cluster
 from tandem.errors import ApiError, InputError, Problem
 from tandem.operator.endpoints import serve
 from tandem.operator.leader import LeaderElector, LeaseConfig
+from tandem.operator.metrics import OperatorMetrics
 from tandem.operator.runner import Operator
 from tandem.operator.schedule import PassSchedule
 
@@ -81,7 +82,7 @@ def run(config: OperatorConfig, connect: Callable[[OperatorConfig, Callable[...,
             servers.append(server)
             log.info("serving %s on port %d", " ".join(sorted(paths)), server.server_address[1])
         if config.webhook_port:
-            servers.append(_webhook(config, cluster, scratch, stop))
+            servers.append(_webhook(config, cluster, scratch, stop, operator.metrics))
     except BaseException:
         _close(servers, cluster, scratch)
         raise
@@ -140,7 +141,7 @@ def _freeze_heap() -> None:
 WEBHOOK_CONFIG = "tandem-operator"
 
 
-def _webhook(config: OperatorConfig, cluster: Cluster, scratch: list[Path], stop: threading.Event):  # type: ignore[no-untyped-def]
+def _webhook(config: OperatorConfig, cluster: Cluster, scratch: list[Path], stop: threading.Event, metrics: OperatorMetrics):  # type: ignore[no-untyped-def]
     """Serve admission over HTTPS; with `manage_webhook_config`, register it as kopf's
     managed admission does. A certificate made for this run goes in a temporary directory
     (added to `scratch`, removed when the process stops)."""
@@ -160,7 +161,7 @@ def _webhook(config: OperatorConfig, cluster: Cluster, scratch: list[Path], stop
         make_certificates([config.webhook_host, "localhost"], datetime.now(timezone.utc)).write(cert_dir)
         log.info("wrote a self-signed webhook certificate to %s", cert_dir)
     server = _listening("--webhook-port", config.webhook_port, config.bind_host,
-                        lambda: serve_webhook(cluster.snapshot, cert_dir, config.webhook_port, host=config.bind_host))
+                        lambda: serve_webhook(cluster.snapshot, cert_dir, config.webhook_port, host=config.bind_host, metrics=metrics))
     port = server.server_address[1]
     log.info("serving /validate on port %d", port)
     if config.manage_webhook_config:

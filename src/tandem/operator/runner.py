@@ -88,7 +88,10 @@ class Operator:
         self.passes += 1
         elapsed = max(self.clock() - now, 0.0)
         self.metrics.observe_pass(report, elapsed)
-        self.metrics.observe_cluster(self.cluster.snapshot())
+        snapshot = self.cluster.snapshot()
+        self.metrics.observe_cluster(snapshot)
+        self.metrics.observe_groups(snapshot)
+        self.metrics.last_pass.set(self.clock())
         lag = getattr(self.cluster, "lag", None)
         if lag is not None:
             self.metrics.observe_lag(lag())

@@ -16,6 +16,7 @@ import json
 import logging
 import ssl
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
@@ -23,6 +24,7 @@ from typing import Callable
 from tandem.cluster.ports import Reader
 from tandem.operator.admission import MAX_BODY, Malformed, review
 from tandem.operator.certs import CERT_FILE, KEY_FILE
+from tandem.operator.metrics import OperatorMetrics
 
 log = logging.getLogger("tandem.operator.webhook")
 READ_TIMEOUT_S = 10.0
@@ -92,15 +94,23 @@ class _TLSServer(ThreadingHTTPServer):
         super().finish_request(request, client_address)
 
 
-def serve_webhook(snapshot: Callable[[], Reader], cert_dir: Path, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:
+def serve_webhook(
+    snapshot: Callable[[], Reader], cert_dir: Path, port: int, host: str = "0.0.0.0", metrics: OperatorMetrics | None = None
+) -> ThreadingHTTPServer:
+    """Serve `/validate`; with `metrics`, count each verdict and time each review."""
     certificates = Certificates(cert_dir)  # before binding: a pair that does not load is a start-up error
-    server = _TLSServer((host, port), _handler(snapshot))
+    server = _TLSServer((host, port), _handler(snapshot, metrics))
     server.certificates = certificates
     threading.Thread(target=server.serve_forever, name=f"webhook-{port}", daemon=True).start()
     return server
 
 
-def _handler(snapshot: Callable[[], Reader]) -> type[BaseHTTPRequestHandler]:
+def _handler(snapshot: Callable[[], Reader], metrics: OperatorMetrics | None) -> type[BaseHTTPRequestHandler]:
+    def counted(verdict: str, started: float) -> None:
+        if metrics is not None:
+            metrics.webhook_requests.labels(verdict=verdict).inc()
+            metrics.webhook_seconds.observe(max(time.monotonic() - started, 0.0))
+
     class Handler(BaseHTTPRequestHandler):
         timeout = READ_TIMEOUT_S
 
@@ -115,15 +125,19 @@ def _handler(snapshot: Callable[[], Reader]) -> type[BaseHTTPRequestHandler]:
             if length < 0 or length > MAX_BODY:
                 self._send(400 if length < 0 else 413, {"message": f"a Content-Length from 0 to {MAX_BODY} is required"})
                 return
+            started = time.monotonic()
             try:
                 verdict = review(self.rfile.read(length), snapshot())
             except Malformed as exc:
+                counted("malformed", started)
                 self._send(400, {"message": str(exc)})
                 return
             except Exception:  # a review must answer, never take the server down
                 log.exception("review failed")
+                counted("error", started)
                 self._send(500, {"message": "internal error while reviewing"})
                 return
+            counted("allowed" if verdict.allowed else "denied", started)
             self._send(200, verdict.response())
 
         def _send(self, code: int, body: dict) -> None:
