@@ -260,3 +260,16 @@ def test_the_metrics_say_what_an_sre_alerts_on(server, tmp_path):
         server.kubectl("delete", "ig", "watched", "-n", NS, "--ignore-not-found")
         process.process.send_signal(signal.SIGTERM)
         process.process.wait(timeout=10)
+
+
+def test_text_logs_show_each_pass_with_its_figures(server, tmp_path):
+    process = start_operator(server, tmp_path, "text-logs", "--log-format", "text")
+    try:
+        server.kubectl("apply", "-f", "-", stdin=documents(group("logged")))
+        line = wait_for(lambda: next((l for l in process.log().splitlines() if "INFO tandem.operator: pass " in l and "placed=" in l), None),
+                        30, "a pass line that placed pods")
+        assert re.search(r"pass seconds=[0-9.]+ writes=[0-9]+ placed=[0-9]+", line), line
+    finally:
+        server.kubectl("delete", "ig", "logged", "-n", NS, "--ignore-not-found")
+        process.process.send_signal(signal.SIGTERM)
+        process.process.wait(timeout=10)

@@ -1,5 +1,6 @@
 """Logs as text for a terminal or as one JSON object per line for a log pipeline
-(`--log-format json`): time, level, logger, message, and any `extra` fields."""
+(`--log-format json`): time, level, logger, message, and any `extra` fields (in text,
+as `key=value` after the message, so a pass's figures are on its line)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,30 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, sort_keys=False)
 
 
+class TextFormatter(logging.Formatter):
+    """`time LEVEL logger: message key=value ...`; fields that are None or empty are left out."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = [f"{k}={_text(v)}" for k, v in record.__dict__.items() if k not in _STANDARD and v not in (None, "", [], (), {})]
+        if not fields:
+            return line
+        head, newline, rest = line.partition("\n")  # a traceback stays below the line
+        return f"{head} {' '.join(fields)}{newline}{rest}"
+
+
+def _text(value: object) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(value)
+
+
 def configure(fmt: str, level: int = logging.INFO) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger("tandem")
     root.handlers[:] = [handler]
     root.setLevel(level)
