@@ -263,8 +263,10 @@ def test_the_metrics_say_what_an_sre_alerts_on(server, tmp_path):
 
 
 def test_text_logs_show_each_pass_with_its_figures(server, tmp_path):
-    process = start_operator(server, tmp_path, "text-logs", "--log-format", "text")
+    webhook = free_port()  # an earlier test's stopped operator left the (fail-closed) webhook: point it here
+    process = start_operator(server, tmp_path, "text-logs", "--log-format", "text", "--webhook-port", str(webhook), "--manage-webhook-config")
     try:
+        wait_for(lambda: _webhook_url(server).endswith(f":{webhook}/validate"), 20, "the operator's ValidatingWebhookConfiguration")
         server.kubectl("apply", "-f", "-", stdin=documents(group("logged")))
         line = wait_for(lambda: next((l for l in process.log().splitlines() if "INFO tandem.operator: pass " in l and "placed=" in l), None),
                         30, "a pass line that placed pods")
