@@ -128,7 +128,7 @@ def aks_node(i: int) -> dict[str, Any]:
         },
         "spec": {"providerID": f"azure:///subscriptions/x/resourceGroups/y/providers/vmss/{name}", "podCIDR": f"10.{i // 65536 % 256}.{i // 256 % 256}.0/24"},
         "status": {
-            "addresses": [{"type": "InternalIP", "address": f"10.224.{i // 256 % 256}.{i % 256}"}, {"type": "Hostname", "address": name}],
+            "addresses": [{"type": "InternalIP", "address": f"127.224.{i // 256 % 256}.{i % 256}"}, {"type": "Hostname", "address": name}],
             "allocatable": {"cpu": "94", "ephemeral-storage": "1000Gi", "memory": "1800Gi", "nvidia.com/gpu": "8", "pods": "110"},
             "capacity": {"cpu": "96", "ephemeral-storage": "1100Gi", "memory": "1900Gi", "nvidia.com/gpu": "8", "pods": "110"},
             "conditions": conditions,

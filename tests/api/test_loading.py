@@ -26,7 +26,7 @@ items:
   kind: Node
   metadata:
     annotations:
-      alpha.kubernetes.io/provided-node-ip: 10.0.12.34
+      alpha.kubernetes.io/provided-node-ip: 127.0.12.34
       node.alpha.kubernetes.io/ttl: "0"
       volumes.kubernetes.io/controller-managed-attach-detach: "true"
     creationTimestamp: "2025-03-04T09:12:44Z"
@@ -68,9 +68,9 @@ items:
     resourceVersion: "918273645"
     uid: 5d0c2f0e-8f1a-4c3e-9f51-0b8d7f2a6c11
   spec:
-    podCIDR: 10.244.3.0/24
+    podCIDR: 127.244.3.0/24
     podCIDRs:
-    - 10.244.3.0/24
+    - 127.244.3.0/24
     providerID: aws:///us-east-2a/i-0123456789abcdef0
     taints:
     - effect: NoSchedule
@@ -78,7 +78,7 @@ items:
       value: present
   status:
     addresses:
-    - address: 10.0.12.34
+    - address: 127.0.12.34
       type: InternalIP
     - address: gpu-node-0
       type: Hostname
@@ -275,11 +275,11 @@ items:
       started: true
       state:
         running: {startedAt: "2025-04-29T08:01:02Z"}
-    hostIP: 10.0.12.34
+    hostIP: 127.0.12.34
     phase: Running
-    podIP: 10.244.3.17
+    podIP: 127.244.3.17
     podIPs:
-    - ip: 10.244.3.17
+    - ip: 127.244.3.17
     qosClass: Burstable
     startTime: "2025-04-29T08:00:03Z"
 - apiVersion: v1

@@ -164,3 +164,12 @@ def test_pods_are_immutable_but_for_gates_and_binding_goes_through_the_subresour
     client.patch(f"{PODS}/p", [{"op": "remove", "path": "/spec/schedulingGates"}], kind="json-patch")
     bound = client.post(f"{PODS}/p/binding", {"target": {"kind": "Node", "name": "n-000"}})
     assert bound.code == 201 and client.get(f"{PODS}/p").body["spec"]["nodeName"] == "n-000"
+
+
+def test_a_service_gets_a_cluster_ip_on_this_machine_and_a_headless_one_none(client):
+    """Every address the server hands out is in 127.0.0.0/8: a client that connects stays here."""
+    services = f"/api/v1/namespaces/{NS}/services"
+    plain = client.post(services, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "plain"}, "spec": {"ports": [{"port": 80}]}}).body
+    assert plain["spec"]["clusterIP"].startswith("127.30.") and plain["spec"]["clusterIPs"] == [plain["spec"]["clusterIP"]]
+    headless = client.post(services, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "headless"}, "spec": {"clusterIP": "None"}}).body
+    assert headless["spec"]["clusterIP"] == "None"

@@ -54,7 +54,8 @@ def test_a_pod_whose_gates_are_gone_is_bound_to_its_hostname_started_then_ready(
     assert step() == pytest.approx(5.0)
     running = _pod(client, "p")
     assert running["spec"]["nodeName"] == "n-002" and running["status"]["phase"] == "Running"
-    assert running["status"]["podIP"] == "10.0.0.2" and _condition(running, "Ready")["status"] == "False"
+    assert running["status"]["podIP"] == "127.10.0.2" and _condition(running, "Ready")["status"] == "False"
+    assert running["status"]["hostIP"].startswith("127.20."), "every address handed out stays on this machine"
     assert running["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
     clock.now += 5.0
     assert step() is None
@@ -75,7 +76,7 @@ def test_pods_without_a_selector_go_first_fit_and_the_rest_wait_unschedulable(wo
     assert nodes == {"a": "n-000", "b": "n-001", "c": "n-002", "d": "n-003", "e": None}
     waiting = _condition(_pod(client, "e"), "PodScheduled")
     assert waiting["reason"] == "Unschedulable" and "4 Insufficient nvidia.com/gpu" in waiting["message"]
-    assert [_pod(client, n)["status"]["podIP"] for n in "abcd"] == ["10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"]
+    assert [_pod(client, n)["status"]["podIP"] for n in "abcd"] == ["127.10.0.2", "127.10.0.3", "127.10.0.4", "127.10.0.5"]
     client.delete(f"{PODS}/a")
     step()
     assert _pod(client, "e")["spec"]["nodeName"] == "n-000", "room freed is used"

@@ -22,7 +22,7 @@ apiVersion: v1
 kind: Pod
 metadata: {name: busy, namespace: elsewhere}
 spec: {nodeName: n-1, containers: [{name: c, image: x, resources: {requests: {nvidia.com/gpu: "8"}}}]}
-status: {phase: Running, podIP: 10.9.9.9}
+status: {phase: Running, podIP: 127.9.9.9}
 ---
 apiVersion: tandem.dev/v1alpha1
 kind: ClusterTopology
@@ -40,7 +40,7 @@ def test_a_kubectl_dump_is_loaded_as_written_with_server_fields_replaced():
         node = client.get("/api/v1/nodes/n-1").body
         assert node["metadata"]["uid"] != "from-another-cluster" and node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
         busy = client.get("/api/v1/namespaces/elsewhere/pods/busy").body
-        assert busy["status"] == {"phase": "Running", "podIP": "10.9.9.9"}, "a bound pod's status is kept"
+        assert busy["status"] == {"phase": "Running", "podIP": "127.9.9.9"}, "a bound pod's status is kept"
         assert client.get("/apis/tandem.dev/v1alpha1/clustertopologies/default").code == 200
         namespaces = [n["metadata"]["name"] for n in client.get("/api/v1/namespaces").body["items"]]
         assert namespaces == ["default", "elsewhere", "kube-node-lease", "kube-public", "kube-system"]

@@ -165,7 +165,7 @@ def test_a_pod_created_with_kubectl_is_bound_to_its_hostname_and_becomes_ready(s
     rows = _table(server.kubectl("get", "pods", "-n", NS, "-l", "tandem.dev/group=manual", "-o", "wide").stdout)
     assert rows[0][:7] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
     name, ready, status, restarts, _, ip, node = rows[1][:7]
-    assert (name, ready, status, restarts, node) == ("engine-0", "1/1", "Running", "0", "n-003") and ip.startswith("10.0.")
+    assert (name, ready, status, restarts, node) == ("engine-0", "1/1", "Running", "0", "n-003") and ip.startswith("127.10.")
     server.kubectl("label", "pod", "engine-0", "-n", NS, "team=serving")
     assert "team=serving" in server.kubectl("get", "pod", "engine-0", "-n", NS, "--show-labels").stdout
     full = {**pod, "metadata": {**pod["metadata"], "name": "no-room"}}

@@ -47,7 +47,7 @@ FAT_POD = {
     },
     "status": {
         "phase": "Running",
-        "podIP": "10.0.0.7",
+        "podIP": "127.10.0.7",
         "conditions": [{"type": "Ready", "status": "True"}],
         "containerStatuses": [{"name": "engine", "ready": True, "restartCount": 0, "image": "vllm"}],
     },
@@ -62,7 +62,7 @@ def test_a_trimmed_pod_reads_the_same_to_placement_and_the_controller():
     assert (small.spec, small.status, small.metadata.labels) == (whole.spec, whole.status, whole.metadata.labels)
     assert small.spec.requests() == {"nvidia.com/gpu": 8000, "cpu": 8250}, "milli-units: limits default requests, plus overhead"
     assert (pod_ready(trimmed), pod_failed(trimmed), assigned_node(trimmed)) == (True, False, "n-3")
-    assert trimmed["status"] == {"phase": "Running", "podIP": "10.0.0.7", "conditions": [{"type": "Ready", "status": "True"}]}
+    assert trimmed["status"] == {"phase": "Running", "podIP": "127.10.0.7", "conditions": [{"type": "Ready", "status": "True"}]}
     meta = trimmed["metadata"]
     assert "managedFields" not in meta and meta["annotations"] == {"tandem.dev/admitted": "true"}
     assert meta["ownerReferences"] == FAT_POD["metadata"]["ownerReferences"] and meta["finalizers"] == ["x"]

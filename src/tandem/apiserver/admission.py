@@ -10,7 +10,7 @@
   (`cel.py`; on update against the old object), unless the schema found a problem that
   keeps the real server from running them.
 - Pods start `Pending` (those loaded from cluster files keep the status written); Services
-  get a cluster IP (10.96.x.y) unless headless; Namespaces are `Active`.
+  get a cluster IP (127.30.x.y: on this machine) unless headless; Namespaces are `Active`.
 - CustomResourceDefinitions are checked, and once stored their resources are served (a
   CEL rule cel-python cannot run is a warning, not a refusal); deleting one deletes its
   objects. Deleting a Namespace deletes what it holds.
@@ -218,7 +218,7 @@ def _allocate_cluster_ip(state: State, obj: dict[str, Any]) -> None:
             spec["clusterIPs"] = [spec["clusterIP"]]
         return
     n = state.next("clusterIP")
-    ip = f"10.96.{n // 254 % 256}.{n % 254 + 1}"
+    ip = f"127.30.{n // 254 % 256}.{n % 254 + 1}"
     spec["clusterIP"], spec["clusterIPs"] = ip, [ip]
 
 

@@ -7,8 +7,9 @@
   taints and has room for its requests (every resource the node's `allocatable` lists:
   nvidia.com/gpu, cpu, memory, pods). A pod that fits nowhere stays Pending with
   PodScheduled False, `Unschedulable`, and the reason.
-- A bound pod starts at once: phase Running, a pod IP (10.0.x.y, handed out in order, so
-  the same run gives the same addresses), container statuses; it turns Ready `ready_after`
+- A bound pod starts at once: phase Running, a pod IP (127.10.x.y, handed out in order, so
+  the same run gives the same addresses; every address handed out is in 127.0.0.0/8, so a
+  client that connects to one stays on this machine), container statuses; it turns Ready `ready_after`
   seconds after it started.
 - A bound pod's `qosClass` is Kubernetes': Guaranteed when every container limits CPU
   and memory and asks for exactly what it limits (or states no request), BestEffort when
@@ -264,13 +265,13 @@ def _conditions(ready: bool, stamp: str) -> list[dict[str, Any]]:
 
 
 def _address(n: int) -> str:
-    return f"10.0.{n // 254 % 256}.{n % 254 + 1}"
+    return f"127.10.{n // 254 % 256}.{n % 254 + 1}"
 
 
 def _host_ip(node: str) -> str:
-    """A stable made-up address per node name."""
+    """A stable made-up address per node name, on this machine (127.20.0.0/16)."""
     digest = sum((i + 1) * ord(ch) for i, ch in enumerate(node))
-    return f"192.168.{digest // 254 % 256}.{digest % 254 + 1}"
+    return f"127.20.{digest // 254 % 256}.{digest % 254 + 1}"
 
 
 # ----------------------------------------------------------------------------- scheduling
