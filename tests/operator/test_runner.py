@@ -233,3 +233,23 @@ def test_an_election_that_keeps_failing_is_logged_once_a_minute_and_counted(capl
     assert len(warnings) == 3 and all("cannot use the Lease tandem-system/tandem-operator (403 Forbidden" in w for w in warnings)
     assert not operator.leading and operator.passes == 0
     assert b'tandem_leader_election_errors_total{code="403"} 65.0' in operator.metrics.exposition()
+
+
+def test_group_series_follow_the_groups_and_their_roles():
+    from support.builders import group, role
+    from tandem.operator.metrics import OperatorMetrics
+
+    store = world(group("g", [role("prefill", 2, 1, gpus=8), role("decode", 1, 1, gpus=8)], required="block"))
+    metrics = OperatorMetrics()
+    metrics.observe_groups(store.snapshot())
+    text = metrics.exposition().decode()
+    assert 'tandem_group_role_replicas{group="g",kind="desired",namespace="serving",role="prefill"} 2.0' in text
+    assert 'role="decode"' in text
+    roles = [r for r in store.get("InferenceGroup", "serving", "g")["spec"]["roles"] if r["name"] == "prefill"]
+    store.patch("InferenceGroup", "serving", "g", {"spec": {"roles": roles}})
+    metrics.observe_groups(store.snapshot())
+    text = metrics.exposition().decode()
+    assert 'role="decode"' not in text and 'role="prefill"' in text, "a role removed loses its series"
+    store.delete("InferenceGroup", "serving", "g")
+    metrics.observe_groups(store.snapshot())
+    assert 'group="g"' not in metrics.exposition().decode()

@@ -159,7 +159,8 @@ def _follow(memo: Memo, changes: list[Change]) -> None:
                 model = None
             cache.node(name, _version(obj), None if model is None else NodeFacts.of(model))
             continue
-        node = assigned_node(as_pod(obj)) if obj is not None and not pod_failed(as_pod(obj)) else None
+        pod = None if obj is None else as_pod(obj)
+        node = assigned_node(pod) if pod is not None and not pod_failed(pod) else None
         model = None if obj is None or node is None else _model(Pod, {**obj, "spec": {**obj.get("spec", {}), "nodeName": node}})
         if isinstance(model, str):
             notes[note_key] = f"pod {change.name[1]} not counted: {model}"

@@ -28,7 +28,7 @@ the group, so an alert can say which group is short (`tandem_group_units{kind="f
 from __future__ import annotations
 
 from collections import Counter
-from typing import Mapping
+from typing import Any, Mapping
 
 from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR, CollectorRegistry, Gauge, Histogram
 from prometheus_client import Counter as PromCounter
@@ -66,6 +66,8 @@ class OperatorMetrics:
         self.role_replicas = Gauge("tandem_group_role_replicas", "A role's replicas over all units: desired, scheduled, ready, updated.",
                                    ["namespace", "group", "role", "kind"], registry=r)
         self.conditions = Gauge("tandem_group_condition", "1 when the group's condition is True, else 0.", ["namespace", "group", "condition"], registry=r)
+        self._group_versions: dict[tuple[str, str], str | None] = {}  # the resourceVersion each group's series were set from
+        self._group_series: dict[tuple[str, str], set[tuple[Gauge, tuple[str, ...]]]] = {}
         self.webhook_requests = PromCounter("tandem_webhook_requests", "Admission reviews answered, by verdict.", ["verdict"], registry=r)
         self.webhook_seconds = Histogram("tandem_webhook_review_seconds", "Time to review one AdmissionReview.", buckets=_LATENCY_BUCKETS, registry=r)
         # The process's CPU, memory and file descriptors, the interpreter, and its garbage
@@ -100,25 +102,50 @@ class OperatorMetrics:
 
     def observe_groups(self, reader: Reader) -> None:
         """Per group, units and per-role replicas wanted and had, and its conditions, from
-        what the pass wrote; a group that is gone loses its series."""
-        for gauge in (self.group_units, self.role_replicas, self.conditions):
-            gauge.clear()
+        what the pass wrote. Only a group whose object changed (its resourceVersion) is read
+        again, so a settled pass costs a look-up per group; a group that is gone, or a
+        series a group no longer has (a role removed), loses its series."""
+        present: set[tuple[str, str]] = set()
         for group in reader.list("InferenceGroup"):
-            meta, spec, status = group["metadata"], group.get("spec") or {}, group.get("status") or {}
-            namespace, name = meta.get("namespace", "default"), meta["name"]
-            units = int(spec.get("replicas", 1))
-            for kind, value in (("desired", units), ("existing", status.get("replicas", 0)), ("functional", status.get("functionalUnits", 0))):
-                self.group_units.labels(namespace=namespace, group=name, kind=kind).set(value)
-            seen = {r.get("name"): r for r in status.get("roles") or []}
-            for role in spec.get("roles") or []:
-                had = seen.get(role.get("name"), {})
-                counts = (("desired", int(role.get("replicas", 1)) * units), ("scheduled", had.get("scheduledReplicas", 0)),
-                          ("ready", had.get("readyReplicas", 0)), ("updated", had.get("updatedReplicas", 0)))
-                for kind, value in counts:
-                    self.role_replicas.labels(namespace=namespace, group=name, role=role.get("name", ""), kind=kind).set(value)
-            for condition in status.get("conditions") or []:
-                self.conditions.labels(namespace=namespace, group=name, condition=condition.get("type", "")).set(
-                    1 if condition.get("status") == "True" else 0)
+            meta = group["metadata"]
+            key = (meta.get("namespace", "default"), meta["name"])
+            present.add(key)
+            version = meta.get("resourceVersion")
+            if version is not None and self._group_versions.get(key) == version:
+                continue
+            self._group_versions[key] = version
+            self._drop_series(key, self._series_of(key, group))
+        for key in [k for k in self._group_versions if k not in present]:
+            del self._group_versions[key]
+            self._drop_series(key, [])
+
+    def _series_of(self, key: tuple[str, str], group: dict[str, Any]) -> list[tuple[Gauge, tuple[str, ...]]]:
+        """Set the group's series; the (gauge, labels) of each one set."""
+        namespace, name = key
+        spec, status = group.get("spec") or {}, group.get("status") or {}
+        values: list[tuple[Gauge, tuple[str, ...], float]] = []
+        units = int(spec.get("replicas", 1))
+        for kind, value in (("desired", units), ("existing", status.get("replicas", 0)), ("functional", status.get("functionalUnits", 0))):
+            values.append((self.group_units, (namespace, name, kind), value))
+        seen = {r.get("name"): r for r in status.get("roles") or []}
+        for role in spec.get("roles") or []:
+            had = seen.get(role.get("name"), {})
+            for kind, value in (("desired", int(role.get("replicas", 1)) * units), ("scheduled", had.get("scheduledReplicas", 0)),
+                                ("ready", had.get("readyReplicas", 0)), ("updated", had.get("updatedReplicas", 0))):
+                values.append((self.role_replicas, (namespace, name, role.get("name", ""), kind), value))
+        for condition in status.get("conditions") or []:
+            values.append((self.conditions, (namespace, name, condition.get("type", "")), 1 if condition.get("status") == "True" else 0))
+        for gauge, labels, value in values:
+            gauge.labels(*labels).set(value)
+        return [(gauge, labels) for gauge, labels, _ in values]
+
+    def _drop_series(self, key: tuple[str, str], kept: list[tuple[Gauge, tuple[str, ...]]]) -> None:
+        """Remove the group's series it did not just set."""
+        now = set(kept)
+        for series in self._group_series.pop(key, set()) - now:
+            series[0].remove(*series[1])
+        if now:
+            self._group_series[key] = now
 
     def observe_lag(self, lag: Mapping[str, float]) -> None:
         for kind, seconds in lag.items():
