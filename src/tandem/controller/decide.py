@@ -95,7 +95,7 @@ def decide(state: ClusterState, now: float, placer: Placer = place) -> Decisions
             _release(draft, now, expected)
             _companions(draft, expected)
             _coordinate(draft, now, expected)
-    placed, notes, placement = _place(state, drafts, now, expected, placer)
+    placed, notes, ran, idle = _place(state, drafts, now, expected, placer)
     for draft in drafts:
         if draft.group.valid:
             _status(draft, now, expected)
@@ -113,8 +113,8 @@ def decide(state: ClusterState, now: float, placer: Placer = place) -> Decisions
         ),
         settled_hits=skipped,
         unit_reads=tuple((draft.group.key, draft.reads.settle()) for draft in drafts if draft.reads is not None),
-        placement_ran=placement is not None,
-        idle_placement=placement[0] if placement is not None else None,
+        placement_ran=ran,
+        idle_placement=idle,
     )
     return Decisions(groups, requeue, placed, tuple(notes), memory)
 
@@ -434,15 +434,15 @@ def _lowest_free(taken: set[int], count: int) -> list[int]:
 
 def _place(
     state: ClusterState, drafts: list[_Draft], now: float, expected: _Expected, placer: Placer
-) -> tuple[int, list[str], tuple[tuple[Any, ...] | None] | None]:
-    """Pods placed, notes for the log and, when the engine ran, (the inputs of this
-    placement if it placed nothing, else None) for the memo to keep."""
+) -> tuple[int, list[str], bool, tuple[Any, ...] | None]:
+    """Pods placed, notes for the log, whether the engine ran and, if it did and placed
+    nothing, the inputs of that placement (for the memo to keep)."""
     valid = [d for d in drafts if d.group.valid]
     # Only a group's own pods wait for tandem's gate, and a group skipped as settled has none.
     candidates = {key for d in valid for key in (*map(_pod_key, d.group.pods), *d.pod_write)}
     waiting = {key: expected[key] for key in sorted(candidates) if key in expected and _waits_for_placement(expected[key])}
     if not waiting or not valid:
-        return 0, [], None
+        return 0, [], False, None
     # The engine places nothing more on less room: when the last placement placed nothing,
     # no capacity has come free since (no node changed, no pod let go of or moved its
     # load), the groups with waiting pods did not change and this pass wrote no pod, it is
@@ -453,7 +453,7 @@ def _place(
     if all(i is not None for _, i in inputs) and not expected.written():
         signature = (state.memo.placement.freed, state.topology_versions, tuple(inputs), tuple(waiting))
         if signature == state.memo.idle_placement:
-            return 0, [], None
+            return 0, [], False, None
     # The snapshot of the observed nodes and pods, kept up to date by `observe` (the memo's
     # cache): equal to building it from them, at the cost of what changed. What this pass
     # writes before placing changes no node's load: creates are gated, patches only admit,
@@ -487,7 +487,7 @@ def _place(
                     if pod is not None:
                         _assign(draft, pod, assignment.node, now, expected)
                         placed += 1
-    return placed, notes, (idle,)
+    return placed, notes, True, idle
 
 
 def _waiting_replicas(waiting: dict[PodKey, PodPayload]) -> dict[tuple[str, str, int], dict[str, list[list[PodPayload | None]]]]:
