@@ -105,3 +105,79 @@ def test_the_kubelet_thread_works_in_real_time():
             time.sleep(0.05)
         assert current["spec"]["nodeName"] == "n-001"
         assert _condition(current, "Ready")["status"] == "True"
+
+
+@pytest.fixture
+def timed():
+    """A server and a kubelet on one made-up clock (the server's and the kubelet's)."""
+    clock = Clock()
+    with ApiServer(objects=small_cluster(gpus=8), kubelet=False, clock=clock, default_toleration_seconds=5) as server:
+        kubelet = Kubelet(server.state, monotonic=clock)
+
+        def step() -> float | None:
+            with server.state.lock:
+                return kubelet.step()
+
+        yield Client(server.url), clock, step
+
+
+def _exists(client: Client, name: str) -> bool:
+    return client.get(f"{PODS}/{name}").code == 200
+
+
+def test_pods_get_the_default_not_ready_and_unreachable_tolerations(timed):
+    client, _, _ = timed
+    client.post(PODS, pod("p", node="n-000"))
+    keys = {(t["key"], t["tolerationSeconds"]) for t in _pod(client, "p")["spec"]["tolerations"]}
+    assert keys == {("node.kubernetes.io/not-ready", 5), ("node.kubernetes.io/unreachable", 5)}
+
+
+def test_a_no_execute_taint_evicts_the_pods_not_tolerating_it_at_once_and_the_others_after_their_seconds(timed):
+    client, clock, step = timed
+    patient = pod("patient", node="n-000")
+    patient["spec"]["tolerations"] = [{"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}]
+    forever = pod("forever", node="n-000")
+    forever["spec"]["tolerations"] = [{"key": "k", "operator": "Equal", "value": "v"}]
+    for body in (pod("plain", node="n-000"), patient, forever, pod("elsewhere", node="n-001")):
+        client.post(PODS, body)
+    step()
+    assert _pod(client, "plain")["spec"]["nodeName"] == "n-000"
+    client.patch("/api/v1/nodes/n-000", {"spec": {"taints": [{"key": "k", "value": "v", "effect": "NoExecute"}]}})
+    assert step() == pytest.approx(30.0), "the patient pod's eviction is due next"
+    assert not _exists(client, "plain") and _exists(client, "patient") and _exists(client, "forever") and _exists(client, "elsewhere")
+    clock.now += 29.0
+    step()
+    assert _exists(client, "patient")
+    clock.now += 1.0
+    assert step() is None
+    assert not _exists(client, "patient") and _exists(client, "forever")
+
+
+def test_a_node_not_ready_evicts_its_pods_after_their_toleration_and_ready_again_in_time_keeps_them(timed):
+    client, clock, step = timed
+    client.post(PODS, pod("kept", node="n-002"))
+    client.post(PODS, pod("lost", node="n-003"))
+    step()
+    for name in ("n-002", "n-003"):
+        client.patch(f"/api/v1/nodes/{name}/status", {"status": {"conditions": [{"type": "Ready", "status": "False"}]}})
+    assert step() == pytest.approx(5.0)
+    clock.now += 4.0
+    client.patch("/api/v1/nodes/n-002/status", {"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    step()
+    clock.now += 1.0
+    step()
+    assert _exists(client, "kept") and not _exists(client, "lost")
+    clock.now += 100.0
+    step()
+    assert _exists(client, "kept"), "the taint went with the NotReady condition"
+
+
+def test_an_unreachable_node_evicts_too(timed):
+    client, clock, step = timed
+    client.post(PODS, pod("p", node="n-001"))
+    step()
+    client.patch("/api/v1/nodes/n-001/status", {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}})
+    step()
+    clock.now += 5.0
+    step()
+    assert not _exists(client, "p")

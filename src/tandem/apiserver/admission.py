@@ -9,7 +9,9 @@
   the result is validated (422 naming each field), then checked with the CRD's CEL rules
   (`cel.py`; on update against the old object), unless the schema found a problem that
   keeps the real server from running them.
-- Pods start `Pending` (those loaded from cluster files keep the status written); Services
+- Pods start `Pending` (those loaded from cluster files keep the status written) and, as
+  the DefaultTolerationSeconds plugin does, tolerate not-ready and unreachable nodes for
+  `default_toleration_seconds` (300) unless they say otherwise (`evictions.py`); Services
   get a cluster IP (127.30.x.y: on this machine) unless headless; Namespaces are `Active`.
 - CustomResourceDefinitions are checked, and once stored their resources are served (a
   CEL rule cel-python cannot run is a warning, not a refusal); deleting one deletes its
@@ -26,6 +28,7 @@ import re
 from typing import Any
 
 from tandem.apiserver import cel, crds, webhooks
+from tandem.apiserver.evictions import with_default_tolerations
 from tandem.apiserver.error_status import InvalidObject
 from tandem.apiserver.kinds import Resource
 from tandem.apiserver.schema import Cause
@@ -55,8 +58,12 @@ def prepare_create(state: State, resource: Resource, obj: dict[str, Any], params
         if resource.status:
             obj.pop("status", None)
         warnings = check_custom(resource, obj, params)
-    elif resource.kind == "Pod" and not (keep_status and obj.get("status")):
-        obj["status"] = {"phase": "Pending"}
+    elif resource.kind == "Pod":
+        spec = obj.get("spec")
+        if isinstance(spec, dict) and isinstance(spec.get("tolerations") or [], list):
+            spec["tolerations"] = with_default_tolerations(spec.get("tolerations") or [], state.default_toleration_seconds)
+        if not (keep_status and obj.get("status")):
+            obj["status"] = {"phase": "Pending"}
     elif resource.kind == "Service":
         _allocate_cluster_ip(state, obj)
     elif resource.kind == NAMESPACE_KIND:

@@ -15,9 +15,15 @@
   and memory and asks for exactly what it limits (or states no request), BestEffort when
   no container asks for or limits either, else Burstable (other resources, GPUs
   included, do not count).
-- Pods on a node that is not Ready are left as they are; nothing fails on its own.
+- A pod bound to a node with a `NoExecute` taint it does not tolerate is deleted at once;
+  one that tolerates it for `tolerationSeconds`, that long after the taint appeared (the
+  taint manager of kube-controller-manager, `evictions.py`). A node whose Ready condition
+  is False or Unknown counts as tainted `node.kubernetes.io/not-ready` or `unreachable`,
+  which every pod tolerates for `--default-toleration-seconds` unless it says otherwise.
+  Nodes are followed by what changed (`changes_since`), not listed every step.
 - A pod bound to a node that no longer exists is deleted (the pod garbage collector of
-  kube-controller-manager), so deleting a Node takes its pods with it.
+  kube-controller-manager), so deleting a Node takes its pods with it. Nothing else fails
+  on its own.
 Like `tandem.sim.pod_lifecycle`, with the wall clock (injected) instead of the simulator's.
 """
 
@@ -32,6 +38,7 @@ from typing import Any, Callable
 from tandem.api.naming import HOSTNAME_LABEL
 from tandem.api.quantity import parse_quantity
 from tandem.api.timestamps import rfc3339
+from tandem.apiserver.evictions import Taint, eviction_time, no_execute_taints, tolerates
 from tandem.apiserver.server_state import State
 from tandem.cluster.payloads import as_pod
 from tandem.cluster.pods import pod_ready
@@ -53,6 +60,9 @@ class Kubelet:
     _addresses: int = 0  # pod IPs handed out so far
     _known: dict[str, "Amounts | None"] = field(default_factory=dict)  # uid -> its requests, once needed
     _settled: dict[str, str] = field(default_factory=dict)  # uid -> the resourceVersion it was running and Ready at
+    _nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> the node, followed by changes
+    _node_cursor: Any = None  # where `changes_since` last left off
+    _taints: dict[str, dict[Taint, float]] = field(default_factory=dict)  # node -> its NoExecute taints -> since (server clock)
     _seen: str = ""
     _thread: threading.Thread | None = None
 
@@ -85,10 +95,17 @@ class Kubelet:
         step over thousands of settled pods stays cheap (the load bench, docs/reliability.md)."""
         now = self.monotonic()
         snapshot = self.state.store.snapshot()
+        wall = self.state.clock()  # taints are timed on the server's clock, as the objects' stamps are
+        self._follow_nodes(snapshot, wall)
         pods = snapshot.list("Pod")
-        wrote = self._collect_orphans(pods, snapshot.list("Node"))
+        gone = self._collect_orphans(pods)
+        evicted, next_eviction = self._evict(pods, wall)
+        gone |= evicted
+        wrote = bool(gone)
+        if gone:
+            pods = [p for p in pods if p["metadata"]["uid"] not in gone]
         work = [p for p in pods if self._needs_work(p)]
-        due: list[float] = []
+        due: list[float] = [] if next_eviction is None else [next_eviction]
         used: dict[str, Amounts] | None = None
         placement: _Nodes | None = None
         for pod in sorted(work, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["namespace"], p["metadata"]["name"])):
@@ -105,7 +122,7 @@ class Kubelet:
                         due.append(first + self.bind_latency - now)
                         continue
                     if used is None or placement is None:
-                        used, placement = self._used(pods), _Nodes(snapshot.list("Node"))
+                        used, placement = self._used(pods), _Nodes(list(self._nodes.values()))
                     node, why = _first_fit(pod, placement, used, self._requests(pod))
                     if node is None:
                         wrote |= self._scheduled_condition(pod, "False", "Unschedulable", why)
@@ -134,20 +151,62 @@ class Kubelet:
             self.state.changed()
         return min(due) if due else None
 
-    def _collect_orphans(self, pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> bool:
-        """Delete the pods bound to nodes that are gone, at once (PodGC's force delete)."""
-        names = {n["metadata"]["name"] for n in nodes}
-        wrote = False
-        for pod in pods:
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node and node not in names:
-                meta = pod["metadata"]
+    def _follow_nodes(self, snapshot: Any, now: float) -> None:
+        """Bring the nodes, and when each NoExecute taint appeared, up to date with what
+        changed since the last step (every node only on the first step, or after more
+        changes than the store remembers)."""
+        self._node_cursor, keys = snapshot.changes_since(self._node_cursor)
+        if keys is None:
+            before = set(self._nodes)
+            self._nodes = {n["metadata"]["name"]: n for n in snapshot.list("Node")}
+            changed = before | set(self._nodes)
+        else:
+            changed = {name for kind, _, name in keys if kind == "Node"}
+            for name in changed:
                 try:
-                    self.state.store.delete("Pod", meta["namespace"], meta["name"], uid=meta["uid"])
+                    self._nodes[name] = snapshot.get("Node", None, name)
                 except ApiError:
-                    continue  # gone or replaced meanwhile
-                wrote = True
-        return wrote
+                    self._nodes.pop(name, None)
+        for name in changed:
+            node = self._nodes.get(name)
+            taints = no_execute_taints(node) if node is not None else frozenset()
+            seen = self._taints.get(name, {})
+            if taints:
+                self._taints[name] = {taint: seen.get(taint, now) for taint in taints}
+            else:
+                self._taints.pop(name, None)
+
+    def _collect_orphans(self, pods: list[dict[str, Any]]) -> set[str]:
+        """Delete the pods bound to nodes that are gone, at once (PodGC's force delete); their uids."""
+        return {p["metadata"]["uid"] for p in pods if (node := (p.get("spec") or {}).get("nodeName")) and node not in self._nodes and self._delete(p)}
+
+    def _evict(self, pods: list[dict[str, Any]], now: float) -> tuple[set[str], float | None]:
+        """Delete the pods whose node's NoExecute taints they no longer tolerate (the taint
+        manager); the uids deleted, and seconds until the next eviction due, if any."""
+        if not self._taints:
+            return set(), None
+        evicted: set[str] = set()
+        later: float | None = None
+        for pod in pods:
+            taints = self._taints.get((pod.get("spec") or {}).get("nodeName") or "")
+            if not taints or pod["metadata"].get("deletionTimestamp"):
+                continue
+            at = eviction_time(taints, (pod.get("spec") or {}).get("tolerations") or [])
+            if at is None:
+                continue
+            if at > now:
+                later = at - now if later is None else min(later, at - now)
+            elif self._delete(pod):
+                evicted.add(pod["metadata"]["uid"])
+        return evicted, later
+
+    def _delete(self, pod: dict[str, Any]) -> bool:
+        meta = pod["metadata"]
+        try:
+            self.state.store.delete("Pod", meta["namespace"], meta["name"], uid=meta["uid"])
+        except ApiError:
+            return False  # gone or replaced meanwhile
+        return True
 
     def _needs_work(self, pod: dict[str, Any]) -> bool:
         """Whether anything may be due for `pod`: not when it is finished, being deleted, or
@@ -362,14 +421,6 @@ def _tolerated(node: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
     for taint in (node.get("spec") or {}).get("taints") or []:
         if taint.get("effect") not in ("NoSchedule", "NoExecute"):
             continue
-        if not any(_tolerates(t, taint) for t in tolerations):
+        if not any(tolerates(t, taint) for t in tolerations):
             return False
     return True
-
-
-def _tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
-    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
-        return False
-    if toleration.get("operator") == "Exists":
-        return not toleration.get("key") or toleration["key"] == taint.get("key")
-    return toleration.get("key") == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")

@@ -23,6 +23,7 @@ import yaml
 from tandem.apiserver import cel, discovery, protobuf, tables, verbs, watch
 from tandem.apiserver.error_status import Expired, Refused, UnsupportedMediaType, failure
 from tandem.apiserver.faults import Faults, Injected, Request
+from tandem.apiserver.evictions import DEFAULT_TOLERATION_SECONDS
 from tandem.apiserver.kubelets import Kubelet
 from tandem.apiserver.routes import Route, route
 from tandem.apiserver.seed import seed
@@ -46,6 +47,7 @@ class ApiServer:
         crds: bool = True,
         ready_after: float = 0.0,
         bind_latency: float = 0.0,
+        default_toleration_seconds: int = DEFAULT_TOLERATION_SECONDS,
         kubelet: bool = True,
         bookmark_every: float = 10.0,
         clock: Callable[[], float] = time.time,
@@ -55,7 +57,8 @@ class ApiServer:
     ):
         """`objects` are stored first (`seed.cluster_objects`); `crds`: tandem's CRDs installed;
         `kubelet`: run the simulated kubelet (ready `ready_after` s after start, bound
-        `bind_latency` s after the gates go). For tests, in-process only: `store` serves a
+        `bind_latency` s after the gates go; a pod tolerates a node not ready or unreachable
+        for `default_toleration_seconds` unless it says otherwise). For tests, in-process only: `store` serves a
         store of the caller's (empty), `faults` installs a fault-injection hook
         (`tandem.apiserver.faults`; None, the default and what `tandem apiserver` runs: no faults)."""
         if not cel.available():
@@ -63,6 +66,7 @@ class ApiServer:
         self.state = State(clock, store=store) if history is None else State(clock, history, store=store)
         self.faults = faults
         self.state.faults = faults
+        self.state.default_toleration_seconds = default_toleration_seconds
         if faults is not None:
             faults.install(lambda: int(self.state.store.resource_version), self._wake)
         seed(self.state, objects or [], crds=crds)

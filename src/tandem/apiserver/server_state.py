@@ -15,6 +15,7 @@ import time
 from collections import OrderedDict
 from typing import Any, Callable
 
+from tandem.apiserver.evictions import DEFAULT_TOLERATION_SECONDS
 from tandem.apiserver.kinds import Registry
 from tandem.cluster.memory import HISTORY, MemoryStore
 
@@ -33,6 +34,9 @@ class State:
         self.faults: Any = None  # a test's fault-injection hook (`faults.Faults`), installed by the server; None: none
         self.pages: OrderedDict[str, tuple[list[dict[str, Any]], str]] = OrderedDict()
         self._counters: dict[str, int] = {}
+        # What the DefaultTolerationSeconds admission plugin gives a pod for not-ready and
+        # unreachable nodes (`tandem apiserver --default-toleration-seconds`).
+        self.default_toleration_seconds = DEFAULT_TOLERATION_SECONDS
 
     def changed(self) -> None:
         """After a write (with `lock` held): wake every watch and the kubelet."""

@@ -307,6 +307,9 @@ def apiserver_command(
     ready_after: Annotated[float, typer.Option(help="Seconds from a pod's start to Ready.", min=0.0)] = 0.0,
     bind_latency: Annotated[float, typer.Option(help="Seconds from a pod's last scheduling gate going to its binding.", min=0.0)] = 0.0,
     crds: Annotated[bool, typer.Option("--crds/--no-crds", help="Start with tandem's CRDs installed.")] = True,
+    default_toleration_seconds: Annotated[
+        int, typer.Option(help="Seconds a pod stays on a node that is not Ready (or unreachable) unless it says otherwise.", min=0)
+    ] = 300,
 ) -> None:
     """Serve a local Kubernetes API (plain HTTP, in memory, simulated kubelets) for kubectl and the operator."""
 
@@ -323,7 +326,8 @@ def apiserver_command(
 
         objects = cluster_objects(read_sources(list(cluster)))
         try:
-            server = ApiServer(port=port, objects=objects, crds=crds, ready_after=ready_after, bind_latency=bind_latency)
+            server = ApiServer(port=port, objects=objects, crds=crds, ready_after=ready_after, bind_latency=bind_latency,
+                               default_toleration_seconds=default_toleration_seconds)
         except OSError as exc:
             raise InputError(Problem("--port", f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}")) from None
         try:
