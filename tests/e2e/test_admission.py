@@ -22,6 +22,7 @@ import json
 import re
 import socket
 import subprocess
+import time
 
 from e2e.processes import KUBECTL, NO_KUBECTL, REPO, ApiServer, OperatorProcess, free_port, start_apiserver, start_operator, tandem, wait_for
 from tandem.topology.generate import generate_cluster
@@ -273,5 +274,41 @@ def test_text_logs_show_each_pass_with_its_figures(server, tmp_path):
         assert re.search(r"pass seconds=[0-9.]+ writes=[0-9]+ placed=[0-9]+", line), line
     finally:
         server.kubectl("delete", "ig", "logged", "-n", NS, "--ignore-not-found")
+        process.process.send_signal(signal.SIGTERM)
+        process.process.wait(timeout=10)
+
+
+def test_text_logs_say_each_decision_once_and_nothing_while_settled(server, tmp_path):
+    """`kubectl scale` to a second unit: one line per replica made (its pods' nodes on it),
+    not one per pod; then, settled, passes every second (`--resync 1`) log nothing."""
+    webhook = free_port()
+    process = start_operator(server, tmp_path, "decisions", "--log-format", "text", "--resync", "1",
+                             "--webhook-port", str(webhook), "--manage-webhook-config")
+    try:
+        wait_for(lambda: _webhook_url(server).endswith(f":{webhook}/validate"), 20, "the operator's ValidatingWebhookConfiguration")
+        server.kubectl("apply", "-f", "-", stdin=documents(group("decided", pods=2)))
+
+        def settled(units: int) -> bool:
+            got = server.get(f"/apis/tandem.dev/v1alpha1/namespaces/{NS}/inferencegroups/decided")
+            status = got.get("status") or {}
+            conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
+            return status.get("functionalUnits") == units and conditions.get("Progressing") == "False"
+
+        wait_for(lambda: settled(1), 60, "one unit settled")
+        server.kubectl("scale", "ig", "decided", "-n", NS, "--replicas=2")
+        wait_for(lambda: settled(2), 60, "two units settled")
+        lines = [line.split(" INFO tandem.operator: ", 1)[1] for line in process.log().splitlines() if " INFO tandem.operator: " in line]
+        made = [line for line in lines if line.startswith(f"group {NS}/decided unit 1: ") and " created" in line]
+        assert len(made) == 3, made  # the peers file, the prefill replica, the decode replica
+        assert made[0] == f"group {NS}/decided unit 1: peers file created"
+        for role in ("prefill", "decode"):
+            assert any(re.fullmatch(rf"group {NS}/decided unit 1: {role} replica 0 created, placed on [^ ,]+(, [^ ,]+)?", line) for line in made), made
+        assert not any("decided-1-" in line for line in lines), "no pod named: a line per replica, not per pod"
+        time.sleep(1.0)  # the last pass's writes come back
+        quiet = len(process.log().splitlines())
+        time.sleep(3.0)
+        assert process.log().splitlines()[quiet:] == [], "settled: passes run and say nothing"
+    finally:
+        server.kubectl("delete", "ig", "decided", "-n", NS, "--ignore-not-found")
         process.process.send_signal(signal.SIGTERM)
         process.process.wait(timeout=10)

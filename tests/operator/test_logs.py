@@ -35,3 +35,67 @@ def test_a_traceback_stays_below_the_line_with_its_fields():
 def test_json_keeps_every_field_as_a_key():
     entry = json.loads(JsonFormatter().format(record("pass", seconds=0.5, writes=2)))
     assert entry["message"] == "pass" and entry["seconds"] == 0.5 and entry["writes"] == 2 and entry["level"] == "info"
+
+
+class Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def info(self, since: int = 0) -> list[str]:
+        return [r.getMessage() for r in self.records[since:] if r.levelno >= logging.INFO]
+
+
+def test_the_operator_logs_a_line_per_decision_and_nothing_when_settled():
+    """A replica's pods created and placed are one line naming group, unit and nodes; a
+    scale-up says what it made; a settled cluster's passes say nothing at INFO."""
+    from support.controller_world import design_group, kubelet, world
+    from tandem.operator.runner import Operator
+
+    store, now = world(design_group()), [1_764_000_000.0]
+    operator = Operator(store, lambda: now[0])
+    handler = Records()
+    logger = logging.getLogger("tandem.operator")
+    logger.addHandler(handler)
+    level, logger.level = logger.level, logging.DEBUG
+
+    def run(ticks: int) -> None:
+        for _ in range(ticks):
+            operator.tick(now[0])
+            if kubelet(store):
+                operator.changed()
+            now[0] += 0.5
+
+    try:
+        run(60)
+        first = handler.info()
+        assert "group serving/llama unit 0: decode replica 0 created, placed on n-000, n-001" in first
+        assert not any("llama-0-decode-0-1" in line for line in first), "no line per pod"
+        settled = len(handler.records)
+        operator.schedule.changed(now[0])  # a pass with nothing to do (a resync)
+        run(4)
+        assert operator.passes and handler.info(settled) == [], "a settled cluster logs nothing at INFO"
+        store.patch("InferenceGroup", "serving", "llama", {"spec": {"replicas": 2}})
+        operator.changed()
+        before = len(handler.records)
+        run(60)
+        scaled = [line for line in handler.info(before) if line.startswith("group serving/llama unit 1: ")]
+        created = [line for line in scaled if " created" in line]
+        assert created == [
+            "group serving/llama unit 1: peers file created",
+            "group serving/llama unit 1: prefill replica 0 created, placed on n-010",
+            "group serving/llama unit 1: decode replica 0 created, placed on n-008, n-009",
+            "group serving/llama unit 1: prefill replica 1 created, placed on n-011",
+            "group serving/llama unit 1: prefill replica 2 created, placed on n-014",
+            "group serving/llama unit 1: decode replica 1 created, placed on n-012, n-013",
+            "group serving/llama unit 1: prefill replica 3 created, placed on n-015",
+        ], "4 prefill and 2 decode replicas of 1 and 2 pods: 6 lines, not 8"
+        change = next(r for r in handler.records[before:] if r.getMessage() == created[1])
+        assert TextFormatter().format(change).endswith("INFO tandem.operator: " + created[1]), "the fields are in the message"
+        assert json.loads(JsonFormatter().format(change))["nodes"] == ["n-010"] and "in_message" not in json.loads(JsonFormatter().format(change))
+    finally:
+        logger.removeHandler(handler)
+        logger.level = level

@@ -7,11 +7,12 @@ package exports; its modules are its own (an import-linter contract keeps them s
 
 from tandem.controller.autoscaler import AutoscaleReport, Metrics, autoscale
 from tandem.controller.observe import OBSERVED_KINDS
-from tandem.controller.reconcile import Memo, PassReport, Placer, WriteError, reconcile
+from tandem.controller.reconcile import Change, Memo, PassReport, Placer, WriteError, reconcile
 from tandem.controller.validity import group_problems, topologies_of
 
 __all__ = [
     "AutoscaleReport",
+    "Change",
     "Memo",
     "Metrics",
     "OBSERVED_KINDS",

@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from tandem.cluster.ports import ApiError, NotFound, Writer
+from tandem.controller.changes import Change, describe
 from tandem.controller.actions import CreateObject, Decisions, DeleteObject, GroupActions, PatchObject, PatchStatus, RecordEvent, Write
 
 
@@ -49,6 +50,7 @@ class PassReport:
     status_patches: int = 0
     placed: int = 0  # pods given a node (in a create or a patch)
     events: list[str] = field(default_factory=list)  # one line per event recorded (or not)
+    changes: list[Change] = field(default_factory=list)  # what the writes that succeeded changed, a line per decision (changes.py)
     errors: list[WriteError] = field(default_factory=list)
     skipped: int = 0  # writes not tried because one they depend on failed
     events_dropped: int = 0
@@ -76,14 +78,18 @@ class PassReport:
         return [e for e in self.errors if not e.retryable]
 
 
-def apply(writer: Writer, decisions: Decisions) -> PassReport:
+def apply(writer: Writer, decisions: Decisions, now: float | None = None) -> PassReport:
+    """`now`, the pass's time, tells a status write that turned a condition from one that
+    only keeps the pass's books (`changes.py`)."""
     report = PassReport(placed=decisions.placed, requeue_after=decisions.requeue_after, events=list(decisions.notes))
     for group in decisions.groups:
-        _apply_group(writer, group, report)
+        done: list[Write] = []
+        _apply_group(writer, group, report, done)
+        report.changes += describe(group, done, now)
     return report
 
 
-def _apply_group(writer: Writer, group: GroupActions, report: PassReport) -> None:
+def _apply_group(writer: Writer, group: GroupActions, report: PassReport, done: list[Write]) -> None:
     failed: set[tuple[str, str | None, str]] = set()  # objects whose create failed
     where = f"{group.namespace}/{group.name}"
     fence = group.fence
@@ -105,6 +111,7 @@ def _apply_group(writer: Writer, group: GroupActions, report: PassReport) -> Non
             continue
         try:
             _write(writer, action, report)
+            done.append(action)
         except NotFound:
             if isinstance(action, DeleteObject):
                 continue  # already gone: what the delete wanted

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from tandem.cluster.ports import Cluster
 from tandem.controller.apply import PassReport, WriteError, apply
+from tandem.controller.changes import Change
 from tandem.controller.decide import Placer, decide
 from tandem.controller.memo import Memo
 from tandem.controller.observe import observe
 from tandem.placement import place
 
-__all__ = ["Memo", "PassReport", "Placer", "WriteError", "reconcile"]
+__all__ = ["Change", "Memo", "PassReport", "Placer", "WriteError", "reconcile"]
 
 
 def reconcile(cluster: Cluster, now: float, placer: Placer = place, memo: Memo | None = None) -> PassReport:
@@ -27,7 +28,7 @@ def reconcile(cluster: Cluster, now: float, placer: Placer = place, memo: Memo |
     `memo`, kept by the caller across passes, spares re-validating unchanged objects."""
     state = observe(cluster.snapshot(), memo)
     decisions = decide(state, now, placer)
-    report = apply(cluster, decisions)
+    report = apply(cluster, decisions, now)
     if memo is not None:
         memo.remember(decisions.memory)
         memo.sweep(state.live_groups, lambda: [g.key for g in state.groups], len(state.groups))

@@ -291,8 +291,9 @@ class Informer:
                     return
                 if exc.code == 504:
                     continue  # a silent watch timed out: watch again
-                failures += 1
-                log.info("informer %s: watch failed (%s); watching again", self.kind.kind, exc, extra={"kind": self.kind.kind})
+                failures += 1  # once is routine (a proxy's idle time-out); again and again is worth a warning
+                log.log(logging.DEBUG if failures == 1 else logging.WARNING, "informer %s: watch failed (%s); watching again",
+                        self.kind.kind, exc, extra={"kind": self.kind.kind})
                 self._pause(failures, exc.retry_after)
             finally:
                 self._stream = None
@@ -304,7 +305,7 @@ class Informer:
         if type_ == "ERROR":
             error = status_error(obj)
             if isinstance(error, Gone):
-                log.info("informer %s: %s; listing again", self.kind.kind, error.message, extra={"kind": self.kind.kind})
+                log.debug("informer %s: %s; listing again", self.kind.kind, error.message, extra={"kind": self.kind.kind})
                 return False
             raise error
         version = _version(obj)

@@ -1,6 +1,8 @@
 """Logs as text for a terminal or as one JSON object per line for a log pipeline
 (`--log-format json`): time, level, logger, message, and any `extra` fields (in text,
-as `key=value` after the message, so a pass's figures are on its line)."""
+as `key=value` after the message, so a pass's figures are on its line). A record whose
+message already says its fields (`IN_MESSAGE`: a change line, "group serving/llama unit
+0: decode replica 1 created, placed on n-3, n-4") shows them in JSON only."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import logging
 import sys
 from datetime import datetime, timezone
 
-_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+IN_MESSAGE = "in_message"  # an `extra` key: True when the message already says the fields
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime", IN_MESSAGE}
 
 
 class JsonFormatter(logging.Formatter):
@@ -34,6 +37,8 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
+        if getattr(record, IN_MESSAGE, False):
+            return line
         fields = [f"{k}={_text(v)}" for k, v in record.__dict__.items() if k not in _STANDARD and v not in (None, "", [], (), {})]
         if not fields:
             return line

@@ -135,7 +135,8 @@ def _freeze_heap() -> None:
 
     gc.collect()
     gc.freeze()
-    log.info("informers synced; %d objects frozen out of the garbage collector's walks", gc.get_freeze_count())
+    log.info("informers synced")
+    log.debug("%d objects frozen out of the garbage collector's walks", gc.get_freeze_count())
 
 
 WEBHOOK_CONFIG = "tandem-operator"

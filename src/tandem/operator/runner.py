@@ -23,6 +23,7 @@ from typing import Any, Callable, Protocol
 from tandem.cluster.ports import Cluster
 from tandem.controller import Memo, PassReport, reconcile
 from tandem.operator.leader import LeaderElector
+from tandem.operator.logs import IN_MESSAGE
 from tandem.operator.metrics import OperatorMetrics
 from tandem.operator.schedule import PassSchedule
 from tandem.placement import place
@@ -95,20 +96,27 @@ class Operator:
         lag = getattr(self.cluster, "lag", None)
         if lag is not None:
             self.metrics.observe_lag(lag())
-        if report.writes or report.errors:
-            log.info(
-                "pass",
-                extra={
-                    "seconds": round(elapsed, 4),
-                    "writes": report.writes,
-                    "placed": report.placed,
-                    "errors": [str(e) for e in report.errors],
-                    "requeue_after": report.requeue_after,
-                },
-            )
+        self._log(report, elapsed)
+        return report
+
+    @staticmethod
+    def _log(report: PassReport, elapsed: float) -> None:
+        """A line per decision that changed something (a replica created and placed, peers
+        updated, a condition turned), then the pass's figures; a pass that wrote nothing
+        says nothing at INFO, and bookkeeping (a status write that turned no condition)
+        goes to DEBUG."""
+        for change in report.changes:
+            log.log(logging.DEBUG if change.quiet else logging.INFO, change.line, extra={**change.fields(), IN_MESSAGE: True})
+        figures = {
+            "seconds": round(elapsed, 4),
+            "writes": report.writes,
+            "placed": report.placed,
+            "errors": [str(e) for e in report.errors],
+            "requeue_after": None if report.requeue_after is None else round(report.requeue_after, 3),
+        }
+        log.log(logging.INFO if report.writes or report.errors else logging.DEBUG, "pass", extra=figures)
         for line in report.events:
             log.info(line)
-        return report
 
     def run(self, stop: threading.Event) -> None:
         """Loop until `stop` is set; then give the Lease up."""
