@@ -228,8 +228,9 @@ def test_a_renewed_certificate_is_served_and_registered_without_a_restart(server
 
 
 def test_the_metrics_say_what_an_sre_alerts_on(server, tmp_path):
-    """Per group units and per-role replicas wanted and had, conditions, the last pass,
-    the webhook's verdicts and latency, and the process's own figures."""
+    """Per group units and per-role replicas wanted and had, conditions, units by state and
+    by operation (the rollout), the last pass, the webhook's verdicts and latency, the
+    informers' delivery delay and disconnection, and the process's own figures."""
     import urllib.request
 
     metrics_port, webhook = free_port(), free_port()
@@ -253,8 +254,16 @@ def test_the_metrics_say_what_an_sre_alerts_on(server, tmp_path):
                      f'tandem_group_condition{{condition="Available",group="watched",namespace="{NS}"}} 1.0',
                      'tandem_webhook_requests_total{verdict="allowed"}', 'tandem_webhook_requests_total{verdict="denied"} 1.0',
                      "tandem_webhook_review_seconds_count", "tandem_last_successful_pass_timestamp_seconds ",
-                     "process_resident_memory_bytes", "python_info", "python_gc_collections_total"):
+                     "process_resident_memory_bytes", "python_info", "python_gc_collections_total",
+                     f'tandem_group_unit_states{{group="watched",namespace="{NS}",state="Complete"}} 1.0',
+                     f'tandem_group_unit_states{{group="watched",namespace="{NS}",state="Stalled"}} 0.0',
+                     f'tandem_group_unit_operations{{group="watched",namespace="{NS}",operation="Idle"}} 1.0',
+                     'tandem_informer_disconnected_seconds{kind="Pod"} 0.0',
+                     'tandem_informer_event_delay_seconds_bucket{kind="Pod",le="1.0"}'):
             assert line in text, line
+        delivered = re.search(r'tandem_informer_event_delay_seconds_count\{kind="Pod"\} ([0-9.]+)', text)
+        assert delivered and float(delivered.group(1)) >= 2, "each pod's ADDED event timed from its creationTimestamp"
+        assert "tandem_informer_lag_seconds" not in text
         server.kubectl("delete", "ig", "watched", "-n", NS)
         wait_for(lambda: 'group="watched"' not in scrape(), 30, "the deleted group's series gone")
     finally:

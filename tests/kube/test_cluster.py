@@ -127,11 +127,11 @@ def test_the_lease_is_read_live_and_leader_election_works_over_http(api, cluster
 def test_on_change_lag_and_stop(api, api_rest):
     seen = []
     c = KubeCluster(api_rest, kinds=("Pod", "ConfigMap"), on_change=lambda kind, type_, obj: seen.append((kind, type_)))
-    assert not c.has_synced() and set(c.lag().values()) == {float("inf")}, "never heard: infinitely behind"
+    assert not c.has_synced() and set(c.silent_for().values()) == {float("inf")}, "never heard: infinitely behind"
     c.start(wait=5.0)
     api.write(api.store.create, pod("p"))
     wait_until(lambda: ("Pod", "ADDED") in seen, what="on_change")
-    assert set(c.lag()) == {"Pod", "ConfigMap"} and all(v < 5 for v in c.lag().values())
+    assert set(c.silent_for()) == {"Pod", "ConfigMap"} and all(v < 5 for v in c.silent_for().values())
     began = time.monotonic()
     c.stop()
     assert time.monotonic() - began < 1.0 and not any(i.alive for i in c.informers)

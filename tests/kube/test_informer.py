@@ -10,7 +10,7 @@ from typing import Callable
 
 import pytest
 
-from tandem.kube.informer import Informer
+from tandem.kube.informer import Informer, change_time
 from tandem.kube.kinds import kind_of
 
 NS = "serving"
@@ -87,10 +87,48 @@ def test_bookmarks_move_the_version_on_and_count_as_heard(api, start):
     for i in range(3):  # other kinds move the server's version on; this watch hears nothing
         api.write(api.store.create, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"s{i}", "namespace": NS}})
     clock["now"] += 12.0
-    assert informer.lag() == 12.0
+    assert informer.silent_for() == 12.0
     # bookmark() reaches the watches open now: ask until the informer's has heard one
     wait_until(lambda: api.bookmark() or informer.resource_version == api.store.resource_version, what="a bookmark")
-    assert informer.lag() == 0.0 and names(informer) == []
+    assert informer.silent_for() == 0.0 and names(informer) == []
+
+
+def test_disconnected_stays_zero_while_a_quiet_watch_is_open_and_grows_while_none_is(api, start):
+    """The lag figure does not grow in a quiet cluster (the time since the last word does)."""
+    clock = {"now": 100.0}
+    informer = start(clock=lambda: clock["now"])
+    wait_until(lambda: any(r.params.get("watch") for r in api.seen("GET", "/configmaps")), what="the watch")
+    wait_until(lambda: informer.disconnected() == 0.0, what="the watch open")
+    clock["now"] += 600.0
+    assert informer.disconnected() == 0.0 and informer.silent_for() == 600.0, "quiet is not behind"
+    api.fail("GET", "/configmaps", 503, "ServiceUnavailable", times=10_000, watch=True)
+    api.end_watches()
+    wait_until(lambda: informer.disconnected() > 0.0 or clock.update(now=clock["now"] + 1.0), what="the watch lost")
+    clock["now"] += 30.0
+    assert informer.disconnected() >= 30.0
+    api.faults.clear()
+    wait_until(lambda: informer.disconnected() == 0.0, what="the watch back")
+
+
+def test_each_event_with_a_server_time_reports_its_delivery_delay(api, start):
+    delays = []
+    informer = start(on_delay=lambda kind, seconds: delays.append((kind, seconds)), wall=lambda: time.time() + 2.0)
+    api.write(api.store.create, cm("a"))
+    wait_until(lambda: delays, what="the ADDED event's delay")
+    [(kind, seconds)] = delays
+    assert kind == "ConfigMap" and 2.0 <= seconds < 3.0, "created now, heard (on a clock 2 s ahead) 2 s later"
+    api.write(api.store.patch, "ConfigMap", NS, "a", {"data": {"v": "2"}})
+    wait_until(lambda: informer.items[(NS, "a")].get("data") == {"v": "2"}, what="the MODIFIED event")
+    assert len(delays) == 1, "a change the object carries no time of is not guessed at"
+
+
+def test_the_time_of_a_change_is_the_newest_server_stamp_on_the_object():
+    meta = {"creationTimestamp": "2026-01-01T00:00:00Z",
+            "managedFields": [{"manager": "kubectl", "time": "2026-01-01T00:01:00Z"}, {"manager": "tandem", "time": "2026-01-01T00:02:00Z"}]}
+    assert change_time("MODIFIED", {"metadata": meta}) == change_time("ADDED", {"metadata": {"creationTimestamp": "2026-01-01T00:02:00Z"}})
+    assert change_time("ADDED", {"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"}}) == 1767225600.0
+    assert change_time("MODIFIED", {"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"}}) is None
+    assert change_time("ADDED", {"metadata": {"creationTimestamp": "yesterday"}}) is None
 
 
 def test_a_watch_that_ends_is_resumed_from_the_last_version_without_listing(api, start):
@@ -139,7 +177,7 @@ def test_a_failing_list_backs_off_as_long_as_the_server_asks(api, api_rest):
     try:
         assert not informer.wait_synced(0.6), "Retry-After: 1 is honoured, not the 10 ms back-off"
         assert informer.wait_synced(3)
-        assert informer.lag() < 1.0
+        assert informer.silent_for() < 1.0
     finally:
         informer.stop()
 

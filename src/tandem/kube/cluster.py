@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import httpx2
 
@@ -127,11 +127,23 @@ class KubeCluster:
                 return False
         return True
 
-    def lag(self) -> dict[str, float]:
+    def silent_for(self) -> dict[str, float]:
         """Seconds since each kind's informer (the worst of a kind's) last heard from the API."""
+        return self._worst(Informer.silent_for)
+
+    def disconnected(self) -> dict[str, float]:
+        """Seconds since each kind's informer (the worst of a kind's) last had a watch open; 0 while open."""
+        return self._worst(Informer.disconnected)
+
+    def follow_delays(self, on_delay: Callable[[str, float], None] | None) -> None:
+        """Have every informer report each watch event's delivery delay (`Informer.on_delay`)."""
+        for informer in self.informers:
+            informer.on_delay = on_delay
+
+    def _worst(self, figure: Callable[[Informer], float]) -> dict[str, float]:
         out: dict[str, float] = {}
         for informer in self.informers:
-            out[informer.kind.kind] = max(out.get(informer.kind.kind, 0.0), informer.lag())
+            out[informer.kind.kind] = max(out.get(informer.kind.kind, 0.0), figure(informer))
         return out
 
     def versions(self) -> dict[str, str]:

@@ -21,6 +21,12 @@ last one (`CacheReader.changes_since`) instead of reading everything.
 `on_change(kind, event_type, obj)` is called after each change, outside the lock; a re-list
 reports what it found different as ADDED / MODIFIED / DELETED.
 
+How far behind the server it is, two ways (docs/kube.md): `disconnected()`, the seconds
+since it last had a watch open (0 while one is: a quiet, healthy stream does not age), and
+`on_delay(kind, seconds)`, called for each watch event whose object carries the server's
+time of that change (an ADDED object's `creationTimestamp`, or the newest
+`managedFields[].time`): the delivery delay, on the wall clock.
+
 Read-your-writes: what the process itself wrote goes into the cache as the server answered
 it (`wrote`, `deleted`), before the watch brings it back, so the next pass never acts on
 the state before its own writes (a replica whose second pod has not come back yet would
@@ -40,6 +46,7 @@ import math
 import threading
 import time
 from collections import deque
+from datetime import datetime
 from typing import Any, Callable, Mapping
 
 import httpx2
@@ -97,6 +104,8 @@ class Informer:
         page_size: int = 500,
         backoff: tuple[float, float] = (0.2, 10.0),
         clock: Callable[[], float] = time.monotonic,
+        on_delay: Callable[[str, float], None] | None = None,
+        wall: Callable[[], float] = time.time,
     ):
         self.rest = as_rest(rest)
         self.kind = kind
@@ -110,6 +119,8 @@ class Informer:
         self.page_size = page_size
         self.backoff = backoff
         self.clock = clock
+        self.on_delay = on_delay
+        self.wall = wall  # the server's timestamps are wall-clock time
         self.items: dict[Key, Object] = {}  # guarded by `lock`; entries replaced, objects never changed
         self.journal = journal or Journal()  # guarded by `lock`
         self._shared = False  # a snapshot holds `items`: copy before the next change
@@ -117,6 +128,7 @@ class Informer:
         self.resource_version: str = ""  # the last version seen (list, event or bookmark)
         self.lists = 0  # how many times it has listed
         self.last_heard: float | None = None
+        self._down_since: float | None = clock()  # None while a watch is open
         self._synced = threading.Event()
         self._stopped = threading.Event()
         self._stream: Stream | None = None
@@ -152,9 +164,18 @@ class Informer:
     def wait_synced(self, timeout: float | None = None) -> bool:
         return self._synced.wait(timeout)
 
-    def lag(self) -> float:
-        """Seconds since this informer last heard from the API (a list, an event, a bookmark)."""
+    def silent_for(self) -> float:
+        """Seconds since this informer last heard from the API (a list, an event, a bookmark):
+        it grows in a quiet cluster until the next bookmark, so it is no measure of lag."""
         return math.inf if self.last_heard is None else max(self.clock() - self.last_heard, 0.0)
+
+    def disconnected(self) -> float:
+        """Seconds since this informer last had a watch open: 0 while one is (a quiet stream
+        included: the server would have sent what changed), growing while it lists, backs
+        off or cannot reach the API. A stream that died silently counts as open until its
+        read time-out (the watch's `timeoutSeconds` plus `read_grace`) ends it."""
+        down = self._down_since
+        return 0.0 if down is None else max(self.clock() - down, 0.0)
 
     # ------------------------------------------------------------------ the loop
 
@@ -280,6 +301,7 @@ class Informer:
                     self._stream = stream
                     if self._stopped.is_set():
                         return
+                    self._down_since = None
                     failures = 0
                     for line in stream.lines():
                         if not self._event(line):
@@ -297,6 +319,8 @@ class Informer:
                 self._pause(failures, exc.retry_after)
             finally:
                 self._stream = None
+                if self._down_since is None:
+                    self._down_since = self.clock()
 
     def _event(self, line: bytes) -> bool:
         """Apply one watch event; False when the stream says to list again."""
@@ -317,6 +341,8 @@ class Informer:
         if type_ not in ("ADDED", "MODIFIED", "DELETED"):
             log.warning("informer %s: unknown watch event type %r ignored", self.kind.kind, type_)
             return True
+        if self.on_delay is not None and type_ != "DELETED":
+            self._delay(type_, obj)
         prepared = self._prepare(obj)
         key = _key(prepared)
         with self.lock:
@@ -350,6 +376,17 @@ class Informer:
             out = {"apiVersion": self.kind.api_version, "kind": self.kind.kind, **out}
         return out
 
+    def _delay(self, type_: str, obj: Mapping[str, Any]) -> None:
+        """Report how long this event took from the server's change to here, when the
+        object says when that change was (`change_time`)."""
+        at = change_time(type_, obj)
+        if at is None or self.on_delay is None:
+            return
+        try:
+            self.on_delay(self.kind.kind, max(self.wall() - at, 0.0))
+        except Exception:  # a metrics hook must not kill the informer
+            log.exception("informer %s: on_delay failed", self.kind.kind)
+
     def _heard(self) -> None:
         self.last_heard = self.clock()
 
@@ -367,6 +404,29 @@ class Informer:
         if retry_after is not None:
             wait = max(wait, min(retry_after, 60.0))
         self._stopped.wait(wait)
+
+
+def change_time(type_: str, obj: Mapping[str, Any]) -> float | None:
+    """When the server made the change a watch event reports, if the object says: the
+    newest `managedFields[].time` (every write by a manager stamps its entry; a real API
+    server keeps them, the local one does not), else an ADDED object's
+    `creationTimestamp`. None for anything else (a status write on a server without
+    managedFields stamps nothing). Server times are whole seconds, so a delay from them
+    is up to a second long."""
+    meta = obj.get("metadata") or {}
+    stamps = [f.get("time") for f in meta.get("managedFields") or [] if isinstance(f, Mapping)]
+    if type_ == "ADDED":
+        stamps.append(meta.get("creationTimestamp"))
+    times = [_seconds(s) for s in stamps if isinstance(s, str)]
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+def _seconds(text: str) -> float | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def _key(obj: Mapping[str, Any]) -> Key:

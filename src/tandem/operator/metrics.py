@@ -11,11 +11,14 @@
 | tandem_placement_decision_seconds | histogram | |
 | tandem_leader | gauge | (1 when this process leads) |
 | tandem_leader_election_errors_total | counter | code (each election attempt the API refused, or could not answer) |
-| tandem_informer_lag_seconds | gauge | kind |
+| tandem_informer_event_delay_seconds | histogram | kind (informer_metrics.py) |
+| tandem_informer_disconnected_seconds | gauge | kind (informer_metrics.py) |
 | tandem_last_successful_pass_timestamp_seconds | gauge | (when the last pass ran to its end, Unix seconds) |
 | tandem_group_units | gauge | namespace, group, kind (desired, existing, functional) |
 | tandem_group_role_replicas | gauge | namespace, group, role, kind (desired, scheduled, ready, updated) |
 | tandem_group_condition | gauge | namespace, group, condition (1 when True) |
+| tandem_group_unit_states | gauge | namespace, group, state (Progressing, Complete, Stalled, ...: units in it) |
+| tandem_group_unit_operations | gauge | namespace, group, operation (Rollout, Scaling, Update, Idle: units doing it) |
 | tandem_webhook_requests_total | counter | verdict (allowed, denied, malformed, error) |
 | tandem_webhook_review_seconds | histogram | |
 | process_*, python_* | | the standard process, platform and garbage-collector collectors |
@@ -28,7 +31,7 @@ the group, so an alert can say which group is short (`tandem_group_units{kind="f
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Mapping
+from typing import Any
 
 from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR, CollectorRegistry, Gauge, Histogram
 from prometheus_client import Counter as PromCounter
@@ -59,13 +62,13 @@ class OperatorMetrics:
         self.election_errors = PromCounter(
             "tandem_leader_election_errors", "Leader-election attempts the API refused or could not answer, by HTTP code.", ["code"], registry=r
         )
-        self.informer_lag = Gauge("tandem_informer_lag_seconds", "Seconds since an informer last heard from the API.", ["kind"], registry=r)
         self.last_pass = Gauge("tandem_last_successful_pass_timestamp_seconds", "When the last reconcile pass ran to its end (Unix seconds).", registry=r)
         self.group_units = Gauge("tandem_group_units", "A group's units: desired (spec), existing and functional (status).",
                                  ["namespace", "group", "kind"], registry=r)
         self.role_replicas = Gauge("tandem_group_role_replicas", "A role's replicas over all units: desired, scheduled, ready, updated.",
                                    ["namespace", "group", "role", "kind"], registry=r)
         self.conditions = Gauge("tandem_group_condition", "1 when the group's condition is True, else 0.", ["namespace", "group", "condition"], registry=r)
+        self.unit_states, self.unit_operations = rollout_gauges(r)
         self._group_versions: dict[tuple[str, str], str | None] = {}  # the resourceVersion each group's series were set from
         self._group_series: dict[tuple[str, str], set[tuple[Gauge, tuple[str, ...]]]] = {}
         self.webhook_requests = PromCounter("tandem_webhook_requests", "Admission reviews answered, by verdict.", ["verdict"], registry=r)
@@ -135,6 +138,7 @@ class OperatorMetrics:
                 values.append((self.role_replicas, (namespace, name, role.get("name", ""), kind), value))
         for condition in status.get("conditions") or []:
             values.append((self.conditions, (namespace, name, condition.get("type", "")), 1 if condition.get("status") == "True" else 0))
+        values += rollout_series(self.unit_states, self.unit_operations, namespace, name, status)
         for gauge, labels, value in values:
             gauge.labels(*labels).set(value)
         return [(gauge, labels) for gauge, labels, _ in values]
@@ -147,9 +151,32 @@ class OperatorMetrics:
         if now:
             self._group_series[key] = now
 
-    def observe_lag(self, lag: Mapping[str, float]) -> None:
-        for kind, seconds in lag.items():
-            self.informer_lag.labels(kind=kind).set(seconds)
-
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+# ----------------------------------------------------------------------------- rollout state
+
+STATES = ("Progressing", "Complete", "Stalled")  # always exported, 0 when no unit is in it
+OPERATIONS = ("Idle", "Rollout", "Scaling", "Update")
+
+
+def rollout_gauges(registry: CollectorRegistry) -> tuple[Gauge, Gauge]:
+    """Where each group's rollout stands: its units by state, and by what coordination is
+    doing with them (`Update` > 0: a rolling update under way)."""
+    states = Gauge("tandem_group_unit_states", "A group's units by state (status.units[].state).", ["namespace", "group", "state"], registry=registry)
+    operations = Gauge("tandem_group_unit_operations", "A group's units by what coordination is doing: Rollout, Scaling, Update, Idle.",
+                       ["namespace", "group", "operation"], registry=registry)
+    return states, operations
+
+
+def rollout_series(states: Gauge, operations: Gauge, namespace: str, name: str, status: dict[str, Any]) -> list[tuple[Gauge, tuple[str, ...], float]]:
+    """The group's rollout series, from its status's units."""
+    by_state: Counter[str] = Counter({state: 0 for state in STATES})
+    by_operation: Counter[str] = Counter({operation: 0 for operation in OPERATIONS})
+    for unit in status.get("units") or []:
+        by_state[str(unit.get("state"))] += 1
+        by_operation[str((unit.get("coordination") or {}).get("mode") or "Idle")] += 1
+    out: list[tuple[Gauge, tuple[str, ...], float]] = [(states, (namespace, name, s), float(n)) for s, n in sorted(by_state.items())]
+    out += [(operations, (namespace, name, o), float(n)) for o, n in sorted(by_operation.items())]
+    return out

@@ -22,6 +22,7 @@ from typing import Any, Callable, Protocol
 
 from tandem.cluster.ports import Cluster
 from tandem.controller import Memo, PassReport, reconcile
+from tandem.operator.informer_metrics import follow_informers
 from tandem.operator.leader import LeaderElector
 from tandem.operator.logs import IN_MESSAGE
 from tandem.operator.metrics import OperatorMetrics
@@ -55,6 +56,9 @@ class Operator:
     _synced_once: bool = False
     _failing: tuple[tuple[int, str], float] | None = None  # the election failure last logged, and when
     _wake: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        follow_informers(self.metrics.registry, self.cluster)  # lag and disconnection, when the cluster has informers
 
     def changed(self, *_: Any) -> None:
         """An informer saw a change (any kind): a pass becomes due shortly."""
@@ -93,9 +97,6 @@ class Operator:
         self.metrics.observe_cluster(snapshot)
         self.metrics.observe_groups(snapshot)
         self.metrics.last_pass.set(self.clock())
-        lag = getattr(self.cluster, "lag", None)
-        if lag is not None:
-            self.metrics.observe_lag(lag())
         self._log(report, elapsed)
         return report
 
