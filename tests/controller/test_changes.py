@@ -67,6 +67,10 @@ def test_a_status_write_is_news_when_a_condition_turned_and_bookkeeping_otherwis
     news = PatchStatus("InferenceGroup", "serving", "llama", {"status": {"replicas": 1, "functionalUnits": 1, "conditions": [held, turned]}})
     [change] = describe(GROUP, [news], NOW)
     assert change.line == "group serving/llama: status: Available True (MinimumsReady); 1 unit, 1 functional" and not change.quiet
+    stalled = {"type": "Stalled", "status": "True", "reason": "StepTimedOut", "message": "unit 0: step 2 not Scheduled in 600s",
+               "lastTransitionTime": rfc3339(NOW)}
+    [why] = describe(GROUP, [PatchStatus("InferenceGroup", "serving", "llama", {"status": {"conditions": [stalled]}})], NOW)
+    assert why.line == "group serving/llama: status: Stalled True (StepTimedOut: unit 0: step 2 not Scheduled in 600s)"
     [books] = describe(GROUP, [news], NOW + 5)
     assert books.quiet and books.line == "group serving/llama: status: 1 unit, 1 functional"
 

@@ -103,7 +103,7 @@ def _status(where: str, action: Write, now: float | None) -> Change:
     if "replicas" in status:
         units = status["replicas"]
         counts.append(f"{units} unit{'' if units == 1 else 's'}, {status.get('functionalUnits', 0)} functional")
-    said = ", ".join(f"{c.get('type')} {c.get('status')} ({c.get('reason')})" for c in turned)
+    said = ", ".join(f"{c.get('type')} {c.get('status')} ({c.get('reason')}" + (f": {c['message']})" if c.get("message") else ")") for c in turned)
     text = "status: " + "; ".join(p for p in (said, *counts) if p) if (said or counts) else "status updated"
     return Change(where, None, text, quiet=not turned)
 
