@@ -61,3 +61,16 @@ def test_unknown_paths_are_404_statuses(client):
     for path in ("/api/v1/widgets", "/apis/tandem.dev/v1alpha1/namespaces/x/inferencegroups/a/b/c", "/nope"):
         reply = client.get(path)
         assert reply.code == 404 and reply.body["kind"] == "Status" and reply.body["reason"] == "NotFound"
+
+
+def test_it_serves_every_kind_deploy_installs(client):
+    """`kubectl apply -k deploy/` needs each of these mapped and stored (issue 25, item 10)."""
+    served = {(group, r["kind"]) for group, version in [("", "v1"), ("apps", "v1"), ("rbac.authorization.k8s.io", "v1"), ("policy", "v1"),
+                                                       ("networking.k8s.io", "v1"), ("scheduling.k8s.io", "v1")]
+              for r in _resources(client, f"/api/{version}" if not group else f"/apis/{group}/{version}").values() if "/" not in r["name"]}
+    assert {("", "ServiceAccount"), ("", "Secret"), ("apps", "Deployment"), ("rbac.authorization.k8s.io", "ClusterRole"),
+            ("rbac.authorization.k8s.io", "ClusterRoleBinding"), ("rbac.authorization.k8s.io", "Role"), ("rbac.authorization.k8s.io", "RoleBinding"),
+            ("policy", "PodDisruptionBudget"), ("networking.k8s.io", "NetworkPolicy"), ("scheduling.k8s.io", "PriorityClass")} <= served
+    apps = _resources(client, "/apis/apps/v1")
+    assert apps["deployments/scale"]["kind"] == "Scale" and apps["deployments"]["shortNames"] == ["deploy"]
+    assert not _resources(client, "/apis/scheduling.k8s.io/v1")["priorityclasses"]["namespaced"]

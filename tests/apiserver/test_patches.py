@@ -86,3 +86,30 @@ def test_json_patch_over_http_and_server_side_apply_approximation(client):
     assert out.code == 200 and out.body["spec"]["replicas"] == 3 and out.body["metadata"]["generation"] == 2
     applied = client.call("PATCH", f"{IG}/namespaces/{NS}/inferencegroups/h?fieldManager=me", group("h"), content_type="application/apply-patch+yaml")
     assert applied.code == 201 and applied.body["metadata"]["name"] == "h"
+
+
+def test_strategic_merge_of_webhooks_merges_by_name():
+    """kubectl sends a changed webhook as `{name, changed fields}`: it is merged into the webhook of
+    that name (patchMergeKey `name`), not put in place of the list (issue 25, item 10)."""
+    current = {"webhooks": [
+        {"name": "a.tandem.dev", "clientConfig": {"service": {"name": "s"}, "caBundle": "Q0E="}, "sideEffects": "None", "timeoutSeconds": 5},
+        {"name": "b.tandem.dev", "sideEffects": "None"},
+    ]}
+    out = strategic_merge(current, {"$setElementOrder/webhooks": [{"name": "a.tandem.dev"}, {"name": "b.tandem.dev"}],
+                                    "webhooks": [{"name": "a.tandem.dev", "timeoutSeconds": 7}]})
+    assert out["webhooks"] == [
+        {"name": "a.tandem.dev", "clientConfig": {"service": {"name": "s"}, "caBundle": "Q0E="}, "sideEffects": "None", "timeoutSeconds": 7},
+        {"name": "b.tandem.dev", "sideEffects": "None"},
+    ]
+
+
+def test_a_webhook_configuration_patched_by_kubectl_apply_keeps_what_the_patch_does_not_name(client):
+    path = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+    webhook = {"name": "validate.tandem.dev", "admissionReviewVersions": ["v1"], "sideEffects": "None", "timeoutSeconds": 5,
+               "clientConfig": {"url": "https://127.0.0.1:9/validate"},
+               "rules": [{"apiGroups": ["tandem.dev"], "apiVersions": ["v1alpha1"], "operations": ["CREATE"], "resources": ["inferencegroups"]}]}
+    assert client.post(path, {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                              "metadata": {"name": "tandem-operator"}, "webhooks": [webhook]}).code == 201
+    out = client.patch(f"{path}/tandem-operator", {"webhooks": [{"name": "validate.tandem.dev", "timeoutSeconds": 7}]}, kind="strategic-merge-patch")
+    assert out.code == 200, out.body
+    assert out.body["webhooks"][0]["timeoutSeconds"] == 7 and out.body["webhooks"][0]["clientConfig"] == {"url": "https://127.0.0.1:9/validate"}

@@ -79,6 +79,21 @@ class Resource:
         return bool(self.crd)
 
 
+# What deploy/ holds besides the kinds above: stored, shown, patched, never acted on.
+INSTALLED = (
+    Resource("", "v1", "serviceaccounts", "ServiceAccount", True, "serviceaccount", ("sa",)),
+    Resource("", "v1", "secrets", "Secret", True, "secret"),
+    Resource("apps", "v1", "deployments", "Deployment", True, "deployment", ("deploy",), ("all",), status=True,
+             scale=ScalePaths(".spec.replicas", ".status.replicas")),
+    Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, "clusterrole"),
+    Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False, "clusterrolebinding"),
+    Resource("rbac.authorization.k8s.io", "v1", "roles", "Role", True, "role"),
+    Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, "rolebinding"),
+    Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, "poddisruptionbudget", ("pdb",), status=True),
+    Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, "networkpolicy", ("netpol",)),
+    Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, "priorityclass", ("pc",)),
+)
+
 BUILT_IN = (
     Resource("", "v1", "pods", "Pod", True, "pod", ("po",), ("all",), status=True, binding=True),
     Resource("", "v1", "nodes", "Node", False, "node", ("no",), status=True),
@@ -97,6 +112,9 @@ BUILT_IN = (
         "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False,
         "validatingwebhookconfiguration", (), ("api-extensions",),
     ),
+    # Stored as sent, so `kubectl apply -k deploy/` installs here what it installs in a cluster;
+    # nothing acts on them (no Deployment controller, no RBAC, no network policy, no evictions).
+    *INSTALLED,
 )
 
 _VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")

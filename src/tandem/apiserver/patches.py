@@ -3,7 +3,7 @@
 - `application/merge-patch+json` (RFC 7386): maps merge, `null` deletes, lists replace.
 - `application/strategic-merge-patch+json` (built-in kinds only, as the real server): like
   a merge patch, but lists of objects whose field has a merge key in Kubernetes' types
-  (`containers`, `env`, `volumes`, ... by `name`; `ports` by `containerPort` or `port`;
+  (`containers`, `env`, `volumes`, a webhook configuration's `webhooks`, ... by `name`; `ports` by `containerPort` or `port`;
   `conditions` by `type`; ...) merge element by element, and `finalizers` merges as a set.
   The directives kubectl sends are honoured: `$patch: replace|delete`, `$retainKeys`,
   `$setElementOrder/<field>`, `$deleteFromPrimitiveList/<field>`. Any other list replaces.
@@ -45,6 +45,7 @@ MERGE_KEYS = {
     "taints": "key",
     "addresses": "type",
     "topologySpreadConstraints": "topologyKey",
+    "webhooks": "name",  # Validating- and MutatingWebhookConfiguration
 }
 SET_FIELDS = frozenset({"finalizers"})  # primitive lists merged as sets
 ORDER = "$setElementOrder/"
