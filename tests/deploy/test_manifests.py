@@ -32,7 +32,7 @@ def test_the_base_installs_what_an_operator_needs():
     kinds = sorted({o["kind"] for o in objects})
     assert kinds == sorted(
         ["ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment", "Namespace", "NetworkPolicy", "PodDisruptionBudget",
-         "Role", "RoleBinding", "Service", "ServiceAccount", "ValidatingWebhookConfiguration"]
+         "PriorityClass", "Role", "RoleBinding", "Service", "ServiceAccount", "ValidatingWebhookConfiguration"]
     )
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     spec = deployment["spec"]["template"]["spec"]
@@ -48,6 +48,61 @@ def test_the_base_installs_what_an_operator_needs():
     webhook = next(o for o in objects if o["kind"] == "ValidatingWebhookConfiguration")["webhooks"][0]
     assert webhook["failurePolicy"] == "Fail" and webhook["timeoutSeconds"] <= 10
     assert all(o["metadata"].get("namespace") in (None, "tandem-system") for o in objects)
+
+
+def _pod_spec(objects: list[dict]) -> dict:
+    return next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]
+
+
+@needs_kubectl
+@pytest.mark.parametrize("target", [t for t in TARGETS if t != "deploy/overlays/local"])
+def test_the_webhooks_pods_are_scheduled_first(target):
+    """A fail-closed webhook blocks every write of tandem's kinds while none of its pods runs:
+    they carry a priority class the install ships (above ordinary workloads, below system-*)."""
+    objects = render(target)
+    name = _pod_spec(objects)["spec"]["priorityClassName"]
+    shipped = next(o for o in objects if o["kind"] == "PriorityClass" and o["metadata"]["name"] == name)
+    assert 0 < shipped["value"] <= 1_000_000_000 and not shipped.get("globalDefault"), "a user class: at most 1e9, never the default"
+
+
+@needs_kubectl
+@pytest.mark.parametrize("target", [t for t in TARGETS if t != "deploy/overlays/local"])
+def test_the_two_replicas_never_share_a_node(target):
+    template = _pod_spec(render(target))
+    labels, spec = template["metadata"]["labels"], template["spec"]
+    spread = [c for c in spec.get("topologySpreadConstraints", []) if c["topologyKey"] == "kubernetes.io/hostname"]
+    assert spread, "spread across nodes"
+    constraint = spread[0]
+    assert constraint["whenUnsatisfiable"] == "DoNotSchedule" and constraint["maxSkew"] == 1, "hard, one apart at most"
+    assert constraint.get("minDomains", 1) >= 2, "two replicas on one node is refused even when only one node is eligible"
+    assert constraint["labelSelector"]["matchLabels"].items() <= labels.items(), "the constraint counts these pods"
+
+
+@needs_kubectl
+def test_a_startup_probe_guards_the_first_list():
+    container = _pod_spec(render("deploy"))["spec"]["containers"][0]
+    probe = container["startupProbe"]
+    assert probe["httpGet"] == container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert probe["periodSeconds"] * probe["failureThreshold"] >= 30, "time to connect and list a large cluster before liveness counts"
+    assert "initialDelaySeconds" not in container["livenessProbe"], "the startup probe replaces a guessed delay"
+
+
+@needs_kubectl
+def test_the_namespaced_overlay_writes_only_in_its_namespace():
+    objects = render("deploy/overlays/namespaced")
+    args = _pod_spec(objects)["spec"]["containers"][0]["args"]
+    namespaces = [a.split("=", 1)[1] for a in args if a.startswith("--namespace=")]
+    assert namespaces == ["serving"]
+    cluster_role = next(o for o in objects if o["kind"] == "ClusterRole")
+    assert {v for rule in cluster_role["rules"] for v in rule["verbs"]} == {"list", "watch"}, "cluster-wide: reads only"
+    role = next(o for o in objects if o["kind"] == "Role" and o["metadata"]["name"] == "tandem-operator")
+    assert role["metadata"]["namespace"] == "serving"
+    binding = next(o for o in objects if o["kind"] == "RoleBinding" and o["metadata"]["name"] == "tandem-operator")
+    assert binding["metadata"]["namespace"] == "serving" and binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tandem-operator"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "tandem-operator", "namespace": "tandem-system"}]
+    assert any(o["kind"] == "Namespace" and o["metadata"]["name"] == "serving" for o in objects)
+    webhook = next(o for o in objects if o["kind"] == "ValidatingWebhookConfiguration")["webhooks"][0]
+    assert webhook["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "serving"}}
 
 
 @needs_kubectl

@@ -136,3 +136,29 @@ def test_no_secrets_and_every_rule_says_why():
     for line in text.splitlines():
         if line.strip().startswith("verbs:"):
             assert "#" in line, f"a rule without the code path that needs it: {line.strip()}"
+
+
+def _rules(path) -> dict[tuple[str, str], set[tuple[str, str, str]]]:
+    """(kind, namespace) -> permissions of every Role and ClusterRole in the file."""
+    out: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
+    for doc in yaml.safe_load_all(path.read_text()):
+        if doc and doc["kind"] in ("Role", "ClusterRole"):
+            out[(doc["kind"], doc["metadata"].get("namespace", ""))] = {
+                (g, r, v) for rule in doc["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    return out
+
+
+def test_the_namespaced_overlay_grants_the_same_permissions_split_by_scope():
+    """The namespaced overlay's read-only ClusterRole and its Role in the groups' namespace add
+    up to the base's ClusterRole (what the code uses); every write is in the Role."""
+    overlay = REPO / "deploy" / "overlays" / "namespaced"
+    cluster = _rules(overlay / "clusterrole.yaml")[("ClusterRole", "")]
+    namespaced = _rules(overlay / "role.yaml")[("Role", "serving")]
+    base = _rules(REPO / "deploy" / "base" / "rbac.yaml")[("ClusterRole", "")]
+    assert cluster | namespaced == base
+    assert {verb for _, _, verb in cluster} == {"list", "watch"}
+    assert {(g, r) for g, r, _ in cluster} == {("tandem.dev", "clustertopologies"), ("", "nodes"), ("", "pods")}, "cluster-scoped kinds and capacity"
+    for path in (overlay / "clusterrole.yaml", overlay / "role.yaml"):
+        for line in path.read_text().splitlines():
+            if line.strip().startswith("verbs:"):
+                assert "#" in line, f"a rule without the code path that needs it: {line.strip()}"

@@ -12,7 +12,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 KUBECTL = shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on this machine (kubectl kustomize renders deploy/)")
-TARGETS = ["deploy", "deploy/overlays/local", "deploy/overlays/cert-manager"]
+TARGETS = ["deploy", "deploy/overlays/local", "deploy/overlays/cert-manager", "deploy/overlays/namespaced"]
 
 
 def rendered_text(target: str) -> str:

@@ -236,7 +236,7 @@ class LogFormat(str, Enum):
 @app.command("operator")
 def operator_command(
     kubeconfig: Annotated[Path | None, typer.Option(help="Kubeconfig to use; without it, the in-cluster ServiceAccount.", show_default=False)] = None,
-    namespace: Annotated[list[str], typer.Option("--namespace", help="Watch only this namespace (repeatable; default: all).")] = [],  # noqa: B006
+    namespace: Annotated[list[str], typer.Option("--namespace", help="Watch and write groups only in this namespace (repeatable; default: all); pods are read everywhere.")] = [],  # noqa: B006
     leader_elect: Annotated[bool, typer.Option("--leader-elect", help="Elect one writer among replicas with a Lease.")] = False,
     lease_namespace: Annotated[str, typer.Option(help="Namespace of the Lease.")] = "tandem-system",
     lease_duration: Annotated[float, typer.Option(help="Seconds a standby waits after the last renewal it saw.", min=2.0)] = 15.0,
@@ -258,6 +258,7 @@ def operator_command(
             from tandem.kube.cluster import KubeCluster
             from tandem.operator.logs import configure
             from tandem.operator.process import OperatorConfig, run as run_operator
+            from tandem.operator.scope import informer_scopes
         configure(log_format.value)
         config = OperatorConfig(
             kubeconfig=str(kubeconfig) if kubeconfig else None,
@@ -280,7 +281,8 @@ def operator_command(
             from lightkube.core.exceptions import ConfigError
 
             try:  # the informers re-list on their own period; --resync is how often a pass runs
-                return KubeCluster.connect(cfg.kubeconfig, kinds=OBSERVED_KINDS, namespaces=cfg.namespaces, on_change=changed)
+                return KubeCluster.connect(cfg.kubeconfig, kinds=OBSERVED_KINDS, namespaces=cfg.namespaces,
+                                           scopes=informer_scopes(cfg.namespaces), on_change=changed)
             # A kubeconfig that is not YAML, or YAML without what a kubeconfig holds (lightkube
             # then fails on a missing key or a wrong type): the user's file, not a bug of ours.
             except (ConfigError, OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as exc:
