@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,10 @@ def kubeconfig(server: str, namespace: str = "default") -> dict[str, Any]:
 
 
 def write_kubeconfig(path: Path, server: str) -> None:
-    """Write it (parent directories made); raises OSError."""
+    """Write it whole or not at all (a temporary file renamed over it), so a script waiting
+    for the file (`until [ -s FILE ]`) never reads half of one; parent directories made;
+    raises OSError."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(kubeconfig(server), sort_keys=False), encoding="utf-8")
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(yaml.safe_dump(kubeconfig(server), sort_keys=False), encoding="utf-8")
+    os.replace(partial, path)
