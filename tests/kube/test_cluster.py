@@ -145,6 +145,20 @@ def test_namespaced_informers_when_limited_to_namespaces(api, cluster):
     assert [p["metadata"]["name"] for p in c.snapshot().list("Pod")] == ["mine"]
 
 
+def test_an_operator_limited_to_a_namespace_still_reads_every_pod(api, cluster):
+    """`tandem operator --namespace`: groups and companions in that namespace, pods everywhere
+    (another workload's pod holds capacity placement must count)."""
+    from tandem.operator.scope import informer_scopes
+
+    api.write(api.store.create, pod("mine"))
+    api.write(api.store.create, pod("theirs", namespace="else"))
+    c = cluster(kinds=("InferenceGroup", "Pod", "Service"), namespaces=(NS,), scopes=informer_scopes((NS,)))
+    assert [i.kind.path(i.namespace) for i in c.informers] == [
+        f"/apis/tandem.dev/v1alpha1/namespaces/{NS}/inferencegroups", "/api/v1/pods", f"/api/v1/namespaces/{NS}/services"]
+    assert sorted(p["metadata"]["name"] for p in c.snapshot().list("Pod")) == ["mine", "theirs"]
+    assert informer_scopes(()) == {}, "unlimited: every kind everywhere already"
+
+
 def test_the_controller_settles_a_group_over_http():
     """DESIGN.md's example group, placed and made Ready by passes over the adapter, with a
     kubelet acting on the server's store: no over-commit, every pod bound."""
