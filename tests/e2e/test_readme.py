@@ -141,6 +141,9 @@ def script(block: str, work: Path, values: dict[str, str], webhook_port: int) ->
             command = command.replace(literal, value)
         lines.append(f"echo {shlex.quote('$ ' + command)}")
         key = _stand_in(command)
+        if key is not None:
+            instead, why = NOT_RUN_AS_WRITTEN[key]
+            lines.append(f"echo {shlex.quote(f'# not run as written: {instead} ({why})')}")
         if comment.startswith("refused:"):
             expected = comment.split(":", 1)[1].strip()
             lines += [f"if out=$({command} 2>&1); then echo 'README: expected a refusal'; exit 90; fi",
