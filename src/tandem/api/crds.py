@@ -142,6 +142,7 @@ DESCRIPTIONS = {
     "RollingUpdate.maxSkew": "How far roles may be apart during an update: an integer or a percentage.",
     "SchedulerSpec.backend": "tandem's own engine (native) or the scheduler whose objects the group is translated into.",
     "SchedulerSpec.gangTimeoutSeconds": "A unit not all Scheduled/Ready by then is released and requeued.",
+    "SchedulerSpec.provisioningClassName": "Ask for nodes for a unit that does not fit with a ProvisioningRequest (autoscaling.x-k8s.io/v1) of this class, e.g. best-effort-atomic-scale-up.autoscaling.x-k8s.io; default: the operator's --provisioning-class (none: off).",
     "AutoscalingSpec.policy": "How the replicas are chosen; the policy's block must be present.",
     "AutoscalingSpec.prefillRole": "The managed prefill role.",
     "AutoscalingSpec.decodeRole": "The managed decode role; not prefillRole.",

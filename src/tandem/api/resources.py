@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BeforeValidator, Field
 
 from tandem.api.autoscaling import AutoscalingSpec
-from tandem.api.base import DNSLabel, Int32, NonNegativeInt, PositiveInt, StrictModel, Timestamp
+from tandem.api.base import DNSLabel, DNSSubdomain, Int32, NonNegativeInt, PositiveInt, StrictModel, Timestamp
 from tandem.api.kube import PodTemplateSpec
 
 API_VERSION = "tandem.dev/v1alpha1"
@@ -183,6 +183,10 @@ Backend = Literal["native", "volcano", "koordinator", "kai", "kueue", "workload-
 class SchedulerSpec(StrictModel):
     backend: Backend = "native"
     gang_timeout_seconds: PositiveInt = 300
+    # A unit that does not fit asks the cluster's node autoscaler for its minimum through a
+    # ProvisioningRequest of this class (docs/provisioning.md); absent: the operator's
+    # --provisioning-class, if any.
+    provisioning_class_name: DNSSubdomain | None = None
 
 
 class InferenceGroupSpec(StrictModel):

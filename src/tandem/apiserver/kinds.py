@@ -101,6 +101,7 @@ BUILT_IN = (
     Resource("", "v1", "services", "Service", True, "service", ("svc",), ("all",), status=True),
     Resource("", "v1", "endpoints", "Endpoints", True, "endpoints", ("ep",)),
     Resource("", "v1", "configmaps", "ConfigMap", True, "configmap", ("cm",)),
+    Resource("", "v1", "podtemplates", "PodTemplate", True, "podtemplate"),
     Resource("", "v1", "events", "Event", True, "event", ("ev",)),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True, "lease"),
     Resource(

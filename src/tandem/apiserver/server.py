@@ -25,6 +25,7 @@ from tandem.apiserver.error_status import Expired, Refused, UnsupportedMediaType
 from tandem.apiserver.faults import Faults, Injected, Request
 from tandem.apiserver.evictions import DEFAULT_TOLERATION_SECONDS
 from tandem.apiserver.kubelets import Kubelet
+from tandem.apiserver.provisioner import Provisioner, install_crd
 from tandem.apiserver.routes import Route, route
 from tandem.apiserver.seed import seed
 from tandem.apiserver.server_state import State
@@ -54,13 +55,17 @@ class ApiServer:
         history: int | None = None,
         store: MemoryStore | None = None,
         faults: Faults | None = None,
+        provisioner: bool = False,
+        provision_after: float = 0.0,
     ):
         """`objects` are stored first (`seed.cluster_objects`); `crds`: tandem's CRDs installed;
         `kubelet`: run the simulated kubelet (ready `ready_after` s after start, bound
         `bind_latency` s after the gates go; a pod tolerates a node not ready or unreachable
         for `default_toleration_seconds` unless it says otherwise). For tests, in-process only: `store` serves a
         store of the caller's (empty), `faults` installs a fault-injection hook
-        (`tandem.apiserver.faults`; None, the default and what `tandem apiserver` runs: no faults)."""
+        (`tandem.apiserver.faults`; None, the default and what `tandem apiserver` runs: no faults).
+        `provisioner`: serve ProvisioningRequests and answer them with nodes, `provision_after`
+        seconds after accepting them (`provisioner.py`)."""
         if not cel.available():
             log.warning("cel-python is not installed (pip install 'tandem[apiserver]'): CRDs' x-kubernetes-validations rules are not checked")
         self.state = State(clock, store=store) if history is None else State(clock, history, store=store)
@@ -70,6 +75,10 @@ class ApiServer:
         if faults is not None:
             faults.install(lambda: int(self.state.store.resource_version), self._wake)
         seed(self.state, objects or [], crds=crds)
+        self.provisioner = None
+        if provisioner:
+            install_crd(self.state)
+            self.provisioner = Provisioner(self.state, delay=provision_after)
         self.bookmark_every = bookmark_every
         self.kubelet = Kubelet(self.state, ready_after=ready_after, bind_latency=bind_latency) if kubelet else None
         self._http = ThreadingHTTPServer((host, port), _handler(self))
@@ -102,6 +111,8 @@ class ApiServer:
         self._thread.start()
         if self.kubelet is not None:
             self.kubelet.start()
+        if self.provisioner is not None:
+            self.provisioner.start()
         return self
 
     def stop(self) -> None:
@@ -111,6 +122,8 @@ class ApiServer:
         self._http.server_close()
         if self.kubelet is not None:
             self.kubelet.join()
+        if self.provisioner is not None:
+            self.provisioner.join()
         if self._thread is not None:
             self._thread.join(5.0)
 

@@ -257,6 +257,15 @@ def _lease(obj: dict[str, Any], now: float) -> list[Any]:
     return [_name(obj), (obj.get("spec") or {}).get("holderIdentity") or "<none>", age(_created(obj), now)]
 
 
+def _pod_template(obj: dict[str, Any], now: float) -> list[Any]:
+    """kubectl's columns for a PodTemplate: its containers, their images, the pods' labels."""
+    template = obj.get("template") or {}
+    containers = [c for c in (template.get("spec") or {}).get("containers") or [] if isinstance(c, dict)]
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    return [_name(obj), ",".join(str(c.get("name", "")) for c in containers), ",".join(str(c.get("image", "")) for c in containers),
+            ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<none>"]
+
+
 def _endpoints(obj: dict[str, Any], now: float) -> list[Any]:
     addresses = [
         f"{a.get('ip')}:{p.get('port')}" for s in obj.get("subsets") or [] for a in s.get("addresses") or [] for p in s.get("ports") or [{}]
@@ -271,6 +280,7 @@ BUILT_IN: dict[str, tuple[tuple[str, ...], Cells]] = {
     "Service": (("Name", "Type", "Cluster-IP", "External-IP", "Port(s)", "Age", "Selector:1"), _service),
     "ConfigMap": (("Name", "Data/integer", "Age"), lambda o, now: [_name(o), len(o.get("data") or {}) + len(o.get("binaryData") or {}), age(_created(o), now)]),
     "Endpoints": (("Name", "Endpoints", "Age"), _endpoints),
+    "PodTemplate": (("Name", "Containers", "Images", "Pod Labels"), _pod_template),
     "Event": (("Last Seen", "Type", "Reason", "Object", "Message", "Name:1"), _event),
     "Lease": (("Name", "Holder", "Age"), _lease),
     "CustomResourceDefinition": (("Name", "Created At"), lambda o, now: [_name(o), _created(o) or ""]),

@@ -16,6 +16,7 @@ from rich.markup import escape
 # typer 0.29 (pinned) carries its own copy of click; its usage errors live here.
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
+from tandem.api.base import _dns1123_subdomain
 from tandem.api.crds import crds as generate_crds, file_name as crd_file_name, render as render_crds
 from tandem.api.loading import load_texts
 from tandem.cli.explain import explain_group
@@ -249,16 +250,30 @@ def operator_command(
     manage_webhook_config: Annotated[bool, typer.Option("--manage-webhook-config", help="Create and keep the ValidatingWebhookConfiguration pointing here.")] = False,
     webhook_host: Annotated[str, typer.Option(help="Host the API server reaches the webhook by (with --manage-webhook-config).")] = "127.0.0.1",
     log_format: Annotated[LogFormat, typer.Option(help="Log lines as text or JSON objects.")] = LogFormat.text,
+    provisioning: Annotated[
+        bool, typer.Option("--provisioning", help="Units that do not fit ask for nodes with ProvisioningRequests, in groups that name a class.")
+    ] = False,
+    provisioning_class: Annotated[
+        str | None,
+        typer.Option("--provisioning-class", help="Implies --provisioning; the class for groups that name none (e.g. best-effort-atomic-scale-up.autoscaling.x-k8s.io).",
+                     show_default=False),
+    ] = None,
 ) -> None:
     """Run the controller against a Kubernetes API: informers, passes, leader election, metrics."""
 
     def run() -> None:
         with needs_extra("operator", "tandem operator"):
-            from tandem.controller import OBSERVED_KINDS
+            from tandem.controller import OBSERVED_KINDS, ProvisioningSettings
             from tandem.kube.cluster import KubeCluster
             from tandem.operator.logs import configure
             from tandem.operator.process import OperatorConfig, run as run_operator
             from tandem.operator.scope import informer_scopes
+        if provisioning_class is not None:
+            try:
+                _dns1123_subdomain(provisioning_class)
+            except ValueError as exc:
+                raise InputError(Problem("--provisioning-class", str(exc))) from None
+        settings = ProvisioningSettings(enabled=provisioning or provisioning_class is not None, default_class=provisioning_class)
         configure(log_format.value)
         config = OperatorConfig(
             kubeconfig=str(kubeconfig) if kubeconfig else None,
@@ -273,6 +288,7 @@ def operator_command(
             webhook_cert_dir=str(webhook_cert_dir) if webhook_cert_dir else None,
             manage_webhook_config=manage_webhook_config,
             webhook_host=webhook_host,
+            provisioning=settings,
             **({"identity": identity} if identity else {}),
         )
 
@@ -281,7 +297,8 @@ def operator_command(
             from lightkube.core.exceptions import ConfigError
 
             try:  # the informers re-list on their own period; --resync is how often a pass runs
-                return KubeCluster.connect(cfg.kubeconfig, kinds=OBSERVED_KINDS, namespaces=cfg.namespaces,
+                kinds = OBSERVED_KINDS + cfg.provisioning.kinds
+                return KubeCluster.connect(cfg.kubeconfig, kinds=kinds, namespaces=cfg.namespaces,
                                            scopes=informer_scopes(cfg.namespaces), on_change=changed)
             # A kubeconfig that is not YAML, or YAML without what a kubeconfig holds (lightkube
             # then fails on a missing key or a wrong type): the user's file, not a bug of ours.
@@ -312,6 +329,10 @@ def apiserver_command(
     default_toleration_seconds: Annotated[
         int, typer.Option(help="Seconds a pod stays on a node that is not Ready (or unreachable) unless it says otherwise.", min=0)
     ] = 300,
+    provisioner: Annotated[
+        bool, typer.Option("--provisioner", help="Serve ProvisioningRequests and answer them as a node autoscaler would, with new nodes.")
+    ] = False,
+    provision_after: Annotated[float, typer.Option(help="With --provisioner: seconds from accepting a request to its nodes.", min=0.0)] = 0.0,
 ) -> None:
     """Serve a local Kubernetes API (plain HTTP, in memory, simulated kubelets) for kubectl and the operator."""
 
@@ -329,7 +350,7 @@ def apiserver_command(
         objects = cluster_objects(read_sources(list(cluster)))
         try:
             server = ApiServer(port=port, objects=objects, crds=crds, ready_after=ready_after, bind_latency=bind_latency,
-                               default_toleration_seconds=default_toleration_seconds)
+                               default_toleration_seconds=default_toleration_seconds, provisioner=provisioner, provision_after=provision_after)
         except OSError as exc:
             raise InputError(Problem("--port", f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}")) from None
         try:

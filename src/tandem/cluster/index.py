@@ -26,8 +26,9 @@ from tandem.cluster.ports import NotFound, Object, Reader
 
 Name = tuple[str, str]  # (namespace or "", name)
 GroupKey = tuple[str, str]  # (namespace, group name)
-# The kinds whose objects belong to a group by its label (besides its pods).
-COMPANION_KINDS = ("Service", "ConfigMap")
+# The kinds whose objects belong to a group by its label (besides its pods): its headless
+# Service and peers files, and (when provisioning is on) the capacity requests of its units.
+COMPANION_KINDS = ("Service", "ConfigMap", "PodTemplate", "ProvisioningRequest")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ package exports; its modules are its own (an import-linter contract keeps them s
 
 from tandem.controller.autoscaler import AutoscaleReport, Metrics, autoscale
 from tandem.controller.observe import OBSERVED_KINDS
+from tandem.controller.provisioning import PROVISIONING_KINDS, ProvisioningSettings
 from tandem.controller.reconcile import Change, Memo, PassReport, Placer, WriteError, reconcile
 from tandem.controller.validity import group_problems, topologies_of
 
@@ -16,7 +17,9 @@ __all__ = [
     "Memo",
     "Metrics",
     "OBSERVED_KINDS",
+    "PROVISIONING_KINDS",
     "PassReport",
+    "ProvisioningSettings",
     "Placer",
     "WriteError",
     "autoscale",

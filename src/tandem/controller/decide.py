@@ -24,7 +24,9 @@ For each valid group, in order:
    for what the current step admits. A pod created in
    this pass is created already placed (`nodeSelector` on `kubernetes.io/hostname`,
    without tandem's gate); an existing one gets the same in one preconditioned patch.
-5. **Status**: the typed status of what the group will be after these writes, merge-
+5. **Provision** (off by default): a unit the engine could not place asks the cluster's
+   node autoscaler for its minimum with a ProvisioningRequest (see `provisioning`).
+6. **Status**: the typed status of what the group will be after these writes, merge-
    patched (only the reconcile pass's keys) when it differs from what is stored.
 
 An invalid group (see `validity`) gets only an `Accepted=False` condition and a Warning
@@ -62,6 +64,7 @@ from tandem.cluster.replicas import UnitRead, is_functional, minimum_placed, rep
 from tandem.controller.manifests import headless_service, peers_config_map_object, peers_document, replica_pods, revision_of
 from tandem.controller.memo import MemoUpdate
 from tandem.controller.observe import ClusterState, GroupState
+from tandem.controller.provisioning import PROVISIONING_KINDS, ProvisioningSettings, UnitNeed, plan_provisioning
 from tandem.controller.status_patch import coordination_of, condition, memory_of, owned_patch, read_status, unchanged
 from tandem.coordination.model import CoordinationStatus, Decision, Observed, UnitSpec, backoff_seconds
 from tandem.coordination.planner import next_step
@@ -74,7 +77,7 @@ PodKey = tuple[str, str]  # (namespace, name)
 _AFTER_DEADLINE_S = 1e-3
 
 
-def decide(state: ClusterState, now: float, placer: Placer = place) -> Decisions:
+def decide(state: ClusterState, now: float, placer: Placer = place, provisioning: ProvisioningSettings = ProvisioningSettings()) -> Decisions:
     expected = _Expected(state.pods)  # pods as they will be
     drafts, deadlines = [], []
     skipped = 0
@@ -98,6 +101,7 @@ def decide(state: ClusterState, now: float, placer: Placer = place) -> Decisions
     placed, notes, ran, idle = _place(state, drafts, now, expected, placer)
     for draft in drafts:
         if draft.group.valid:
+            _provision(draft, now, expected, provisioning)
             _status(draft, now, expected)
         else:
             _invalid(draft, now)
@@ -211,6 +215,8 @@ class _Draft:
     decisions: dict[int, Decision] = field(default_factory=dict)
     deadlines: list[float] = field(default_factory=list)
     pod_write: dict[PodKey, int] = field(default_factory=dict)  # a pod's create or patch in `actions`
+    unschedulable: set[int] = field(default_factory=set)  # units the engine could not place this pass
+    waits_on: dict[int, str] = field(default_factory=dict)  # per unit, what it waits on (provisioning)
     reads: _Reads | None = None  # what this pass read of the group's units
 
     @property
@@ -476,6 +482,7 @@ def _place(
     for unit in plan.units:
         draft = by_group[(unit.unit.namespace, unit.unit.group)]
         if unit.state == "Unschedulable":
+            draft.unschedulable.add(unit.unit.unit)
             draft.event("Warning", "Unschedulable", f"unit {unit.unit.unit}: {unit.message}")
         slots = waiting_by_unit.get(unit.unit.key, {})
         for role, replicas in unit.roles:
@@ -569,7 +576,30 @@ def _unit_demands(draft: _Draft, expected: _Expected) -> list[UnitDemand]:
     return out
 
 
-# ----------------------------------------------------------------------------- 5. status
+# ----------------------------------------------------------------------------- 5. provision
+
+
+def _provision(draft: _Draft, now: float, expected: _Expected, settings: ProvisioningSettings) -> None:
+    """The group's ProvisioningRequests (`provisioning`): only where a unit did not fit or a request exists."""
+    requests = [c for c in draft.group.companions if c["kind"] in PROVISIONING_KINDS]
+    if not draft.unschedulable and not requests:
+        return
+    typed = draft.typed
+    by_unit = _pods_after(draft, expected)
+    units = []
+    for index in range(typed.spec.replicas):
+        pods = by_unit.get(index, [])
+        replicas = unit_replicas(pods, typed, draft.replicas(pods))
+        bound = {r.name: sum(1 for x in replicas[r.name] if x.phase in ("Scheduled", "Ready")) for r in typed.spec.roles}
+        missing = tuple((r.name, max(r.minimum - bound[r.name], 0)) for r in typed.spec.roles)
+        units.append(UnitNeed(index, index in draft.unschedulable, any(_waits_for_placement(p) for p in pods), missing))
+    plan = plan_provisioning(draft.group.raw, typed, units, requests, settings, now)
+    draft.actions += plan.actions
+    draft.deadlines += plan.deadlines
+    draft.waits_on = plan.reasons
+
+
+# ----------------------------------------------------------------------------- 6. status
 
 
 def _status(draft: _Draft, now: float, expected: _Expected) -> None:
@@ -616,7 +646,7 @@ def _status(draft: _Draft, now: float, expected: _Expected) -> None:
             UnitStatus(
                 index=unit,
                 state=decision.state,
-                reason=decision.reason,
+                reason="; ".join(r for r in (decision.reason, draft.waits_on.get(unit)) if r),
                 functional=is_functional(replicas, typed),
                 partial_since=partial_since,
                 releases=releases,

@@ -1,7 +1,7 @@
 """Observe: one snapshot of everything a pass decides from, read once.
 
 Six kinds (InferenceGroups, ClusterTopologies, Nodes, Pods, and the Services and
-ConfigMaps tandem made) through the `Reader` of one consistent snapshot, into the
+ConfigMaps tandem made; with provisioning on, its ProvisioningRequests and PodTemplates too) through the `Reader` of one consistent snapshot, into the
 memo's `ClusterIndex`: only what changed since the last pass when the reader can say
 (see `index.py`), everything otherwise. Pods and companions come grouped by the group
 that owns them; each group is validated once per version (see `validity`), and the
@@ -74,12 +74,13 @@ class ClusterState:
         return {("InferenceGroup", g.raw["metadata"].get("uid", ""), g.raw["metadata"].get("resourceVersion", "")) for g in self.groups}
 
 
-def observe(reader: Reader, memo: Memo | None = None) -> ClusterState:
+def observe(reader: Reader, memo: Memo | None = None, kinds: tuple[str, ...] = OBSERVED_KINDS) -> ClusterState:
     """`memo` remembers the index and validated models across passes (see `memo.py`); the
-    state is the same without it, only dearer."""
+    state is the same without it, only dearer. `kinds`: what to read, OBSERVED_KINDS and
+    whatever an option adds (the ProvisioningRequests and PodTemplates of provisioning)."""
     memo = Memo() if memo is None else memo
     index = memo.index
-    changes = index.refresh(reader, OBSERVED_KINDS)
+    changes = index.refresh(reader, kinds)
     _follow(memo, changes)
     raw_topologies = [obj for _, obj in sorted(index.of_kind("ClusterTopology").items())]
     topology_versions = tuple((t["metadata"]["name"], t["metadata"].get("resourceVersion", "")) for t in raw_topologies)

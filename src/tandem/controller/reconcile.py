@@ -17,17 +17,22 @@ from tandem.controller.apply import PassReport, WriteError, apply
 from tandem.controller.changes import Change
 from tandem.controller.decide import Placer, decide
 from tandem.controller.memo import Memo
-from tandem.controller.observe import observe
+from tandem.controller.observe import OBSERVED_KINDS, observe
+from tandem.controller.provisioning import ProvisioningSettings
 from tandem.placement import place
 
 __all__ = ["Change", "Memo", "PassReport", "Placer", "WriteError", "reconcile"]
 
 
-def reconcile(cluster: Cluster, now: float, placer: Placer = place, memo: Memo | None = None) -> PassReport:
+def reconcile(
+    cluster: Cluster, now: float, placer: Placer = place, memo: Memo | None = None, provisioning: ProvisioningSettings = ProvisioningSettings()
+) -> PassReport:
     """One pass; `placer` is the engine (a baseline can stand in, to compare policies);
-    `memo`, kept by the caller across passes, spares re-validating unchanged objects."""
-    state = observe(cluster.snapshot(), memo)
-    decisions = decide(state, now, placer)
+    `memo`, kept by the caller across passes, spares re-validating unchanged objects;
+    `provisioning`, whether units that do not fit ask for nodes (the world must then serve
+    `provisioning.kinds` too)."""
+    state = observe(cluster.snapshot(), memo, OBSERVED_KINDS + provisioning.kinds)
+    decisions = decide(state, now, placer, provisioning)
     report = apply(cluster, decisions, now)
     if memo is not None:
         memo.remember(decisions.memory)

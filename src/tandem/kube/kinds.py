@@ -65,11 +65,14 @@ for _kind in (
     Kind("Node", "v1", "nodes", namespaced=False, status=True),
     Kind("Service", "v1", "services", namespaced=True, status=True),
     Kind("ConfigMap", "v1", "configmaps", namespaced=True),
+    Kind("PodTemplate", "v1", "podtemplates", namespaced=True),
     Kind("Event", "v1", "events", namespaced=True),
     Kind("Namespace", "v1", "namespaces", namespaced=False, status=True),
     Kind("Lease", "coordination.k8s.io/v1", "leases", namespaced=True),
     Kind("InferenceGroup", "tandem.dev/v1alpha1", "inferencegroups", namespaced=True, status=True),
     Kind("ClusterTopology", "tandem.dev/v1alpha1", "clustertopologies", namespaced=False),  # no status subresource (api/crds.py)
+    # cluster-autoscaler's capacity requests (with `--provisioning-class`: docs/provisioning.md)
+    Kind("ProvisioningRequest", "autoscaling.x-k8s.io/v1", "provisioningrequests", namespaced=True, status=True),
     # the operator registers its admission webhook (operator/process.py)
     Kind("ValidatingWebhookConfiguration", "admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", namespaced=False),
 ):

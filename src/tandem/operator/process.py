@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from tandem.cluster.ports import Cluster
+from tandem.controller import ProvisioningSettings
 from tandem.errors import ApiError, InputError, Problem
 from tandem.operator.endpoints import serve
 from tandem.operator.leader import LeaderElector, LeaseConfig
@@ -46,6 +47,8 @@ class OperatorConfig:
     webhook_cert_dir: str | None = None  # without certificates in it: a fresh self-signed pair
     manage_webhook_config: bool = False  # create and keep our ValidatingWebhookConfiguration
     webhook_host: str = "127.0.0.1"  # the name the API server reaches the webhook by (managed config)
+    # Units that do not fit ask for nodes with ProvisioningRequests (docs/provisioning.md): off by default.
+    provisioning: ProvisioningSettings = field(default_factory=ProvisioningSettings)
 
 
 def run(config: OperatorConfig, connect: Callable[[OperatorConfig, Callable[..., None]], Cluster], stop: threading.Event | None = None) -> int:
@@ -64,7 +67,7 @@ def run(config: OperatorConfig, connect: Callable[[OperatorConfig, Callable[...,
         lease = LeaseConfig(namespace=config.lease_namespace, identity=config.identity, duration=config.lease_duration,
                             renew_deadline=min(10.0, config.lease_duration * 2 / 3))
         elector = LeaderElector(cluster, lease)
-    operator = Operator(cluster, clock, elector, PassSchedule(resync=config.resync), on_synced=_freeze_heap)
+    operator = Operator(cluster, clock, elector, PassSchedule(resync=config.resync), on_synced=_freeze_heap, provisioning=config.provisioning)
     operator_box.append(operator)
     ports: dict[int, set[str]] = {}
     flags: dict[int, list[str]] = {}

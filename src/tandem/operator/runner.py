@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from tandem.cluster.ports import Cluster
-from tandem.controller import Memo, PassReport, reconcile
+from tandem.controller import Memo, PassReport, ProvisioningSettings, reconcile
 from tandem.operator.informer_metrics import follow_informers
 from tandem.operator.leader import LeaderElector
 from tandem.operator.logs import IN_MESSAGE
@@ -53,6 +53,7 @@ class Operator:
     # Called once, the first time the informers have synced: the process freezes the heap
     # it has built (the caches) out of the garbage collector's reach (see process.py).
     on_synced: Callable[[], None] | None = None
+    provisioning: ProvisioningSettings = field(default_factory=ProvisioningSettings)  # off unless asked
     _synced_once: bool = False
     _failing: tuple[tuple[int, str], float] | None = None  # the election failure last logged, and when
     _wake: threading.Event = field(default_factory=threading.Event)
@@ -88,7 +89,7 @@ class Operator:
                 self.on_synced()
         if not self.leading or not ready or not self.schedule.due(now):
             return None
-        report = reconcile(self.cluster, now, self._timed_place, self.memo)
+        report = reconcile(self.cluster, now, self._timed_place, self.memo, self.provisioning)
         self.schedule.ran(now, report.requeue_after, retry=bool(report.retryable))
         self.passes += 1
         elapsed = max(self.clock() - now, 0.0)
