@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import yaml
 
+from support.builders import group, role
 from support.controller_world import design_group, kubelet, world
 from support.deploy import REPO
+from tandem.api.timestamps import rfc3339
+from tandem.controller import PROVISIONING_KINDS, ProvisioningSettings
 from tandem.controller.observe import OBSERVED_KINDS
 from tandem.controller.reconcile import reconcile
 from tandem.operator.leader import LeaderElector, LeaseConfig
@@ -23,6 +26,8 @@ RESOURCES = {
     "ConfigMap": ("", "configmaps"),
     "Event": ("", "events"),
     "Lease": ("coordination.k8s.io", "leases"),
+    "PodTemplate": ("", "podtemplates"),
+    "ProvisioningRequest": ("autoscaling.x-k8s.io", "provisioningrequests"),
 }
 
 
@@ -101,14 +106,32 @@ def used_permissions():
         store.patch("Node", None, node["metadata"]["name"], {"spec": {"unschedulable": None}})
     reconcile(cluster, now + 2)
     autoscale_once(cluster)
+    _provisioning_story(store, cluster, now + 3)
     elector = LeaderElector(cluster, LeaseConfig(identity="a"))
     elector.step(now)
     elector.step(now + 5)
     elector.release(now + 6)
-    for kind in OBSERVED_KINDS:  # every kind a pass reads is listed and watched
+    for kind in OBSERVED_KINDS + PROVISIONING_KINDS:  # every kind a pass reads is listed and watched (with --provisioning too)
         cluster._note(kind, "list")
         cluster._note(kind, "watch")
     return cluster.used
+
+
+def _provisioning_story(store, cluster, now):
+    """With --provisioning-class: a unit that cannot fit asks for nodes, its request fails,
+    is reported and replaced after the backoff; then the group goes and its request with it."""
+    on = ProvisioningSettings(enabled=True, default_class="best-effort-atomic-scale-up.autoscaling.x-k8s.io")
+    store.register_kind("ProvisioningRequest", cluster_scoped=False, status=True)
+    store.create(group("huge", [role("engine", 1, 1, gpus=64)]))
+    reconcile(cluster, now, provisioning=on)
+    [request] = store.list("ProvisioningRequest", "serving")
+    condition = {"type": "Failed", "status": "True", "reason": "CapacityIsNotFound", "message": "", "lastTransitionTime": rfc3339(now)}
+    store.patch_status("ProvisioningRequest", "serving", request["metadata"]["name"], {"status": {"conditions": [condition]}})
+    reconcile(cluster, now + 1, provisioning=on)  # reported: an event and the request's annotation
+    reconcile(cluster, now + 3600, provisioning=on)  # retried: the request and its templates replaced
+    store.patch("InferenceGroup", "serving", "huge", {"spec": {"replicas": 0}})
+    reconcile(cluster, now + 3601, provisioning=on)
+    assert store.list("ProvisioningRequest", "serving") == [] and store.list("PodTemplate", "serving") == []
 
 
 def granted_permissions():

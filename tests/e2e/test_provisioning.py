@@ -8,7 +8,10 @@ A group whose minimum (three 8-GPU pods in one rack) cannot fit the one node the
   with a pod set per role and part (leader, workers) and the PodTemplates it names, owned
   by the group; the nodes come, the unit is placed on them, the request and its templates
   are deleted;
-- without the option (the default): nothing is created, the unit waits;
+- without the option (the default): nothing is created, the unit waits; and the operator
+  needs no ProvisioningRequest API at all (a cluster without cluster-autoscaler's CRD);
+- a request the autoscaler cannot satisfy (a pod larger than any node) fails: a Warning
+  event says so, and the unit's status says when the next attempt comes;
 - with `--provisioning` and no default class: a group that names none gets nothing, and
   gets its request once `spec.scheduler.provisioningClassName` is set.
 """
@@ -54,11 +57,12 @@ GROUP = {
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[tuple[ApiServer, Path]]:
-    topology, nodes = generate_cluster([("rack", 1), ("host", 1)], 8)  # one 8-GPU node: the unit needs three
+def world(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[ApiServer, Path]]:
+    topology, nodes = generate_cluster([("rack", 1), ("host", getattr(request, "param", {}).get("hosts", 1))], 8)  # one 8-GPU node: the unit needs three
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all([topology, {"apiVersion": "v1", "kind": "List", "items": nodes}]))
     (tmp_path / "group.yaml").write_text(yaml.safe_dump(GROUP))
-    server = start_apiserver(tmp_path, "--cluster", str(tmp_path / "cluster.yaml"), "--provisioner", "--provision-after", "3")
+    provisioner = ["--provisioner", "--provision-after", "3"] if getattr(request, "param", {}).get("provisioner", True) else []
+    server = start_apiserver(tmp_path, "--cluster", str(tmp_path / "cluster.yaml"), *provisioner)
     try:
         yield server, tmp_path
     finally:
@@ -92,6 +96,8 @@ def test_a_unit_that_does_not_fit_asks_for_nodes_and_is_placed_on_them(world):
     assert "schedulingGates" not in templates[f"{name}.prefill"]["template"]["spec"], "the autoscaler must see a pod it can schedule"
     events = server.kubectl("get", "events", "-n", NS, "-o", "json").stdout
     assert "ProvisioningRequestCreated" in events
+    reason = server.kubectl("get", "ig", NAME, "-n", NS, "-o", "jsonpath={.status.units[0].reason}").stdout
+    assert f"ProvisioningRequest {name}" in reason, f"the unit's status says what it waits on: {reason!r}"
 
     pods = wait_for(lambda: _placed(server, 3), 30, "the unit's three pods bound")
     nodes = {n["metadata"]["name"]: n for n in json.loads(server.kubectl("get", "nodes", "-o", "json").stdout)["items"]}
@@ -115,6 +121,16 @@ def test_nothing_is_asked_for_without_the_option(world):
     _stop(operator)
 
 
+@pytest.mark.parametrize("world", [{"provisioner": False, "hosts": 3}], indirect=True)
+def test_the_operator_needs_no_provisioning_api_without_the_option(world):
+    server, work = world
+    assert "doesn't have a resource type" in server.kubectl("get", "provisioningrequests", check=False).stderr, "no CRD here"
+    operator = start_operator(server, work, "solo")  # ready: it watches nothing it cannot list
+    server.kubectl("apply", "-f", str(work / "group.yaml"))
+    wait_for(lambda: _placed(server, 3), 30, "the unit's three pods bound on the three nodes there are")
+    _stop(operator)
+
+
 def test_a_group_opts_in_with_its_own_class(world):
     server, work = world
     operator = start_operator(server, work, "solo", "--provisioning")  # on, but no class of the operator's
@@ -127,6 +143,24 @@ def test_a_group_opts_in_with_its_own_class(world):
     requests = wait_for(lambda: _items(server, "provisioningrequests"), 20, "a ProvisioningRequest")
     assert [r["spec"]["provisioningClassName"] for r in requests] == [ATOMIC]
     wait_for(lambda: _placed(server, 3), 30, "the unit's three pods bound")
+    _stop(operator)
+
+
+def test_a_failed_request_is_reported_and_will_be_retried(world):
+    server, work = world
+    huge = {**GROUP, "spec": {**GROUP["spec"], "roles": [GROUP["spec"]["roles"][0]]}}
+    huge["spec"]["roles"] = [{**huge["spec"]["roles"][0], "template": {"spec": {"containers": [
+        {"name": "engine", "image": "vllm", "resources": {"requests": {"nvidia.com/gpu": "16"}}}]}}}]
+    (work / "huge.yaml").write_text(yaml.safe_dump(huge))
+    operator = start_operator(server, work, "solo", "--provisioning-class", ATOMIC)
+    server.kubectl("apply", "-f", str(work / "huge.yaml"))
+    event = wait_for(lambda: [e for e in _items(server, "events") if e["reason"] == "ProvisioningFailed"], 30, "a ProvisioningFailed event")[0]
+    assert event["type"] == "Warning" and "more than a node holds" in event["message"] and "retrying after 60s" in event["message"]
+    reason = server.kubectl("get", "ig", NAME, "-n", NS, "-o", "jsonpath={.status.units[0].reason}").stdout
+    assert f"ProvisioningRequest {NAME}-0-provision-1 Failed" in reason and "next attempt at" in reason, reason
+    time.sleep(1.0)
+    assert sum(e.get("count", 1) for e in _items(server, "events") if e["reason"] == "ProvisioningFailed") == 1, "reported once"
+    assert len(server.kubectl("get", "nodes", "-o", "name").stdout.split()) == 1
     _stop(operator)
 
 

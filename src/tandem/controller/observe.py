@@ -30,7 +30,9 @@ from tandem.errors import Problem
 from tandem.topology.snapshot import NodeFacts
 
 # What a pass reads, and so what a world must list (and an operator watch): the kinds here.
-OBSERVED_KINDS = ("InferenceGroup", "ClusterTopology", "Node", "Pod", *COMPANION_KINDS)
+# (The ProvisioningRequests and PodTemplates of provisioning are read only when it is on:
+# `ProvisioningSettings.kinds`; a cluster without their API must not stall the others.)
+OBSERVED_KINDS = ("InferenceGroup", "ClusterTopology", "Node", "Pod", "Service", "ConfigMap")
 
 
 @dataclass(frozen=True)
