@@ -328,6 +328,7 @@ def test_the_example_group_is_valid_for_both(validators: dict[str, jsonschema.Dr
         ("spec.replicas", 2**31),
         ("spec.priority", True),
         ("spec.scheduler", {"backend": "slurm"}),
+        ("spec.scheduler", {"provisioningClassName": "Atomic_Scale_Up"}),
         ("spec.affinity.0.mode", "Maybe"),
         ("spec.roles", []),
         ("spec.roles.0.name", "Prefill"),

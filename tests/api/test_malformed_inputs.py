@@ -176,6 +176,8 @@ CASES = [
     ("bad-progression", group("  coordination: {rollout: {progression: Ready}}\n"), "spec.coordination.rollout.progression", "'OrderScheduled' or 'OrderReady'"),
     ("bad-backend", group("  scheduler: {backend: slurm}\n"), "spec.scheduler.backend", "must be 'native'"),
     ("gang-timeout-zero", group("  scheduler: {gangTimeoutSeconds: 0}\n"), "spec.scheduler.gangTimeoutSeconds", "greater than or equal to 1"),
+    ("provisioning-class", group("  scheduler: {provisioningClassName: Atomic_Scale_Up}\n"), "spec.scheduler.provisioningClassName",
+     "is not a DNS-1123 subdomain"),
     # --- autoscaling (spec.autoscaling; ROLES gives prefill minReplicas 1, decode 1)
     ("autoscaling-unknown-policy", group(autoscaling("Fixed")), "spec.autoscaling.policy", "must be 'FixedRatio', 'PreferredBand', 'SLO' or 'Independent'"),
     ("autoscaling-policy-block-missing", group(autoscaling("SLO")), "spec.autoscaling.slo", "required field is missing (policy is SLO)"),

@@ -44,3 +44,9 @@ def test_a_command_whose_extra_is_not_installed_says_which_to_install(run_cli, t
     assert result.exit_code == 2 and result.exception is None
     assert result.stderr.strip() == (f"error: tandem {command[0]} needs the {extra} extra (no module {module!r}): "
                                      f"pip install 'tandem[{extra}]'")
+
+
+def test_a_provisioning_class_that_is_not_a_dns_subdomain_is_one_error_line_and_exit_2(run_cli, tmp_path):
+    result = run_cli("operator", "--kubeconfig", tmp_path / "absent", "--provisioning-class", "Atomic_Scale_Up")
+    assert result.exit_code == 2 and result.exception is None
+    assert result.stderr.strip() == "error: --provisioning-class: 'Atomic_Scale_Up' is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')"
