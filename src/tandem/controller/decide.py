@@ -584,6 +584,8 @@ def _provision(draft: _Draft, now: float, expected: _Expected, settings: Provisi
     requests = [c for c in draft.group.companions if c["kind"] in PROVISIONING_KINDS]
     if not draft.unschedulable and not requests:
         return
+    if not settings.enabled and settings.class_for(draft.typed) is None:
+        return  # off, and the group asks for nothing: no unit need be read
     typed = draft.typed
     by_unit = _pods_after(draft, expected)
     units = []
