@@ -209,7 +209,7 @@ def run(text: str, env: dict[str, str], log: Path) -> int:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ApiServer]:
-    """The stand-in cluster: 48 nodes of 8 GPUs, labelled as examples/topology.yaml expects; no CRDs yet."""
+    """The stand-in cluster: 48 nodes of 8 GPUs, labelled as examples/real-cluster/topology.yaml expects; no CRDs yet."""
     _, nodes = generate_cluster([("block", 3), ("rack", 2), ("host", 8)], 8)
     (tmp_path / "nodes.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": nodes}))
     server = start_apiserver(tmp_path, "--cluster", str(tmp_path / "nodes.yaml"), "--no-crds")
