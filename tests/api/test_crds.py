@@ -150,13 +150,18 @@ def test_names_scope_subresources_and_columns(generated: dict[str, dict[str, Any
         "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector"},
     }
     assert "subresources" not in topology["spec"]["versions"][0]
-    columns = {c["name"]: (c["type"], c["jsonPath"]) for c in version["additionalPrinterColumns"]}
+    columns = {c["name"]: (c["type"], c["jsonPath"], c.get("priority", 0)) for c in version["additionalPrinterColumns"]}
     assert columns == {
-        "Units": ("integer", ".spec.replicas"),
-        "Functional": ("integer", ".status.functionalUnits"),
-        "Available": ("string", '.status.conditions[?(@.type=="Available")].status'),
-        "Age": ("date", ".metadata.creationTimestamp"),
+        "Status": ("string", ".status.state", 0),
+        "Units": ("integer", ".spec.replicas", 0),
+        "Functional": ("integer", ".status.functionalUnits", 0),
+        "Available": ("string", '.status.conditions[?(@.type=="Available")].status', 0),
+        "Age": ("date", ".metadata.creationTimestamp", 0),
+        "Ready": ("string", ".status.ready", 1),  # -o wide: per role ready/desired, the revision, why
+        "Revision": ("string", ".status.revision", 1),
+        "Message": ("string", ".status.message", 1),
     }
+    assert list(columns)[-3:] == ["Ready", "Revision", "Message"], "the wide columns after Age, the message last"
     # the scale subresource's paths point at integers and a string
     schema = openapi(group)["properties"]
     assert schema["spec"]["properties"]["replicas"]["type"] == "integer"

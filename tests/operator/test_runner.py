@@ -125,7 +125,8 @@ def test_health_readiness_and_metrics_endpoints():
         assert status == 200
         assert 'tandem_writes_total{kind="Pod",verb="create"} 3.0' in text
         assert "tandem_pass_duration_seconds_count 1.0" in text and "tandem_leader 1.0" in text
-        assert 'tandem_units{state="Progressing"} 1.0' in text
+        assert 'tandem_units{state="Pending"} 1.0' in text, "created and placed, not bound yet"
+        assert 'tandem_group_units{group="llama",kind="unschedulable",namespace="serving"} 0.0' in text
         clock.now += 60.0
         assert get("/healthz")[0] == 503, "a loop that stopped turning is not healthy"
         assert get("/nope")[0] == 404

@@ -177,9 +177,13 @@ DESCRIPTIONS = {
     "InferenceGroupStatus.replicas": "Units that exist (the scale subresource reads it).",
     "InferenceGroupStatus.functionalUnits": "Units with every role at its minimum Ready.",
     "InferenceGroupStatus.selector": "Label selector of the group's pods (the scale subresource reads it).",
+    "InferenceGroupStatus.state": "The group in a word: Ready, Progressing, Pending, Unschedulable, Stalled, Degraded or Invalid.",
+    "InferenceGroupStatus.message": "Why the group is in its state, when it is not Ready (the engine's words for a unit that does not fit).",
+    "InferenceGroupStatus.ready": "Per role, Ready replicas over desired replicas, all units together, e.g. \"prefill 2/2, decode 1/1\".",
+    "InferenceGroupStatus.unitStates": "Every unit counted by state, listed in units or not.",
     "InferenceGroupStatus.conditions": "Accepted, Scheduled, Available, Progressing, Stalled, Degraded.",
     "InferenceGroupStatus.roles": "Per role, over all units, counted in complete replicas.",
-    "InferenceGroupStatus.units": "Per unit: its state and what the planners remember.",
+    "InferenceGroupStatus.units": "Per unit: its state and what the planners remember; beyond 100 units, only units that are not Complete.",
     "InferenceGroupStatus.autoscaling": "The autoscaler's last decision and memory (written by the autoscaler only).",
     "Condition.type": "The aspect, in CamelCase.",
     "Condition.status": "True, False or Unknown.",
@@ -188,13 +192,15 @@ DESCRIPTIONS = {
     "Condition.lastTransitionTime": "When status last changed.",
     "Condition.observedGeneration": "The metadata.generation the condition was set from.",
     "RoleStatus.name": "The role.",
+    "RoleStatus.desiredReplicas": "Replicas the spec asks for, all units together.",
     "RoleStatus.replicas": "Replicas that exist and have not failed.",
     "RoleStatus.scheduledReplicas": "Replicas with every pod bound.",
     "RoleStatus.readyReplicas": "Replicas with every pod Ready.",
     "RoleStatus.updatedReplicas": "Replicas of the current revision.",
     "UnitStatus.index": "The unit's index, from 0.",
-    "UnitStatus.state": "Progressing, Complete or Stalled.",
+    "UnitStatus.state": "Stalled, Unschedulable (no room: reason says why), Pending (waiting for a node), Progressing or Complete.",
     "UnitStatus.reason": "Why the unit is in its state.",
+    "UnitStatus.domain": "The narrowest domain holding all the unit's pods, as level/name.",
     "UnitStatus.functional": "Every role at its minimum, Ready.",
     "UnitStatus.partialSince": "Since when the unit holds GPUs below some role's minimum.",
     "UnitStatus.releases": "Gang-timeout releases in a row (the backoff's exponent).",
@@ -331,15 +337,27 @@ def _root(model: type[BaseModel], used: set[str], status_model: type[BaseModel] 
     if status_model is not None:
         key = f"{model.__name__}.status"
         used.add(key)
-        schema["properties"]["status"] = _schema(status_model, used) | {"description": DESCRIPTIONS[key]}
+        schema["properties"]["status"] = _without_defaults(_schema(status_model, used)) | {"description": DESCRIPTIONS[key]}
     return schema
+
+
+def _without_defaults(node: Any) -> Any:
+    """The schema with no `default` anywhere: the controller leaves empty fields out of the
+    status, and a server that put them back would make every pass see a change."""
+    if isinstance(node, dict):
+        return {k: _without_defaults(v) for k, v in node.items() if k != "default"}
+    if isinstance(node, list):
+        return [_without_defaults(v) for v in node]
+    return node
 
 
 def _crd(model: type[BaseModel], *, plural: str, short: str, scope: str, schema: dict[str, Any],
          columns: list[dict[str, Any]], subresources: dict[str, Any]) -> dict[str, Any]:
     kind = model.__name__
     version: dict[str, Any] = {"name": VERSION, "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
-    version["additionalPrinterColumns"] = columns + [{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
+    age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+    # Age after the default columns, the wide ones (priority 1, `-o wide`) after it: a long message last.
+    version["additionalPrinterColumns"] = [c for c in columns if not c.get("priority")] + [age] + [c for c in columns if c.get("priority")]
     if subresources:
         version["subresources"] = subresources
     return {
@@ -374,11 +392,19 @@ def crds() -> list[dict[str, Any]]:
         resources.InferenceGroup, plural="inferencegroups", short="ig", scope="Namespaced",
         schema=group_schema,
         columns=[
+            {"name": "Status", "type": "string", "jsonPath": ".status.state",
+             "description": "The group in a word: Ready, Progressing, Pending, Unschedulable, Stalled, Degraded or Invalid."},
             {"name": "Units", "type": "integer", "jsonPath": ".spec.replicas", "description": "Units desired."},
             {"name": "Functional", "type": "integer", "jsonPath": ".status.functionalUnits",
              "description": "Units with every role at its minimum Ready."},
             {"name": "Available", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Available")].status',
              "description": "Every unit has every role at its minimum Ready."},
+            {"name": "Ready", "type": "string", "jsonPath": ".status.ready", "priority": 1,
+             "description": "Per role, Ready replicas over desired, all units together."},
+            {"name": "Revision", "type": "string", "jsonPath": ".status.revision", "priority": 1,
+             "description": "The revision the pod templates ask for now."},
+            {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1,
+             "description": "Why the group is in its state, when it is not Ready."},
         ],
         subresources={
             "status": {},

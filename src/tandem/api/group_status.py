@@ -4,12 +4,21 @@ camelCase on the wire, every time RFC 3339, conditions shaped as `metav1.Conditi
 Two owners write it, each with a merge patch of only its own keys:
 
 - the reconcile pass: `observedGeneration`, `revision`, `replicas`, `functionalUnits`,
-  `selector`, `conditions`, `roles`, `units`;
+  `selector`, `state`, `message`, `ready`, `conditions`, `roles`, `unitStates`, `units`;
 - the autoscaler: `autoscaling`.
 
 `replicas` (units that exist) and `selector` back the scale subresource, so
-`kubectl scale ig NAME --replicas=N` and an HPA can address the group; `functionalUnits`
-is what a printer column shows.
+`kubectl scale ig NAME --replicas=N` and an HPA can address the group; `functionalUnits`,
+`state`, `ready`, `revision` and `message` are what the printer columns show (a JSONPath
+column cannot format "prefill 2/2", so `ready` is that text).
+
+Empty is absent: a unit's fields at their defaults (an idle unit's coordination memory,
+`releases: 0`, an empty reason) are left out of what is written, and the CRD schema gives
+no defaults under `status`, so what the server stores is exactly what was written and a
+settled group compares equal (no status patch). Bounded: beyond `LISTED_UNITS` units,
+`units` lists only the units that are not simply Complete (the others are counted in
+`unitStates`), and only the first `LISTED_UNITS` of those keep their words (reason,
+domain); the rest keep what the planners must remember. See `list_units`.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ class RoleStatus(StrictModel):
     """Replicas of one role over every unit (a replica counts once, whatever its pods)."""
 
     name: str
+    desired_replicas: Count = 0  # the spec's replicas per unit, times the units
     replicas: Count = 0  # exist and have not failed
     scheduled_replicas: Count = 0  # every pod bound
     ready_replicas: Count = 0  # every pod Ready
@@ -68,15 +78,32 @@ class CoordinationMemory(StrictModel):
     retry_after: Timestamp | None = None
 
 
+# A unit's state, most urgent first: Stalled (a step timed out), Unschedulable (the engine
+# found no room: `reason` says why), Pending (pods wait for a node or to be bound),
+# Progressing (bound, starting, or a step under way), Complete (nothing left to do).
+UnitState = Literal["Stalled", "Unschedulable", "Pending", "Progressing", "Complete"]
+UNIT_STATES: tuple[str, ...] = ("Stalled", "Unschedulable", "Pending", "Progressing", "Complete")
+# Above this many units, `units` lists only units that are not simply Complete.
+LISTED_UNITS = 100
+
+
 class UnitStatus(StrictModel):
     index: Count
-    state: Literal["Progressing", "Complete", "Stalled"]
+    state: UnitState
     reason: str = ""
+    domain: str = ""  # where its pods are: the narrowest domain holding them all, "level/name"
     functional: bool = False  # every role at its minimum, Ready
     partial_since: Timestamp | None = None  # holding GPUs below some role's minimum since
     releases: Count = 0  # gang-timeout releases in a row (the backoff's exponent)
     retry_after: Timestamp | None = None  # a released unit is rolled out again from then
-    coordination: CoordinationMemory = CoordinationMemory()
+    coordination: CoordinationMemory | None = None  # None: idle, nothing remembered
+
+    def quiet(self) -> bool:
+        """Complete with nothing remembered: what an unlisted unit reads as."""
+        return (
+            self.state == "Complete" and self.functional and not self.reason and self.coordination is None
+            and self.partial_since is None and self.releases == 0 and self.retry_after is None
+        )
 
 
 class RecommendationMemory(StrictModel):
@@ -106,8 +133,12 @@ class InferenceGroupStatus(StrictModel):
     replicas: Count = 0
     functional_units: Count = 0
     selector: str = ""
+    state: str = ""  # the group in a word (Ready, Progressing, Pending, Unschedulable, Stalled, Degraded, Invalid)
+    message: str = ""  # why, when it is not Ready
+    ready: str = ""  # per role, Ready replicas over desired, all units: "prefill 2/2, decode 1/1"
     conditions: list[Condition] = Field(default_factory=list)
     roles: list[RoleStatus] = Field(default_factory=list)
+    unit_states: dict[str, Count] = Field(default_factory=dict)  # every unit, by state (listed or not), each state present
     units: list[UnitStatus] = Field(default_factory=list)
     autoscaling: AutoscalingStatus | None = None
 
@@ -115,9 +146,25 @@ class InferenceGroupStatus(StrictModel):
         return next((c for c in self.conditions if c.type == kind), None)
 
     def unit(self, index: int) -> UnitStatus | None:
+        """The unit as listed; an unlisted one (see `list_units`) reads as None, the same as
+        Complete with nothing remembered."""
         return next((u for u in self.units if u.index == index), None)
 
 
+def list_units(units: list[UnitStatus], limit: int = LISTED_UNITS) -> list[UnitStatus]:
+    """The units `status.units` lists: all of them up to `limit`; beyond it, only those
+    that are not quiet (Complete, nothing remembered), and of those only the first
+    `limit` keep their words (reason, domain): the rest keep what the planners remember
+    (coordination, partialSince, releases, retryAfter), which cannot be recomputed."""
+    if len(units) <= limit:
+        return units
+    loud = [u for u in units if not u.quiet()]
+    return [*loud[:limit], *(u.model_copy(update={"reason": "", "domain": ""}) for u in loud[limit:])]
+
+
 # The keys each owner writes; a merge patch by one never carries the other's.
-RECONCILE_KEYS = ("observedGeneration", "revision", "replicas", "functionalUnits", "selector", "conditions", "roles", "units")
+RECONCILE_KEYS = (
+    "observedGeneration", "revision", "replicas", "functionalUnits", "selector", "state", "message", "ready",
+    "conditions", "roles", "unitStates", "units",
+)
 AUTOSCALER_KEYS = ("autoscaling",)

@@ -51,7 +51,9 @@ class PassReport:
     placed: int = 0  # pods given a node (in a create or a patch)
     events: list[str] = field(default_factory=list)  # one line per event recorded (or not)
     changes: list[Change] = field(default_factory=list)  # what the writes that succeeded changed, a line per decision (changes.py)
+    warnings: list[str] = field(default_factory=list)  # of those, the ones to log as warnings
     errors: list[WriteError] = field(default_factory=list)
+    known: list[WriteError] = field(default_factory=list)  # of the errors, refusals already reported by an earlier pass
     skipped: int = 0  # writes not tried because one they depend on failed
     events_dropped: int = 0
     fences: int = 0  # groups confirmed at the server before their creates (no write made)
@@ -77,6 +79,11 @@ class PassReport:
     def terminal(self) -> list[WriteError]:
         return [e for e in self.errors if not e.retryable]
 
+    @property
+    def fresh_errors(self) -> list[WriteError]:
+        """The errors worth a log line: all but the refusals an earlier pass reported."""
+        return [e for e in self.errors if e not in self.known]
+
 
 def apply(writer: Writer, decisions: Decisions, now: float | None = None) -> PassReport:
     """`now`, the pass's time, tells a status write that turned a condition from one that
@@ -101,6 +108,8 @@ def _apply_group(writer: Writer, group: GroupActions, report: PassReport, done: 
                 return
         if isinstance(action, RecordEvent):
             report.events.append(action.line)
+            if action.type == "Warning":
+                report.warnings.append(action.line)
             try:
                 writer.record_event(action.involved, action.type, action.reason, action.message)
             except ApiError:
@@ -159,8 +168,16 @@ def _send(writer: Writer, action: Write, report: PassReport) -> None:
 
 
 def _fail(report: PassReport, where: str, action: Write, exc: ApiError) -> None:
+    """Keep the error; a refusal (terminal, not a 404) gets its line from `reconcile`, once."""
     report.errors.append(WriteError(where, _describe(action), exc.code, exc.reason, exc.retryable, exc.message))
-    report.events.append(str(report.errors[-1]))
+    if not refused(report.errors[-1]):
+        report.events.append(str(report.errors[-1]))
+
+
+def refused(error: WriteError) -> bool:
+    """A write the API will refuse again as sent (403, 409 AlreadyExists, 422, ...); a 404
+    is a race (the object went meanwhile), not a refusal."""
+    return not error.retryable and error.code != 404
 
 
 def _describe(action: Write) -> str:

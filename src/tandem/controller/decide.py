@@ -41,7 +41,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from tandem.api.group_status import RECONCILE_KEYS, Condition, InferenceGroupStatus, RoleStatus, UnitStatus
+from collections import Counter
+
+from tandem.api.group_status import RECONCILE_KEYS, UNIT_STATES, InferenceGroupStatus, RoleStatus, UnitState, UnitStatus, list_units
 from tandem.api.merge import merge_patch
 from tandem.api.naming import GROUP_LABEL, PEERS_FILE, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import InferenceGroup
@@ -61,6 +63,9 @@ from tandem.cluster.payloads import PodPayload, as_object, as_pod
 from tandem.cluster.pods import assigned_node, pod_failed, pod_index
 from tandem.cluster.ports import Object, ObjectRef
 from tandem.cluster.replicas import UnitRead, is_functional, minimum_placed, replicas_of_unit, unit_replicas
+from tandem.controller.domains import unit_domain
+from tandem.controller.event_digest import digest
+from tandem.controller.health import Health, verdict
 from tandem.controller.manifests import headless_service, peers_config_map_object, peers_document, replica_pods, revision_of
 from tandem.controller.memo import MemoUpdate
 from tandem.controller.observe import ClusterState, GroupState
@@ -96,15 +101,16 @@ def decide(state: ClusterState, now: float, placer: Placer = place, provisioning
         drafts.append(draft)
         if group.valid:
             _release(draft, now, expected)
-            _companions(draft, expected)
+            _companions(draft, expected, state.service_named_like(group))
             _coordinate(draft, now, expected)
     placed, notes, ran, idle = _place(state, drafts, now, expected, placer)
     for draft in drafts:
         if draft.group.valid:
             _provision(draft, now, expected, provisioning)
-            _status(draft, now, expected)
+            _status(draft, now, expected, state)
         else:
             _invalid(draft, now)
+        draft.actions = digest(draft.actions)  # one event per (type, reason): after the last use of `pod_write`
     deadlines += [d for draft in drafts for d in draft.deadlines]
     requeue = max(min(deadlines) - now, 0.0) + _AFTER_DEADLINE_S if deadlines else None
     groups = tuple(GroupActions(*draft.group.key, actions=tuple(draft.actions), fence=_fence(draft)) for draft in drafts)
@@ -113,7 +119,8 @@ def decide(state: ClusterState, now: float, placer: Placer = place, provisioning
         settled=tuple(
             (draft.group.key, draft.settled_key, min(draft.deadlines, default=math.inf), freed if _waiting(draft) else None)
             for draft in drafts
-            if draft.settled_key is not None and draft.group.valid and not draft.actions
+            # a group with a refused write is decided again: it says so until the write succeeds
+            if draft.settled_key is not None and draft.group.valid and not draft.actions and draft.group.key not in state.memo.rejected
         ),
         settled_hits=skipped,
         unit_reads=tuple((draft.group.key, draft.reads.settle()) for draft in drafts if draft.reads is not None),
@@ -218,6 +225,9 @@ class _Draft:
     unschedulable: set[int] = field(default_factory=set)  # units the engine could not place this pass
     waits_on: dict[int, str] = field(default_factory=dict)  # per unit, what it waits on (provisioning)
     reads: _Reads | None = None  # what this pass read of the group's units
+    assessed: set[int] = field(default_factory=set)  # units the engine placed (or tried to) in this pass
+    verdicts: dict[int, str] = field(default_factory=dict)  # the engine's words for a unit it could not place whole
+    faults: list[tuple[str, str]] = field(default_factory=list)  # (reason, message): what keeps the group Degraded
 
     @property
     def typed(self) -> InferenceGroup:
@@ -311,14 +321,23 @@ def _partial(draft: _Draft, pods: list[PodPayload]) -> bool:
 # ----------------------------------------------------------------------------- 2. companions
 
 
-def _companions(draft: _Draft, expected: _Expected) -> None:
+def _companions(draft: _Draft, expected: _Expected, named: Object | None) -> None:
     """Service first, then the peers files, so a pod created in this pass finds its
-    ConfigMap; the files list only Ready replicas, so creating pods changes none."""
+    ConfigMap; the files list only Ready replicas, so creating pods changes none. A Service
+    of the same name that is not the group's (`named`, without its label) is not fought
+    over: the group is Degraded and says whose name it is."""
     raw, typed = draft.group.raw, draft.typed
     existing = {(c["kind"], c["metadata"]["name"]): c for c in draft.group.companions}
     service = headless_service(raw)
     if ("Service", service["metadata"]["name"]) not in existing:
-        draft.actions.append(CreateObject(service, "the group's headless Service"))
+        if named is None:
+            draft.actions.append(CreateObject(service, "the group's headless Service"))
+        else:
+            where = f"{service['metadata']['namespace']}/{service['metadata']['name']}"
+            draft.faults.append(("ServiceNameTaken", (
+                f"Service {where} exists and is not this group's (it lacks the label {GROUP_LABEL}={raw['metadata']['name']}): "
+                "the pods get no DNS names (peers cannot reach each other) until it is deleted or renamed"
+            )))
     by_unit = _live_by_unit(draft.group, expected)
     for unit in range(typed.spec.replicas):
         document = draft.peers(unit, by_unit.get(unit, []))
@@ -365,9 +384,12 @@ def _coordinate(draft: _Draft, now: float, expected: _Expected) -> None:
             draft.deadlines.append(decision.status.step_started + spec.step_timeout)
         if decision.status.retry_after is not None and decision.status.retry_after > now:
             draft.deadlines.append(decision.status.retry_after)
+        failed = {(r.role, r.index) for r in replicas if r.phase == "Failed"}
         for delete in decision.delete:
             for pod in pods_of.get((delete.role, delete.index), []):
                 draft.delete_pod(pod, f"coordination: {delete.why}", expected)
+            if (delete.role, delete.index) in failed:
+                draft.event("Normal", "ReplicaReplaced", f"unit {unit}: {delete.role} replica {delete.index} replaced ({delete.why})")
         for ungate in decision.ungate:
             for pod in pods_of.get((ungate.role, ungate.index), []):
                 meta = pod["metadata"]
@@ -481,9 +503,15 @@ def _place(
     waiting_by_unit = _waiting_replicas(waiting)
     for unit in plan.units:
         draft = by_group[(unit.unit.namespace, unit.unit.group)]
+        draft.assessed.add(unit.unit.unit)
+        if unit.message:
+            draft.verdicts[unit.unit.unit] = unit.message
         if unit.state == "Unschedulable":
             draft.unschedulable.add(unit.unit.unit)
             draft.event("Warning", "Unschedulable", f"unit {unit.unit.unit}: {unit.message}")
+        new = sum(len(r.pods) for _, rs in unit.roles for r in rs if not r.existing)
+        if new and unit.state != "Unschedulable":
+            draft.event("Normal", "Placed", f"unit {unit.unit.unit}: {new} pods" + (f" in {unit.domain}" if unit.domain else ""))
         slots = waiting_by_unit.get(unit.unit.key, {})
         for role, replicas in unit.roles:
             # The engine numbers new replicas from the lowest index no running one holds; the
@@ -604,7 +632,7 @@ def _provision(draft: _Draft, now: float, expected: _Expected, settings: Provisi
 # ----------------------------------------------------------------------------- 6. status
 
 
-def _status(draft: _Draft, now: float, expected: _Expected) -> None:
+def _status(draft: _Draft, now: float, expected: _Expected, state: ClusterState) -> None:
     raw, typed, before = draft.group.raw, draft.typed, draft.before
     generation = int(raw["metadata"].get("generation", 1))
     revision = draft.revision
@@ -612,24 +640,33 @@ def _status(draft: _Draft, now: float, expected: _Expected) -> None:
     units = {unit: unit_replicas(pods, typed, draft.replicas(pods)) for unit in range(typed.spec.replicas) for pods in [by_unit.get(unit, [])]}
     roles: list[RoleStatus] = []
     available = scheduled_all = True
+    below: dict[int, list[str]] = {}
     for role in typed.spec.roles:
         every = [r for replicas in units.values() for r in replicas[role.name]]
         scheduled = sum(1 for r in every if r.phase in ("Scheduled", "Ready"))
         scheduled_all &= scheduled >= role.replicas * typed.spec.replicas
-        available &= all(sum(1 for r in replicas[role.name] if r.phase == "Ready") >= role.minimum for replicas in units.values())
+        for unit, replicas in units.items():
+            ready = sum(1 for r in replicas[role.name] if r.phase == "Ready")
+            if ready < role.minimum:
+                available = False
+                below.setdefault(unit, []).append(f"{role.name} {ready}/{role.minimum} Ready")
         roles.append(
             RoleStatus(
                 name=role.name,
+                desired_replicas=role.replicas * typed.spec.replicas,
                 replicas=sum(1 for r in every if r.phase != "Failed"),
                 scheduled_replicas=scheduled,
                 ready_replicas=sum(1 for r in every if r.phase == "Ready"),
                 updated_replicas=sum(1 for r in every if r.revision == revision and r.phase != "Failed"),
             )
         )
+    topology = state.topologies.get(typed.spec.topology_name)
+    levels = topology.spec.levels if topology is not None else []
     unit_statuses = []
     for unit, decision in sorted(draft.decisions.items()):
         replicas = units[unit]
-        holding = any(p["spec"].get("nodeName") for p in by_unit.get(unit, []))
+        pods = by_unit.get(unit, [])
+        holding = any(p["spec"].get("nodeName") for p in pods)
         enough = minimum_placed(replicas, typed)
         saved = before.unit(unit)
         partial_since = None
@@ -644,11 +681,13 @@ def _status(draft: _Draft, now: float, expected: _Expected) -> None:
             draft.deadlines.append(retry_at)
         elif holding and enough:
             releases, retry_after = 0, None  # placed whole again: the backoff starts over
+        unit_state, reason = _unit_state(draft, unit, decision, pods, saved)
         unit_statuses.append(
             UnitStatus(
                 index=unit,
-                state=decision.state,
-                reason="; ".join(r for r in (decision.reason, draft.waits_on.get(unit)) if r),
+                state=unit_state,
+                reason="; ".join(r for r in (reason, draft.waits_on.get(unit)) if r),
+                domain=unit_domain(pods, state.nodes, levels),
                 functional=is_functional(replicas, typed),
                 partial_since=partial_since,
                 releases=releases,
@@ -656,32 +695,81 @@ def _status(draft: _Draft, now: float, expected: _Expected) -> None:
                 coordination=memory_of(decision.status),
             )
         )
-    stalled = [f"unit {u.index}: {u.reason}" for u in unit_statuses if u.state == "Stalled"]
-    progressing = any(u.state == "Progressing" for u in unit_statuses)
-    degraded = not available and any(r.ready_replicas for r in roles)
-    previous = before.conditions
-
-    def cond(kind: str, value: bool, reason: str, message: str = "") -> Condition:
-        return condition(previous, kind, value, reason, message, now, generation)
-
+    stale = any(r.revision != revision and r.phase != "Failed" for replicas in units.values() for rs in replicas.values() for r in rs)
+    updating = revision if stale else ""
+    faults = [*draft.faults, *(("WriteRejected", f"the API refused {r}") for r in state.memo.rejected.get(draft.group.key, ()))]
+    health = verdict(Health(
+        units=unit_statuses, roles=roles, available=available, scheduled=scheduled_all,
+        below=[(unit, ", ".join(what)) for unit, what in sorted(below.items())], updating=updating,
+        degraded=not available and any(r.ready_replicas for r in roles), faults=tuple(faults),
+    ))
+    conditions = [condition(before.conditions, kind, value, why, message, now, generation) for kind, value, why, message in health.conditions]
     status = InferenceGroupStatus(
         observed_generation=generation,
         revision=revision,
         replicas=sum(1 for replicas in units.values() if any(r.phase != "Failed" for rs in replicas.values() for r in rs)),
         functional_units=sum(1 for u in unit_statuses if u.functional),
         selector=f"{GROUP_LABEL}={raw['metadata']['name']}",
-        conditions=[
-            cond("Accepted", True, "Valid"),
-            cond("Scheduled", scheduled_all, "AllScheduled" if scheduled_all else "Waiting"),
-            cond("Available", available, "MinimumsReady" if available else "BelowMinimum"),
-            cond("Progressing", progressing, "Progressing" if progressing else "Settled"),
-            cond("Stalled", bool(stalled), "StepTimedOut" if stalled else "None", "; ".join(stalled)),
-            cond("Degraded", degraded, "BelowMinimum" if degraded else "None"),
-        ],
+        state=health.state,
+        message=health.message,
+        ready=", ".join(f"{r.name} {r.ready_replicas}/{r.desired_replicas}" for r in roles),
+        conditions=conditions,
         roles=roles,
-        units=unit_statuses,
+        unit_states=_counted(unit_statuses),
+        units=list_units(unit_statuses),
     )
+    _happenings(draft, before, status)
     _patch_status(draft, status, RECONCILE_KEYS)
+
+
+def _unit_state(draft: _Draft, unit: int, decision: Decision, pods: list[PodPayload], saved: UnitStatus | None) -> tuple[UnitState, str]:
+    """The unit's state and why, most urgent first: a stalled step; pods the engine found no
+    room for (its words, this pass's or, when it did not run again, the last ones); pods
+    waiting for a node or to be bound; a step under way; complete."""
+    if decision.state == "Stalled":
+        return "Stalled", decision.reason
+    waiting = any(_waits_for_placement(p) for p in pods)
+    if waiting:
+        said = draft.verdicts.get(unit) if unit in draft.assessed else (saved.reason if saved is not None and saved.state == "Unschedulable" else None)
+        if said:
+            return "Unschedulable", said
+    if decision.state == "Complete":
+        return "Complete", decision.reason
+    if waiting:
+        return "Pending", "pods wait for a node"
+    if any(assigned_node(p) and not p["spec"].get("nodeName") and not pod_failed(p) for p in pods):
+        return "Pending", "pods placed, waiting to be bound"
+    return "Progressing", decision.reason
+
+
+def _counted(units: list[UnitStatus]) -> dict[str, int]:
+    """Units by state, every state present (a merge patch would keep a key left out)."""
+    counts: Counter[str] = Counter(u.state for u in units)
+    return {state: counts[state] for state in UNIT_STATES}
+
+
+def _happenings(draft: _Draft, before: InferenceGroupStatus, after: InferenceGroupStatus) -> None:
+    """Normal events for what changed since the stored status (ScaledTo, UpdateStarted,
+    UpdateFinished) and a Warning when the group becomes Degraded by a refused write or a
+    name taken: told once, when the status first says it."""
+    def described(status: InferenceGroupStatus) -> str:
+        units = sum(status.unit_states.values())
+        return f"{units} unit{'s' if units != 1 else ''}: " + ", ".join(f"{r.name} {r.desired_replicas}" for r in status.roles)
+
+    if before.unit_states and described(before) != described(after):
+        draft.event("Normal", "ScaledTo", f"{described(after)} replicas (was {described(before)})")
+    progressing = {c.type: c for c in before.conditions}.get("Progressing")
+    was_updating = progressing is not None and progressing.status == "True" and progressing.reason == "Updating"
+    now_updating = after.condition("Progressing")
+    updating = now_updating is not None and now_updating.reason == "Updating"
+    if updating and not was_updating:
+        draft.event("Normal", "UpdateStarted", f"rolling out revision {after.revision}" + (f" (was {before.revision})" if before.revision else ""))
+    elif was_updating and not updating:
+        draft.event("Normal", "UpdateFinished", f"every replica is of revision {after.revision}")
+    degraded, was = after.condition("Degraded"), before.condition("Degraded")
+    if degraded is not None and degraded.status == "True" and degraded.reason in ("WriteRejected", "ServiceNameTaken"):
+        if was is None or (was.status, was.reason, was.message) != (degraded.status, degraded.reason, degraded.message):
+            draft.event("Warning", degraded.reason, degraded.message)
 
 
 def _invalid(draft: _Draft, now: float) -> None:
@@ -692,8 +780,9 @@ def _invalid(draft: _Draft, now: float) -> None:
     before = read_status(raw)
     accepted = condition(before.conditions, "Accepted", False, "InvalidSpec", message, now, generation)
     others = [c for c in before.conditions if c.type != "Accepted"]
-    status = before.model_copy(update={"conditions": [accepted, *others], "observed_generation": generation})
-    if _patch_status(draft, status, ("conditions", "observedGeneration")):
+    update = {"conditions": [accepted, *others], "observed_generation": generation, "state": "Invalid", "message": message}
+    status = before.model_copy(update=update)
+    if _patch_status(draft, status, ("conditions", "observedGeneration", "state", "message")):
         draft.event("Warning", "InvalidSpec", message)
 
 

@@ -51,6 +51,10 @@ class Memo:
     # What the group's last decision read of its units (decide's `_Reads`), for the next
     # decision of the same spec: a unit whose pods did not change is not read again.
     unit_reads: dict[GroupKey, Any] = field(default_factory=dict)
+    # The writes the API refused for good in the group's last decided pass (see `Rejection`):
+    # unlike the rest, not a saving but a fact only apply learns, which the next decision
+    # tells in the group's Degraded condition (an empty memo forgets it until the write fails again).
+    rejected: dict[GroupKey, tuple["Rejection", ...]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -89,6 +93,18 @@ class Memo:
         if update.placement_ran:
             self.idle_placement = update.idle_placement
 
+    def remember_rejections(self, decided: Collection[GroupKey], rejected: dict[GroupKey, list["Rejection"]]) -> list[tuple[GroupKey, "Rejection"]]:
+        """Keep, for each group a pass decided, the writes refused in it (none: forget);
+        returns those not already known, to be reported once."""
+        fresh = []
+        for group in decided:
+            known = self.rejected.pop(group, ())
+            now = tuple(rejected.get(group, ()))
+            if now:
+                self.rejected[group] = now
+            fresh += [(group, r) for r in now if r not in known]
+        return fresh
+
     def sweep(self, live: Callable[[], Collection[tuple[Hashable, Hashable, Hashable]]], groups: Callable[[], Collection[GroupKey]], count: int) -> None:
         """Forget what is about groups that are gone or changed, once there is more than
         twice as much as the `count` groups that exist; `live()` gives their (kind, uid,
@@ -98,11 +114,26 @@ class Memo:
             self.group_states = {k: v for k, v in self.group_states.items() if k in present}
             self.settled = {k: v for k, v in self.settled.items() if k in present}
             self.unit_reads = {k: v for k, v in self.unit_reads.items() if k in present}
+            self.rejected = {k: v for k, v in self.rejected.items() if k in present}
         if len(self._entries) <= 2 * count + 64:
             return
         alive = set(live())
         self._entries = {k: v for k, v in self._entries.items() if k[:3] in alive}
         self._latest = {k[:2]: k for k in self._entries if len(k) >= 3}
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A write the API refused and will refuse again as sent (403, 409 AlreadyExists, 422):
+    the object, the code and the server's words."""
+
+    action: str  # e.g. "create Service serving/llama-70b"
+    code: int
+    reason: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.action}: {self.code} {self.reason}: {self.message}"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from tandem.api.kube import Node, Pod
+from tandem.api.naming import service_name
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.cluster.index import COMPANION_KINDS, Change, GroupKey, Name
 from tandem.cluster.payloads import GroupPayload, PodPayload, as_group, as_pod, as_pods
@@ -65,11 +66,21 @@ class ClusterState:
     deleting_groups: tuple[Object, ...] = field(default_factory=tuple)
     topology_versions: tuple[tuple[str, str], ...] = ()
     memo: Memo = field(default_factory=Memo, compare=False, repr=False)  # validated models, by version
+    services: Mapping[Name, Object] = field(default_factory=dict)  # every Service, by (namespace, name): the index's
 
     def settled_key(self, group: GroupState) -> tuple[Any, ...] | None:
-        """What deciding `group` read, as versions: its inputs and the ClusterTopologies
-        (None when an object has no uid or version)."""
-        return None if group.inputs is None else (*group.inputs, self.topology_versions)
+        """What deciding `group` read, as versions: its inputs, the ClusterTopologies and
+        the Service named like it, whoever's (None when an object has no uid or version)."""
+        if group.inputs is None:
+            return None
+        named = self.service_named_like(group)
+        return (*group.inputs, self.topology_versions, None if named is None else named["metadata"].get("resourceVersion"))
+
+    def service_named_like(self, group: GroupState) -> Object | None:
+        """The Service with the name the group's headless Service has, if one exists (it
+        may not be the group's: a name taken by someone else is reported, not fought over)."""
+        namespace, name = group.key
+        return self.services.get((namespace, service_name(name)))
 
     def live_groups(self) -> set[tuple[str, str, str]]:
         """(kind, uid, resourceVersion) of every group a memo entry may be about."""
@@ -97,7 +108,9 @@ def observe(reader: Reader, memo: Memo | None = None, kinds: tuple[str, ...] = O
             groups.append(_group_state(memo, raw, (raw["metadata"].get("namespace", "default"), name[1]), topologies, topology_versions))
         memo.groups = (stamp, tuple(groups), tuple(deleting))
     _, kept, gone = memo.groups
-    return ClusterState(kept, topologies, index.of_kind("Node"), as_pods(index.of_kind("Pod")), gone, topology_versions, memo)
+    return ClusterState(
+        kept, topologies, index.of_kind("Node"), as_pods(index.of_kind("Pod")), gone, topology_versions, memo, index.of_kind("Service")
+    )
 
 
 def _group_state(

@@ -13,10 +13,11 @@ See `docs/controller.md`.
 from __future__ import annotations
 
 from tandem.cluster.ports import Cluster
-from tandem.controller.apply import PassReport, WriteError, apply
+from tandem.controller.actions import Decisions, RecordEvent
+from tandem.controller.apply import PassReport, WriteError, apply, refused
 from tandem.controller.changes import Change
 from tandem.controller.decide import Placer, decide
-from tandem.controller.memo import Memo
+from tandem.controller.memo import Memo, Rejection
 from tandem.controller.observe import OBSERVED_KINDS, observe
 from tandem.controller.provisioning import ProvisioningSettings
 from tandem.placement import place
@@ -34,7 +35,40 @@ def reconcile(
     state = observe(cluster.snapshot(), memo, OBSERVED_KINDS + provisioning.kinds)
     decisions = decide(state, now, placer, provisioning)
     report = apply(cluster, decisions, now)
+    _refusals(report, decisions, memo)
     if memo is not None:
         memo.remember(decisions.memory)
         memo.sweep(state.live_groups, lambda: [g.key for g in state.groups], len(state.groups))
     return report
+
+
+# A pass that learns of a refusal, or of its end, is followed by one this soon: it writes
+# the group's Degraded condition (nothing else may change to wake one).
+REFUSAL_REQUEUE_S = 0.05
+
+
+def _refusals(report: PassReport, decisions: Decisions, memo: Memo | None) -> None:
+    """Remember each decided group's refused writes for the next decision (its Degraded
+    condition) and report each refusal once: a line (logged as a warning) the first time,
+    then only counted (`report.known`) while the same write keeps being refused."""
+    by_group: dict[tuple[str, str], list[Rejection]] = {}
+    errors: dict[Rejection, WriteError] = {}
+    for error in filter(refused, report.errors):
+        namespace, _, name = error.group.partition("/")
+        rejection = Rejection(error.action, error.code, error.reason, error.message)
+        by_group.setdefault((namespace, name), []).append(rejection)
+        errors[rejection] = error
+    if memo is None:
+        fresh = [r for rs in by_group.values() for r in rs]
+    else:
+        decided = [(g.namespace, g.name) for g in decisions.groups if any(not isinstance(a, RecordEvent) for a in g.actions)]
+        before = dict(memo.rejected)
+        fresh = [r for _, r in memo.remember_rejections(decided, by_group)]
+        if memo.rejected != before:
+            report.requeue_after = min(report.requeue_after if report.requeue_after is not None else REFUSAL_REQUEUE_S, REFUSAL_REQUEUE_S)
+    for rejection, error in errors.items():
+        if rejection in fresh:
+            report.events.append(str(error))
+            report.warnings.append(str(error))
+        else:
+            report.known.append(error)

@@ -34,7 +34,9 @@ def read_status(raw: GroupPayload) -> InferenceGroupStatus:
         return InferenceGroupStatus()
 
 
-def coordination_of(memory: CoordinationMemory) -> CoordinationStatus:
+def coordination_of(memory: CoordinationMemory | None) -> CoordinationStatus:
+    if memory is None:
+        return CoordinationStatus()
     return CoordinationStatus(
         mode=memory.mode,
         start=dict(memory.start),
@@ -47,7 +49,10 @@ def coordination_of(memory: CoordinationMemory) -> CoordinationStatus:
     )
 
 
-def memory_of(status: CoordinationStatus) -> CoordinationMemory:
+def memory_of(status: CoordinationStatus) -> CoordinationMemory | None:
+    """The memory to keep; None for an idle planner that remembers nothing."""
+    if status == CoordinationStatus():
+        return None
     return CoordinationMemory(
         mode=status.mode,
         start=dict(status.start),
@@ -89,8 +94,12 @@ def condition(
 
 
 def owned_patch(status: InferenceGroupStatus, keys: Iterable[str]) -> dict[str, Any]:
-    """The merge patch `{"status": {...}}` of only `keys` (camelCase), None values left out."""
+    """The merge patch `{"status": {...}}` of only `keys` (camelCase), None values left out;
+    each unit without its fields at their defaults (an idle unit is its index, state and
+    whether it is functional), so no unit carries empty `goal`/`step`/`revision` noise."""
     dumped = status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    if "units" in dumped:
+        dumped["units"] = [unit.model_dump(by_alias=True, exclude_defaults=True, mode="json") for unit in status.units]
     return {"status": {key: dumped[key] for key in keys if key in dumped}}
 
 

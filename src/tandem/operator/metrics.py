@@ -6,7 +6,7 @@
 | tandem_writes_total | counter | verb, kind |
 | tandem_write_errors_total | counter | kind, code, retryable |
 | tandem_conflicts_total | counter | kind |
-| tandem_units | gauge | state (Progressing, Complete, Stalled) |
+| tandem_units | gauge | state (Stalled, Unschedulable, Pending, Progressing, Complete) |
 | tandem_gated_pods_waiting | gauge | |
 | tandem_placement_decision_seconds | histogram | |
 | tandem_leader | gauge | (1 when this process leads) |
@@ -14,7 +14,7 @@
 | tandem_informer_event_delay_seconds | histogram | kind (informer_metrics.py) |
 | tandem_informer_disconnected_seconds | gauge | kind (informer_metrics.py) |
 | tandem_last_successful_pass_timestamp_seconds | gauge | (when the last pass ran to its end, Unix seconds) |
-| tandem_group_units | gauge | namespace, group, kind (desired, existing, functional) |
+| tandem_group_units | gauge | namespace, group, kind (desired, existing, functional, unschedulable) |
 | tandem_group_role_replicas | gauge | namespace, group, role, kind (desired, scheduled, ready, updated) |
 | tandem_group_condition | gauge | namespace, group, condition (1 when True) |
 | tandem_group_unit_states | gauge | namespace, group, state (Progressing, Complete, Stalled, ...: units in it) |
@@ -37,6 +37,7 @@ from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTO
 from prometheus_client import Counter as PromCounter
 from prometheus_client.exposition import generate_latest
 
+from tandem.api.group_status import UNIT_STATES
 from tandem.api.naming import GATE, GROUP_LABEL
 from tandem.api.naming import ADMITTED
 from tandem.cluster.ports import Reader
@@ -63,7 +64,7 @@ class OperatorMetrics:
             "tandem_leader_election_errors", "Leader-election attempts the API refused or could not answer, by HTTP code.", ["code"], registry=r
         )
         self.last_pass = Gauge("tandem_last_successful_pass_timestamp_seconds", "When the last reconcile pass ran to its end (Unix seconds).", registry=r)
-        self.group_units = Gauge("tandem_group_units", "A group's units: desired (spec), existing and functional (status).",
+        self.group_units = Gauge("tandem_group_units", "A group's units: desired (spec), existing, functional and unschedulable (status).",
                                  ["namespace", "group", "kind"], registry=r)
         self.role_replicas = Gauge("tandem_group_role_replicas", "A role's replicas over all units: desired, scheduled, ready, updated.",
                                    ["namespace", "group", "role", "kind"], registry=r)
@@ -90,9 +91,13 @@ class OperatorMetrics:
 
     def observe_cluster(self, reader: Reader) -> None:
         """Units by state and gated pods, from what the pass will see next."""
-        states: Counter[str] = Counter({"Progressing": 0, "Complete": 0, "Stalled": 0})
+        states: Counter[str] = Counter({state: 0 for state in UNIT_STATES})
         for group in reader.list("InferenceGroup"):
-            for unit in (group.get("status") or {}).get("units") or []:
+            status = group.get("status") or {}
+            if "unitStates" in status:  # every unit, listed in `units` or not
+                states.update({str(k): int(v) for k, v in status["unitStates"].items()})
+                continue
+            for unit in status.get("units") or []:
                 states[str(unit.get("state"))] += 1
         for state, count in states.items():
             self.units.labels(state=state).set(count)
@@ -128,7 +133,9 @@ class OperatorMetrics:
         spec, status = group.get("spec") or {}, group.get("status") or {}
         values: list[tuple[Gauge, tuple[str, ...], float]] = []
         units = int(spec.get("replicas", 1))
-        for kind, value in (("desired", units), ("existing", status.get("replicas", 0)), ("functional", status.get("functionalUnits", 0))):
+        unschedulable = (status.get("unitStates") or {}).get("Unschedulable", 0)
+        for kind, value in (("desired", units), ("existing", status.get("replicas", 0)), ("functional", status.get("functionalUnits", 0)),
+                            ("unschedulable", unschedulable)):
             values.append((self.group_units, (namespace, name, kind), value))
         seen = {r.get("name"): r for r in status.get("roles") or []}
         for role in spec.get("roles") or []:

@@ -113,12 +113,13 @@ class Operator:
             "seconds": round(elapsed, 4),
             "writes": report.writes,
             "placed": report.placed,
-            "errors": [str(e) for e in report.errors],
+            "errors": [str(e) for e in report.fresh_errors],  # a refusal already reported is not logged again
             "requeue_after": None if report.requeue_after is None else round(report.requeue_after, 3),
         }
-        log.log(logging.INFO if report.writes or report.errors else logging.DEBUG, "pass", extra=figures)
+        log.log(logging.INFO if report.writes or report.fresh_errors else logging.DEBUG, "pass", extra=figures)
+        warnings = set(report.warnings)  # Warning events and refused writes (each refusal once)
         for line in report.events:
-            log.info(line)
+            (log.warning if line in warnings else log.info)(line)
 
     def run(self, stop: threading.Event) -> None:
         """Loop until `stop` is set; then give the Lease up."""
