@@ -161,6 +161,7 @@ def test_list_units_keeps_every_unit_up_to_the_limit_and_then_only_those_not_qui
     kept = list_units(quiet + loud, limit=2)
     assert [u.index for u in kept] == [5, 6, 7] and [u.reason for u in kept] == ["no rack has room", "no rack has room", ""]
     assert InferenceGroupStatus(units=kept).unit(0) is None, "an unlisted unit reads as quiet"
+    assert [u.index for u in list_units(quiet + loud, limit=2, most=2)] == [5, 6], "never more than `most`"
 
 
 class _RefusesServices(FaultyWriter):

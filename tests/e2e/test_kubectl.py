@@ -129,7 +129,7 @@ def test_inference_group_lifecycle_with_kubectl(server):
                                                                                     "inferencegroup.tandem.dev/small unchanged")
     assert server.kubectl("get", "ig", "small", "-n", NS, "-o", "jsonpath={.metadata.resourceVersion}").stdout == version
     rows = _table(server.kubectl("get", "ig", "-n", NS).stdout)
-    assert rows[0] == ["NAME", "UNITS", "FUNCTIONAL", "AVAILABLE", "AGE"] and rows[1][:2] == ["small", "1"]
+    assert rows[0] == ["NAME", "STATUS", "UNITS", "FUNCTIONAL", "AVAILABLE", "AGE"] and rows[1][0] == "small"
     shown = yaml.safe_load(server.kubectl("get", "ig", "small", "-n", NS, "-o", "yaml").stdout)
     assert shown["kind"] == "InferenceGroup" and shown["spec"]["roles"][0]["podsPerReplica"] == 1, "the schema's defaults"
     assert shown["metadata"]["generation"] == 1

@@ -57,7 +57,7 @@ def test_a_group_goes_from_kubectl_apply_to_ready_scales_rolls_and_goes(world):
     assert server.kubectl("apply", "-f", "examples/llama-70b.yaml").stdout.strip() == "inferencegroup.tandem.dev/llama-70b created"
     group = _settled(server, units=2)
     rows = _table(server.kubectl("get", "ig", "-n", NS).stdout)
-    assert rows[0] == ["NAME", "UNITS", "FUNCTIONAL", "AVAILABLE", "AGE"] and rows[1][:4] == [NAME, "2", "2", "True"]
+    assert rows[0] == ["NAME", "STATUS", "UNITS", "FUNCTIONAL", "AVAILABLE", "AGE"] and rows[1][:5] == [NAME, "Ready", "2", "2", "True"]
     pods = _pods(server)
     assert len(pods) == 16 and all(_ready(p) for p in pods)
     assert len({p["spec"]["nodeName"] for p in pods}) == 16, "one 8-GPU pod per node"

@@ -83,8 +83,11 @@ class CoordinationMemory(StrictModel):
 # Progressing (bound, starting, or a step under way), Complete (nothing left to do).
 UnitState = Literal["Stalled", "Unschedulable", "Pending", "Progressing", "Complete"]
 UNIT_STATES: tuple[str, ...] = ("Stalled", "Unschedulable", "Pending", "Progressing", "Complete")
-# Above this many units, `units` lists only units that are not simply Complete.
+# Above this many units, `units` lists only units that are not simply Complete, and only
+# the first LISTED_UNITS of those with their words; at most REMEMBERED_UNITS in all (about
+# 200 bytes each without words: the status stays far below etcd's 1.5 MiB per object).
 LISTED_UNITS = 100
+REMEMBERED_UNITS = 4000
 
 
 class UnitStatus(StrictModel):
@@ -151,15 +154,17 @@ class InferenceGroupStatus(StrictModel):
         return next((u for u in self.units if u.index == index), None)
 
 
-def list_units(units: list[UnitStatus], limit: int = LISTED_UNITS) -> list[UnitStatus]:
+def list_units(units: list[UnitStatus], limit: int = LISTED_UNITS, most: int = REMEMBERED_UNITS) -> list[UnitStatus]:
     """The units `status.units` lists: all of them up to `limit`; beyond it, only those
     that are not quiet (Complete, nothing remembered), and of those only the first
     `limit` keep their words (reason, domain): the rest keep what the planners remember
-    (coordination, partialSince, releases, retryAfter), which cannot be recomputed."""
+    (coordination, partialSince, releases, retryAfter), which cannot be recomputed; and
+    no more than `most`: a unit beyond that starts its planners' memory over each pass
+    (its step timer too), the price of an object etcd still takes."""
     if len(units) <= limit:
         return units
     loud = [u for u in units if not u.quiet()]
-    return [*loud[:limit], *(u.model_copy(update={"reason": "", "domain": ""}) for u in loud[limit:])]
+    return [*loud[:limit], *(u.model_copy(update={"reason": "", "domain": ""}) for u in loud[limit:most])]
 
 
 # The keys each owner writes; a merge patch by one never carries the other's.
