@@ -100,8 +100,9 @@ def test_a_scale_far_beyond_the_cluster_writes_a_bounded_number_of_warning_event
 
 def test_a_service_named_like_the_group_makes_it_degraded_with_one_warning(world):
     server, work = world
-    server.kubectl("create", "namespace", NS, check=False)
-    server.kubectl("create", "service", "clusterip", "taken", "-n", NS, "--tcp=80:8080")
+    server.kubectl("apply", "-f", "-", stdin=yaml.safe_dump({  # someone else's Service, with the name the group will want
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "taken", "namespace": NS},
+        "spec": {"selector": {"app": "legacy"}, "ports": [{"port": 80, "targetPort": 8080}]}}))
     operator = start_operator(server, work, "solo")
     server.kubectl("apply", "-f", "-", stdin=_group("taken", replicas=1, per_unit=1, required="host"))
     wait_for(lambda: _status(server, "taken").get("state") == "Degraded", 30, "the group to say it is Degraded")
