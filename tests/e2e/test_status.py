@@ -9,6 +9,7 @@ the group Degraded, with the reason, one Warning event and one warning log line.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -52,6 +53,10 @@ def _status(server: ApiServer, name: str) -> dict[str, Any]:
     return server.get(f"/apis/tandem.dev/v1alpha1/namespaces/{NS}/inferencegroups/{name}").get("status") or {}
 
 
+def _pods(server: ApiServer, name: str) -> list[dict[str, Any]]:
+    return server.get(f"/api/v1/namespaces/{NS}/pods?labelSelector=tandem.dev%2Fgroup%3D{name}")["items"]
+
+
 def _warnings(server: ApiServer, name: str) -> list[dict[str, Any]]:
     events = json.loads(server.kubectl("get", "events", "-n", NS, "--field-selector", "type=Warning", "-o", "json").stdout)["items"]
     return [e for e in events if e["involvedObject"]["name"] == name]
@@ -62,7 +67,10 @@ def test_a_group_that_cannot_fit_shows_why_in_get_wide_and_describe(world):
     operator = start_operator(server, work, "solo")
     # 14 pods of 8 GPUs inside one rack of 12 nodes: never fits
     server.kubectl("apply", "-f", "-", stdin=_group("too-big", replicas=1, per_unit=14, required="rack"))
-    wait_for(lambda: _status(server, "too-big").get("state") == "Unschedulable", 30, "the group to say it is Unschedulable")
+    wait_for(lambda: len(_pods(server, "too-big")) == 14 and _status(server, "too-big").get("observedGeneration"), 30,
+             "its pods to be made, waiting for a node")
+    wait_for(lambda: any(c["type"] == "Scheduled" and c["status"] == "False" and c.get("message")
+                         for c in _status(server, "too-big").get("conditions") or []), 10, "a Scheduled condition that says why")
     table = server.kubectl("get", "ig", "-n", NS).stdout.splitlines()
     assert table[0].split() == ["NAME", "STATUS", "UNITS", "FUNCTIONAL", "AVAILABLE", "AGE"]
     assert table[1].split()[:5] == ["too-big", "Unschedulable", "1", "0", "False"]
@@ -86,10 +94,13 @@ def test_a_scale_far_beyond_the_cluster_writes_a_bounded_number_of_warning_event
     server.kubectl("apply", "-f", "-", stdin=_group("wide", replicas=1, per_unit=1, required="host"))
     wait_for(lambda: _status(server, "wide").get("functionalUnits") == 1, 30, "the first unit to be functional")
     server.kubectl("scale", "ig", "wide", "-n", NS, "--replicas=300")
-    wait_for(lambda: (_status(server, "wide").get("unitStates") or {}).get("Unschedulable") == 252, 90,
-             "252 of 300 units to be Unschedulable (48 nodes)")
+    wait_for(lambda: sum(1 for p in _pods(server, "wide") if p["spec"].get("nodeName")) == 48 and len(_pods(server, "wide")) == 300, 90,
+             "300 pods, 48 of them bound (48 nodes)")
+    wait_for(lambda: _warnings(server, "wide"), 10, "a Warning event")
+    time.sleep(2.0)  # more passes: their events too
     warnings = _warnings(server, "wide")
     assert 1 <= len(warnings) <= 10, f"{len(warnings)} Warning events"
+    assert (_status(server, "wide").get("unitStates") or {}).get("Unschedulable") == 252
     assert all(len(e["message"]) <= 1024 for e in warnings)
     assert any(e["reason"] == "Unschedulable" and e["message"].startswith("units ") for e in warnings)
     lines = [line for line in operator.log().splitlines() if "Unschedulable" in line]
@@ -105,12 +116,13 @@ def test_a_service_named_like_the_group_makes_it_degraded_with_one_warning(world
         "spec": {"selector": {"app": "legacy"}, "ports": [{"port": 80, "targetPort": 8080}]}}))
     operator = start_operator(server, work, "solo")
     server.kubectl("apply", "-f", "-", stdin=_group("taken", replicas=1, per_unit=1, required="host"))
-    wait_for(lambda: _status(server, "taken").get("state") == "Degraded", 30, "the group to say it is Degraded")
+    wait_for(lambda: _status(server, "taken").get("functionalUnits") == 1, 30, "its pods to run all the same")
+    wait_for(lambda: any(c["type"] == "Degraded" and c["status"] == "True" for c in _status(server, "taken")["conditions"]), 10,
+             "the group to say it is Degraded")
     degraded = next(c for c in _status(server, "taken")["conditions"] if c["type"] == "Degraded")
     assert degraded["status"] == "True" and degraded["reason"] == "ServiceNameTaken"
     assert "Service serving/taken exists and is not this group's" in degraded["message"]
     assert "Degraded" in server.kubectl("get", "ig", "taken", "-n", NS).stdout
-    wait_for(lambda: _status(server, "taken").get("functionalUnits") == 1, 30, "its pods to run all the same")
     server.kubectl("annotate", "ig", "taken", "-n", NS, "poke=1")  # more passes: still one event, one log line
     wait_for(lambda: _status(server, "taken").get("functionalUnits") == 1, 30, "a pass after the change")
     warnings = _warnings(server, "taken")
