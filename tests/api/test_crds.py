@@ -463,3 +463,16 @@ def test_output_is_byte_identical_across_runs_and_processes(run_cli) -> None:
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     other = subprocess.run([sys.executable, "-m", "tandem.cli.main", "crds"], capture_output=True, text=True, env=env, check=True)
     assert other.stdout == first
+
+
+def test_the_status_schema_has_no_defaults_so_the_server_stores_exactly_what_the_controller_wrote(generated: dict[str, dict[str, Any]]) -> None:
+    status = openapi(generated["InferenceGroup"])["properties"]["status"]
+
+    def defaults(node: Any, path: str) -> list[str]:
+        if isinstance(node, dict):
+            return ([path] if "default" in node else []) + [d for k, v in node.items() for d in defaults(v, f"{path}.{k}")]
+        if isinstance(node, list):
+            return [d for i, v in enumerate(node) for d in defaults(v, f"{path}[{i}]")]
+        return []
+
+    assert defaults(status, "status") == []

@@ -254,3 +254,48 @@ def test_group_series_follow_the_groups_and_their_roles():
     store.delete("InferenceGroup", "serving", "g")
     metrics.observe_groups(store.snapshot())
     assert 'group="g"' not in metrics.exposition().decode()
+
+
+def test_unschedulable_units_are_a_series_per_group_and_count_in_the_units_by_state():
+    from support.builders import group, role
+    from tandem.controller import reconcile
+    from tandem.operator.metrics import OperatorMetrics
+
+    # 3 units of 20 eight-GPU pods inside one rack of 8 nodes: none fits
+    store = world(group("big", [role("prefill", 20, 20, gpus=8, required="host")], required="rack", replicas=3))
+    for step in range(3):
+        reconcile(store, float(step))
+    metrics = OperatorMetrics()
+    metrics.observe_groups(store.snapshot())
+    metrics.observe_cluster(store.snapshot())
+    text = metrics.exposition().decode()
+    assert 'tandem_group_units{group="big",kind="unschedulable",namespace="serving"} 3.0' in text
+    assert 'tandem_units{state="Unschedulable"} 3.0' in text
+
+
+def test_a_refused_write_is_logged_once_as_a_warning_and_the_event_once(caplog):
+    from support.controller_world import FaultyWriter
+    from tandem.errors import Forbidden
+
+    class RefusesServices(FaultyWriter):
+        def create(self, obj):
+            if obj["kind"] == "Service":
+                raise Forbidden('services is forbidden: User "tandem" cannot create resource "services"')
+            return super().create(obj)
+
+    store = world(design_group())
+    clock = Clock()
+    operator = Operator(RefusesServices(store), clock)
+    with caplog.at_level("INFO", logger="tandem.operator"):
+        for _ in range(8):
+            operator.tick(clock.now)
+            kubelet(store)
+            clock.now += 1.0
+    refused = [r for r in caplog.records if "403 Forbidden" in r.getMessage()]
+    assert [r.levelname for r in refused] == ["WARNING", "WARNING"], [r.getMessage() for r in refused]
+    assert "create Service serving/llama" in refused[0].getMessage() and "WriteRejected" in refused[1].getMessage()
+    group = store.get("InferenceGroup", "serving", "llama")
+    degraded = next(c for c in group["status"]["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "WriteRejected")
+    text = operator.metrics.exposition().decode()
+    assert 'tandem_group_condition{condition="Degraded",group="llama",namespace="serving"} 1.0' in text

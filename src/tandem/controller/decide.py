@@ -730,9 +730,11 @@ def _unit_state(draft: _Draft, unit: int, decision: Decision, pods: list[PodPayl
         return "Stalled", decision.reason
     waiting = any(_waits_for_placement(p) for p in pods)
     if waiting:
-        said = draft.verdicts.get(unit) if unit in draft.assessed else (saved.reason if saved is not None and saved.state == "Unschedulable" else None)
-        if said:
-            return "Unschedulable", said
+        if unit in draft.assessed:
+            if unit in draft.verdicts:
+                return "Unschedulable", draft.verdicts[unit]
+        elif saved is not None and saved.state == "Unschedulable":  # listed without its words beyond the first 100: still so
+            return "Unschedulable", saved.reason
     if decision.state == "Complete":
         return "Complete", decision.reason
     if waiting:
