@@ -27,7 +27,12 @@ For each valid group, in order:
 5. **Provision** (off by default): a unit the engine could not place asks the cluster's
    node autoscaler for its minimum with a ProvisioningRequest (see `provisioning`).
 6. **Status**: the typed status of what the group will be after these writes, merge-
-   patched (only the reconcile pass's keys) when it differs from what is stored.
+   patched (only the reconcile pass's keys) when it differs from what is stored: each
+   unit's state (the engine's words for one that does not fit) and domain, the
+   conditions with reasons and messages (`health`), Degraded for a write the API refused
+   last pass (`memo.rejected`) or a Service name taken; Normal events for what changed.
+
+A group's events are folded into one per type and reason (`event_digest`).
 
 An invalid group (see `validity`) gets only an `Accepted=False` condition and a Warning
 event; its pods are left as they are.

@@ -4,8 +4,9 @@
     decisions = decide(state, now, placer)   # pure: actions per group, requeue_after
     report = apply(cluster, decisions)       # writes, group by group
 
-Nothing is kept between passes: the same cluster state and time give the same actions,
-and a pass on a settled cluster writes nothing. `report.requeue_after` says when the
+Nothing is kept between passes but what spares work (the memo) and the writes the API
+refused, which the next decision reports (`_refusals`): the same cluster state and time
+give the same actions, and a pass on a settled cluster writes nothing. `report.requeue_after` says when the
 next pass is due even if nothing changes (a gang timeout, a backoff, a step timeout).
 See `docs/controller.md`.
 """
