@@ -10,12 +10,17 @@ def test_inference_groups_print_their_crds_columns(client):
     client.post(f"{IG}/namespaces/{NS}/inferencegroups", group(replicas=3))
     stamp = "2026-01-01T00:00:00Z"
     conditions = [{"type": t, "status": s, "reason": "Test", "lastTransitionTime": stamp} for t, s in (("Scheduled", "True"), ("Available", "False"))]
-    reply = client.patch(f"{IG}/namespaces/{NS}/inferencegroups/g/status", {"status": {"functionalUnits": 2, "conditions": conditions}})
+    status = {"functionalUnits": 2, "conditions": conditions, "state": "Unschedulable", "ready": "prefill 2/6",
+              "revision": "abc", "message": "unit 2: no rack has room"}
+    reply = client.patch(f"{IG}/namespaces/{NS}/inferencegroups/g/status", {"status": status})
     assert reply.code == 200, reply.body
     table = client.get(f"{IG}/namespaces/{NS}/inferencegroups", accept=TABLE).body
-    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Units", "Functional", "Available", "Age"]
-    name, units, functional, available, age = table["rows"][0]["cells"]
-    assert (name, units, functional, available) == ("g", 3, 2, "False") and age.endswith("s")
+    columns = ["Name", "Status", "Units", "Functional", "Available", "Age", "Ready", "Revision", "Message"]
+    assert [c["name"] for c in table["columnDefinitions"]] == columns
+    assert [c["priority"] for c in table["columnDefinitions"]][-3:] == [1, 1, 1], "-o wide"
+    name, state, units, functional, available, age, ready, revision, message = table["rows"][0]["cells"]
+    assert (name, state, units, functional, available) == ("g", "Unschedulable", 3, 2, "False") and age.endswith("s")
+    assert (ready, revision, message) == ("prefill 2/6", "abc", "unit 2: no rack has room")
     one = client.get(f"{IG}/namespaces/{NS}/inferencegroups/g", accept=TABLE).body
     assert one["kind"] == "Table" and len(one["rows"]) == 1
     topology = client.get(f"{IG}/clustertopologies", accept=TABLE).body
