@@ -18,7 +18,8 @@ def test_each_group_says_how_many_units_are_in_each_state_and_under_which_operat
     operator = Operator(store, lambda: now[0])
     operator.tick(now[0])
     group = {"namespace": "serving", "group": "llama"}
-    assert sample(operator.metrics, "tandem_group_unit_states", **group, state="Progressing") == 1.0
+    assert sample(operator.metrics, "tandem_group_unit_states", **group, state="Pending") == 1.0, "placed, not bound yet"
+    assert sample(operator.metrics, "tandem_group_unit_states", **group, state="Unschedulable") == 0.0
     assert sample(operator.metrics, "tandem_group_unit_operations", **group, operation="Rollout") == 1.0
     for _ in range(60):
         now[0] += 0.5

@@ -17,7 +17,7 @@
 | tandem_group_units | gauge | namespace, group, kind (desired, existing, functional, unschedulable) |
 | tandem_group_role_replicas | gauge | namespace, group, role, kind (desired, scheduled, ready, updated) |
 | tandem_group_condition | gauge | namespace, group, condition (1 when True) |
-| tandem_group_unit_states | gauge | namespace, group, state (Progressing, Complete, Stalled, ...: units in it) |
+| tandem_group_unit_states | gauge | namespace, group, state (Stalled, Unschedulable, Pending, Progressing, Complete: units in it) |
 | tandem_group_unit_operations | gauge | namespace, group, operation (Rollout, Scaling, Update, Idle: units doing it) |
 | tandem_webhook_requests_total | counter | verdict (allowed, denied, malformed, error) |
 | tandem_webhook_review_seconds | histogram | |
@@ -164,7 +164,7 @@ class OperatorMetrics:
 
 # ----------------------------------------------------------------------------- rollout state
 
-STATES = ("Progressing", "Complete", "Stalled")  # always exported, 0 when no unit is in it
+STATES = UNIT_STATES  # always exported, 0 when no unit is in it
 OPERATIONS = ("Idle", "Rollout", "Scaling", "Update")
 
 
@@ -181,9 +181,14 @@ def rollout_series(states: Gauge, operations: Gauge, namespace: str, name: str, 
     """The group's rollout series, from its status's units."""
     by_state: Counter[str] = Counter({state: 0 for state in STATES})
     by_operation: Counter[str] = Counter({operation: 0 for operation in OPERATIONS})
-    for unit in status.get("units") or []:
+    listed = status.get("units") or []
+    for unit in listed:
         by_state[str(unit.get("state"))] += 1
         by_operation[str((unit.get("coordination") or {}).get("mode") or "Idle")] += 1
+    counted = status.get("unitStates")
+    if counted:  # every unit, listed or not: an unlisted one is Complete and Idle (group_status.list_units)
+        by_state = Counter({state: int(counted.get(state, 0)) for state in STATES})
+        by_operation["Idle"] += max(sum(int(v) for v in counted.values()) - len(listed), 0)
     out: list[tuple[Gauge, tuple[str, ...], float]] = [(states, (namespace, name, s), float(n)) for s, n in sorted(by_state.items())]
     out += [(operations, (namespace, name, o), float(n)) for o, n in sorted(by_operation.items())]
     return out
