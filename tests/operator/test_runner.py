@@ -291,8 +291,9 @@ def test_a_refused_write_is_logged_once_as_a_warning_and_the_event_once(caplog):
             operator.tick(clock.now)
             kubelet(store)
             clock.now += 1.0
-    refused = [r for r in caplog.records if "403 Forbidden" in r.getMessage()]
+    refused = [r for r in caplog.records if "403 Forbidden" in r.getMessage() and r.levelname != "INFO"]  # INFO: the condition turning
     assert [r.levelname for r in refused] == ["WARNING", "WARNING"], [r.getMessage() for r in refused]
+    assert len([r for r in caplog.records if "403 Forbidden (terminal)" in r.getMessage()]) == 1, "the refusal once, not every pass"
     assert "create Service serving/llama" in refused[0].getMessage() and "WriteRejected" in refused[1].getMessage()
     group = store.get("InferenceGroup", "serving", "llama")
     degraded = next(c for c in group["status"]["conditions"] if c["type"] == "Degraded")
