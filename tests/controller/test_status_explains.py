@@ -139,6 +139,25 @@ def test_a_scale_beyond_the_cluster_writes_one_warning_event_per_reason_per_pass
     assert status["unitStates"]["Unschedulable"] > 250 and status["state"] == "Unschedulable"
 
 
+def test_a_group_beyond_the_listed_units_that_does_not_fit_settles_whether_the_engine_runs_or_not():
+    # the engine does not run again on the same room: the status it writes then (words read
+    # back from the status, kept for the first 100 units only) must equal the one it wrote
+    # when it did run (words for every unit), or each pass rewrites the status
+    store = world(group("wide", [role("prefill", 1, 1, gpus=8, required="host")], replicas=1), shape="block=2,rack=2,host=12")
+    memo = Memo()
+    for step in range(3):
+        reconcile(store, float(step), memo=memo)
+        kubelet(store)
+    store.patch("InferenceGroup", "serving", "wide", {"spec": {"replicas": 300}})
+    for step in range(10):
+        reconcile(store, 10.0 + step, memo=memo)
+        kubelet(store)
+    version = store.resource_version
+    reports = [reconcile(store, 30.0 + step, memo=memo) for step in range(4)]
+    assert [r.writes for r in reports] == [0, 0, 0, 0] and store.resource_version == version
+    assert "152 more units unschedulable" in _status(store, "wide")["message"], "words for the first 100 units only"
+
+
 def test_a_thousand_units_keep_the_status_bounded():
     store = world(group("llama", [role("prefill", 1, 1, gpus=8, required="host")], replicas=1000), shape="block=2,rack=2,host=12")
     memo = Memo()

@@ -154,17 +154,30 @@ class InferenceGroupStatus(StrictModel):
         return next((u for u in self.units if u.index == index), None)
 
 
+def worded(units: list[UnitStatus], limit: int = LISTED_UNITS) -> list[UnitStatus]:
+    """The units as the status keeps their words: all of them up to `limit` units; beyond
+    it only the first `limit` that are not quiet keep theirs (reason, domain). What the
+    group's conditions say is read from these, so a pass that knows every unit's words (the
+    engine ran) and one that reads them back from the status say the same."""
+    if len(units) <= limit:
+        return units
+    out, loud = [], 0
+    for unit in units:
+        loud += not unit.quiet()
+        out.append(unit if unit.quiet() or loud <= limit else unit.model_copy(update={"reason": "", "domain": ""}))
+    return out
+
+
 def list_units(units: list[UnitStatus], limit: int = LISTED_UNITS, most: int = REMEMBERED_UNITS) -> list[UnitStatus]:
     """The units `status.units` lists: all of them up to `limit`; beyond it, only those
     that are not quiet (Complete, nothing remembered), and of those only the first
-    `limit` keep their words (reason, domain): the rest keep what the planners remember
+    `limit` keep their words (`worded`): the rest keep what the planners remember
     (coordination, partialSince, releases, retryAfter), which cannot be recomputed; and
     no more than `most`: a unit beyond that starts its planners' memory over each pass
     (its step timer too), the price of an object etcd still takes."""
     if len(units) <= limit:
         return units
-    loud = [u for u in units if not u.quiet()]
-    return [*loud[:limit], *(u.model_copy(update={"reason": "", "domain": ""}) for u in loud[limit:most])]
+    return [u for u in worded(units, limit) if not u.quiet()][:most]
 
 
 # The keys each owner writes; a merge patch by one never carries the other's.

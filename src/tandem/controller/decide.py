@@ -48,7 +48,7 @@ from typing import Any, Callable, Mapping
 
 from collections import Counter
 
-from tandem.api.group_status import RECONCILE_KEYS, UNIT_STATES, InferenceGroupStatus, RoleStatus, UnitState, UnitStatus, list_units
+from tandem.api.group_status import RECONCILE_KEYS, UNIT_STATES, InferenceGroupStatus, RoleStatus, UnitState, UnitStatus, list_units, worded
 from tandem.api.merge import merge_patch
 from tandem.api.naming import GROUP_LABEL, PEERS_FILE, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import InferenceGroup
@@ -704,7 +704,7 @@ def _status(draft: _Draft, now: float, expected: _Expected, state: ClusterState)
     updating = revision if stale else ""
     faults = [*draft.faults, *(("WriteRejected", f"the API refused {r}") for r in state.memo.rejected.get(draft.group.key, ()))]
     health = verdict(Health(
-        units=unit_statuses, roles=roles, available=available, scheduled=scheduled_all,
+        units=worded(unit_statuses), roles=roles, available=available, scheduled=scheduled_all,
         below=[(unit, ", ".join(what)) for unit, what in sorted(below.items())], updating=updating,
         degraded=not available and any(r.ready_replicas for r in roles), faults=tuple(faults),
     ))

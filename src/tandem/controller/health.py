@@ -111,8 +111,12 @@ def verdict(h: Health) -> Verdict:
 
 
 def _said(units: list[UnitStatus]) -> str:
-    """The units' own words, folded: `units 3-5 (3): no rack has room for ...`."""
-    return fold([f"unit {u.index}: {u.reason or u.state.lower()}" for u in units]) if units else ""
+    """The units' own words, folded: `units 3-5 (3): no rack has room for ...`; units
+    whose words the status does not keep (beyond the first 100) only counted."""
+    said = [f"unit {u.index}: {u.reason}" for u in units if u.reason]
+    quiet = len(units) - len(said)
+    more = f"{quiet} more unit{'s' if quiet != 1 else ''} {units[0].state.lower()}" if quiet else ""
+    return "; ".join(part for part in (fold(said) if said else "", more) if part)
 
 
 def _units(units: Sequence[UnitStatus]) -> str:
