@@ -212,6 +212,8 @@ DESCRIPTIONS = {
     "CoordinationMemory.step": "Replicas per role of the current step.",
     "CoordinationMemory.stepStarted": "When the current step began.",
     "CoordinationMemory.stalls": "Steps in a row that timed out.",
+    "CoordinationMemory.blocked": "Why the step's replicas wait for a node, in the placement engine's words (the domain and the shortfall).",
+    "CoordinationMemory.short": "Per role: admitted replicas the placement engine found no room for.",
     "CoordinationMemory.retryAfter": "When a stalled step is tried again.",
     "AutoscalingStatus.lastDecisionAt": "When the autoscaler last decided.",
     "AutoscalingStatus.reason": "Why, for people.",

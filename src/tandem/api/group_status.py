@@ -76,6 +76,8 @@ class CoordinationMemory(StrictModel):
     step_started: Timestamp | None = None
     stalls: Count = 0
     retry_after: Timestamp | None = None
+    blocked: str = ""  # why the step's replicas wait for a node, in the engine's words
+    short: dict[str, Count] = Field(default_factory=dict)  # per role: replicas the engine found no room for
 
 
 # A unit's state, most urgent first: Stalled (a step timed out), Unschedulable (the engine

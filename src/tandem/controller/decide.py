@@ -112,6 +112,7 @@ def decide(state: ClusterState, now: float, placer: Placer = place, provisioning
     for draft in drafts:
         if draft.group.valid:
             _provision(draft, now, expected, provisioning)
+            _note_room(draft, expected)
             _status(draft, now, expected, state)
         else:
             _invalid(draft, now)
@@ -229,6 +230,7 @@ class _Draft:
     pod_write: dict[PodKey, int] = field(default_factory=dict)  # a pod's create or patch in `actions`
     unschedulable: set[int] = field(default_factory=set)  # units the engine could not place this pass
     waits_on: dict[int, str] = field(default_factory=dict)  # per unit, what it waits on (provisioning)
+    room: dict[int, tuple[str, dict[str, int]]] = field(default_factory=dict)  # unit -> the engine's words and replicas it left waiting, per role
     reads: _Reads | None = None  # what this pass read of the group's units
     assessed: set[int] = field(default_factory=set)  # units the engine placed (or tried to) in this pass
     verdicts: dict[int, str] = field(default_factory=dict)  # the engine's words for a unit it could not place whole
@@ -518,15 +520,27 @@ def _place(
         if new and unit.state != "Unschedulable":
             draft.event("Normal", "Placed", f"unit {unit.unit.unit}: {new} pods" + (f" in {unit.domain}" if unit.domain else ""))
         slots = waiting_by_unit.get(unit.unit.key, {})
+        short: dict[str, int] = {}
         for role, replicas in unit.roles:
             # The engine numbers new replicas from the lowest index no running one holds; the
             # waiting ones may hold others (a lower index was taken when they were created
             # and has gone since): each new replica goes to the next waiting one, in order.
-            for replica, members in zip([r for r in replicas if not r.existing], slots.get(role, [])):
+            fresh = [r for r in replicas if not r.existing]
+            for replica, members in zip(fresh, slots.get(role, [])):
                 for assignment, pod in zip(replica.pods, members):
                     if pod is not None:
                         _assign(draft, pod, assignment.node, now, expected)
                         placed += 1
+            if len(slots.get(role, [])) > len(fresh):
+                short[role] = len(slots[role]) - len(fresh)
+        blocked = unit.message if short or unit.state == "Unschedulable" else ""
+        draft.room[unit.unit.unit] = (blocked, short)
+        saved = draft.before.unit(unit.unit.unit)
+        if unit.state != "Unschedulable" and short and (saved is None or saved.coordination.blocked != blocked):
+            # Once per change of the engine's words: a step whose admitted replicas (a
+            # rolling update's surge, a rollout's or scaling's next step) it found no room
+            # for (a unit not placed at all has its event above).
+            draft.event("Warning", "Unschedulable", f"unit {unit.unit.unit}: {unit.message}")
     return placed, notes, True, idle
 
 
@@ -601,12 +615,35 @@ def _unit_demands(draft: _Draft, expected: _Expected) -> list[UnitDemand]:
             members_of = sorted(pods_of[(replica.role, replica.index)], key=lambda p: int(p["metadata"]["labels"][POD_INDEX_LABEL]))
             nodes = [assigned_node(p) for p in members_of]
             if all(nodes):
-                existing.append(PlacedReplica(replica.role, replica.index, tuple(n for n in nodes if n)))
+                # An old revision's replica holds its nodes, but a new one may not lean on it.
+                leaving = replica.revision != draft.revision
+                existing.append(PlacedReplica(replica.role, replica.index, tuple(n for n in nodes if n), leaving))
         # Only the admitted replicas are placed now; the domain is chosen (and room reserved)
         # for the whole unit the spec asks for, so the steps that follow fit beside it.
         roles = tuple(dataclasses.replace(r, desired=admitted[r.name], eventual=r.desired) for r in demand.roles)
         out.append(dataclasses.replace(demand, roles=roles, existing=tuple(existing)))
     return out
+
+
+def _note_room(draft: _Draft, expected: _Expected) -> None:
+    """Each unit's coordination memory says why its step's replicas wait for a node, in the
+    engine's words, and how many per role (`CoordinationStatus.blocked`, `.short`): from
+    this pass's placement; nothing once none waits; as it was when the engine did not run
+    (nothing changed since it last tried), or while the unit backs off a timed-out step."""
+    by_unit = _pods_after(draft, expected)
+    for unit, decision in draft.decisions.items():
+        if unit in draft.room:
+            blocked, short = draft.room[unit]
+        elif decision.state == "Stalled" or any(_waits_for_placement(p) for p in by_unit.get(unit, [])):
+            blocked, short = decision.status.blocked, dict(decision.status.short)
+        else:
+            blocked, short = "", {}
+        reason = decision.reason
+        if blocked and blocked not in reason:
+            reason = f"{reason}; waiting for room: {blocked}" if reason else f"waiting for room: {blocked}"
+        if (blocked, short, reason) != (decision.status.blocked, dict(decision.status.short), decision.reason):
+            status = dataclasses.replace(decision.status, blocked=blocked, short=short)
+            draft.decisions[unit] = dataclasses.replace(decision, reason=reason, status=status)
 
 
 # ----------------------------------------------------------------------------- 5. provision

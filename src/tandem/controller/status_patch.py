@@ -46,6 +46,8 @@ def coordination_of(memory: CoordinationMemory | None) -> CoordinationStatus:
         step_started=optional_seconds(memory.step_started),
         stalls=memory.stalls,
         retry_after=optional_seconds(memory.retry_after),
+        blocked=memory.blocked,
+        short=dict(memory.short),
     )
 
 
@@ -62,6 +64,8 @@ def memory_of(status: CoordinationStatus) -> CoordinationMemory | None:
         step_started=optional_rfc3339(status.step_started),
         stalls=status.stalls,
         retry_after=optional_rfc3339(status.retry_after),
+        blocked=status.blocked,
+        short={role: status.short[role] for role in sorted(status.short)},
     )
 
 

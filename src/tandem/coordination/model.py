@@ -104,6 +104,11 @@ class CoordinationStatus:
     step_started: float | None = None
     stalls: int = 0
     retry_after: float | None = None
+    # Why the step's admitted replicas have no node yet, in the placement engine's words
+    # (the controller writes it after each placement, "" once nothing waits): a planner
+    # reports it, and a rolling update allowed unavailability replaces in place on it.
+    blocked: str = ""
+    short: Mapping[str, int] = field(default_factory=dict)  # per role: admitted replicas the engine found no room for
 
     def with_step(self, step: Mapping[str, int], now: float) -> "CoordinationStatus":
         return replace(self, step=dict(step), step_started=now)

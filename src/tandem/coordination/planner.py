@@ -106,7 +106,8 @@ def _next_count_step(spec: UnitSpec, observed: Observed, now: float) -> Decision
         return _decision("Progressing", reason, spec, observed, current, reached, targets, status)
 
     if status.retry_after is not None and now < status.retry_after:
-        return Decision("Stalled", f"retrying the step at t={status.retry_after:g}", _keys(spec, current), (), (), status)
+        why = f" ({status.blocked})" if status.blocked else ""
+        return Decision("Stalled", f"retrying the step at t={status.retry_after:g}{why}", _keys(spec, current), (), (), status)
 
     step = dict(status.step)
     if not step or _step_reached(step, current, reached, status.start):
@@ -155,7 +156,8 @@ def _stall(
         kept[role] = reached[role]
     new_status = replace(status, step={}, step_started=None, stalls=stalls, retry_after=now + delay)
     missing = ", ".join(f"{role} {reached[role]}/{status.step.get(role, 0)}" for role in current if reached[role] < status.step.get(role, 0))
-    reason = f"step {_fmt(status.step)} not {_word(progression)} within {spec.step_timeout:g}s ({missing}); retry in {delay:g}s"
+    why = f"; {status.blocked}" if status.blocked else ""
+    reason = f"step {_fmt(status.step)} not {_word(progression)} within {spec.step_timeout:g}s ({missing}){why}; retry in {delay:g}s"
     return Decision("Stalled", reason, _keys(spec, kept), (), tuple(releases), new_status)
 
 

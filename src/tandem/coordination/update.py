@@ -42,6 +42,7 @@ from dataclasses import replace
 
 from tandem.coordination.model import CoordinationStatus, Create, Decision, Delete, Observed, UnitSpec, surplus
 from tandem.coordination.ratio import interpolate_new, interpolate_old, position, progress, scaled, skew_fraction
+from tandem.coordination.update_room import replace_in_place, stall_update
 
 
 def next_update_step(spec: UnitSpec, observed: Observed, now: float) -> Decision:
@@ -58,7 +59,7 @@ def next_update_step(spec: UnitSpec, observed: Observed, now: float) -> Decision
         # A new update, or a new template/counts mid-way: the old side starts from what it
         # was meant to reach (kept from an interrupted update) or from what runs now.
         start = {r: max(old_now[r], status.start.get(r, 0)) if status.mode == "Update" else old_now[r] for r in roles}
-        status = CoordinationStatus(mode="Update", start=start, goal=dict(targets), revision=revision)
+        status = CoordinationStatus(mode="Update", start=start, goal=dict(targets), revision=revision, blocked=status.blocked, short=status.short)
     initial = {r: status.start.get(r, old_now[r]) for r in roles}
 
     grid = max([max(initial[r], targets[r]) for r in roles] + [0])
@@ -89,8 +90,31 @@ def next_update_step(spec: UnitSpec, observed: Observed, now: float) -> Decision
     j = min(_old_index(old_now[r], initial[r], grid) for r in roles)
     keys = {(r, revision): new_now[r] for r in roles}
 
+    floors = {
+        r: max(targets[r] - unavailable[r], spec.role(r).minimum if old_ready[r] + new_ready[r] >= spec.role(r).minimum else 0, 0)
+        for r in roles
+    }
+    if status.retry_after is not None:
+        if now < status.retry_after:
+            why = f" ({status.blocked})" if status.blocked else ""
+            return Decision("Stalled", f"update step timed out{why}; retrying at t={status.retry_after:g}", keys, (), (), status)
+        status = replace(status, retry_after=None)
+
     if any(x.phase != "Ready" for x in observed.replicas if x.phase != "Failed"):
-        return Decision("Progressing", "waiting for every replica to be Ready", keys, (), (), status)
+        # A surge the engine has no room for: replace in place where maxUnavailable allows.
+        room = replace_in_place(spec, observed, status, unavailable, floors)
+        if room:
+            old_next = {r: old_now[r] - sum(1 for d in room if d.role == r) for r in roles}
+            reason = f"update: old side down to {_fmt(old_next)} in place ({status.blocked})"
+            return Decision("Progressing", reason, keys, (), room, replace(status, step_started=now))
+        if status.step_started is None:
+            status = replace(status, step_started=now)
+        elif now - status.step_started > spec.step_timeout:
+            return stall_update(spec, observed, status, keys, now)
+        waiting = f" ({status.blocked})" if status.blocked else ""
+        return Decision("Progressing", f"waiting for every replica to be Ready{waiting}", keys, (), (), status)
+    idle = status
+    status = replace(status, step_started=now)  # every move below starts a step (its timeout counts from now)
 
     # Catch up first: a role behind the common index (after a failure, say) is refilled.
     behind = {r: interpolate_new(i, grid, targets[r]) - new_now[r] for r in roles}
@@ -108,10 +132,6 @@ def next_update_step(spec: UnitSpec, observed: Observed, now: float) -> Decision
             wanted = {(r, revision): new_next[r] for r in roles}
             return Decision("Progressing", f"update: new side to step {up}/{grid} {_fmt(new_next)}", wanted, creates, (), status)
 
-    floors = {
-        r: max(targets[r] - unavailable[r], spec.role(r).minimum if old_ready[r] + new_ready[r] >= spec.role(r).minimum else 0, 0)
-        for r in roles
-    }
     # The fewest old replicas each role may keep: every removed old replica counts as lost
     # capacity (it may have been Ready), and no role goes below its floor (or, if it is
     # already below, below what it has).
@@ -180,7 +200,7 @@ def next_update_step(spec: UnitSpec, observed: Observed, now: float) -> Decision
         keys,
         (),
         (),
-        replace(status, stalls=status.stalls + 1),
+        replace(idle, stalls=idle.stalls + 1),
     )
 
 

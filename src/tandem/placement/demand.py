@@ -86,6 +86,9 @@ class PlacedReplica:
     role: str
     index: int
     nodes: tuple[str, ...]  # the node of each pod, the leader first
+    # Of a revision a rolling update replaces: it holds its nodes until it goes, but no new
+    # replica counts on it for a Required affinity (it would lose its counterpart).
+    leaving: bool = False
 
 
 @dataclass(frozen=True)

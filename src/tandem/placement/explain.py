@@ -30,6 +30,14 @@ def describe_replica(unit: UnitState, role: RoleState) -> str:
     return text
 
 
+def describe_domain(unit: UnitState) -> str:
+    """The unit's domain at its required level, `block block-0` (or `the cluster`)."""
+    if unit.domain is None or unit.domain[0] == 0:
+        return "the cluster"
+    depth, domain = unit.domain
+    return f"{unit.view.level_names[depth]} {unit.view.domain_name(depth, domain)}"
+
+
 def short_role_list(roles: Iterable[RoleState]) -> str:
     names = [role.demand.name for role in roles]
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]

@@ -10,7 +10,7 @@ import numpy as np
 from tandem.placement.capacity import Counts
 from tandem.placement.context import PlanContext
 from tandem.placement.exclusive import Exclusivity
-from tandem.placement.explain import describe_replica, short_role_list
+from tandem.placement.explain import describe_domain, describe_replica, short_role_list
 from tandem.placement.gang import place_gang, required_affinity_holds
 from tandem.placement.replica import ReplicaRequest, place_replica
 from tandem.placement.reservations import Reservations
@@ -60,7 +60,7 @@ def place_extras(context: PlanContext, units: list[UnitState], free: np.ndarray,
             reservations.note(unit, free)
             push(unit, role)
         else:
-            role.blocked = f"no room for another {role.demand.name} replica ({describe_replica(unit, role)})"
+            role.blocked = f"no room in {describe_domain(unit)} for another {role.demand.name} replica ({describe_replica(unit, role)})"
             _trim_to_ratio(unit, role, free, floors)
             exclusivity.claim(unit)
             if unit.domain is not None:

@@ -12,7 +12,7 @@ from tandem.placement.replica import ReplicaRequest, place_replica
 from tandem.placement.reservations import Reservations
 from tandem.placement.rows import all_at_least, all_equal, any_differ
 from tandem.placement.space import Space
-from tandem.placement.unit_state import UnitState, all_replicas
+from tandem.placement.unit_state import UnitState, staying_replicas
 from tandem.topology import TopologyView
 
 # How many count-feasible domains of the required level get a real assignment before the
@@ -50,7 +50,9 @@ def place_gang(
 def _grown_needs(unit: UnitState, needs: Mapping[int, int]) -> list[dict[int, int]]:
     """Gangs with 1, 2, ... more `to` replicas for the Required rules whose `from` side is needed."""
     targets = {rule.target for rule in unit.rules if rule.required and needs.get(rule.source, 0) > 0}
-    room = {r: unit.roles[r].demand.desired - needs.get(r, 0) for r in targets}
+    # Room beside what already runs: a `to` replica beyond the desired count has no pod
+    # waiting for it, so nothing the gang leans on it for would hold.
+    room = {r: unit.roles[r].demand.desired - len(unit.roles[r].placed) - needs.get(r, 0) for r in targets}
     out = []
     for extra in range(1, max(room.values(), default=0) + 1):
         grown = dict(needs)
@@ -433,7 +435,7 @@ def required_affinity_holds(unit: UnitState, fresh: Mapping[int, list[list[int]]
     for rule in unit.rules:
         if not rule.required:
             continue
-        targets = {int(view.dom[rule.depth][n]) for rep in all_replicas(unit, rule.target, fresh) for n in rep}
+        targets = {int(view.dom[rule.depth][n]) for rep in staying_replicas(unit, rule.target, fresh) for n in rep}
         for replica in fresh.get(rule.source, []):
             if not any(int(view.dom[rule.depth][n]) in targets for n in replica):
                 return False

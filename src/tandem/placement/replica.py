@@ -11,7 +11,7 @@ from tandem.placement.context import PlanContext
 from tandem.placement.locality import Locality, locality_keys, pending_demand, unit_nodes
 from tandem.placement.reservations import Reservations
 from tandem.placement.space import Space, unique_inverse
-from tandem.placement.unit_state import RoleState, UnitState, all_replicas
+from tandem.placement.unit_state import RoleState, UnitState, staying_replicas
 
 # How many replica domains are tried for one replica before it is declared unplaceable.
 MAX_REPLICA_ATTEMPTS = 8
@@ -80,7 +80,7 @@ def _affinity_masks(request: ReplicaRequest) -> Affinity:
     for rule in unit.rules:
         doms = view.dom[rule.depth][space.nodes]
         if rule.source == role.index:
-            targets = [n for rep in all_replicas(unit, rule.target, fresh) for n in rep]
+            targets = [n for rep in staying_replicas(unit, rule.target, fresh) for n in rep]
             if targets:
                 near = member(doms, view.dom[rule.depth][np.array(targets)], view.domain_count(rule.depth))
             elif waiting.get(rule.target, 0) > 0 or not rule.required:
@@ -93,10 +93,10 @@ def _affinity_masks(request: ReplicaRequest) -> Affinity:
                 required = near if required is None else required & near
             gain = near.astype(np.int64)
         elif rule.target == role.index:
-            served = {int(view.dom[rule.depth][n]) for rep in all_replicas(unit, rule.target, fresh) for n in rep}
+            served = {int(view.dom[rule.depth][n]) for rep in staying_replicas(unit, rule.target, fresh) for n in rep}
             sources = [
                 n
-                for rep in all_replicas(unit, rule.source, fresh)
+                for rep in staying_replicas(unit, rule.source, fresh)
                 if not served.intersection(int(view.dom[rule.depth][m]) for m in rep)
                 for n in rep
             ]
@@ -498,7 +498,7 @@ def _required_near(unit: UnitState, r: int, space: Space, fresh: Mapping[int, li
     for rule in unit.rules:
         if not rule.required or rule.source != r:
             continue
-        targets = [n for rep in all_replicas(unit, rule.target, fresh) for n in rep]
+        targets = [n for rep in staying_replicas(unit, rule.target, fresh) for n in rep]
         if not targets:
             continue
         doms = view.dom[rule.depth]

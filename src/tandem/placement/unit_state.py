@@ -61,6 +61,7 @@ class RoleState:
     same_shape: bool
     placed: list[list[int]] = field(default_factory=list)  # node per pod, per replica; existing first
     existing_ids: list[int] = field(default_factory=list)  # replica indices of the first len() entries
+    leaving: set[int] = field(default_factory=set)  # positions in `placed` of existing replicas a rolling update replaces
     blocked: str | None = None  # why no further extra fits
 
     @property
@@ -135,6 +136,8 @@ class UnitState:
             nodes = [snapshot.node_index.get(name) for name in replica.nodes]
             if replica.role in by_name and nodes and None not in nodes:
                 role = roles[by_name[replica.role]]
+                if replica.leaving:
+                    role.leaving.add(len(role.placed))
                 role.placed.append([int(n) for n in nodes if n is not None])
                 role.existing_ids.append(replica.index)
         rules = [Rule(by_name[a.from_role], by_name[a.to_role], view.depth(a.level), a.required) for a in unit.affinity]
@@ -309,3 +312,12 @@ def _role_shape(demand: RoleDemand, view: TopologyView, snapshot: ClusterSnapsho
 def all_replicas(unit: UnitState, r: int, fresh: Mapping[int, list[list[int]]]) -> list[list[int]]:
     """Replicas of role `r` already committed plus those placed so far in the current gang."""
     return unit.roles[r].placed + list(fresh.get(r, []))
+
+
+def staying_replicas(unit: UnitState, r: int, fresh: Mapping[int, list[list[int]]]) -> list[list[int]]:
+    """`all_replicas` without those a rolling update replaces (`RoleState.leaving`): what a
+    Required affinity may count on, since the others go."""
+    role = unit.roles[r]
+    if not role.leaving:
+        return all_replicas(unit, r, fresh)
+    return [rep for position, rep in enumerate(role.placed) if position not in role.leaving] + list(fresh.get(r, []))
