@@ -96,12 +96,22 @@ def _next_count_step(spec: UnitSpec, observed: Observed, now: float) -> Decision
         mode, progression = "Idle", spec.scaling_progression
     if mode != status.mode or dict(status.goal) != targets:
         # A new change, or the targets moved mid-way: re-plan from what runs now.
-        status = CoordinationStatus(mode=mode, start=dict(current), goal=dict(targets), stalls=status.stalls)
+        # (A step that timed out keeps its backoff while its goal is the same: releasing
+        # it can turn an idle wait into scaling.)
+        retry = status.retry_after if dict(status.goal) == targets else None
+        status = CoordinationStatus(mode=mode, start=dict(current), goal=dict(targets), stalls=status.stalls, retry_after=retry,
+                                    blocked=status.blocked, short=status.short)
 
     reached = {role: observed.count(role, revision, REACHED[progression]) for role in targets}
     if mode == "Idle":
         if all(reached[role] >= targets[role] for role in targets):
             return _decision("Complete", "", spec, observed, current, reached, targets, CoordinationStatus())
+        # The last step of a change (a rolling update's last new replicas, say) is a step
+        # too: waited for no longer than the step timeout.
+        if status.step_started is None:
+            status = status.with_step(targets, now)
+        elif now - status.step_started > spec.step_timeout:
+            return _stall(spec, observed, status, current, reached, progression, now)
         reason = "waiting for replicas to be " + _word(progression)
         return _decision("Progressing", reason, spec, observed, current, reached, targets, status)
 
