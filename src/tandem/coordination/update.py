@@ -42,7 +42,7 @@ from dataclasses import replace
 
 from tandem.coordination.model import CoordinationStatus, Create, Decision, Delete, Observed, UnitSpec, surplus
 from tandem.coordination.ratio import interpolate_new, interpolate_old, position, progress, scaled, skew_fraction
-from tandem.coordination.update_room import replace_in_place, stall_update
+from tandem.coordination.update_room import UNPLACED, replace_in_place, stall_update
 
 
 def next_update_step(spec: UnitSpec, observed: Observed, now: float) -> Decision:
@@ -99,6 +99,13 @@ def next_update_step(spec: UnitSpec, observed: Observed, now: float) -> Decision
             why = f" ({status.blocked})" if status.blocked else ""
             return Decision("Stalled", f"update step timed out{why}; retrying at t={status.retry_after:g}", keys, (), (), status)
         status = replace(status, retry_after=None)
+
+    # A replica of a replaced revision that never got a node (a surge of an update that a
+    # newer template overtook) holds nothing and would only be drained later: it goes now.
+    stale = [x for x in observed.replicas if x.revision != revision and x.phase in UNPLACED]
+    if stale:
+        deletes = tuple(Delete(x.role, x.index, "of a replaced revision, never placed") for x in stale)
+        return Decision("Progressing", "update: replicas of a replaced revision that never got a node go", keys, (), deletes, status)
 
     if any(x.phase != "Ready" for x in observed.replicas if x.phase != "Failed"):
         # A surge the engine has no room for: replace in place where maxUnavailable allows.

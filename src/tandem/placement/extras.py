@@ -15,7 +15,7 @@ from tandem.placement.gang import place_gang, required_affinity_holds
 from tandem.placement.replica import ReplicaRequest, place_replica
 from tandem.placement.reservations import Reservations
 from tandem.placement.space import Space
-from tandem.placement.unit_state import RoleState, UnitState
+from tandem.placement.unit_state import RoleState, UnitState, staying_replicas
 
 
 def place_extras(context: PlanContext, units: list[UnitState], free: np.ndarray, exclusivity: Exclusivity, reservations: Reservations) -> None:
@@ -47,6 +47,10 @@ def place_extras(context: PlanContext, units: list[UnitState], free: np.ndarray,
         if unit.functional:
             for role in unit.roles:
                 push(unit, role)
+    # A `from` replica whose Required `to` side has no replica that stays (a rolling
+    # update's new prefill while the old decodes go) waits for that side's next replica
+    # instead of blocking its role (which would hold the `to` side back by the ratio).
+    deferred: dict[int, set[int]] = {}
     while heap:
         *_, order, r = heapq.heappop(heap)
         unit = units[order]
@@ -59,6 +63,10 @@ def place_extras(context: PlanContext, units: list[UnitState], free: np.ndarray,
             exclusivity.claim(unit)
             reservations.note(unit, free)
             push(unit, role)
+            for waiting in sorted(deferred.pop(unit.order, set())):
+                push(unit, unit.roles[waiting])
+        elif _counterpart_to_come(unit, role) and r not in deferred.get(unit.order, set()):
+            deferred.setdefault(unit.order, set()).add(r)
         else:
             role.blocked = f"no room in {describe_domain(unit)} for another {role.demand.name} replica ({describe_replica(unit, role)})"
             _trim_to_ratio(unit, role, free, floors)
@@ -70,6 +78,17 @@ def place_extras(context: PlanContext, units: list[UnitState], free: np.ndarray,
                 others = [o for o in unit.roles if o is not role and len(o.placed) < o.demand.desired]
                 if others:
                     unit.capped += f"; {short_role_list(others)} held at the same fraction to keep the ratio"
+
+
+def _counterpart_to_come(unit: UnitState, role: RoleState) -> bool:
+    """Whether a Required rule of `role` (as `from`) has no `to` replica that stays while
+    its `to` role still has replicas to place and is not blocked."""
+    for rule in unit.rules:
+        if rule.required and rule.source == role.index and not staying_replicas(unit, rule.target, {}):
+            target = unit.roles[rule.target]
+            if target.blocked is None and len(target.placed) < target.demand.desired:
+                return True
+    return False
 
 
 def _trim_to_ratio(unit: UnitState, blocked: RoleState, free: np.ndarray, floors: dict[tuple[int, int], int]) -> None:

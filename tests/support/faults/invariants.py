@@ -37,6 +37,15 @@ At the end (after the faults heal and the run settles):
   running replicas pin it to a full rack; the engine moves no running unit). Counted as
   `waiting_for_room`, not a violation.
 - `idempotent`: once settled (every group what its spec says), one more pass writes nothing.
+- `required-affinity`: at the end, every bound complete `from` replica of a unit shares its
+  Required rule's domain with a bound complete `to` replica of the same unit.
+
+After every step, too:
+
+- `blocked-unreported`: a pod admitted by coordination that waits for a node (no room: a
+  rolling update's surge into a full domain, say) is reported by its step's timeout plus
+  one resync: its unit Stalled, or an `Unschedulable` event on its group (issue 25). The
+  time the control plane could not act and the clock skew are added, as above.
 """
 
 from __future__ import annotations
@@ -203,6 +212,7 @@ class Checker:
         self._over: set[str] = set()  # nodes over capacity at the last step
         self._partial: dict[tuple[str, int], list[float]] = {}  # (group uid, unit) -> [since, impaired seconds]
         self._unbound: dict[str, list[float]] = {}  # pod uid -> [placed since, impaired seconds]
+        self._waiting: dict[str, list[float]] = {}  # pod uid -> [admitted and waiting for a node since, impaired seconds]
         self._reported: set[tuple[str, Any]] = set()
         self._deleted: dict[tuple[str, str], tuple[str, str, str | None]] = {}  # pod -> (revision, owner uid, reason or None)
         self.windows: list[Window] = []
@@ -253,6 +263,40 @@ class Checker:
         self._partial_placement(groups)
         self._left_behind(snapshot, groups)
         self._windows(groups)
+        self._blocked_reported(snapshot, groups)
+
+    def _blocked_reported(self, snapshot: Snapshot, groups: dict[str, GroupNow]) -> None:
+        """A pod waiting for a node past its step's timeout (plus a resync) has been said so."""
+        impaired = self.world.leaderless or self.world.storm_now() or self.world.stale_now()
+        now: set[str] = set()
+        reported: set[str] | None = None
+        for g in groups.values():
+            if g.typed is None:
+                continue
+            timeout = g.typed.spec.coordination.rollout.step_timeout_seconds
+            for pod in g.pods:
+                if _pod_state(pod) != "Waiting" or pod_failed(pod) or pod["metadata"].get("deletionTimestamp"):
+                    continue
+                uid = pod["metadata"]["uid"]
+                now.add(uid)
+                clock = self._waiting.setdefault(uid, [self.world.t, 0.0])
+                if impaired:
+                    clock[1] += 1.0
+                allowed = timeout + self.world.schedule.resync + SLACK_S + clock[1] + self.clock_error
+                if self.world.t - clock[0] <= allowed:
+                    continue
+                unit = int(pod["metadata"]["labels"][UNIT_LABEL])
+                states = {u.get("index"): u.get("state") for u in (g.raw.get("status") or {}).get("units") or []}
+                if reported is None:
+                    reported = {e["involvedObject"]["name"] + "/" + e["message"].split(":", 1)[0]
+                                for e in snapshot.list("Event") if e.get("reason") == "Unschedulable"}
+                if states.get(unit) == "Stalled" or f"{g.name}/unit {unit}" in reported:
+                    continue
+                self.violation("blocked-unreported", f"{g.name} unit {unit}: pod {pod['metadata']['name']} waits for a node since "
+                                                     f"t={clock[0]:.0f} and the unit is neither Stalled nor reported Unschedulable",
+                               once=uid)
+        for uid in [u for u in self._waiting if u not in now]:
+            del self._waiting[uid]
 
     def _capacity(self, snapshot: Snapshot) -> None:
         used: dict[str, int] = {}
@@ -522,9 +566,44 @@ class Checker:
         for g in groups.values():
             if g.typed is None:
                 continue
+        for g in groups.values():
+            if g.typed is not None:
+                for problem in _affinity_broken(snapshot, g):
+                    self.violation("required-affinity", f"{g.name}: {problem}")
         writes = reconcile_once()
         if writes:
             self.violation("idempotent", f"a pass on the settled cluster wrote {writes} times")
+
+
+def _affinity_broken(snapshot: Snapshot, g: GroupNow) -> list[str]:
+    """Bound complete `from` replicas with no bound complete `to` replica of their unit in
+    their Required rule's domain (the level's node label, read here without the engine)."""
+    assert g.typed is not None
+    rules = [a for a in g.typed.spec.affinity if a.mode == "Required"]
+    if not rules:
+        return []
+    topology = next((t for t in snapshot.list("ClusterTopology") if t["metadata"]["name"] == g.typed.spec.topology_name), None)
+    if topology is None:
+        return []
+    labels = {lv["name"]: lv["nodeLabel"] for lv in topology["spec"]["levels"]}
+    nodes = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in snapshot.list("Node")}
+    out = []
+    for unit in range(g.typed.spec.replicas):
+        replicas = g.replicas(unit)
+        for rule in rules:
+            label = labels.get(rule.level)
+            if label is None:
+                continue
+
+            def domains(role: str) -> list[set[str]]:
+                return [{nodes.get(p["spec"]["nodeName"], {}).get(label, "") for p in rep.members}
+                        for rep in replicas.get(role, []) if rep.phase in ("Bound", "Ready")]
+
+            near = set().union(*domains(rule.to)) if domains(rule.to) else set()
+            for where in domains(rule.from_):
+                if not where & near:
+                    out.append(f"unit {unit}: a {rule.from_} replica in {rule.level} {sorted(where)} has no {rule.to} replica there")
+    return out
 
 
 def carries_template(pod: dict[str, Any], role: dict[str, Any] | None) -> bool:

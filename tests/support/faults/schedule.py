@@ -27,6 +27,7 @@ Event types (`type`, then its fields):
 | `gone` | as_status | (HTTP) the server compacts its history and ends the watches: 410 Gone, as an ERROR event or as the answer |
 | `list-errors` | code, until | (HTTP) until then, the informers' lists are answered `code` half the time |
 | `failover` | graceful, restart_after | the leader is stopped (SIGTERM: it releases the Lease; else SIGKILL: it does not) and restarts `restart_after` s later (null: at the end of the window) |
+| `fill` | until | every node's free GPUs are taken by pods of another namespace (bound: capacity already used) until then: a rolling update that follows has no room for its surge |
 """
 
 from __future__ import annotations
@@ -139,12 +140,32 @@ def generate(seed: int, *, world: str = "memory", size: float = 1.0) -> Schedule
         kinds, weights = kinds + ["stale"], weights + [2]
     for kind in rng.choices(kinds, weights, k=faults):
         events.append(_fault(rng, kind, window, nodes, rack_of, replicas, changed, world))
+    _full_domain_update(seed, groups, window, events)
     events.sort(key=lambda e: (e["at"], _ORDER.index(e["type"])))
     return Schedule(seed, shape, groups, events, replicas, clocks, window, world=world)
 
 
+def _full_domain_update(seed: int, groups: dict[str, dict[str, Any]], window: float, events: list[dict[str, Any]]) -> None:
+    """Full domains during updates (issue 25): in one schedule in five, every node's free
+    room is filled, then a group's template changes, so its surge has no room until the
+    fill ends (before the end of the window, or at it); and one group in three is given a
+    Required prefill→decode affinity at the rack. Drawn from a generator of its own, so
+    the rest of every schedule is what it was."""
+    rng = random.Random(f"tandem-faults-full-{seed}")
+    for manifest in groups.values():
+        if rng.random() < 1 / 3 and {r["name"] for r in manifest["spec"]["roles"]} >= {"prefill", "decode"}:
+            manifest["spec"]["affinity"] = [{"from": "prefill", "to": "decode", "level": "rack", "mode": "Required"}]
+    if rng.random() >= 0.2:
+        return
+    at = float(rng.randint(30, max(31, int(window) - 30)))
+    until = rng.choice([min(at + rng.randint(60, 150), window), None])
+    revision = 100 + sum(1 for e in events if e["type"] == "template")
+    events.append({"at": at, "type": "fill", "until": until})
+    events.append({"at": at + 1.0, "type": "template", "group": rng.choice(sorted(groups)), "revision": revision})
+
+
 _ORDER = ["create", "scale", "ratio", "template", "delete", "node-loss", "flap", "bind-outage", "startup-failures", "crash", "storm", "stale",
-          "failover", "watch-cut", "gone", "list-errors"]
+          "failover", "watch-cut", "gone", "list-errors", "fill"]
 
 
 def _groups(rng: random.Random, racks: int, hosts: int) -> dict[str, dict[str, Any]]:

@@ -29,7 +29,8 @@ from support.faults.api import Faults, ReplicaApi, Storm
 from support.faults.schedule import EPOCH, Schedule, patched_template
 from tandem.api.naming import GROUP_LABEL
 from tandem.cluster.memory import MemoryStore, Snapshot
-from tandem.cluster.pods import pod_ready
+from tandem.api.naming import GPU_RESOURCE
+from tandem.cluster.pods import pod_gpus, pod_ready
 from tandem.controller.reconcile import Memo
 from tandem.errors import ApiError, NotFound
 from tandem.operator.leader import LeaderElector, LeaseConfig
@@ -386,6 +387,35 @@ class World:
         restart = event.get("restart_after")
         self._kill(target, None if restart is None else self.t + float(restart), graceful=bool(event.get("graceful")))
 
+    def _on_fill(self, event: dict[str, Any]) -> None:
+        """Full domains: each node's free GPUs taken by a bound pod of another namespace."""
+        snapshot = self.store.snapshot()
+        used: dict[str, int] = {}
+        for pod in snapshot.list("Pod"):
+            node = pod["spec"].get("nodeName") or (pod["spec"].get("nodeSelector") or {}).get("kubernetes.io/hostname")
+            if node and (pod.get("status") or {}).get("phase") not in ("Failed", "Succeeded"):
+                used[node] = used.get(node, 0) + pod_gpus(pod)
+        for node in snapshot.list("Node"):
+            name = node["metadata"]["name"]
+            free = int(node["status"]["allocatable"].get(GPU_RESOURCE, 0)) - used.get(name, 0)
+            if free <= 0:
+                continue
+            filler = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"fill-{name}-{int(self.t)}", "namespace": "filler"},
+                      "spec": {"nodeName": name, "containers": [{"name": "fill", "image": "pause",
+                                                                 "resources": {"requests": {GPU_RESOURCE: str(free)}}}]},
+                      "status": {"phase": "Running"}}
+            self.store.create(filler)
+        if event.get("until") is not None:
+            self._timer(float(event["until"]), "unfill", self._unfill)
+
+    def _unfill(self) -> None:
+        for pod in self.store.snapshot().list("Pod"):
+            if pod["metadata"].get("namespace") == "filler":
+                try:
+                    self.store.delete("Pod", "filler", pod["metadata"]["name"])
+                except ApiError:
+                    pass
+
     # ------------------------------------------------------------------ nodes and pods
 
     def _node_up(self, nodes: list[str], fault: int) -> None:
@@ -420,7 +450,8 @@ class World:
         self.stale.clear()
         self.failure_windows.clear()
         self.outages.clear()
-        self.timers = [t for t in self.timers if t[2] not in ("recover", "flap-end")]
+        self._unfill()
+        self.timers = [t for t in self.timers if t[2] not in ("recover", "flap-end", "unfill")]
         heapq.heapify(self.timers)
         for replica in self.replicas:
             if replica.api is not None:
