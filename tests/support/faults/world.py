@@ -30,7 +30,7 @@ from support.faults.schedule import EPOCH, Schedule, patched_template
 from tandem.api.naming import GROUP_LABEL
 from tandem.cluster.memory import MemoryStore, Snapshot
 from tandem.api.naming import GPU_RESOURCE
-from tandem.cluster.pods import pod_gpus, pod_ready
+from tandem.cluster.pods import assigned_node, pod_failed, pod_gpus, pod_ready
 from tandem.controller.reconcile import Memo
 from tandem.errors import ApiError, NotFound
 from tandem.operator.leader import LeaderElector, LeaseConfig
@@ -388,12 +388,17 @@ class World:
         self._kill(target, None if restart is None else self.t + float(restart), graceful=bool(event.get("graceful")))
 
     def _on_fill(self, event: dict[str, Any]) -> None:
-        """Full domains: each node's free GPUs taken by a bound pod of another namespace."""
+        """Full domains: each node's free GPUs taken by a bound pod of another namespace
+        (not while a replica's reads lag: bound past the scheduler, such a pod could land
+        on room a lagging pass is placing on, which no real kube-scheduler would bind)."""
+        if self.stale_now():
+            self._timer(self.t + 1.0, "fill", lambda: self._on_fill(event))
+            return
         snapshot = self.store.snapshot()
         used: dict[str, int] = {}
         for pod in snapshot.list("Pod"):
-            node = pod["spec"].get("nodeName") or (pod["spec"].get("nodeSelector") or {}).get("kubernetes.io/hostname")
-            if node and (pod.get("status") or {}).get("phase") not in ("Failed", "Succeeded"):
+            node = assigned_node(pod)
+            if node and not pod_failed(pod):
                 used[node] = used.get(node, 0) + pod_gpus(pod)
         for node in snapshot.list("Node"):
             name = node["metadata"]["name"]
@@ -451,7 +456,7 @@ class World:
         self.failure_windows.clear()
         self.outages.clear()
         self._unfill()
-        self.timers = [t for t in self.timers if t[2] not in ("recover", "flap-end", "unfill")]
+        self.timers = [t for t in self.timers if t[2] not in ("recover", "flap-end", "fill", "unfill")]
         heapq.heapify(self.timers)
         for replica in self.replicas:
             if replica.api is not None:
