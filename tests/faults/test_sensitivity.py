@@ -69,3 +69,26 @@ def test_placing_on_the_node_a_deleted_pod_still_holds_breaks_capacity(monkeypat
 
     monkeypatch.setattr(decide, "_place", freed)
     assert "capacity" in invariants(Schedule.load(FOUND / "deleted-pod-frees-its-node.json"))
+
+
+def test_new_replicas_that_lean_on_leaving_ones_break_required_affinity(monkeypatch):
+    """Issue 25: an update's new prefill counted on an old decode the update then drained."""
+    import tandem.placement.gang as gang
+    import tandem.placement.replica as replica
+    from faults.test_update_affinity import ten_actions
+    from tandem.placement.unit_state import all_replicas
+
+    monkeypatch.setattr(gang, "staying_replicas", all_replicas)
+    monkeypatch.setattr(replica, "staying_replicas", all_replicas)
+    assert "required-affinity" in invariants(ten_actions(4))
+
+
+def test_a_blocked_update_step_that_is_never_reported_breaks_blocked_unreported(monkeypatch):
+    """Issue 25: a surge into a full domain waited for ever with no event and no timeout."""
+    import tandem.coordination.update as update
+    from tandem.coordination.model import Decision
+
+    event = decide._Draft.event
+    monkeypatch.setattr(decide._Draft, "event", lambda self, type_, reason, message: None if reason == "Unschedulable" else event(self, type_, reason, message))
+    monkeypatch.setattr(update, "stall_update", lambda spec, observed, status, keys, now: Decision("Progressing", "waiting", keys, (), (), status))
+    assert "blocked-unreported" in invariants(generate(27))
