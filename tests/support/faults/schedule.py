@@ -148,15 +148,15 @@ def generate(seed: int, *, world: str = "memory", size: float = 1.0) -> Schedule
 def _full_domain_update(seed: int, groups: dict[str, dict[str, Any]], window: float, events: list[dict[str, Any]]) -> None:
     """Full domains during updates (issue 25): in one schedule in five, every node's free
     room is filled, then a group's template changes, so its surge has no room until the
-    fill ends (before the end of the window, or at it); and one group in three is given a
-    Required prefill→decode affinity at the rack. Drawn from a generator of its own, so
-    the rest of every schedule is what it was."""
+    fill ends (before the end of the window, or at it); and in those, one group in three
+    is given a Required prefill→decode affinity at the rack. Drawn from a generator of its
+    own, so the other schedules are what they were, and the rest of these too."""
     rng = random.Random(f"tandem-faults-full-{seed}")
+    if rng.random() >= 0.2:
+        return
     for manifest in groups.values():
         if rng.random() < 1 / 3 and {r["name"] for r in manifest["spec"]["roles"]} >= {"prefill", "decode"}:
             manifest["spec"]["affinity"] = [{"from": "prefill", "to": "decode", "level": "rack", "mode": "Required"}]
-    if rng.random() >= 0.2:
-        return
     at = float(rng.randint(30, max(31, int(window) - 30)))
     until = rng.choice([min(at + rng.randint(60, 150), window), None])
     revision = 100 + sum(1 for e in events if e["type"] == "template")
