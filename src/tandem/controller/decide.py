@@ -533,10 +533,13 @@ def _place(
                         placed += 1
             if len(slots.get(role, [])) > len(fresh):
                 short[role] = len(slots[role]) - len(fresh)
-        blocked = unit.message if short or unit.state == "Unschedulable" else ""
-        draft.room[unit.unit.unit] = (blocked, short)
+        # (A unit not placed at all keeps the engine's words in its own reason and state:
+        # only a step's replicas left waiting beside what runs are the planner's to know.)
+        blocked = unit.message if short and unit.state != "Unschedulable" else ""
+        draft.room[unit.unit.unit] = (blocked, short if blocked else {})
         saved = draft.before.unit(unit.unit.unit)
-        if unit.state != "Unschedulable" and short and (saved is None or saved.coordination.blocked != blocked):
+        said = saved.coordination.blocked if saved is not None and saved.coordination is not None else ""
+        if unit.state != "Unschedulable" and short and said != blocked:
             # Once per change of the engine's words: a step whose admitted replicas (a
             # rolling update's surge, a rollout's or scaling's next step) it found no room
             # for (a unit not placed at all has its event above).

@@ -290,9 +290,9 @@ class Checker:
                 unit = int(pod["metadata"]["labels"][UNIT_LABEL])
                 states = {u.get("index"): u.get("state") for u in (g.raw.get("status") or {}).get("units") or []}
                 if reported is None:
-                    reported = {e["involvedObject"]["name"] + "/" + e["message"].split(":", 1)[0]
-                                for e in snapshot.list("Event") if e.get("reason") == "Unschedulable"}
-                if states.get(unit) == "Stalled" or f"{g.name}/unit {unit}" in reported:
+                    reported = {f"{e['involvedObject']['name']}/{u}" for e in snapshot.list("Event") if e.get("reason") == "Unschedulable"
+                                for part in e["message"].split("; ") for u in _units_named(part)}
+                if states.get(unit) == "Stalled" or f"{g.name}/{unit}" in reported:
                     continue
                 self.violation("blocked-unreported", f"{g.name} unit {unit}: pod {pod['metadata']['name']} waits for a node since "
                                                      f"t={clock[0]:.0f} and the unit is neither Stalled nor reported Unschedulable",
@@ -581,6 +581,21 @@ class Checker:
         writes = reconcile_once()
         if writes:
             self.violation("idempotent", f"a pass on the settled cluster wrote {writes} times")
+
+
+def _units_named(message: str) -> list[int]:
+    """The units a message is about: `unit 3: ...`, or as events are folded, `units 0-2, 7 (4): ...`."""
+    head = message.split(":", 1)[0].strip()
+    if head.startswith("unit ") and head[5:].isdigit():
+        return [int(head[5:])]
+    if not head.startswith("units "):
+        return []
+    out: list[int] = []
+    for part in head[6:].split(" (")[0].split(", "):
+        low, _, high = part.partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            out += list(range(int(low), int(high or low) + 1))
+    return out
 
 
 def _affinity_broken(snapshot: Snapshot, g: GroupNow) -> list[str]:
