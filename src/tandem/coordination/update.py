@@ -33,7 +33,10 @@ Nothing is remembered but the old revision's counts when the update began (the L
 `initial-replicas` annotation), which the controller persists in the status; the grid
 positions are read back from the observed counts, so a restart, a second template change
 or new counts mid-way re-plan from what runs. A step is taken only when every live
-replica is Ready (the LWS stability check).
+replica is Ready (the LWS stability check), and waited for no longer than
+`rollout.stepTimeoutSeconds`: a surge the placement engine has no room for is replaced in
+place within maxUnavailable, or the step is rolled back and the unit Stalled
+(`update_room.py`). Replicas of a replaced revision that never got a node go at once.
 """
 
 from __future__ import annotations
