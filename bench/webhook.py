@@ -8,7 +8,10 @@ each review is the bundled llama-70b group (a CREATE), answered with the checks 
 `tandem validate` and the never-fits trial. `sequential`: one client, one connection per
 review (as the API server opens them), `--sequential` reviews; `concurrent`: that many
 clients at once, one review each. Latency is client-side, request to answer. Each case
-runs `--repeats` times; the rows give p50/p99 of each run and their spread.
+runs `--repeats` times; the rows give p50/p99 of each run and their spread. Two more rows
+time the checks alone, in-process, `--sequential` times each: `review` (the whole verdict,
+no HTTPS) and `templates` (the group's pod templates against Kubernetes' PodTemplateSpec
+schema, `api/pod_templates.py`, a part of `review`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ from rich.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[1]
 
+from tandem.api.pod_templates import group_template_problems  # noqa: E402
 from tandem.cluster.memory import MemoryStore  # noqa: E402
+from tandem.operator.admission import review  # noqa: E402
 from tandem.operator.certs import make_certificates  # noqa: E402
 from tandem.operator.webhook import serve_webhook  # noqa: E402
 from tandem.topology.generate import generate_cluster  # noqa: E402
@@ -116,6 +121,17 @@ def main(argv: list[str] | None = None) -> int:
                 }
             )
     server.shutdown()
+    group = json.loads(body)["request"]["object"]
+    for case, check in (("review", lambda: review(body, store.snapshot())), ("templates", lambda: group_template_problems(group))):
+        per_run = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            for _ in range(args.sequential):
+                check()
+            per_run.append((time.perf_counter() - start) / args.sequential * 1000)
+        rows.append({"suite": "webhook", "case": case, "in_process": True, "reviews": args.sequential, "nodes": len(nodes),
+                     "repeats": args.repeats, "mean_ms": round(statistics.median(per_run), 3),
+                     "mean_ms_spread": [round(min(per_run), 3), round(max(per_run), 3)]})
     for row in rows:
         print(json.dumps(row))
     return 0

@@ -113,7 +113,8 @@ def test_nothing_is_asked_for_without_the_option(world):
     server, work = world
     operator = start_operator(server, work, "solo")
     server.kubectl("apply", "-f", str(work / "group.yaml"))
-    wait_for(lambda: "Unschedulable" in server.kubectl("get", "events", "-n", NS).stdout, 20, "the unit reported Unschedulable")
+    # one node of 8 GPUs could never hold the unit's three pods of 8: not created, said NeverFits
+    wait_for(lambda: "NeverFits" in server.kubectl("get", "events", "-n", NS).stdout, 20, "the unit reported NeverFits")
     time.sleep(1.0)  # passes enough to have made a request, had one been made
     assert "No resources found" in server.kubectl("get", "provisioningrequests", "-n", NS).stderr
     assert "No resources found" in server.kubectl("get", "podtemplates", "-n", NS).stderr
@@ -135,7 +136,8 @@ def test_a_group_opts_in_with_its_own_class(world):
     server, work = world
     operator = start_operator(server, work, "solo", "--provisioning")  # on, but no class of the operator's
     server.kubectl("apply", "-f", str(work / "group.yaml"))
-    wait_for(lambda: "Unschedulable" in server.kubectl("get", "events", "-n", NS).stdout, 20, "the unit reported Unschedulable")
+    # one node of 8 GPUs could never hold the unit's three pods of 8: not created, said NeverFits
+    wait_for(lambda: "NeverFits" in server.kubectl("get", "events", "-n", NS).stdout, 20, "the unit reported NeverFits")
     time.sleep(1.0)
     assert _items(server, "provisioningrequests") == [], "a group naming no class asks for nothing"
     patch = json.dumps({"spec": {"scheduler": {"provisioningClassName": ATOMIC}}})

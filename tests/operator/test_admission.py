@@ -105,6 +105,18 @@ def test_a_scale_is_checked_as_the_group_it_would_make():
     assert review(scale_request("serving", "g", "many"), store.snapshot()).allowed, "not a count: the server's schema refuses it"
 
 
+def test_pod_templates_are_checked_against_kubernetes_schema_at_their_paths():
+    bad = design_group()
+    engine = bad["spec"]["roles"][1]["template"]["spec"]["containers"][0]
+    engine["resource"] = engine.pop("resources")
+    engine["ports"] = [{"containerPort": 8000, "protocol": "HTTP"}]
+    verdict = review(request(bad), world().snapshot())
+    assert not verdict.allowed and verdict.problems == (
+        "spec.roles[1].template.spec.containers[0].ports[0].protocol: unsupported value \"HTTP\": supported values: \"TCP\", \"UDP\", \"SCTP\"",
+        "spec.roles[1].template.spec.containers[0].resource: unknown field",
+    )
+
+
 def test_a_missing_topology_is_a_warning_not_a_refusal():
     g = design_group()
     g["spec"]["topologyName"] = "later"

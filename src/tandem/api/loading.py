@@ -27,6 +27,7 @@ from pydantic_core import ErrorDetails
 
 from tandem.api import dumps
 from tandem.api.kube import Node, Pod
+from tandem.api.pod_templates import group_template_problems, merged
 from tandem.api.resources import API_VERSION, ClusterTopology, InferenceGroup
 from tandem.api.validation import check_group, check_topology
 from tandem.errors import InputError, Problem, key_path
@@ -480,11 +481,16 @@ def _parse(where: str, path: str, raw: dict[str, Any], problems: list[Problem]) 
     if model is None:
         problems.append(Problem(_join(path, "kind"), f"unsupported {api_version}/{kind} (expected one of {_KNOWN})", where))
         return None
+    templates = [Problem(_join(path, p.path), p.message, where) for p in group_template_problems(raw)] if model is InferenceGroup else []
     try:
-        return model.model_validate(raw)
+        parsed = model.model_validate(raw)
     except ValidationError as exc:
-        problems += validation_problems(raw, exc, where, path)
+        problems += merged(validation_problems(raw, exc, where, path), templates)
         return None
+    if templates:
+        problems += templates
+        return None
+    return parsed
 
 
 def validation_problems(raw: Any, exc: ValidationError, where: str, prefix: str = "") -> list[Problem]:

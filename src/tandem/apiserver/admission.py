@@ -9,7 +9,10 @@
   the result is validated (422 naming each field), then checked with the CRD's CEL rules
   (`cel.py`; on update against the old object), unless the schema found a problem that
   keeps the real server from running them.
-- Pods start `Pending` (those loaded from cluster files keep the status written) and, as
+- Pods are checked against Kubernetes' PodSpec schema on create (`pod_checks.py`: a bad
+  enum or type is a 422 naming the field; an unknown field is pruned with a warning, or
+  refused under `fieldValidation=Strict`; those loaded from cluster files are not). Pods
+  start `Pending` (those loaded from cluster files keep the status written) and, as
   the DefaultTolerationSeconds plugin does, tolerate not-ready and unreachable nodes for
   `default_toleration_seconds` (300) unless they say otherwise (`evictions.py`); Services
   get a cluster IP (127.30.x.y: on this machine) unless headless; Namespaces are `Active`.
@@ -31,6 +34,7 @@ from tandem.apiserver import cel, crds, webhooks
 from tandem.apiserver.evictions import with_default_tolerations
 from tandem.apiserver.error_status import InvalidObject
 from tandem.apiserver.kinds import Resource
+from tandem.apiserver.pod_checks import check_pod
 from tandem.apiserver.schema import Cause
 from tandem.apiserver.server_state import State
 from tandem.errors import BadRequest, NotFound
@@ -40,6 +44,7 @@ _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation", "managedFields", "selfLink")
 FIELD_VALIDATION = ("Ignore", "Warn", "Strict")
 NAMESPACE_KIND = "Namespace"
+POD_KIND = "Pod"
 CRD_KIND = "CustomResourceDefinition"
 
 
@@ -54,11 +59,13 @@ def prepare_create(state: State, resource: Resource, obj: dict[str, Any], params
     if resource.namespaced:
         check_namespace(meta["namespace"])
     warnings: list[str] = []
+    if resource.kind == POD_KIND and not resource.custom and not keep_status:
+        warnings = check_pod(resource, obj, _field_validation(params))
     if resource.custom:
         if resource.status:
             obj.pop("status", None)
         warnings = check_custom(resource, obj, params)
-    elif resource.kind == "Pod":
+    elif resource.kind == POD_KIND:
         spec = obj.get("spec")
         if isinstance(spec, dict) and isinstance(spec.get("tolerations") or [], list):
             spec["tolerations"] = with_default_tolerations(spec.get("tolerations") or [], state.default_toleration_seconds)
@@ -149,9 +156,7 @@ def check_custom(resource: Resource, obj: dict[str, Any], params: dict[str, str]
     run its CEL rules (as an update of `old`, when given)."""
     if resource.schema is None:
         return []
-    mode = params.get("fieldValidation") or "Warn"
-    if mode not in FIELD_VALIDATION:
-        raise BadRequest(f"fieldValidation: unsupported value {mode!r}: supported values: Ignore, Warn, Strict")
+    mode = _field_validation(params)
     unknown = resource.schema.prune(obj)
     if unknown and mode == "Strict":
         fields = ", ".join(f'unknown field "{path}"' for path in unknown)
@@ -169,6 +174,13 @@ def check_custom(resource: Resource, obj: dict[str, Any], params: dict[str, str]
     if causes:
         raise InvalidObject(resource, obj["metadata"].get("name", ""), causes)
     return warnings
+
+
+def _field_validation(params: dict[str, str]) -> str:
+    mode = params.get("fieldValidation") or "Warn"
+    if mode not in FIELD_VALIDATION:
+        raise BadRequest(f"fieldValidation: unsupported value {mode!r}: supported values: Ignore, Warn, Strict")
+    return mode
 
 
 def check_name(resource: Resource, name: str) -> None:

@@ -71,6 +71,7 @@ from tandem.cluster.replicas import UnitRead, is_functional, minimum_placed, rep
 from tandem.controller.domains import unit_domain
 from tandem.controller.event_digest import digest
 from tandem.controller.health import Health, verdict
+from tandem.controller.fit import REASON as NEVER_FITS, Capacity, never_fits, said_never_fit, with_never_fit
 from tandem.controller.manifests import headless_service, peers_config_map_object, peers_document, replica_pods, revision_of
 from tandem.controller.memo import MemoUpdate
 from tandem.controller.observe import ClusterState, GroupState
@@ -91,6 +92,7 @@ def decide(state: ClusterState, now: float, placer: Placer = place, provisioning
     expected = _Expected(state.pods)  # pods as they will be
     drafts, deadlines = [], []
     skipped = 0
+    capacities: dict[str, Capacity] = {}  # per topology, built when first needed this pass
     for group in state.groups:
         inputs = state.settled_key(group)
         until = state.memo.settled_until(group.key, inputs) if group.valid else None
@@ -105,6 +107,9 @@ def decide(state: ClusterState, now: float, placer: Placer = place, provisioning
             draft.reads = _Reads(spec, state.memo.unit_reads.get(group.key))
         drafts.append(draft)
         if group.valid:
+            # With provisioning, nodes of another shape may come: the unit asks for them instead.
+            asks_nodes = provisioning.enabled and provisioning.class_for(draft.typed) is not None
+            draft.never_fit = None if asks_nodes else _never_fit(state, draft.typed, capacities)
             _release(draft, now, expected)
             _companions(draft, expected, state.service_named_like(group))
             _coordinate(draft, now, expected)
@@ -123,7 +128,7 @@ def decide(state: ClusterState, now: float, placer: Placer = place, provisioning
     freed = state.memo.placement.freed
     memory = MemoUpdate(
         settled=tuple(
-            (draft.group.key, draft.settled_key, min(draft.deadlines, default=math.inf), freed if _waiting(draft) else None)
+            (draft.group.key, draft.settled_key, min(draft.deadlines, default=math.inf), freed if _waiting(draft) or draft.never_fit else None)
             for draft in drafts
             # a group with a refused write is decided again: it says so until the write succeeds
             if draft.settled_key is not None and draft.group.valid and not draft.actions and draft.group.key not in state.memo.rejected
@@ -235,6 +240,7 @@ class _Draft:
     assessed: set[int] = field(default_factory=set)  # units the engine placed (or tried to) in this pass
     verdicts: dict[int, str] = field(default_factory=dict)  # the engine's words for a unit it could not place whole
     faults: list[tuple[str, str]] = field(default_factory=list)  # (reason, message): what keeps the group Degraded
+    never_fit: str | None = None  # why no unit could ever fit the nodes (`fit.py`): then none is created
 
     @property
     def typed(self) -> InferenceGroup:
@@ -380,6 +386,9 @@ def _coordinate(draft: _Draft, now: float, expected: _Expected) -> None:
         saved = before.unit(unit)
         memory = coordination_of(saved.coordination) if saved is not None else CoordinationStatus()
         retry_after = seconds(saved.retry_after) if saved is not None and saved.retry_after else None
+        if draft.never_fit is not None:  # nothing created for it; what runs is left as it is
+            draft.decisions[unit] = Decision("Stalled", f"{NEVER_FITS}: {draft.never_fit}", {}, (), (), memory)
+            continue
         if unit in draft.released or (retry_after is not None and now < retry_after and not replicas):
             draft.decisions[unit] = Decision("Stalled", "requeued after a gang timeout; backing off", {}, (), (), memory)
             if retry_after is not None and unit not in draft.released:
@@ -763,6 +772,10 @@ def _status(draft: _Draft, now: float, expected: _Expected, state: ClusterState)
         unit_states=_counted(unit_statuses),
         units=list_units(unit_statuses),
     )
+    if draft.never_fit is not None:
+        if not said_never_fit(before):
+            draft.event("Warning", NEVER_FITS, draft.never_fit)
+        status = with_never_fit(status, draft.never_fit, now, generation, before)
     _happenings(draft, before, status)
     _patch_status(draft, status, RECONCILE_KEYS)
 
@@ -771,6 +784,8 @@ def _unit_state(draft: _Draft, unit: int, decision: Decision, pods: list[PodPayl
     """The unit's state and why, most urgent first: a stalled step; pods the engine found no
     room for (its words, this pass's or, when it did not run again, the last ones); pods
     waiting for a node or to be bound; a step under way; complete."""
+    if draft.never_fit is not None:
+        return "Unschedulable", decision.reason  # `NeverFits: ...`: no unit of the group is made (fit.py)
     if decision.state == "Stalled":
         return "Stalled", decision.reason
     waiting = any(_waits_for_placement(p) for p in pods)
@@ -817,6 +832,19 @@ def _happenings(draft: _Draft, before: InferenceGroupStatus, after: InferenceGro
     if degraded is not None and degraded.status == "True" and degraded.reason in ("WriteRejected", "ServiceNameTaken"):
         if was is None or (was.status, was.reason, was.message) != (degraded.status, degraded.reason, degraded.message):
             draft.event("Warning", degraded.reason, degraded.message)
+
+
+def _never_fit(state: ClusterState, group: InferenceGroup, capacities: dict[str, Capacity]) -> str | None:
+    """`fit.never_fits` over the nodes of the group's topology, every pod gone."""
+    topology = state.topologies.get(group.spec.topology_name)
+    if topology is None:
+        return None
+    if topology.metadata.name not in capacities:
+        cache = state.memo.placement
+        snapshot, _ = cache.snapshot()
+        key = (topology.metadata.name, dict(state.topology_versions).get(topology.metadata.name))
+        capacities[topology.metadata.name] = Capacity(cache.view(key, topology, snapshot))
+    return never_fits(group, capacities[topology.metadata.name])
 
 
 def _invalid(draft: _Draft, now: float) -> None:

@@ -1,6 +1,7 @@
 """Is a group, as it stands in the cluster, one the controller can act on?
 
-The same checks as `tandem validate`: the model (field types, names, enums), the
+The same checks as `tandem validate`: the model (field types, names, enums), the pod
+templates against Kubernetes' PodTemplateSpec schema (`api/pod_templates.py`), the
 cross-field rules, the ClusterTopology it names and that topology's levels, and what its
 `scheduler.backend` can honour. A group that fails any of them gets the problems, with
 field paths, in an `Accepted=False` condition and a Warning event; its running pods are
@@ -20,6 +21,7 @@ from typing import Any, Iterable
 from pydantic import ValidationError
 
 from tandem.api.loading import validation_problems
+from tandem.api.pod_templates import group_template_problems, merged
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.api.validation import check_group
 from tandem.backends.registry import get_backend
@@ -44,12 +46,13 @@ def topologies_of(raws: Iterable[Object]) -> tuple[dict[str, ClusterTopology], l
 def group_problems(raw: Object, topologies: dict[str, ClusterTopology]) -> tuple[InferenceGroup | None, list[Problem]]:
     """The typed group (None if it does not parse) and every problem found, at field paths."""
     body: dict[str, Any] = {k: v for k, v in raw.items() if k != "status"}
+    templates = group_template_problems(body)
     try:
         group = InferenceGroup.model_validate(body)
     except ValidationError as exc:
-        return None, validation_problems(body, exc, "")
+        return None, merged(validation_problems(body, exc, ""), templates)
     topology = topologies.get(group.spec.topology_name)
-    problems = list(check_group(group, topology)) + _too_many(group)
+    problems = templates + list(check_group(group, topology)) + _too_many(group)
     if topology is None:
         problems.append(Problem("spec.topologyName", f"ClusterTopology {group.spec.topology_name!r} not found"))
     else:
