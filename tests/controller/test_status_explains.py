@@ -44,8 +44,9 @@ def test_a_group_that_cannot_fit_says_why_in_its_conditions_units_and_state():
         kubelet(store)
     status = _status(store)
     scheduled = _conditions(status)["Scheduled"]
-    assert scheduled["status"] == "False" and scheduled["reason"] == "Unschedulable"
-    assert "no rack" in scheduled["message"], scheduled["message"]  # the engine's words
+    # 160 GPUs in one rack of 64 could never fit: no pod is made, the reason says so (controller/fit.py)
+    assert scheduled["status"] == "False" and scheduled["reason"] == "NeverFits"
+    assert "in one rack; the largest rack offers 64" in scheduled["message"], scheduled["message"]
     assert status["state"] == "Unschedulable" and status["message"] == scheduled["message"]
     (unit,) = status["units"]
     assert unit["state"] == "Unschedulable" and unit["reason"] in scheduled["message"]

@@ -115,11 +115,14 @@ def never_fits(group: InferenceGroup, capacity: Capacity) -> str | None:
 
 
 def with_never_fit(status: InferenceGroupStatus, message: str, now: float, generation: int, before: InferenceGroupStatus) -> InferenceGroupStatus:
-    """`status` with `Scheduled` False for reason NeverFits and the shortfall: the one
-    condition that says why (each unit is Unschedulable, its reason `NeverFits: ...`)."""
-    said = condition(before.conditions, "Scheduled", False, REASON, message, now, generation)
+    """`status` with `Scheduled` False for reason NeverFits: the one condition that says why.
+    Its message is the units' words as the status pass folded them (each unit is
+    Unschedulable, its reason `NeverFits: <the shortfall>`), else the shortfall."""
+    kept = status.condition("Scheduled")
+    words = kept.message if kept is not None and REASON in kept.message else message
+    said = condition(before.conditions, "Scheduled", False, REASON, words, now, generation)
     conditions = [said if c.type == "Scheduled" else c for c in status.conditions]
-    return status.model_copy(update={"conditions": conditions if any(c.type == "Scheduled" for c in status.conditions) else [*conditions, said]})
+    return status.model_copy(update={"conditions": conditions if kept is not None else [*conditions, said]})
 
 
 def said_never_fit(status: InferenceGroupStatus) -> bool:
