@@ -65,10 +65,10 @@ def _warnings(server: ApiServer, name: str) -> list[dict[str, Any]]:
 def test_a_group_that_cannot_fit_shows_why_in_get_wide_and_describe(world):
     server, work = world
     operator = start_operator(server, work, "solo")
-    # 14 pods of 8 GPUs inside one rack of 12 nodes: never fits
+    # 14 pods of 8 GPUs inside one rack of 12 nodes: never fits, so no pod is made (controller/fit.py)
     server.kubectl("apply", "-f", "-", stdin=_group("too-big", replicas=1, per_unit=14, required="rack"))
-    wait_for(lambda: len(_pods(server, "too-big")) == 14 and _status(server, "too-big").get("observedGeneration"), 30,
-             "its pods to be made, waiting for a node")
+    wait_for(lambda: _status(server, "too-big").get("observedGeneration"), 30, "its status")
+    assert _pods(server, "too-big") == []
     wait_for(lambda: any(c["type"] == "Scheduled" and c["status"] == "False" and c.get("message")
                          for c in _status(server, "too-big").get("conditions") or []), 10, "a Scheduled condition that says why")
     table = server.kubectl("get", "ig", "-n", NS).stdout.splitlines()
@@ -77,12 +77,12 @@ def test_a_group_that_cannot_fit_shows_why_in_get_wide_and_describe(world):
     wide = server.kubectl("get", "ig", "-n", NS, "-o", "wide").stdout.splitlines()
     assert wide[0].split() == ["NAME", "STATUS", "UNITS", "FUNCTIONAL", "AVAILABLE", "AGE", "READY", "REVISION", "MESSAGE"]
     row = wide[1]
-    assert "prefill 0/14" in row and "no rack" in row, row  # the engine's words, on the row
+    assert "prefill 0/14" in row and "in one rack; the largest rack offers 96" in row, row  # the shortfall, on the row
     described = server.kubectl("describe", "ig", "too-big", "-n", NS).stdout
     status = _status(server, "too-big")
     scheduled = next(c for c in status["conditions"] if c["type"] == "Scheduled")
-    assert scheduled["reason"] == "Unschedulable" and "no rack" in scheduled["message"]
-    assert scheduled["message"] in " ".join(described.split()), "describe shows the engine's reason"
+    assert scheduled["reason"] == "NeverFits" and "in one rack" in scheduled["message"]
+    assert scheduled["message"] in " ".join(described.split()), "describe shows the reason"
     assert status["units"][0]["state"] == "Unschedulable" and status["units"][0]["reason"]
     operator.process.terminate()
     assert operator.process.wait(timeout=15) == 0
