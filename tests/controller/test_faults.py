@@ -10,7 +10,7 @@ import pytest
 
 from support.builders import group, role
 from support.controller_world import Crash, FaultyWriter, design_group, kubelet, over_committed, settle, world
-from tandem.api.naming import POD_INDEX_LABEL, REVISION_LABEL
+from tandem.api.naming import CREATION, POD_INDEX_LABEL, REVISION_LABEL
 from tandem.api.resources import InferenceGroup
 from tandem.controller.decide import decide
 from tandem.controller.manifests import replica_pods, revision_of
@@ -191,20 +191,30 @@ def pods_created(store):
     return Counter(e.object["metadata"]["name"] for e in store.watch("Pod", "0") if e.type == "ADDED")
 
 
-def test_a_replica_cut_short_by_a_crash_is_completed_and_one_missing_a_worker_is_replaced():
+def test_a_replica_cut_short_by_a_crash_is_completed_and_one_that_lost_a_pod_is_replaced_whole():
     store = world(design_group("llama"))
     settle(store, store)
     size = {r["name"]: r.get("podsPerReplica", 1) for r in store.get("InferenceGroup", "serving", "llama")["spec"]["roles"]}
     role = next(name for name, n in size.items() if n > 1)
     leader, worker = f"llama-0-{role}-0-0", f"llama-0-{role}-0-1"
-    kept = store.get("Pod", "serving", worker)["metadata"]["uid"]
-    store.delete("Pod", "serving", leader)  # as if the writer died before creating the leader, the last pod
+    uids = lambda: {name: store.get("Pod", "serving", name)["metadata"]["uid"] for name in (leader, worker)}
+    before = uids()
+    store.delete("Pod", "serving", leader)  # lost (deleted, evicted): the replica had been whole
     settle(store, store, start=100.0)
-    assert store.get("Pod", "serving", worker)["metadata"]["uid"] == kept, "completed: the worker stays"
-    assert store.get("Pod", "serving", leader)["spec"].get("nodeName")
-    leader_uid = store.get("Pod", "serving", leader)["metadata"]["uid"]
-    store.delete("Pod", "serving", worker)  # a worker lost under a running leader: the replica is broken
+    after = uids()
+    assert after[leader] != before[leader] and after[worker] != before[worker], "re-created whole: the worker restarted too"
+    # As if the writer died before creating the leader, the last pod: the pass that created
+    # the worker never wrote its status, so `status.creations` is below the worker's number.
+    store.delete("Pod", "serving", leader)
+    number = int(store.get("Pod", "serving", worker)["metadata"]["annotations"][CREATION])
+    store.patch_status("InferenceGroup", "serving", "llama", {"status": {"creations": number - 1}})
     settle(store, store, start=200.0)
+    assert uids()[worker] == after[worker], "completed: the worker stays"
+    assert store.get("Pod", "serving", leader)["spec"].get("nodeName")
+    assert store.get("InferenceGroup", "serving", "llama")["status"]["creations"] > number - 1
+    leader_uid = uids()[leader]
+    store.delete("Pod", "serving", worker)  # a worker lost under a running leader: the replica is broken
+    settle(store, store, start=300.0)
     assert store.get("Pod", "serving", leader)["metadata"]["uid"] != leader_uid, "replaced whole"
 
 

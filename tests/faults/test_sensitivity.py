@@ -27,7 +27,7 @@ def test_a_controller_that_never_releases_a_partial_unit_breaks_partial_placemen
 
 
 def test_a_controller_that_replaces_a_replica_cut_short_creates_pods_twice(monkeypatch):
-    monkeypatch.setattr(replicas, "unfinished", lambda members, size: False)
+    monkeypatch.setattr(replicas, "unfinished", lambda members, size, created_whole=None: False)
     assert "created-twice" in invariants(generate(47))
 
 
@@ -62,10 +62,10 @@ def test_a_unit_released_and_never_retried_breaks_liveness(monkeypatch):
 def test_placing_on_the_node_a_deleted_pod_still_holds_breaks_capacity(monkeypatch):
     place = decide._place
 
-    def freed(state, drafts, now, expected, placer):
+    def freed(state, drafts, now, expected, placer, *rest):
         for key in [key for key in state.pods if key not in expected]:  # deleted by this pass: let go at once
             state.memo.placement.pod(key, ("freed",), None)
-        return place(state, drafts, now, expected, placer)
+        return place(state, drafts, now, expected, placer, *rest)
 
     monkeypatch.setattr(decide, "_place", freed)
     assert "capacity" in invariants(Schedule.load(FOUND / "deleted-pod-frees-its-node.json"))

@@ -4,7 +4,7 @@ camelCase on the wire, every time RFC 3339, conditions shaped as `metav1.Conditi
 Two owners write it, each with a merge patch of only its own keys:
 
 - the reconcile pass: `observedGeneration`, `revision`, `replicas`, `functionalUnits`,
-  `selector`, `state`, `message`, `ready`, `conditions`, `roles`, `unitStates`, `units`;
+  `selector`, `state`, `message`, `ready`, `conditions`, `roles`, `unitStates`, `units`, `creations`;
 - the autoscaler: `autoscaling`.
 
 `replicas` (units that exist) and `selector` back the scale subresource, so
@@ -145,6 +145,10 @@ class InferenceGroupStatus(StrictModel):
     roles: list[RoleStatus] = Field(default_factory=list)
     unit_states: dict[str, Count] = Field(default_factory=dict)  # every unit, by state (listed or not), each state present
     units: list[UnitStatus] = Field(default_factory=list)
+    # The number of the last pass that created pods of the group, written after them
+    # (each pod carries its pass's number, `naming.CREATION`): a replica whose pods are
+    # numbered up to it was created whole (see `cluster.replicas.replicas_of_unit`).
+    creations: Count = 0
     autoscaling: AutoscalingStatus | None = None
 
     def condition(self, kind: str) -> Condition | None:
@@ -185,6 +189,6 @@ def list_units(units: list[UnitStatus], limit: int = LISTED_UNITS, most: int = R
 # The keys each owner writes; a merge patch by one never carries the other's.
 RECONCILE_KEYS = (
     "observedGeneration", "revision", "replicas", "functionalUnits", "selector", "state", "message", "ready",
-    "conditions", "roles", "unitStates", "units",
+    "conditions", "roles", "unitStates", "units", "creations",
 )
 AUTOSCALER_KEYS = ("autoscaling",)

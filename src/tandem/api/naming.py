@@ -20,6 +20,10 @@ GATE = LABEL_PREFIX + "placement"
 # On a pod whose replica the coordination planner let through: a gated pod without it is
 # held back by coordination, not waiting for placement.
 ADMITTED = LABEL_PREFIX + "admitted"
+# On every pod tandem creates: the number of the pass that created it, counted per group
+# (`status.creations` is the last such pass whose writes all went out): tells a replica
+# whose creation was cut short from one that lost a pod.
+CREATION = LABEL_PREFIX + "creation"
 # When tandem chose the pod's node (RFC 3339), for the gang timeout.
 ASSIGNED_AT = LABEL_PREFIX + "assigned-at"
 # The node label every kubelet sets to its node's name (well known, Kubernetes').

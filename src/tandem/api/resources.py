@@ -123,6 +123,13 @@ class UnitPlacementScope(PlacementScope):
     exclusive: DNSLabel | None = None
 
 
+# What the controller does when a replica loses a pod (deleted, evicted, its node gone):
+# re-create the whole replica (the default, as LWS's RecreateGroupOnPodRestart), or create
+# only the missing workers where the replica's constraints still hold with its surviving
+# pods (a lost leader, or no such room, still re-creates the whole replica).
+Recovery = Literal["RecreateReplica", "ReplaceMissingPod"]
+
+
 class Role(StrictModel):
     name: DNSLabel
     replicas: NonNegativeInt = 1
@@ -132,6 +139,7 @@ class Role(StrictModel):
     topology: PlacementScope = Field(default_factory=PlacementScope)
     template: PodTemplateSpec
     worker_template: PodTemplateSpec | None = None
+    recovery: Recovery = "RecreateReplica"
 
     @property
     def minimum(self) -> int:

@@ -8,7 +8,7 @@ the simulator's sampler and its serving load all read replicas this one way.
 from __future__ import annotations
 
 from collections import defaultdict
-from tandem.api.naming import ADMITTED, REPLICA_LABEL, REVISION_LABEL, ROLE_LABEL
+from tandem.api.naming import ADMITTED, CREATION, REPLICA_LABEL, REVISION_LABEL, ROLE_LABEL
 from tandem.api.resources import InferenceGroup
 from tandem.api.timestamps import seconds
 from tandem.cluster.payloads import PodPayload
@@ -19,20 +19,39 @@ from tandem.coordination.model import Phase, Replica
 UnitRead = tuple[list[Replica], dict[tuple[str, int], list[PodPayload]]]
 
 
-def replicas_of_unit(pods: list[PodPayload], pods_per_replica: dict[str, int], revision: str | None = None) -> UnitRead:
+def replicas_of_unit(
+    pods: list[PodPayload],
+    pods_per_replica: dict[str, int],
+    revision: str | None = None,
+    created_whole: int | None = None,
+    replace_missing: frozenset[str] = frozenset(),
+) -> UnitRead:
     """The unit's replicas as the coordination planner sees them, and the pods of each
     (in teardown order: workers first, the leader, index 0, last).
 
-    A replica's pods are created workers first and the leader last, and deleted in the same
-    order, so a replica missing pods tells how it got there. Without its leader, holding a
-    run of the highest indices, none failed, it is an unfinished creation (a writer stopped
-    between two creates): it is completed, not replaced, and its phase counts the missing
-    pods as just created. With its leader and missing a worker, with a failed pod, or with
-    pods of two revisions (a replacement created beside a pod whose delete failed), it is
-    Failed (it will be replaced whole). With `revision`, only a replica of that revision can
-    be completed (the template of another is gone). Otherwise its phase is that of its least
-    advanced pod: Gated (held by coordination), Pending (admitted, not yet bound),
-    Scheduled, Ready.
+    A replica's pods are created workers first and the leader last, in one pass, and deleted
+    in the same order, so a replica missing pods tells how it got there:
+
+    - **Creation cut short** (a writer stopped between two creates): no leader, a run of the
+      highest indices, none failed, and created by a pass whose writes did not all go out.
+      Each pod carries the number of the pass that created it (`naming.CREATION`); the
+      group's `status.creations` (`created_whole`) is the last pass that wrote its status
+      after its creates, so pods numbered above it may belong to a creation cut short.
+      Placement and admission cannot tell: a replica's pods are created admitted and placed
+      in the same pass. Such a replica is completed, not replaced, and its phase counts the
+      missing pods as just created. Without `created_whole` (a reader that has no status)
+      every such replica is taken for one.
+    - **Lost a pod** (deleted, evicted, its node gone) after being created whole: it is
+      Failed and will be re-created whole, as is one with a failed pod or with pods of two
+      revisions (a replacement created beside a pod whose delete failed). A leader lost is
+      always so: a multi-node engine starts again around a new leader.
+    - **Lost only workers**, in a role of `replace_missing` (`recovery: ReplaceMissingPod`):
+      completed like a creation cut short (the controller then places the missing pods
+      beside the surviving ones, or re-creates the replica whole when they do not fit).
+
+    With `revision`, only a replica of that revision can be completed (the template of
+    another is gone). Otherwise its phase is that of its least advanced pod: Gated (held by
+    coordination), Pending (admitted, not yet bound), Scheduled, Ready.
     """
     by_replica: dict[tuple[str, int], list[PodPayload]] = defaultdict(list)
     for pod in pods:
@@ -45,12 +64,13 @@ def replicas_of_unit(pods: list[PodPayload], pods_per_replica: dict[str, int], r
         phases = [_pod_phase(p) for p in members]
         size = pods_per_replica.get(role, 1)
         mixed = any(p["metadata"]["labels"].get(REVISION_LABEL, "") != own_revision for p in members)
+        current = revision is None or own_revision == revision
         phase: Phase
         if "Failed" in phases or mixed:
             phase = "Failed"
         elif len(members) >= size:
             phase = min(phases, key=PHASE_ORDER.index)
-        elif unfinished(members, size) and (revision is None or own_revision == revision):
+        elif current and (unfinished(members, size, created_whole) or (role in replace_missing and pod_index(members[-1]) == 0)):
             phase = min([*phases, "Pending"], key=PHASE_ORDER.index)
         else:
             phase = "Failed"
@@ -62,10 +82,19 @@ def replicas_of_unit(pods: list[PodPayload], pods_per_replica: dict[str, int], r
 PHASE_ORDER: list[Phase] = ["Gated", "Pending", "Scheduled", "Ready"]
 
 
-def unfinished(members: list[PodPayload], size: int) -> bool:
-    """A replica's pods are the highest indices of `size` and lack the leader: a creation cut short."""
+def unfinished(members: list[PodPayload], size: int, created_whole: int | None = None) -> bool:
+    """A replica's pods are the highest indices of `size` and lack the leader, and (with
+    `created_whole`) some was created by a pass numbered above it: a creation cut short."""
     indices = sorted(pod_index(p) for p in members)
-    return 0 < len(indices) < size and indices == list(range(size - len(indices), size))
+    if not (0 < len(indices) < size and indices == list(range(size - len(indices), size))):
+        return False
+    return created_whole is None or max(creation_of(p) for p in members) > created_whole
+
+
+def creation_of(pod: PodPayload) -> int:
+    """The number of the pass that created the pod (0: none written, by an older tandem)."""
+    value = (pod["metadata"].get("annotations") or {}).get(CREATION, "")
+    return int(value) if value.isdigit() else 0
 
 
 def unit_replicas(pods: list[PodPayload], group: InferenceGroup, read: UnitRead | None = None) -> dict[str, list[Replica]]:

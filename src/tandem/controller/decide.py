@@ -63,11 +63,11 @@ from tandem.controller.actions import (
     PatchStatus,
     RecordEvent,
 )
-from tandem.api.naming import ADMITTED, ASSIGNED_AT, GATE, HOSTNAME_LABEL
+from tandem.api.naming import ADMITTED, ASSIGNED_AT, CREATION, GATE, HOSTNAME_LABEL, pod_name
 from tandem.cluster.payloads import PodPayload, as_object, as_pod
 from tandem.cluster.pods import assigned_node, pod_failed, pod_index
 from tandem.cluster.ports import Object, ObjectRef
-from tandem.cluster.replicas import UnitRead, is_functional, minimum_placed, replicas_of_unit, unit_replicas
+from tandem.cluster.replicas import UnitRead, creation_of, is_functional, minimum_placed, replicas_of_unit, unit_replicas
 from tandem.controller.domains import unit_domain
 from tandem.controller.event_digest import digest
 from tandem.controller.health import Health, verdict
@@ -76,6 +76,7 @@ from tandem.controller.manifests import headless_service, peers_config_map_objec
 from tandem.controller.memo import MemoUpdate
 from tandem.controller.observe import ClusterState, GroupState
 from tandem.controller.provisioning import PROVISIONING_KINDS, ProvisioningSettings, UnitNeed, plan_provisioning
+from tandem.controller.recovery import Recovery
 from tandem.controller.status_patch import coordination_of, condition, memory_of, owned_patch, read_status, unchanged
 from tandem.coordination.model import CoordinationStatus, Decision, Observed, UnitSpec, backoff_seconds
 from tandem.coordination.planner import next_step
@@ -93,6 +94,7 @@ def decide(state: ClusterState, now: float, placer: Placer = place, provisioning
     drafts, deadlines = [], []
     skipped = 0
     capacities: dict[str, Capacity] = {}  # per topology, built when first needed this pass
+    recovery = Recovery(state.memo.placement, state.topologies, dict(state.topology_versions))
     for group in state.groups:
         inputs = state.settled_key(group)
         until = state.memo.settled_until(group.key, inputs) if group.valid else None
@@ -103,7 +105,8 @@ def decide(state: ClusterState, now: float, placer: Placer = place, provisioning
             continue
         draft = _Draft(group, inputs)
         if group.valid:
-            spec = (group.raw["metadata"].get("uid"), draft.revision)  # the revision hashes the roles, their pods and templates
+            # the revision hashes the roles, their pods and templates; the rest is what replicas are read against
+            spec = (group.raw["metadata"].get("uid"), draft.revision, draft.before.creations, draft.replace_missing)
             draft.reads = _Reads(spec, state.memo.unit_reads.get(group.key))
         drafts.append(draft)
         if group.valid:
@@ -112,8 +115,8 @@ def decide(state: ClusterState, now: float, placer: Placer = place, provisioning
             draft.never_fit = None if asks_nodes else _never_fit(state, draft.typed, capacities)
             _release(draft, now, expected)
             _companions(draft, expected, state.service_named_like(group))
-            _coordinate(draft, now, expected)
-    placed, notes, ran, idle = _place(state, drafts, now, expected, placer)
+            _coordinate(draft, now, expected, recovery)
+    placed, notes, ran, idle = _place(state, drafts, now, expected, placer, recovery)
     for draft in drafts:
         if draft.group.valid:
             _provision(draft, now, expected, provisioning)
@@ -262,7 +265,18 @@ class _Draft:
         replica of another cut short in its creation cannot be completed: it is Failed,
         for coordination and status alike). The answer is shared: not to be changed."""
         assert self.reads is not None
-        return self.reads.replicas(pods, lambda: replicas_of_unit(pods, {r.name: r.pods_per_replica for r in self.typed.spec.roles}, self.revision))
+        sizes = {r.name: r.pods_per_replica for r in self.typed.spec.roles}
+        return self.reads.replicas(pods, lambda: replicas_of_unit(pods, sizes, self.revision, self.before.creations, self.replace_missing))
+
+    @functools.cached_property
+    def replace_missing(self) -> frozenset[str]:
+        """The roles whose replicas get only their missing workers back (`recovery`)."""
+        return frozenset(r.name for r in self.typed.spec.roles if r.recovery == "ReplaceMissingPod")
+
+    @functools.cached_property
+    def creation(self) -> int:
+        """The number this pass's creates carry (`naming.CREATION`): above every one so far."""
+        return max([self.before.creations, *map(creation_of, self.group.pods)]) + 1
 
     def peers(self, unit: int, pods: list[PodPayload]) -> str:
         """The unit's peers file (`pods.peers_document`)."""
@@ -372,7 +386,7 @@ def _companions(draft: _Draft, expected: _Expected, named: Object | None) -> Non
 # ----------------------------------------------------------------------------- 3. coordinate
 
 
-def _coordinate(draft: _Draft, now: float, expected: _Expected) -> None:
+def _coordinate(draft: _Draft, now: float, expected: _Expected, recovery: Recovery) -> None:
     raw, typed, revision = draft.group.raw, draft.typed, draft.revision
     spec = UnitSpec.from_group(typed, revision)
     pods_per_replica = {r.name: r.pods_per_replica for r in typed.spec.roles}
@@ -383,6 +397,8 @@ def _coordinate(draft: _Draft, now: float, expected: _Expected) -> None:
     before = draft.before
     for unit in range(typed.spec.replicas):
         replicas, pods_of = draft.replicas(by_unit.get(unit, []))
+        # a replica completed beside its surviving pods only where it stays whole, else Failed
+        replicas, repairs = recovery.repair(typed, replicas, pods_of, by_unit.get(unit, []))
         saved = before.unit(unit)
         memory = coordination_of(saved.coordination) if saved is not None else CoordinationStatus()
         retry_after = seconds(saved.retry_after) if saved is not None and saved.retry_after else None
@@ -423,6 +439,9 @@ def _coordinate(draft: _Draft, now: float, expected: _Expected) -> None:
                 have = {p["metadata"]["name"] for p in members}
                 missing = [p for p in replica_pods(raw, typed, unit, replica.role, replica.index, revision, admitted) if p["metadata"]["name"] not in have]
                 _create_pods(draft, missing, now, expected, f"unit {unit}: {replica.role} replica {replica.index} completed")
+            for index, node in repairs.get((replica.role, replica.index), {}).items():
+                name = pod_name(raw["metadata"]["name"], unit, replica.role, replica.index, index)
+                _assign(draft, expected[(raw["metadata"].get("namespace", "default"), name)], node, now, expected)
         used = {(r.role, r.index) for r in replicas if (r.role, r.index) not in gone}
         for create in decision.create:
             for index in _lowest_free({i for role, i in used if role == create.role}, create.count):
@@ -438,6 +457,7 @@ def _create_pods(draft: _Draft, pods: list[PodPayload], now: float, expected: _E
     replica cut short by a crash from that order)."""
     for pod in reversed(pods):
         pod["metadata"]["creationTimestamp"] = rfc3339(now)  # what the server will stamp; read by status
+        pod["metadata"]["annotations"][CREATION] = str(draft.creation)
         draft.pod_write[_pod_key(pod)] = len(draft.actions)
         draft.actions.append(CreateObject(_without_server_fields(pod), why))
         expected[_pod_key(pod)] = pod
@@ -477,7 +497,7 @@ def _lowest_free(taken: set[int], count: int) -> list[int]:
 
 
 def _place(
-    state: ClusterState, drafts: list[_Draft], now: float, expected: _Expected, placer: Placer
+    state: ClusterState, drafts: list[_Draft], now: float, expected: _Expected, placer: Placer, recovery: Recovery
 ) -> tuple[int, list[str], bool, tuple[Any, ...] | None]:
     """Pods placed, notes for the log, whether the engine ran and, if it did and placed
     nothing, the inputs of that placement (for the memo to keep)."""
@@ -505,7 +525,7 @@ def _place(
     # a deleted pod terminates before it lets go).
     notes = [note for _, note in sorted(state.memo.unusable.items())]
     cache = state.memo.placement
-    snapshot, _ = cache.snapshot()
+    snapshot = recovery.with_repairs(cache.snapshot()[0])  # what this pass placed beside surviving pods holds its room
     views = {name: cache.view((name, dict(state.topology_versions).get(name)), t, snapshot) for name, t in state.topologies.items()}
     demands: list[UnitDemand] = []
     by_group: dict[tuple[str, str], _Draft] = {}
@@ -771,6 +791,7 @@ def _status(draft: _Draft, now: float, expected: _Expected, state: ClusterState)
         roles=roles,
         unit_states=_counted(unit_statuses),
         units=list_units(unit_statuses),
+        creations=max([before.creations, *(creation_of(p) for pods in by_unit.values() for p in pods)]),  # this pass's creates landed with it
     )
     if draft.never_fit is not None:
         if not said_never_fit(before):
