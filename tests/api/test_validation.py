@@ -87,6 +87,7 @@ def test_defaults_of_a_minimal_group() -> None:
     assert role.min_replicas is None and role.minimum == 1
     assert role.pods_per_replica == 1
     assert role.worker_template is None
+    assert role.recovery == "RecreateReplica"
     assert role.topology.pack.required is None
     rollout = spec.coordination.rollout
     assert rollout.steps is None
@@ -524,6 +525,8 @@ def test_dns_labels_rejected(name: str, message: str) -> None:
         ({"coordination": {"rollout": {"stepTimeoutSeconds": 0}}}, "spec.coordination.rollout.stepTimeoutSeconds", "must be greater than or equal to 1"),
         ({"scheduler": {"backend": "Volcano"}}, "spec.scheduler.backend", "must be 'native', 'volcano', 'koordinator', 'kai', 'kueue' or 'workload-api', got 'Volcano'"),
         ({"topologyName": "Default"}, "spec.topologyName", "'Default' is not a DNS-1123 label"),
+        ({"roles": [{"name": "d", "podsPerReplica": 2, "recovery": "ReplaceMissing", "template": POD}]}, "spec.roles[0].recovery",
+         "must be 'RecreateReplica' or 'ReplaceMissingPod', got 'ReplaceMissing'"),
         ({"roles": [{"name": "p", "template": POD}] * 33}, "spec.roles", "must have at most 32 items, got 33"),
     ],
 )
