@@ -117,8 +117,23 @@ def test_a_failed_create_stops_neither_the_other_pods_nor_the_status():
     # writes: the group's fence (apply.py), the Service, the peers ConfigMap, then the replica's two pods
     writer = FaultyWriter(store, lambda n, kind: Conflict("injected") if n == 3 else None)
     report = reconcile(writer, 0.0)
-    assert report.errors and report.count("create", "Pod") == 1 and report.skipped == 0
+    assert report.errors and report.count("create", "Pod") == 1
     assert report.status_patches == 1
+    assert report.skipped == 1, "only the record that the pass's creates went through (status.creations)"
+    assert (store.get("InferenceGroup", "serving", "one")["status"].get("creations") or 0) == 0, "not recorded as created whole"
+    settle(store, store, start=1.0)
+    assert len(store.list("Pod")) == 2
+
+
+def test_a_worker_left_alone_by_a_failed_leader_create_is_completed_not_replaced():
+    store = world(group("one", [role("prefill", 1, 1, gpus=8, pods=2)]))
+    # writes: the fence, the Service, the peers ConfigMap, the worker, then the leader (refused once)
+    writer = FaultyWriter(store, lambda n, kind: ServiceUnavailable("injected") if n == 4 else None)
+    reconcile(writer, 0.0)
+    worker = store.get("Pod", "serving", "one-0-prefill-0-1")["metadata"]["uid"]
+    settle(writer, store, start=1.0)
+    assert store.get("Pod", "serving", "one-0-prefill-0-1")["metadata"]["uid"] == worker, "completed: the worker stays"
+    assert store.get("InferenceGroup", "serving", "one")["status"]["creations"] >= 2
 
 
 def story(store, writer, check=lambda report: None, memo=None):

@@ -185,7 +185,7 @@ DESCRIPTIONS = {
     "InferenceGroupStatus.conditions": "Accepted, Scheduled, Available, Progressing, Stalled, Degraded.",
     "InferenceGroupStatus.roles": "Per role, over all units, counted in complete replicas.",
     "InferenceGroupStatus.units": "Per unit: its state and what the planners remember; beyond 100 units, only units that are not Complete.",
-    "InferenceGroupStatus.creations": "The number of the last pass that created pods of the group and wrote this status after them (each pod carries its pass's number in the tandem.dev/creation annotation).",
+    "InferenceGroupStatus.creations": "The number of the last pass whose pod creates all went through (each pod carries its pass's number in the tandem.dev/creation annotation): a replica whose pods are numbered up to it was created whole.",
     "InferenceGroupStatus.autoscaling": "The autoscaler's last decision and memory (written by the autoscaler only).",
     "Condition.type": "The aspect, in CamelCase.",
     "Condition.status": "True, False or Unknown.",

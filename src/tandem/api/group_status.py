@@ -145,9 +145,10 @@ class InferenceGroupStatus(StrictModel):
     roles: list[RoleStatus] = Field(default_factory=list)
     unit_states: dict[str, Count] = Field(default_factory=dict)  # every unit, by state (listed or not), each state present
     units: list[UnitStatus] = Field(default_factory=list)
-    # The number of the last pass that created pods of the group, written after them
-    # (each pod carries its pass's number, `naming.CREATION`): a replica whose pods are
-    # numbered up to it was created whole (see `cluster.replicas.replicas_of_unit`).
+    # The number of the last pass whose pod creates all went through (each pod carries its
+    # pass's number, `naming.CREATION`; a patch after the creates, skipped if one failed;
+    # raised to the highest number read when no replica lacks a pod): a replica whose pods
+    # are numbered up to it was created whole (see `cluster.replicas.replicas_of_unit`).
     creations: Count = 0
     autoscaling: AutoscalingStatus | None = None
 

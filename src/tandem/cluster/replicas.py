@@ -35,8 +35,10 @@ def replicas_of_unit(
     - **Creation cut short** (a writer stopped between two creates): no leader, a run of the
       highest indices, none failed, and created by a pass whose writes did not all go out.
       Each pod carries the number of the pass that created it (`naming.CREATION`); the
-      group's `status.creations` (`created_whole`) is the last pass that wrote its status
-      after its creates, so pods numbered above it may belong to a creation cut short.
+      group's `status.creations` (`created_whole`) is written once a pass's creates all
+      went through (a status patch after them, skipped when one failed), or raised to the
+      highest number read when no replica lacks a pod, so pods numbered above it may belong
+      to a creation cut short.
       Placement and admission cannot tell: a replica's pods are created admitted and placed
       in the same pass. Such a replica is completed, not replaced, and its phase counts the
       missing pods as just created. Without `created_whole` (a reader that has no status)

@@ -47,9 +47,11 @@ class PatchObject(_Named):
 
 @dataclass(frozen=True)
 class PatchStatus(PatchObject):
-    """A JSON merge patch of the `/status` subresource."""
+    """A JSON merge patch of the `/status` subresource. With `after_creates`, it records
+    that the pass's creates all went through: apply skips it when one of them failed."""
 
     why: str = "status"
+    after_creates: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Apply: run a pass's actions through the `Writer`, one group at a time.
 
 A failed write of one group never stops another group. Inside a group the actions run
-in order; a write that depends on an object whose create failed is skipped. Every
+in order; a write that depends on an object whose create failed is skipped, and so is a
+status patch that records the pass's creates (`PatchStatus.after_creates`) when any failed. Every
 failure is kept with its object and whether it is retryable (409, 429, 5xx, time-outs:
 the next pass tries again) or terminal (403, 404, 422: it will not succeed as sent).
 A delete of an object already gone counts as done. An event that cannot be recorded is
@@ -115,7 +116,7 @@ def _apply_group(writer: Writer, group: GroupActions, report: PassReport, done: 
             except ApiError:
                 report.events_dropped += 1
             continue
-        if action.target in failed:
+        if action.target in failed or (isinstance(action, PatchStatus) and action.after_creates and failed):
             report.skipped += 1
             continue
         try:

@@ -791,7 +791,7 @@ def _status(draft: _Draft, now: float, expected: _Expected, state: ClusterState)
         roles=roles,
         unit_states=_counted(unit_statuses),
         units=list_units(unit_statuses),
-        creations=max([before.creations, *(creation_of(p) for pods in by_unit.values() for p in pods)]),  # this pass's creates landed with it
+        creations=_creations_whole(draft),
     )
     if draft.never_fit is not None:
         if not said_never_fit(before):
@@ -799,6 +799,26 @@ def _status(draft: _Draft, now: float, expected: _Expected, state: ClusterState)
         status = with_never_fit(status, draft.never_fit, now, generation, before)
     _happenings(draft, before, status)
     _patch_status(draft, status, RECONCILE_KEYS)
+    if any(isinstance(a, CreateObject) and a.obj["kind"] == "Pod" for a in draft.actions) and draft.creation > status.creations:
+        # this pass's creates, once they all went through (a crash or a failed create leaves
+        # what they made readable as a creation cut short)
+        meta = raw["metadata"]
+        patch = {"status": {"creations": draft.creation}}
+        draft.actions.append(PatchStatus("InferenceGroup", meta.get("namespace"), meta["name"], patch, why="creations", after_creates=True))
+
+
+def _creations_whole(draft: _Draft) -> int:
+    """`status.creations` as the pods read say it: the highest creation number among them
+    when no replica read lacks a pod (none can be a creation cut short), else as stored."""
+    sizes = {r.name: r.pods_per_replica for r in draft.typed.spec.roles}
+    members: dict[tuple[str, str, str], int] = {}
+    for pod in draft.group.pods:
+        labels = pod["metadata"].get("labels") or {}
+        key = (labels.get(UNIT_LABEL, ""), labels.get(ROLE_LABEL, ""), labels.get(REPLICA_LABEL, ""))
+        members[key] = members.get(key, 0) + 1
+    if any(count < sizes.get(role, 1) for (_, role, _), count in members.items()):
+        return draft.before.creations
+    return max([draft.before.creations, *map(creation_of, draft.group.pods)])
 
 
 def _unit_state(draft: _Draft, unit: int, decision: Decision, pods: list[PodPayload], saved: UnitStatus | None) -> tuple[UnitState, str]:

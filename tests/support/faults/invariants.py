@@ -13,8 +13,12 @@ After every step:
   last incarnation was failed or replaced for a reason (judged from the store as it was
   when the controller deleted it: failed, not bound, its node not Ready, its group gone or
   of another revision, beyond the spec's counts, its replica broken, its unit below its
-  minimums). A replica cut short by a crash must be completed, not replaced.
+  minimums). A replica cut short by a crash must be completed, not replaced; one seen
+  whole before that then lost its leader is broken.
 - `left-behind`: no Pod, Service or ConfigMap of tandem's outlives its group.
+- `replica-pack`: every pod of a replica whose pods are all there and bound lies inside
+  one domain of its role's `pack.required` level (a replica that lost a pod is re-created
+  whole, or completed beside its surviving pods, never spread).
 - `rollout-floor`: during a rolling update that started on a settled group, the group never
   has fewer functional units than when it started (until a node fault ends the window).
 - `ratio-skew`: during coordination scaling that started on a settled group, every unit's
@@ -217,6 +221,9 @@ class Checker:
         self._waiting: dict[str, list[float]] = {}  # pod uid -> [admitted and waiting for a node since, impaired seconds]
         self._reported: set[tuple[str, Any]] = set()
         self._deleted: dict[tuple[str, str], tuple[str, str, str | None]] = {}  # pod -> (revision, owner uid, reason or None)
+        # (group uid, unit, role, replica, revision) -> the pods' uids when last seen with every pod
+        self._whole: dict[tuple[str, int, str, int, str], frozenset[str]] = {}
+        self._spread: set[tuple[str, ...]] = set()  # replicas seen outside their pack at the last step
         self.windows: list[Window] = []
         self._settled_before: dict[str, GroupNow] = {}
         self.skew = _skew_allowance(world)
@@ -266,6 +273,7 @@ class Checker:
         self._left_behind(snapshot, groups)
         self._windows(groups)
         self._blocked_reported(snapshot, groups)
+        self._replicas_whole(snapshot, groups)
 
     def _blocked_reported(self, snapshot: Snapshot, groups: dict[str, GroupNow]) -> None:
         """A pod waiting for a node past its step's timeout (plus a resync) has been said so."""
@@ -371,6 +379,38 @@ class Checker:
         for uid in [u for u in self._unbound if u not in now]:
             del self._unbound[uid]
 
+    def _replicas_whole(self, snapshot: Snapshot, groups: dict[str, GroupNow]) -> None:
+        """Note the replicas seen with every pod (`created-twice` judges from it), and check
+        that a replica with every pod bound is inside its role's required pack."""
+        labels_of = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in snapshot.list("Node")}
+        level_label = {lv["name"]: lv["nodeLabel"] for t in snapshot.list("ClusterTopology") for lv in t["spec"]["levels"]}
+        seen: set[tuple[str, int, str, int, str]] = set()
+        spread: set[tuple[str, ...]] = set()
+        for g in groups.values():
+            if g.typed is None:
+                continue
+            for unit in sorted({int(p["metadata"]["labels"][UNIT_LABEL]) for p in g.pods}):
+                for rep in read_replicas(g.unit_pods(unit), {r.name: r.pods_per_replica for r in g.typed.spec.roles}):
+                    key = (g.uid, unit, rep.role, rep.index, rep.revision)
+                    role = next((r for r in g.typed.spec.roles if r.name == rep.role), None)
+                    if role is None:
+                        continue
+                    if len(rep.members) >= role.pods_per_replica:
+                        self._whole[key] = frozenset(p["metadata"]["uid"] for p in rep.members)
+                    if any(p["metadata"]["labels"].get(REVISION_LABEL, "") == rep.revision for p in rep.members):
+                        seen.add(key)
+                    level = role.topology.pack.required
+                    nodes = [p["spec"].get("nodeName") for p in rep.members if not pod_failed(p)]
+                    if level is None or len(nodes) < role.pods_per_replica or not all(n in labels_of for n in nodes):
+                        continue
+                    domains = {labels_of[n].get(level_label.get(level, ""), "") for n in nodes}
+                    if len(domains) > 1:
+                        spread.add((g.uid, str(unit), rep.role, str(rep.index)))
+                        self.violation("replica-pack", f"{g.name} unit {unit} {rep.role} replica {rep.index} spans {level}s {sorted(domains)} "
+                                                       f"({', '.join(sorted(str(n) for n in nodes))})", once=(g.uid, unit, rep.role, rep.index, tuple(sorted(nodes))))
+        self._whole = {key: uids for key, uids in self._whole.items() if key in seen}  # a replica gone starts over
+        self._spread = spread
+
     def _left_behind(self, snapshot: Snapshot, groups: dict[str, GroupNow]) -> None:
         uids = {g.uid for g in groups.values()}
         for kind in ("Pod", "Service", "ConfigMap"):
@@ -434,7 +474,8 @@ class Checker:
             return "role gone"
         unit_pods = g.unit_pods(unit)
         members = [p for p in unit_pods if p["metadata"]["labels"][ROLE_LABEL] == role_name and int(p["metadata"]["labels"][REPLICA_LABEL]) == index]
-        if _broken(members, role.pods_per_replica):
+        whole = self._whole.get((g.uid, unit, role_name, index, labels.get(REVISION_LABEL, "")), frozenset())
+        if _broken(members, role.pods_per_replica, {p["metadata"]["uid"] for p in members} <= whole):
             return "replica broken"
         live = {int(p["metadata"]["labels"][REPLICA_LABEL]) for p in unit_pods if p["metadata"]["labels"][ROLE_LABEL] == role_name and not pod_failed(p)}
         if len(live) > role.replicas:
@@ -456,7 +497,7 @@ class Checker:
 
     def before_event(self, event: dict[str, Any]) -> None:
         kind = event["type"]
-        if kind in ("node-loss", "flap"):
+        if kind in ("node-loss", "flap", "pod-delete", "node-delete"):
             self.windows.clear()  # pods lost or not Ready: floors and ratios no longer apply
         elif kind == "startup-failures":
             self.windows = [w for w in self.windows if w.kind == "update"]
@@ -650,11 +691,14 @@ def carries_template(pod: dict[str, Any], role: dict[str, Any] | None) -> bool:
     return True
 
 
-def _broken(members: list[dict[str, Any]], size: int) -> bool:
-    """A replica with a failed pod, with pods of two revisions, or missing a worker while its
-    leader (index 0) is there.
-    One missing its leader and holding the highest indices was cut short while being created:
-    it is to be completed, not replaced. (Judged here without the controller's own code.)"""
+def _broken(members: list[dict[str, Any]], size: int, was_whole: bool = False) -> bool:
+    """A replica with a failed pod, with pods of two revisions, missing a worker while its
+    leader (index 0) is there, or missing pods after it was seen whole (`was_whole`).
+    One missing its leader and holding the highest indices, never seen whole, was cut short
+    while being created: it is to be completed, not replaced. (Judged here without the
+    controller's own code.)"""
+    if was_whole and len(members) < size:
+        return True
     if any(pod_failed(p) for p in members):
         return True
     if len({p["metadata"]["labels"].get(REVISION_LABEL, "") for p in members}) > 1:

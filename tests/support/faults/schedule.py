@@ -28,6 +28,12 @@ Event types (`type`, then its fields):
 | `list-errors` | code, until | (HTTP) until then, the informers' lists are answered `code` half the time |
 | `failover` | graceful, restart_after | the leader is stopped (SIGTERM: it releases the Lease; else SIGKILL: it does not) and restarts `restart_after` s later (null: at the end of the window) |
 | `fill` | until | every node's free GPUs are taken by pods of another namespace (bound: capacity already used) until then: a rolling update that follows has no room for its surge |
+| `pod-delete` | which, pick | a pod of a group is deleted (eviction, preemption, `kubectl delete pod`): a `leader` (pod index 0) or a `worker`, the `pick`-th (modulo) of those alive, by name |
+| `node-delete` | node, recover_after | the Node is deleted and its pods with it (pod GC); it comes back (a new Node of that name) `recover_after` s later, at the latest at the end of the window |
+
+Besides what the main draws give, each schedule draws, from a generator of its own (so
+the rest of the schedule is what it was without them), `recovery: ReplaceMissingPod` for
+some multi-pod roles and up to two pod or node deletions (`_replica_faults`).
 """
 
 from __future__ import annotations
@@ -141,6 +147,7 @@ def generate(seed: int, *, world: str = "memory", size: float = 1.0) -> Schedule
     for kind in rng.choices(kinds, weights, k=faults):
         events.append(_fault(rng, kind, window, nodes, rack_of, replicas, changed, world))
     _full_domain_update(seed, groups, window, events)
+    events += _replica_faults(random.Random(f"tandem-faults-{seed}-replicas"), groups, window, nodes)
     events.sort(key=lambda e: (e["at"], _ORDER.index(e["type"])))
     return Schedule(seed, shape, groups, events, replicas, clocks, window, world=world)
 
@@ -165,7 +172,7 @@ def _full_domain_update(seed: int, groups: dict[str, dict[str, Any]], window: fl
 
 
 _ORDER = ["create", "scale", "ratio", "template", "delete", "node-loss", "flap", "bind-outage", "startup-failures", "crash", "storm", "stale",
-          "failover", "watch-cut", "gone", "list-errors", "fill"]
+          "failover", "watch-cut", "gone", "list-errors", "fill", "pod-delete", "node-delete"]
 
 
 def _groups(rng: random.Random, racks: int, hosts: int) -> dict[str, dict[str, Any]]:
@@ -299,6 +306,23 @@ def _fault(
     start = rng.choice(starts) if starts else at
     at = float(min(start + rng.randint(2, 20), window - 5))
     return {"at": at, "type": "failover", "graceful": rng.random() < 0.4, "restart_after": rng.choice([None, 5.0, 20.0])}
+
+
+def _replica_faults(rng: random.Random, groups: dict[str, dict[str, Any]], window: float, nodes: list[str]) -> list[dict[str, Any]]:
+    """Replicas losing pods: `recovery: ReplaceMissingPod` on some multi-pod roles, and up to
+    two deletions of a leader, a worker or a node (with its pods)."""
+    for manifest in groups.values():
+        for r in manifest["spec"]["roles"]:
+            if r.get("podsPerReplica", 1) > 1 and rng.random() < 0.4:
+                r["recovery"] = "ReplaceMissingPod"
+    events: list[dict[str, Any]] = []
+    for kind in rng.choices(["leader", "worker", "node"], [3, 3, 2], k=rng.choice([0, 1, 1, 2])):
+        at = float(rng.randint(20, int(window) - 10))
+        if kind == "node":
+            events.append({"at": at, "type": "node-delete", "node": rng.choice(nodes), "recover_after": rng.choice([None, 20.0, 60.0])})
+        else:
+            events.append({"at": at, "type": "pod-delete", "which": kind, "pick": rng.randrange(1000)})
+    return events
 
 
 def patched_template(manifest: dict[str, Any], revision: int) -> dict[str, Any]:

@@ -27,7 +27,7 @@ import numpy as np
 from support.controller_world import Crash
 from support.faults.api import Faults, ReplicaApi, Storm
 from support.faults.schedule import EPOCH, Schedule, patched_template
-from tandem.api.naming import GROUP_LABEL
+from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL
 from tandem.cluster.memory import MemoryStore, Snapshot
 from tandem.api.naming import GPU_RESOURCE
 from tandem.cluster.pods import assigned_node, pod_failed, pod_gpus, pod_ready
@@ -342,7 +342,7 @@ class World:
         fault = next(self._sequence)
         for node in event["nodes"]:
             self.down.setdefault(node, {})[fault] = "loss"
-        self.kubelet.fail_nodes(sorted(event["nodes"]))
+        self.kubelet.fail_nodes(sorted(n for n in event["nodes"] if self._has_node(n)))  # a deleted node has nothing to lose
         if event.get("recover_after") is not None:
             self._timer(self.t + float(event["recover_after"]), "recover", lambda: self._node_up(event["nodes"], fault))
 
@@ -421,6 +421,56 @@ class World:
                 except ApiError:
                     pass
 
+    def _on_pod_delete(self, event: dict[str, Any]) -> None:
+        """A leader or a worker of some group deleted, as eviction or `kubectl delete pod` does."""
+        leader = event["which"] == "leader"
+        pods = sorted(
+            (p for p in self.store.snapshot().list("Pod", labels=GROUP_LABEL)
+             if not p["metadata"].get("deletionTimestamp") and (p["metadata"]["labels"].get(POD_INDEX_LABEL) == "0") == leader),
+            key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]),
+        )
+        if pods:
+            meta = pods[int(event["pick"]) % len(pods)]["metadata"]
+            self._delete_pod(meta)
+
+    def _on_node_delete(self, event: dict[str, Any]) -> None:
+        """The Node goes and its pods with it (the pod garbage collector); a Node of that name
+        comes back later, at the latest when the window ends."""
+        try:
+            node = self.store.get("Node", None, event["node"])
+        except NotFound:
+            return
+        self.store.delete("Node", None, event["node"])
+        for pod in self.store.snapshot().list("Pod", fields=f"spec.nodeName={event['node']}"):
+            self._delete_pod(pod["metadata"])
+        after = event.get("recover_after")
+        back = self.schedule.fault_window if after is None else min(self.t + float(after), self.schedule.fault_window)
+        fresh = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node["metadata"]["name"], "labels": node["metadata"].get("labels") or {}},
+                 "spec": {k: v for k, v in (node.get("spec") or {}).items() if k != "unschedulable"}, "status": node.get("status") or {}}
+        self._timer(back, "node-back", lambda: self._node_back(fresh))
+
+    def _has_node(self, name: str) -> bool:
+        try:
+            self.store.get("Node", None, name)
+        except NotFound:
+            return False
+        return True
+
+    def _node_back(self, node: dict[str, Any]) -> None:
+        node = copy.deepcopy(node)
+        if self.down.get(node["metadata"]["name"]):  # lost or flapping meanwhile: back NotReady
+            node["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+        try:
+            self.store.create(node)
+        except ApiError:
+            pass  # back already
+
+    def _delete_pod(self, meta: dict[str, Any]) -> None:
+        try:
+            self.store.delete("Pod", meta.get("namespace"), meta["name"], uid=meta["uid"])
+        except ApiError:
+            pass
+
     # ------------------------------------------------------------------ nodes and pods
 
     def _node_up(self, nodes: list[str], fault: int) -> None:
@@ -433,6 +483,8 @@ class World:
 
     def _node_ready(self, node: str, ready: bool) -> None:
         """The node's Ready condition, and that of its running pods with it (a flap, a return)."""
+        if not self._has_node(node):
+            return  # deleted: it comes back as it was
         obj = self.store.get("Node", None, node)
         obj["status"]["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
         self.store.update_status(obj)
