@@ -9,6 +9,7 @@ from pathlib import Path
 
 import tandem.controller.decide as decide
 import tandem.cluster.replicas as replicas
+import tandem.controller.recovery as recovery
 import tandem.coordination.planner as planner
 from support.faults.campaign import run
 from support.faults.schedule import Schedule, generate
@@ -29,6 +30,15 @@ def test_a_controller_that_never_releases_a_partial_unit_breaks_partial_placemen
 def test_a_controller_that_replaces_a_replica_cut_short_creates_pods_twice(monkeypatch):
     monkeypatch.setattr(replicas, "unfinished", lambda members, size, created_whole=None: False)
     assert "created-twice" in invariants(generate(47))
+
+
+def test_a_controller_that_gives_a_lost_leader_back_alone_anywhere_breaks_replica_pack(monkeypatch):
+    """Today's code before issue 25: a replica that lost its leader read as a creation cut
+    short, its new leader placed as a fresh replica would be."""
+    unfinished = replicas.unfinished
+    monkeypatch.setattr(replicas, "unfinished", lambda members, size, created_whole=None: unfinished(members, size, None))
+    monkeypatch.setattr(recovery.Recovery, "repair", lambda self, group, found, pods_of, unit_pods: (found, {}))
+    assert "replica-pack" in invariants(generate(4))
 
 
 def test_an_update_that_drains_before_it_surges_breaks_the_rollout_floor(monkeypatch):

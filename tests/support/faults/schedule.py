@@ -28,7 +28,7 @@ Event types (`type`, then its fields):
 | `list-errors` | code, until | (HTTP) until then, the informers' lists are answered `code` half the time |
 | `failover` | graceful, restart_after | the leader is stopped (SIGTERM: it releases the Lease; else SIGKILL: it does not) and restarts `restart_after` s later (null: at the end of the window) |
 | `fill` | until | every node's free GPUs are taken by pods of another namespace (bound: capacity already used) until then: a rolling update that follows has no room for its surge |
-| `pod-delete` | which, pick | a pod of a group is deleted (eviction, preemption, `kubectl delete pod`): a `leader` (pod index 0) or a `worker`, the `pick`-th (modulo) of those alive, by name |
+| `pod-delete` | which, pick | a pod of a group is deleted (eviction, preemption, `kubectl delete pod`): a `leader` (pod index 0 of a multi-pod replica, else of any) or a `worker`, the `pick`-th (modulo) of those alive, by name |
 | `node-delete` | node, recover_after | the Node is deleted and its pods with it (pod GC); it comes back (a new Node of that name) `recover_after` s later, at the latest at the end of the window |
 
 Besides what the main draws give, each schedule draws, from a generator of its own (so
@@ -309,12 +309,16 @@ def _fault(
 
 
 def _replica_faults(rng: random.Random, groups: dict[str, dict[str, Any]], window: float, nodes: list[str]) -> list[dict[str, Any]]:
-    """Replicas losing pods: `recovery: ReplaceMissingPod` on some multi-pod roles, and up to
-    two deletions of a leader, a worker or a node (with its pods)."""
+    """Replicas losing pods: on multi-pod roles, mostly a required pack (rack: what a lost
+    pod must not break) and sometimes `recovery: ReplaceMissingPod`; up to two deletions of
+    a leader, a worker or a node (with its pods)."""
     for manifest in groups.values():
         for r in manifest["spec"]["roles"]:
-            if r.get("podsPerReplica", 1) > 1 and rng.random() < 0.4:
-                r["recovery"] = "ReplaceMissingPod"
+            if r.get("podsPerReplica", 1) > 1:
+                if rng.random() < 0.7:
+                    r["topology"] = {"pack": {"required": "rack"}}
+                if rng.random() < 0.4:
+                    r["recovery"] = "ReplaceMissingPod"
     events: list[dict[str, Any]] = []
     for kind in rng.choices(["leader", "worker", "node"], [3, 3, 2], k=rng.choice([0, 1, 1, 2])):
         at = float(rng.randint(20, int(window) - 10))

@@ -27,7 +27,7 @@ import numpy as np
 from support.controller_world import Crash
 from support.faults.api import Faults, ReplicaApi, Storm
 from support.faults.schedule import EPOCH, Schedule, patched_template
-from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL
+from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.cluster.memory import MemoryStore, Snapshot
 from tandem.api.naming import GPU_RESOURCE
 from tandem.cluster.pods import assigned_node, pod_failed, pod_gpus, pod_ready
@@ -63,6 +63,11 @@ class WorldStore(MemoryStore):
 
     def observed_version(self) -> int:
         return max((self.kind_version.get(k, 0) for k in OBSERVED), default=0)
+
+
+def _replica_of(pod: dict[str, Any]) -> tuple[str, ...]:
+    labels = pod["metadata"]["labels"]
+    return (pod["metadata"]["namespace"], labels.get(GROUP_LABEL, ""), labels.get(UNIT_LABEL, ""), labels.get(ROLE_LABEL, ""), labels.get(REPLICA_LABEL, ""))
 
 
 @dataclass
@@ -424,11 +429,11 @@ class World:
     def _on_pod_delete(self, event: dict[str, Any]) -> None:
         """A leader or a worker of some group deleted, as eviction or `kubectl delete pod` does."""
         leader = event["which"] == "leader"
-        pods = sorted(
-            (p for p in self.store.snapshot().list("Pod", labels=GROUP_LABEL)
-             if not p["metadata"].get("deletionTimestamp") and (p["metadata"]["labels"].get(POD_INDEX_LABEL) == "0") == leader),
-            key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]),
-        )
+        alive = [p for p in self.store.snapshot().list("Pod", labels=GROUP_LABEL) if not p["metadata"].get("deletionTimestamp")]
+        pods = sorted((p for p in alive if (p["metadata"]["labels"].get(POD_INDEX_LABEL) == "0") == leader), key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))
+        if leader:  # a leader with workers, where one is there
+            led = {_replica_of(p) for p in alive if p["metadata"]["labels"].get(POD_INDEX_LABEL) != "0"}
+            pods = [p for p in pods if _replica_of(p) in led] or pods
         if pods:
             meta = pods[int(event["pick"]) % len(pods)]["metadata"]
             self._delete_pod(meta)
