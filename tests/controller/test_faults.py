@@ -112,17 +112,30 @@ def test_a_terminal_error_is_reported_as_terminal_and_stops_no_other_group(error
     assert final_state(store) == reference()
 
 
-def test_a_failed_create_stops_neither_the_other_pods_nor_the_status():
-    store = world(group("one", [role("prefill", 1, 1, gpus=8, pods=2)]))
-    # writes: the group's fence (apply.py), the Service, the peers ConfigMap, then the replica's two pods
+def test_a_failed_create_stops_neither_the_other_replicas_nor_the_status_only_its_own_replica():
+    store = world(group("one", [role("prefill", 2, 2, gpus=8, pods=2)]))
+    # writes: the group's fence (apply.py), the Service, the peers ConfigMap, then two replicas of two pods
     writer = FaultyWriter(store, lambda n, kind: Conflict("injected") if n == 3 else None)
     report = reconcile(writer, 0.0)
-    assert report.errors and report.count("create", "Pod") == 1
+    assert report.errors and report.count("create", "Pod") == 2, "the other replica's two pods"
     assert report.status_patches == 1
-    assert report.skipped == 1, "only the record that the pass's creates went through (status.creations)"
+    assert report.skipped == 2, "the same replica's leader, and the record that the pass's creates went through (status.creations)"
     assert (store.get("InferenceGroup", "serving", "one")["status"].get("creations") or 0) == 0, "not recorded as created whole"
     settle(store, store, start=1.0)
-    assert len(store.list("Pod")) == 2
+    assert len(store.list("Pod")) == 4
+
+
+def test_a_replacement_waits_while_a_pod_of_the_replica_it_replaces_is_not_yet_deleted():
+    store = world(group("one", [role("decode", 1, 1, gpus=8, pods=2, required="rack")]), shape="block=1,rack=2,host=2")
+    settle(store, store)
+    store.delete("Pod", "serving", "one-0-decode-0-1")  # the worker lost: the replica is re-created whole
+    # ... but deleting its leader fails once: no new worker may be created beside the old leader
+    writer = FaultyWriter(store, lambda n, kind: Conflict("injected") if kind == "delete" else None)
+    report = reconcile(writer, 100.0)
+    assert report.errors and report.count("create", "Pod") == 0
+    settle(store, store, start=101.0)
+    racks = {store.get("Node", None, p["spec"]["nodeName"])["metadata"]["labels"]["network.tandem.dev/rack"] for p in store.list("Pod")}
+    assert len(store.list("Pod")) == 2 and len(racks) == 1
 
 
 def test_a_worker_left_alone_by_a_failed_leader_create_is_completed_not_replaced():

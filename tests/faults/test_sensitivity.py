@@ -37,7 +37,7 @@ def test_a_controller_that_gives_a_lost_leader_back_alone_anywhere_breaks_replic
     short, its new leader placed as a fresh replica would be."""
     unfinished = replicas.unfinished
     monkeypatch.setattr(replicas, "unfinished", lambda members, size, created_whole=None: unfinished(members, size, None))
-    monkeypatch.setattr(recovery.Recovery, "repair", lambda self, group, found, pods_of, unit_pods: (found, {}))
+    monkeypatch.setattr(recovery.Recovery, "repair", lambda self, group, found, pods_of: (found, {}))
     assert "replica-pack" in invariants(generate(4))
 
 

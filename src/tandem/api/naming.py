@@ -35,6 +35,11 @@ def pod_name(group: str, unit: int, role: str, replica: int, pod: int) -> str:
     return f"{group}-{unit}-{role}-{replica}-{pod}"
 
 
+def replica_prefix(pod: str) -> str:
+    """What the names of one replica's pods share: `<group>-<unit>-<role>-<replica>`."""
+    return pod.rsplit("-", 1)[0]
+
+
 # Every group has a headless Service of its own name, so each pod is reachable as
 # `<pod>.<group>.<namespace>.svc`; every unit a ConfigMap of its Ready peers.
 PEERS_DIR = "/etc/tandem"

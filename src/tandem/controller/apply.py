@@ -2,7 +2,11 @@
 
 A failed write of one group never stops another group. Inside a group the actions run
 in order; a write that depends on an object whose create failed is skipped, and so is a
-status patch that records the pass's creates (`PatchStatus.after_creates`) when any failed. Every
+status patch that records the pass's creates (`PatchStatus.after_creates`) when any failed.
+A replica's pods are created together or not at all as far as apply can see to it: once a
+create or a delete of one of its pods failed, no more of its pods are created in the pass
+(a replacement created beside a pod whose delete failed, or a worker without its leader,
+would make a replica that spans what its pack allows; the next pass reads what is left). Every
 failure is kept with its object and whether it is retryable (409, 429, 5xx, time-outs:
 the next pass tries again) or terminal (403, 404, 422: it will not succeed as sent).
 A delete of an object already gone counts as done. An event that cannot be recorded is
@@ -22,6 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from tandem.api.naming import replica_prefix
 from tandem.cluster.ports import ApiError, NotFound, Writer
 from tandem.controller.changes import Change, describe
 from tandem.controller.actions import CreateObject, Decisions, DeleteObject, GroupActions, PatchObject, PatchStatus, RecordEvent, Write
@@ -99,6 +104,7 @@ def apply(writer: Writer, decisions: Decisions, now: float | None = None) -> Pas
 
 def _apply_group(writer: Writer, group: GroupActions, report: PassReport, done: list[Write]) -> None:
     failed: set[tuple[str, str | None, str]] = set()  # objects whose create failed
+    halted: set[tuple[str | None, str]] = set()  # replicas (namespace, name prefix) with a failed create or delete
     where = f"{group.namespace}/{group.name}"
     fence = group.fence
     for position, action in enumerate(group.actions):
@@ -116,8 +122,12 @@ def _apply_group(writer: Writer, group: GroupActions, report: PassReport, done: 
             except ApiError:
                 report.events_dropped += 1
             continue
-        if action.target in failed or (isinstance(action, PatchStatus) and action.after_creates and failed):
+        if action.target in failed or (isinstance(action, PatchStatus) and action.after_creates and failed) or (
+            isinstance(action, CreateObject) and _replica(action) in halted
+        ):
             report.skipped += 1
+            if isinstance(action, CreateObject):
+                failed.add(action.target)  # not made: what depends on it waits too
             continue
         try:
             _write(writer, action, report)
@@ -130,6 +140,14 @@ def _apply_group(writer: Writer, group: GroupActions, report: PassReport, done: 
             _fail(report, where, action, exc)
             if isinstance(action, CreateObject):
                 failed.add(action.target)
+            if isinstance(action, (CreateObject, DeleteObject)) and _replica(action) is not None:
+                halted.add(_replica(action))  # type: ignore[arg-type]
+
+
+def _replica(action: CreateObject | DeleteObject) -> tuple[str | None, str] | None:
+    """The replica a pod write is for: its namespace and its pods' common name prefix."""
+    kind, namespace, name = action.target
+    return (namespace, replica_prefix(name)) if kind == "Pod" else None
 
 
 def _fence(writer: Writer, group: GroupActions, report: PassReport) -> bool:

@@ -16,7 +16,10 @@ For each valid group, in order:
    created or brought up to date; a unit beyond `spec.replicas` loses its ConfigMap.
 3. **Coordinate**: units beyond `spec.replicas` go whole; per unit, the coordination
    planner turns its replicas and remembered state into deletes, admissions and creates
-   (pods are created with tandem's scheduling gate, owned by the group).
+   (pods are created with tandem's scheduling gate, owned by the group). A replica that
+   lost pods is Failed (re-created whole), unless it is a creation cut short or its role's
+   `recovery` is ReplaceMissingPod: then its missing pods are created and placed beside
+   its surviving ones where it stays whole (`recovery.py`), or it is Failed after all.
 4. **Place** (all groups together): admitted pods still gated go to the engine, with each
    unit's running replicas fixed and every other pod's node taken (a pod this pass
    deletes included: it holds its node until it is gone); the engine chooses
@@ -398,7 +401,7 @@ def _coordinate(draft: _Draft, now: float, expected: _Expected, recovery: Recove
     for unit in range(typed.spec.replicas):
         replicas, pods_of = draft.replicas(by_unit.get(unit, []))
         # a replica completed beside its surviving pods only where it stays whole, else Failed
-        replicas, repairs = recovery.repair(typed, replicas, pods_of, by_unit.get(unit, []))
+        replicas, repairs = recovery.repair(typed, replicas, pods_of)
         saved = before.unit(unit)
         memory = coordination_of(saved.coordination) if saved is not None else CoordinationStatus()
         retry_after = seconds(saved.retry_after) if saved is not None and saved.retry_after else None
@@ -433,13 +436,15 @@ def _coordinate(draft: _Draft, now: float, expected: _Expected, recovery: Recove
                 expected[_pod_key(pod)] = merge_patch(pod, patch)
         gone = {(d.role, d.index) for d in decision.delete}
         for replica in replicas:
+            if replica.phase == "Failed" or (replica.role, replica.index) in gone:
+                continue
             members = pods_of[(replica.role, replica.index)]
-            if replica.phase != "Failed" and (replica.role, replica.index) not in gone and len(members) < pods_per_replica[replica.role]:
+            if len(members) < pods_per_replica[replica.role]:
                 admitted = any((p["metadata"].get("annotations") or {}).get(ADMITTED) == "true" for p in members)
                 have = {p["metadata"]["name"] for p in members}
                 missing = [p for p in replica_pods(raw, typed, unit, replica.role, replica.index, revision, admitted) if p["metadata"]["name"] not in have]
                 _create_pods(draft, missing, now, expected, f"unit {unit}: {replica.role} replica {replica.index} completed")
-            for index, node in repairs.get((replica.role, replica.index), {}).items():
+            for index, node in repairs.get((replica.role, replica.index), {}).items():  # beside its surviving pods
                 name = pod_name(raw["metadata"]["name"], unit, replica.role, replica.index, index)
                 _assign(draft, expected[(raw["metadata"].get("namespace", "default"), name)], node, now, expected)
         used = {(r.role, r.index) for r in replicas if (r.role, r.index) not in gone}

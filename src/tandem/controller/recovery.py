@@ -28,7 +28,7 @@ import numpy as np
 from tandem.api.naming import REPLICA_LABEL, ROLE_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.cluster.payloads import PodPayload
-from tandem.cluster.pods import assigned_node, pod_index
+from tandem.cluster.pods import assigned_node, pod_failed, pod_index
 from tandem.coordination.model import Replica
 from tandem.placement.demand import PodShape
 from tandem.topology import ClusterSnapshot, TopologyView
@@ -48,7 +48,7 @@ class Recovery:
         self._added: np.ndarray | None = None  # [nodes, resources]: loads of the pods placed here
 
     def repair(
-        self, group: InferenceGroup, replicas: list[Replica], pods_of: Mapping[ReplicaKey, list[PodPayload]], unit_pods: list[PodPayload]
+        self, group: InferenceGroup, replicas: list[Replica], pods_of: Mapping[ReplicaKey, list[PodPayload]]
     ) -> tuple[list[Replica], dict[ReplicaKey, dict[int, str]]]:
         """`replicas` with those that cannot be completed in place Failed, and a node per
         pod index for each replica completed here (its missing pods and unplaced ones)."""
@@ -56,6 +56,8 @@ class Recovery:
         due = [r for r in replicas if r.phase != "Failed" and _partial(pods_of[(r.role, r.index)], sizes[r.role])]
         if not due:
             return replicas, {}
+        # where the unit runs: the pods of its replicas that stay (a Failed one goes)
+        unit_pods = [p for r in replicas if r.phase != "Failed" for p in pods_of[(r.role, r.index)] if not pod_failed(p)]
         out = list(replicas)
         chosen: dict[ReplicaKey, dict[int, str]] = {}
         for replica in due:
