@@ -7,7 +7,8 @@ import copy
 import pytest
 
 from support.builders import group, role
-from support.controller_world import design_group, kubelet, world
+from support.controller_world import FaultyWriter, design_group, kubelet, world
+from tandem.errors import Conflict
 from tandem.api.timestamps import rfc3339, seconds
 from tandem.controller.reconcile import reconcile
 
@@ -116,6 +117,25 @@ def test_a_unit_below_its_minimum_is_released_whole_after_the_gang_timeout():
     report = reconcile(store, 1121.0)
     assert any("released to be placed again as a unit" in e for e in report.events)
     assert not [p for p in store.list("Pod", "serving") if p["spec"].get("nodeName")], "nothing held"
+
+
+def test_a_release_whose_deletes_fail_is_tried_again_at_once_not_timed_anew():
+    g = design_group()
+    g["spec"]["scheduler"] = {"gangTimeoutSeconds": 120}
+    store = world(g)
+    run(store)
+    for n in store.list("Node"):
+        store.patch("Node", None, n["metadata"]["name"], {"spec": {"unschedulable": True}})
+    for pod in store.list("Pod", "serving", "tandem.dev/role=decode"):
+        pod["status"] = {"phase": "Failed"}
+        store.update_status(pod)
+    reconcile(store, 1000.0)
+    refused = FaultyWriter(store, lambda n, kind: Conflict("injected") if kind == "delete" else None)
+    report = reconcile(refused, 1121.0)  # the release: its deletes fail, its status patch lands
+    assert any("released to be placed again as a unit" in e for e in report.events) and report.errors
+    assert store.get("InferenceGroup", "serving", "llama")["status"]["units"][0]["partialSince"] == rfc3339(1000.0), "still timed from then"
+    reconcile(store, 1122.0)
+    assert not [p for p in store.list("Pod", "serving") if p["spec"].get("nodeName")], "released on the next pass"
 
 
 def test_a_released_unit_is_requeued_with_exponential_backoff():

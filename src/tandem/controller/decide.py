@@ -752,6 +752,8 @@ def _status(draft: _Draft, now: float, expected: _Expected, state: ClusterState)
         if holding and not enough:
             partial_since = saved.partial_since if saved is not None and saved.partial_since else rfc3339(now)
             draft.deadlines.append(seconds(partial_since) + typed.spec.scheduler.gang_timeout_seconds)
+        elif unit in draft.released and saved is not None:
+            partial_since = saved.partial_since  # until the release is seen done: a delete that fails is retried at once
         releases, retry_after = (saved.releases, saved.retry_after) if saved is not None else (0, None)
         if unit in draft.released:
             releases += 1
