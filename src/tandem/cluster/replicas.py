@@ -8,7 +8,9 @@ the simulator's sampler and its serving load all read replicas this one way.
 from __future__ import annotations
 
 from collections import defaultdict
-from tandem.api.naming import ADMITTED, CREATION, REPLICA_LABEL, REVISION_LABEL, ROLE_LABEL
+from typing import Sequence
+
+from tandem.api.naming import ADMITTED, CREATION, REPLICA_LABEL, REVISION_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import InferenceGroup
 from tandem.api.timestamps import seconds
 from tandem.cluster.payloads import PodPayload
@@ -91,6 +93,18 @@ def unfinished(members: list[PodPayload], size: int, created_whole: int | None =
     if not (0 < len(indices) < size and indices == list(range(size - len(indices), size))):
         return False
     return created_whole is None or max(creation_of(p) for p in members) > created_whole
+
+
+def creations_whole(pods: Sequence[PodPayload], pods_per_replica: dict[str, int], stored: int) -> int:
+    """A group's `status.creations` as its pods read say it: the highest creation number
+    among them when no replica lacks a pod (none can be a creation cut short), else `stored`."""
+    members: dict[tuple[str, str, str], int] = defaultdict(int)
+    for pod in pods:
+        labels = pod["metadata"].get("labels") or {}
+        members[(labels.get(UNIT_LABEL, ""), labels.get(ROLE_LABEL, ""), labels.get(REPLICA_LABEL, ""))] += 1
+    if any(count < pods_per_replica.get(role, 1) for (_, role, _), count in members.items()):
+        return stored
+    return max([stored, *map(creation_of, pods)])
 
 
 def creation_of(pod: PodPayload) -> int:

@@ -70,7 +70,7 @@ from tandem.api.naming import ADMITTED, ASSIGNED_AT, CREATION, GATE, HOSTNAME_LA
 from tandem.cluster.payloads import PodPayload, as_object, as_pod
 from tandem.cluster.pods import assigned_node, pod_failed, pod_index
 from tandem.cluster.ports import Object, ObjectRef
-from tandem.cluster.replicas import UnitRead, creation_of, is_functional, minimum_placed, replicas_of_unit, unit_replicas
+from tandem.cluster.replicas import UnitRead, creation_of, creations_whole, is_functional, minimum_placed, replicas_of_unit, unit_replicas
 from tandem.controller.domains import unit_domain
 from tandem.controller.event_digest import digest
 from tandem.controller.health import Health, verdict
@@ -798,7 +798,7 @@ def _status(draft: _Draft, now: float, expected: _Expected, state: ClusterState)
         roles=roles,
         unit_states=_counted(unit_statuses),
         units=list_units(unit_statuses),
-        creations=_creations_whole(draft),
+        creations=creations_whole(draft.group.pods, {r.name: r.pods_per_replica for r in typed.spec.roles}, before.creations),
     )
     if draft.never_fit is not None:
         if not said_never_fit(before):
@@ -812,20 +812,6 @@ def _status(draft: _Draft, now: float, expected: _Expected, state: ClusterState)
         meta = raw["metadata"]
         patch = {"status": {"creations": draft.creation}}
         draft.actions.append(PatchStatus("InferenceGroup", meta.get("namespace"), meta["name"], patch, why="creations", after_creates=True))
-
-
-def _creations_whole(draft: _Draft) -> int:
-    """`status.creations` as the pods read say it: the highest creation number among them
-    when no replica read lacks a pod (none can be a creation cut short), else as stored."""
-    sizes = {r.name: r.pods_per_replica for r in draft.typed.spec.roles}
-    members: dict[tuple[str, str, str], int] = {}
-    for pod in draft.group.pods:
-        labels = pod["metadata"].get("labels") or {}
-        key = (labels.get(UNIT_LABEL, ""), labels.get(ROLE_LABEL, ""), labels.get(REPLICA_LABEL, ""))
-        members[key] = members.get(key, 0) + 1
-    if any(count < sizes.get(role, 1) for (_, role, _), count in members.items()):
-        return draft.before.creations
-    return max([draft.before.creations, *map(creation_of, draft.group.pods)])
 
 
 def _unit_state(draft: _Draft, unit: int, decision: Decision, pods: list[PodPayload], saved: UnitStatus | None) -> tuple[UnitState, str]:
