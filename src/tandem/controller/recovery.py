@@ -13,8 +13,8 @@ for it (beside what earlier repairs of the pass took), shares the replica's
 `pack.required` domain with its placed pods, the unit's `pack.required` domain with the
 unit's placed pods, and (with `exclusive`) a domain of that level the unit already holds;
 the nearest such node to the replica's placed pods first (the deepest common domain),
-then in node order. With every pod of the replica chosen, its role's Required affinities
-must hold for the unit as placed. The loads of the pods placed here are handed to the
+then in node order; the last pod chosen goes where its role's Required affinities hold
+for the unit as placed (nearest first), or the replica is re-created whole. The loads of the pods placed here are handed to the
 engine's snapshot (`with_repairs`) so the same pass places nothing else on that room.
 """
 
@@ -118,14 +118,13 @@ class Recovery:
             if snapshot.missing_resources(shape.requests):
                 return None
             fits = allowed & snapshot.eligible(shape.node_selector, shape.tolerations) & np.all(free >= vector, axis=1)
-            candidates = np.flatnonzero(fits)
-            if candidates.size == 0:
+            candidates = sorted(np.flatnonzero(fits).tolist(), key=lambda n: (-_closeness(view, n, fixed), n))
+            if index == wanted[-1]:  # the last pod goes where the role's Required affinities hold, if anywhere
+                candidates = [n for n in candidates if _affinities_hold(group, view, replica, unit_pods, [*fixed, *nodes.values(), n], snapshot)]
+            if not candidates:
                 return None
-            best = min(candidates.tolist(), key=lambda n: (-_closeness(view, n, fixed), n))
-            free[best] -= vector
-            nodes[index] = best
-        if not _affinities_hold(group, view, replica, unit_pods, [*fixed, *nodes.values()], snapshot):
-            return None
+            free[candidates[0]] -= vector
+            nodes[index] = candidates[0]
         for index, node in nodes.items():
             self._added[node] += snapshot.vector(PodShape.from_template(role.pod_template(index)).requests)
         return {index: snapshot.node_names[node] for index, node in nodes.items()}
