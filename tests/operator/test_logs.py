@@ -60,7 +60,8 @@ def test_the_operator_logs_a_line_per_decision_and_nothing_when_settled():
     handler = Records()
     logger = logging.getLogger("tandem.operator")
     logger.addHandler(handler)
-    level, logger.level = logger.level, logging.DEBUG
+    level = logger.level
+    logger.setLevel(logging.DEBUG)  # not `logger.level =`: setLevel clears the loggers' cached isEnabledFor answers
 
     def run(ticks: int) -> None:
         for _ in range(ticks):
@@ -98,4 +99,4 @@ def test_the_operator_logs_a_line_per_decision_and_nothing_when_settled():
         assert json.loads(JsonFormatter().format(change))["nodes"] == ["n-010"] and "in_message" not in json.loads(JsonFormatter().format(change))
     finally:
         logger.removeHandler(handler)
-        logger.level = level
+        logger.setLevel(level)
