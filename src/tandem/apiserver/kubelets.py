@@ -29,7 +29,6 @@ Like `tandem.sim.pod_lifecycle`, with the wall clock (injected) instead of the s
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -40,11 +39,11 @@ from tandem.api.quantity import parse_quantity
 from tandem.api.timestamps import rfc3339
 from tandem.apiserver.evictions import Taint, eviction_time, no_execute_taints, tolerates
 from tandem.apiserver.server_state import State
+from tandem.apiserver.step_thread import StepThread
 from tandem.cluster.payloads import as_pod
 from tandem.cluster.pods import pod_ready
 from tandem.errors import ApiError
 
-IDLE_WAKE_S = 1.0  # look again at least this often, even when nothing changes
 COALESCE_S = 0.02  # after a step, let a burst of writes land before the next
 
 
@@ -63,29 +62,16 @@ class Kubelet:
     _nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> the node, followed by changes
     _node_cursor: Any = None  # where `changes_since` last left off
     _taints: dict[str, dict[Taint, float]] = field(default_factory=dict)  # node -> its NoExecute taints -> since (server clock)
-    _seen: str = ""
-    _thread: threading.Thread | None = None
+    _thread: StepThread | None = None
 
     def start(self) -> "Kubelet":
-        self._thread = threading.Thread(target=self._run, name="tandem-apiserver-kubelet", daemon=True)
+        self._thread = StepThread(self.state, self.step, "tandem-apiserver-kubelet", own_writes_wake=False, coalesce_s=COALESCE_S)
         self._thread.start()
         return self
 
     def join(self, timeout: float = 5.0) -> None:
         if self._thread is not None:
             self._thread.join(timeout)
-
-    def _run(self) -> None:
-        delay: float | None = None
-        while True:
-            with self.state.lock:
-                if self.state.store.resource_version == self._seen and not self.state.stopping:
-                    self.state.lock.wait(IDLE_WAKE_S if delay is None else min(max(delay, 0.001), IDLE_WAKE_S))
-                if self.state.stopping:
-                    return
-                delay = self.step()
-                self._seen = self.state.store.resource_version
-            time.sleep(COALESCE_S)
 
     def step(self) -> float | None:
         """Do what is due (with the lock held); seconds until the next thing is due, or None.

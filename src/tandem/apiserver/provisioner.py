@@ -24,7 +24,6 @@ machine (nodes carry none; the kubelet derives a host IP in 127.20.0.0/16 from t
 from __future__ import annotations
 
 import copy
-import threading
 import time
 from dataclasses import dataclass, field
 from importlib import resources
@@ -37,13 +36,13 @@ from tandem.api.quantity import parse_quantity
 from tandem.api.timestamps import rfc3339
 from tandem.apiserver import verbs
 from tandem.apiserver.server_state import State
+from tandem.apiserver.step_thread import StepThread
 from tandem.errors import ApiError
 
 KIND = "ProvisioningRequest"
 ATOMIC_SCALE_UP = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
 CRD_FILE = "autoscaling.x-k8s.io_provisioningrequests.yaml"
-IDLE_WAKE_S = 1.0
 Amounts = dict[str, int]  # resource -> milli-units
 
 
@@ -72,28 +71,16 @@ class Provisioner:
     monotonic: Callable[[], float] = time.monotonic
     _accepted: dict[str, float] = field(default_factory=dict)  # uid -> when it was accepted
     _domains: int = 0  # new domains made so far (one per request provisioned)
-    _seen: str = ""
-    _thread: threading.Thread | None = None
+    _thread: StepThread | None = None
 
     def start(self) -> "Provisioner":
-        self._thread = threading.Thread(target=self._run, name="tandem-apiserver-provisioner", daemon=True)
+        self._thread = StepThread(self.state, self.step, "tandem-apiserver-provisioner", own_writes_wake=True)
         self._thread.start()
         return self
 
     def join(self, timeout: float = 5.0) -> None:
         if self._thread is not None:
             self._thread.join(timeout)
-
-    def _run(self) -> None:
-        delay: float | None = None
-        while True:
-            with self.state.lock:
-                if self.state.store.resource_version == self._seen and not self.state.stopping:
-                    self.state.lock.wait(IDLE_WAKE_S if delay is None else min(max(delay, 0.001), IDLE_WAKE_S))
-                if self.state.stopping:
-                    return
-                self._seen = self.state.store.resource_version
-                delay = self.step()
 
     def step(self) -> float | None:
         """Answer what is due (with the lock held); seconds until the next thing is due, or None."""
