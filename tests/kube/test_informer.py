@@ -182,6 +182,20 @@ def test_a_failing_list_backs_off_as_long_as_the_server_asks(api, api_rest):
         informer.stop()
 
 
+def test_a_kind_the_server_does_not_serve_is_said_so_in_the_warning(api, api_rest, caplog):
+    """A 404 on the list (a CRD not installed: --provisioning without cluster-autoscaler's)
+    names the likely cause, not only the code; the informer keeps trying."""
+    api.fail("GET", "/configmaps", 404, "NotFound", times=2, watch=False)
+    informer = Informer(api_rest, kind_of("ConfigMap"), **FAST).start()
+    try:
+        with caplog.at_level("WARNING", logger="tandem.kube"):
+            assert informer.wait_synced(3), "served again: it lists and syncs"
+        said = [r.getMessage() for r in caplog.records if "ConfigMap" in r.getMessage()]
+        assert said and all("is its CRD installed?" in line for line in said), said
+    finally:
+        informer.stop()
+
+
 def test_stop_ends_a_quiet_watch_at_once(api, start):
     informer = start(watch_timeout=300.0)
     wait_until(lambda: any(r.params.get("watch") for r in api.seen("GET", "/configmaps")), what="the watch")

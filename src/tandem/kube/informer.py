@@ -190,7 +190,9 @@ class Informer:
                 if self._stopped.is_set():
                     break
                 failures += 1
-                log.warning("informer %s: %s; retrying", self.kind.kind, exc, extra={"kind": self.kind.kind, "code": exc.code})
+                # 404 on a list: the server does not serve the kind at all (a CRD not installed)
+                hint = " (the API server does not serve this kind: is its CRD installed?)" if exc.code == 404 else ""
+                log.warning("informer %s: %s%s; retrying", self.kind.kind, exc, hint, extra={"kind": self.kind.kind, "code": exc.code})
                 self._pause(failures, exc.retry_after)
             except Exception:  # a bug must not silently end the informer: log, back off, carry on
                 if self._stopped.is_set():
