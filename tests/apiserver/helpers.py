@@ -22,6 +22,16 @@ def small_cluster(racks: int = 2, hosts: int = 2, gpus: int = 8) -> list[dict[st
     return [topology, *nodes]
 
 
+class Clock:
+    """A clock a test moves by hand (`clock.now += 5`), for the server's simulated components."""
+
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @dataclass
 class Reply:
     code: int

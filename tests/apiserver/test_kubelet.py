@@ -6,19 +6,11 @@ import time
 
 import pytest
 
-from apiserver.helpers import NS, Client, pod, small_cluster
+from apiserver.helpers import NS, Client, Clock, pod, small_cluster
 from tandem.apiserver.kubelets import Kubelet
 from tandem.apiserver.server import ApiServer
 
 PODS = f"/api/v1/namespaces/{NS}/pods"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -9,20 +9,12 @@ from typing import Any
 
 import pytest
 
-from apiserver.helpers import NS, Client, small_cluster
+from apiserver.helpers import NS, Client, Clock, small_cluster
 from tandem.apiserver.provisioner import ATOMIC_SCALE_UP, CHECK_CAPACITY, Provisioner, install_crd, provisioning_crd
 from tandem.apiserver.server import ApiServer
 
 REQUESTS = f"/apis/autoscaling.x-k8s.io/v1/namespaces/{NS}/provisioningrequests"
 TEMPLATES = f"/api/v1/namespaces/{NS}/podtemplates"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -97,7 +97,9 @@ def test_a_pod_placed_but_never_bound_is_released_after_the_gang_timeout(epoch):
     assert all(p["spec"].get("nodeName") for p in store.list("Pod", "serving"))
 
 
-def test_a_unit_below_its_minimum_is_released_whole_after_the_gang_timeout():
+def _below_minimum_on_a_full_cluster():
+    """A placed unit whose decode failed while no node takes anything new: below its
+    minimum, prefill still holding its GPUs (gang timeout 120 s)."""
     g = design_group()
     g["spec"]["scheduler"] = {"gangTimeoutSeconds": 120}
     store = world(g)
@@ -107,6 +109,11 @@ def test_a_unit_below_its_minimum_is_released_whole_after_the_gang_timeout():
     for pod in store.list("Pod", "serving", "tandem.dev/role=decode"):
         pod["status"] = {"phase": "Failed"}
         store.update_status(pod)
+    return store
+
+
+def test_a_unit_below_its_minimum_is_released_whole_after_the_gang_timeout():
+    store = _below_minimum_on_a_full_cluster()
     reconcile(store, 1000.0)
     unit = store.get("InferenceGroup", "serving", "llama")["status"]["units"][0]
     assert unit["partialSince"] == rfc3339(1000.0) == "1970-01-01T00:16:40Z"
@@ -120,15 +127,7 @@ def test_a_unit_below_its_minimum_is_released_whole_after_the_gang_timeout():
 
 
 def test_a_release_whose_deletes_fail_is_tried_again_at_once_not_timed_anew():
-    g = design_group()
-    g["spec"]["scheduler"] = {"gangTimeoutSeconds": 120}
-    store = world(g)
-    run(store)
-    for n in store.list("Node"):
-        store.patch("Node", None, n["metadata"]["name"], {"spec": {"unschedulable": True}})
-    for pod in store.list("Pod", "serving", "tandem.dev/role=decode"):
-        pod["status"] = {"phase": "Failed"}
-        store.update_status(pod)
+    store = _below_minimum_on_a_full_cluster()
     reconcile(store, 1000.0)
     refused = FaultyWriter(store, lambda n, kind: Conflict("injected") if kind == "delete" else None)
     report = reconcile(refused, 1121.0)  # the release: its deletes fail, its status patch lands
@@ -139,15 +138,7 @@ def test_a_release_whose_deletes_fail_is_tried_again_at_once_not_timed_anew():
 
 
 def test_a_released_unit_is_requeued_with_exponential_backoff():
-    g = design_group()
-    g["spec"]["scheduler"] = {"gangTimeoutSeconds": 120}
-    store = world(g)
-    run(store)
-    for n in store.list("Node"):
-        store.patch("Node", None, n["metadata"]["name"], {"spec": {"unschedulable": True}})
-    for pod in store.list("Pod", "serving", "tandem.dev/role=decode"):
-        pod["status"] = {"phase": "Failed"}
-        store.update_status(pod)
+    store = _below_minimum_on_a_full_cluster()
     reconcile(store, 1000.0)
     reconcile(store, 1121.0)  # released
     unit = store.get("InferenceGroup", "serving", "llama")["status"]["units"][0]

@@ -39,16 +39,18 @@ from tandem.api.quantity import parse_quantity
 from tandem.api.timestamps import rfc3339
 from tandem.apiserver.evictions import Taint, eviction_time, no_execute_taints, tolerates
 from tandem.apiserver.server_state import State
-from tandem.apiserver.step_thread import StepThread
+from tandem.apiserver.step_thread import StepThread, Stepped
 from tandem.cluster.payloads import as_pod
 from tandem.cluster.pods import pod_ready
 from tandem.errors import ApiError
 
-COALESCE_S = 0.02  # after a step, let a burst of writes land before the next
 
 
 @dataclass
-class Kubelet:
+class Kubelet(Stepped):
+    THREAD_NAME = "tandem-apiserver-kubelet"
+    OWN_WRITES_WAKE = False  # a bind or a start it wrote needs nothing more from it
+    COALESCE_S = 0.02  # after a step, let a burst of writes land before the next
     state: State
     ready_after: float = 0.0
     bind_latency: float = 0.0
@@ -63,15 +65,6 @@ class Kubelet:
     _node_cursor: Any = None  # where `changes_since` last left off
     _taints: dict[str, dict[Taint, float]] = field(default_factory=dict)  # node -> its NoExecute taints -> since (server clock)
     _thread: StepThread | None = None
-
-    def start(self) -> "Kubelet":
-        self._thread = StepThread(self.state, self.step, "tandem-apiserver-kubelet", own_writes_wake=False, coalesce_s=COALESCE_S)
-        self._thread.start()
-        return self
-
-    def join(self, timeout: float = 5.0) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
 
     def step(self) -> float | None:
         """Do what is due (with the lock held); seconds until the next thing is due, or None.

@@ -36,7 +36,7 @@ from tandem.api.quantity import parse_quantity
 from tandem.api.timestamps import rfc3339
 from tandem.apiserver import verbs
 from tandem.apiserver.server_state import State
-from tandem.apiserver.step_thread import StepThread
+from tandem.apiserver.step_thread import StepThread, Stepped
 from tandem.errors import ApiError
 
 KIND = "ProvisioningRequest"
@@ -65,22 +65,15 @@ def install_crd(state: State) -> None:
 
 
 @dataclass
-class Provisioner:
+class Provisioner(Stepped):
+    THREAD_NAME = "tandem-apiserver-provisioner"
+    OWN_WRITES_WAKE = True  # accepting a request is what makes it due for nodes
     state: State
     delay: float = 0.0  # seconds from a request's acceptance to its nodes
     monotonic: Callable[[], float] = time.monotonic
     _accepted: dict[str, float] = field(default_factory=dict)  # uid -> when it was accepted
     _domains: int = 0  # new domains made so far (one per request provisioned)
     _thread: StepThread | None = None
-
-    def start(self) -> "Provisioner":
-        self._thread = StepThread(self.state, self.step, "tandem-apiserver-provisioner", own_writes_wake=True)
-        self._thread.start()
-        return self
-
-    def join(self, timeout: float = 5.0) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
 
     def step(self) -> float | None:
         """Answer what is due (with the lock held); seconds until the next thing is due, or None."""

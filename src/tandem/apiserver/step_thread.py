@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Callable, ClassVar, Self
 
 from tandem.apiserver.server_state import State
 
@@ -50,3 +50,26 @@ class StepThread:
                     self._seen = state.store.resource_version
             if self._coalesce_s:
                 time.sleep(self._coalesce_s)
+
+
+class Stepped:
+    """`start` and `join` for a component whose `step` runs in a StepThread (a dataclass
+    with `state` and `_thread` fields, and the class attributes below)."""
+
+    THREAD_NAME: ClassVar[str]
+    OWN_WRITES_WAKE: ClassVar[bool]
+    COALESCE_S: ClassVar[float] = 0.0
+    state: State
+    _thread: StepThread | None
+
+    def step(self) -> float | None:
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        self._thread = StepThread(self.state, self.step, self.THREAD_NAME, own_writes_wake=self.OWN_WRITES_WAKE, coalesce_s=self.COALESCE_S)
+        self._thread.start()
+        return self
+
+    def join(self, timeout: float = 5.0) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
