@@ -74,7 +74,7 @@ from tandem.cluster.replicas import UnitRead, creation_of, creations_whole, is_f
 from tandem.controller.domains import unit_domain
 from tandem.controller.event_digest import digest
 from tandem.controller.health import Health, verdict
-from tandem.controller.fit import REASON as NEVER_FITS, Capacity, never_fits, said_never_fit, with_never_fit
+from tandem.controller.fit import REASON as NEVER_FITS, Capacity, never_fits, said_never_fit
 from tandem.controller.manifests import headless_service, peers_config_map_object, peers_document, replica_pods, revision_of
 from tandem.controller.memo import MemoUpdate
 from tandem.controller.observe import ClusterState, GroupState
@@ -782,7 +782,7 @@ def _status(draft: _Draft, now: float, expected: _Expected, state: ClusterState)
     health = verdict(Health(
         units=worded(unit_statuses), roles=roles, available=available, scheduled=scheduled_all,
         below=[(unit, ", ".join(what)) for unit, what in sorted(below.items())], updating=updating,
-        degraded=not available and any(r.ready_replicas for r in roles), faults=tuple(faults),
+        degraded=not available and any(r.ready_replicas for r in roles), faults=tuple(faults), never_fit=draft.never_fit,
     ))
     conditions = [condition(before.conditions, kind, value, why, message, now, generation) for kind, value, why, message in health.conditions]
     status = InferenceGroupStatus(
@@ -800,10 +800,8 @@ def _status(draft: _Draft, now: float, expected: _Expected, state: ClusterState)
         units=list_units(unit_statuses),
         creations=creations_whole(draft.group.pods, {r.name: r.pods_per_replica for r in typed.spec.roles}, before.creations),
     )
-    if draft.never_fit is not None:
-        if not said_never_fit(before):
-            draft.event("Warning", NEVER_FITS, draft.never_fit)
-        status = with_never_fit(status, draft.never_fit, now, generation, before)
+    if draft.never_fit is not None and not said_never_fit(before):
+        draft.event("Warning", NEVER_FITS, draft.never_fit)
     _happenings(draft, before, status)
     _patch_status(draft, status, RECONCILE_KEYS)
     if any(isinstance(a, CreateObject) and a.obj["kind"] == "Pod" for a in draft.actions) and draft.creation > status.creations:

@@ -20,8 +20,8 @@ taints are not judged here (the engine says when they are what stops a unit).
 
 `never_fits` is pure; `decide` calls it before coordinating a group and, when it answers,
 creates nothing for the group's units (each is Unschedulable, its reason `NeverFits: ...`)
-and sets the `Scheduled` condition to False with reason `NeverFits` and the message
-(`with_never_fit`).
+and the status pass's `health.verdict` sets the `Scheduled` condition to False with reason
+`NeverFits` and the message.
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ import numpy as np
 
 from tandem.api.group_status import InferenceGroupStatus
 from tandem.api.resources import InferenceGroup
-from tandem.controller.status_patch import condition
+from tandem.controller.health import NEVER_FITS
 from tandem.placement.demand import PodShape
 from tandem.topology.snapshot import PODS, format_amount
 from tandem.topology.tree import TopologyView
 
-REASON = "NeverFits"
+REASON = NEVER_FITS
 
 
 class Capacity:
@@ -112,17 +112,6 @@ def never_fits(group: InferenceGroup, capacity: Capacity) -> str | None:
         counts = ", ".join(f"{role.minimum} {role.name}" for _, role in needed)
         return f"the unit's minimum ({counts}) asks for {short}"
     return None
-
-
-def with_never_fit(status: InferenceGroupStatus, message: str, now: float, generation: int, before: InferenceGroupStatus) -> InferenceGroupStatus:
-    """`status` with `Scheduled` False for reason NeverFits: the one condition that says why.
-    Its message is the units' words as the status pass folded them (each unit is
-    Unschedulable, its reason `NeverFits: <the shortfall>`), else the shortfall."""
-    kept = status.condition("Scheduled")
-    words = kept.message if kept is not None and REASON in kept.message else message
-    said = condition(before.conditions, "Scheduled", False, REASON, words, now, generation)
-    conditions = [said if c.type == "Scheduled" else c for c in status.conditions]
-    return status.model_copy(update={"conditions": conditions if kept is not None else [*conditions, said]})
 
 
 def said_never_fit(status: InferenceGroupStatus) -> bool:

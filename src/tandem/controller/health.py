@@ -17,6 +17,7 @@ from tandem.api.group_status import RoleStatus, UnitStatus
 from tandem.controller.event_digest import fold
 
 _SHOWN = 3  # units named in a message before "and N more"
+NEVER_FITS = "NeverFits"  # the Scheduled reason of a group no unit of which could ever fit (`fit.py`)
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Health:
     updating: str = ""  # the revision being rolled out, while replicas of another remain
     degraded: bool = False  # below a minimum while some replicas are Ready
     faults: Sequence[tuple[str, str]] = field(default_factory=tuple)  # (reason, message): writes the API refused, a name taken
+    never_fit: str | None = None  # why no unit could ever fit the nodes (`fit.py`): Scheduled says so
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ def verdict(h: Health) -> Verdict:
         scheduled = ("Scheduled", False, "Pending", f"{bound} of {total} replicas scheduled; {_units(pending)} waiting for a node or to be bound")
     else:
         scheduled = ("Scheduled", False, "StepsPending", f"{bound} of {total} replicas scheduled; the rest wait for their rollout step")
+    if h.never_fit is not None:  # the units' words when they say it (`NeverFits: ...`), else the shortfall
+        scheduled = ("Scheduled", False, NEVER_FITS, scheduled[3] if NEVER_FITS in scheduled[3] else h.never_fit)
 
     if not count:
         available = ("Available", True, "NoUnits", "spec.replicas is 0: nothing to serve")
