@@ -641,11 +641,16 @@ WHOLE, ITEMS = 10**12, 0  # whole_below: parse whole / item by item
 
 def _aks_dump(nodes: int) -> str:
     """`kubectl get nodes -o yaml` of the bench's AKS-shaped nodes (50 images, managed fields, ...)."""
-    import sys
+    import importlib.util
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-    from loading import aks_node  # the bench's AKS-shaped node
+    # by file, not by putting bench/ on sys.path: its modules' names (faults, loading) would
+    # shadow the tests' own for the rest of the session
+    spec = importlib.util.spec_from_file_location("tandem_bench_loading", Path(__file__).resolve().parents[2] / "bench" / "loading.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    aks_node = bench.aks_node  # the bench's AKS-shaped node
 
     return "apiVersion: v1\nitems:\n" + "".join(yaml.safe_dump([aks_node(i)], sort_keys=True, width=10**6) for i in range(nodes)) + "kind: List\n"
 

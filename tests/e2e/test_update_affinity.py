@@ -100,5 +100,9 @@ def test_updates_and_scaling_under_sigkill_keep_required_affinity_and_settle(wor
         decode = {racks[p["spec"]["nodeName"]] for p in mine if p["metadata"]["labels"][ROLE_LABEL] == "decode"}
         prefill = [racks[p["spec"]["nodeName"]] for p in mine if p["metadata"]["labels"][ROLE_LABEL] == "prefill"]
         assert all(rack in decode for rack in prefill), f"unit {unit}: prefill in {prefill}, decode in {sorted(decode)}"
-    group = yaml.safe_load(server.kubectl("get", "ig", NAME, "-n", NS, "-o", "yaml").stdout)
-    assert all(u["state"] == "Complete" for u in group["status"]["units"]), group["status"]["units"]
+    # the status follows the pods by a pass (or a leader's start after the last SIGKILL)
+    def complete() -> bool:
+        units = yaml.safe_load(server.kubectl("get", "ig", NAME, "-n", NS, "-o", "yaml").stdout)["status"]["units"]
+        return all(u["state"] == "Complete" for u in units)
+
+    wait_for(complete, 30, "every unit Complete in the status")
