@@ -94,6 +94,7 @@ class ClusterTopology(StrictModel):
     kind: Literal["ClusterTopology"]
     metadata: ClusterMeta
     spec: ClusterTopologySpec
+    status: dict[str, object] | None = None  # written by the topology controller (api/topology_status.py)
 
     def level_names(self) -> list[str]:
         return [level.name for level in self.spec.levels]
