@@ -1,7 +1,8 @@
 """Read a group's shape back from rendered objects, one reader per backend, written independently
 of the renderers: only the scheduler's own fields (and the level a node label, tier or layer
 names in the scheduler's own topology objects) are used, never tandem's labels, except to
-count the pods a backend leaves implicit.
+count the pods a backend leaves implicit and to evaluate a required pod affinity's selector
+as the scheduler would (Volcano keeps a host pack that way).
 
 A shape is what a scheduler must know to keep tandem's promises: per unit and role the
 replicas, the minimum and the pods per replica, and the levels of the packs it expresses.
@@ -33,7 +34,7 @@ class Shape:
     role_preferred: dict[str, str] = field(default_factory=dict)
 
 
-def expected(group: InferenceGroup, fields: set[str]) -> list[Shape]:
+def expected(group: InferenceGroup, fields: set[str], topology: ClusterTopology | None = None) -> list[Shape]:
     """The group's shape per unit, keeping only the pack fields a backend expresses."""
     pack = group.spec.topology.pack
     shape = Shape(
@@ -41,6 +42,13 @@ def expected(group: InferenceGroup, fields: set[str]) -> list[Shape]:
         unit_required=pack.required if "unit_required" in fields else None,
         unit_preferred=(pack.preferred if pack.preferred != pack.required else None) if "unit_preferred" in fields else None,
     )
+    if "host_pack_by_pod_affinity" in fields and topology is not None and pack.required is not None:
+        # No tier names a host, and one pod needs no affinity to share it: a host pack over at
+        # most one pod leaves only the tier-1 pack it is rendered as (tier 1: the narrowest
+        # level but the hostname, or the root 'cluster').
+        if _label_of(topology, pack.required) == HOSTNAME and sum(r.replicas * r.pods_per_replica for r in group.spec.roles) <= 1:
+            tiered = [level.name for level in topology.spec.levels if level.node_label != HOSTNAME]
+            shape.unit_required = tiered[-1] if tiered else "cluster"
     if "unit_preferred_alone" in fields and pack.required is None:
         shape.unit_preferred = pack.preferred
     for role in group.spec.roles:
@@ -55,6 +63,13 @@ def expected(group: InferenceGroup, fields: set[str]) -> list[Shape]:
 
 def _by_label(topology: ClusterTopology, label: str) -> str:
     return next(level.name for level in topology.spec.levels if level.node_label == label)
+
+
+def _label_of(topology: ClusterTopology, name: str) -> str:
+    return next(level.node_label for level in topology.spec.levels if level.name == name)
+
+
+HOSTNAME = "kubernetes.io/hostname"
 
 
 def _kind(objects: list[dict[str, Any]], kind: str, api_prefix: str = "") -> list[dict[str, Any]]:
@@ -73,9 +88,40 @@ def _pod_counts(objects: list[dict[str, Any]], unit_of: Any) -> dict[tuple[Any, 
 # ----------------------------------------------------------------------------- volcano
 
 
+def _matches(selector: dict[str, Any], pod: dict[str, Any]) -> bool:
+    labels = pod["metadata"].get("labels", {})
+    return all(labels.get(key) == value for key, value in selector.get("matchLabels", {}).items())
+
+
+def _volcano_host_packs(pods: list[dict[str, Any]], policies: dict[str, dict[str, Any]]) -> tuple[str | None, dict[str, str]]:
+    """Packs kept by required pod affinity. A term whose selector is a pod's subgroup as Volcano
+    defines it (its subGroupPolicy entry's labelSelector and the pod's values of `matchLabelKeys`)
+    packs that role's replicas; any other term that takes every pod of the PodGroup packs the
+    unit. Returns (unit topologyKey, role -> topologyKey)."""
+    unit, replicas = None, {}
+    for pod in pods:
+        role = pod["metadata"]["annotations"]["volcano.sh/task-spec"]
+        labels = pod["metadata"]["labels"]
+        terms = pod["spec"].get("affinity", {}).get("podAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", [])
+        for term in terms:
+            selector = term["labelSelector"].get("matchLabels", {})
+            if role in policies:
+                policy = policies[role]
+                subgroup = policy["labelSelector"]["matchLabels"] | {key: labels[key] for key in policy["matchLabelKeys"]}
+                if selector == subgroup:
+                    replicas[role] = term["topologyKey"]
+                    continue
+            if all(_matches(term["labelSelector"], other) for other in pods):
+                unit = term["topologyKey"]
+    return unit, replicas
+
+
 def volcano(objects: list[dict[str, Any]], topology: ClusterTopology, roles: list[str]) -> list[Shape]:
     tiers = {o["spec"]["tier"]: o["spec"]["tierName"] for o in _kind(objects, "HyperNode")}
     counts = _pod_counts(objects, lambda pod: pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"])
+    pods_of: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for pod in _kind(objects, "Pod"):
+        pods_of[pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"]].append(pod)
     shapes = []
     for group in sorted(_kind(objects, "PodGroup", "scheduling.volcano.sh"), key=lambda o: int(o["metadata"]["name"].rsplit("-", 1)[1])):
         spec, name = group["spec"], group["metadata"]["name"]
@@ -94,6 +140,11 @@ def volcano(objects: list[dict[str, Any]], topology: ClusterTopology, roles: lis
         network = spec.get("networkTopology", {})
         if network.get("mode") == "hard":
             shape.unit_required = tiers[network["highestTierAllowed"]]
+        unit_host, replica_hosts = _volcano_host_packs(pods_of[name], policies)
+        if unit_host is not None:
+            shape.unit_required = _by_label(topology, unit_host)
+        for role, label in replica_hosts.items():
+            shape.role_required[role] = _by_label(topology, label)
         shapes.append(shape)
     return shapes
 
@@ -379,7 +430,7 @@ READERS = {"volcano": volcano, "koordinator": koordinator, "kai": kai, "kueue": 
 PODS_ONLY = {"kueue", "workload-api v1alpha1"}
 # The pack fields each backend expresses (the others are rejected or approximated, see capabilities.md).
 EXPRESSED = {
-    "volcano": {"unit_required", "role_required"},
+    "volcano": {"unit_required", "role_required", "host_pack_by_pod_affinity"},
     "koordinator": {"unit_required", "unit_preferred"},
     "kai": {"unit_required", "unit_preferred", "role_required", "role_preferred"},
     "kueue": {"unit_required", "unit_preferred_alone", "role_required"},

@@ -27,7 +27,7 @@ def test_render_prints_every_object_to_apply_and_warns_on_approximations(run_cli
     kinds = _kinds(result.stdout)
     assert kinds.count("PodGroup") == 2 and kinds.count("PriorityClass") == 1
     assert kinds.count("Pod") == 2 * (4 * 1 + 2 * 2)
-    assert kinds.count("HyperNode") == 1 + 2 + 8 + 64  # root, blocks, racks, hosts
+    assert kinds.count("HyperNode") == 1 + 2 + 8  # root, blocks, racks: a host is a Node, not a HyperNode
     assert kinds.index("HyperNode") < kinds.index("PriorityClass") < kinds.index("PodGroup") < kinds.index("Pod")
     assert result.stdout.startswith("# Rendered by tandem for backend volcano.")
     warnings = result.stderr.strip().splitlines()

@@ -83,5 +83,36 @@ def test_preferred_affinity_becomes_inter_pod_affinity_on_the_from_role(small_cl
         "labelSelector": {"matchLabels": {"tandem.dev/group": "pd", "tandem.dev/role": "decode", "tandem.dev/unit": "1"}},
         "topologyKey": "kubernetes.io/hostname",
     }
-    assert "affinity" not in volcano.prepare_pod(pods[-1], grp, topology)["spec"]  # decode is not a 'from' role
+    assert "preferredDuringSchedulingIgnoredDuringExecution" not in volcano.prepare_pod(pods[-1], grp, topology)["spec"]["affinity"]["podAffinity"]  # decode is not a 'from' role
     assert "affinity" not in get_backend("kueue").prepare_pod(pods[0], grp, topology)["spec"]
+
+
+def test_volcano_keeps_a_host_pack_by_required_pod_affinity_among_the_replica(small_cluster: Inputs) -> None:
+    """A host is no Volcano tier: each decode replica (2 pods, required host) is held on one host by
+    required pod affinity towards the pods of that replica only; prefill (one pod) gets none."""
+    grp, pods, topology = _pods(small_cluster)
+    volcano = get_backend("volcano")
+    for pod in pods:
+        prepared = volcano.prepare_pod(pod, grp, topology)
+        labels = pod["metadata"]["labels"]
+        required = prepared["spec"].get("affinity", {}).get("podAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", [])
+        if labels["tandem.dev/role"] == "prefill":
+            assert required == []
+            continue
+        assert required == [
+            {
+                "labelSelector": {
+                    "matchLabels": {
+                        "tandem.dev/group": "pd",
+                        "tandem.dev/replica": labels["tandem.dev/replica"],
+                        "tandem.dev/role": "decode",
+                        "tandem.dev/unit": "1",
+                    }
+                },
+                "topologyKey": "kubernetes.io/hostname",
+            }
+        ]
+    (podgroup,) = volcano.group_objects(grp, topology)
+    (policy,) = podgroup["spec"]["subGroupPolicy"]
+    assert policy["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}  # the rack, which holds any host
+    assert podgroup["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}  # unit: rack

@@ -29,7 +29,7 @@ def round_trip(backend: Backend, inputs: Inputs, raw: dict) -> tuple[list, list,
     group = typed(variant)
     objects = backend.render(group, topology, inputs.nodes, variant)
     read = READERS[backend.name](objects, topology, [r.name for r in group.spec.roles])
-    want = expected(group, EXPRESSED[backend.label])
+    want = expected(group, EXPRESSED[backend.label], topology)
     if backend.label in PODS_ONLY:  # a unit is seen only through its pods: one without pods is invisible
         want = [shape for shape in want if any(role.replicas for role in shape.roles.values())]
     return normalized(read), normalized(want), steps

@@ -77,13 +77,22 @@ def test_topology_objects_validate_for_every_shape(backend: Backend, shape: str)
     rendered = backend.render_topology(topology, inputs.nodes)
     assert_valid(rendered, kube_of(backend))
     if backend.name == "volcano":
-        # one HyperNode per domain of every level, plus the root; the unlabelled node is in none
+        # one HyperNode per domain of every level but the hostname one, plus the root; tier-1
+        # HyperNodes select the labelled nodes of their domain (hostname excluded); the
+        # unlabelled node is in none
         names = [o["metadata"]["name"] for o in rendered]
         assert len(names) == len(set(names))
         leaves = [o for o in rendered if o["spec"]["tier"] == 1]
-        selected = {tuple(sorted(m["selector"]["labelMatch"]["matchLabels"].items())) for o in leaves for m in o["spec"]["members"]}
         labelled = [n for n in inputs.nodes if all(lv.node_label in n.metadata.labels for lv in topology.spec.levels)]
-        assert len(selected) == len({tuple(n.metadata.labels[lv.node_label] for lv in topology.spec.levels) for n in labelled})
+        tiered = [lv.node_label for lv in topology.spec.levels if lv.node_label != "kubernetes.io/hostname"]
+        if tiered:
+            selected = [tuple(sorted(m["selector"]["labelMatch"]["matchLabels"].items())) for o in leaves for m in o["spec"]["members"]]
+            assert sorted(selected) == sorted({tuple(sorted((k, n.metadata.labels[k]) for k in tiered)) for n in labelled})
+        else:
+            (root,) = rendered
+            assert leaves == [root] and root["spec"]["members"] == [
+                {"type": "Node", "selector": {"labelMatch": {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "Exists"}]}}}
+            ]
 
 
 def test_the_strict_schemas_catch_unknown_fields_and_wrong_kinds(example_inputs: Inputs) -> None:

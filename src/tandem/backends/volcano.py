@@ -9,20 +9,30 @@
   the replica's required pack is that entry's `networkTopology`.
 - Unit pack: `networkTopology {mode: hard, highestTierAllowed}`; a preferred-only pack is
   `mode: soft`, which carries no tier.
-- Topology: a HyperNode per domain of every level. For N levels (broadest first) level i
-  is tier N - i, so the narrowest level is tier 1 and the whole tree hangs from a
-  synthetic root HyperNode (tier N + 1) named after the ClusterTopology. Leaf HyperNodes
-  select their nodes by every level label of their path; a hostname level therefore
-  yields one HyperNode per node, which is what keeps a host pack exact (GREP-377).
+- Tiers, numbered exactly as Volcano's label discoverer numbers them (volcano-sh/volcano
+  `pkg/controllers/hypernode/discovery/label/label.go`: `parseCfg` drops the hostname
+  label, `generateHyperNodeInfo` numbers the rest from the narrowest up): a level whose
+  label is `kubernetes.io/hostname` is a Node, not a tier; the narrowest other level is
+  tier 1, the broadest tier T, and tandem's synthetic root (named after the
+  ClusterTopology, tierName `cluster`) tier T + 1. So `highestTierAllowed` names the same
+  level on discovered HyperNodes as on tandem's.
+- A required pack at the hostname level (of a unit, or of a multi-pod replica) has no tier:
+  it is the tier-1 pack (every host lies in one tier-1 HyperNode; Volcano tries each) plus
+  required pod affinity on `kubernetes.io/hostname` among the unit's or replica's pods.
+- Topology: a HyperNode per domain of every tier level. Tier-1 HyperNodes select their
+  nodes by `labelMatch` on every level label of their path, hostname excluded: a node
+  added to an existing tier-1 domain changes no HyperNode, and `rack-1` under two blocks
+  stays two domains.
 """
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, Mapping, Sequence
 
 from tandem.api.kube import Node
-from tandem.api.naming import REPLICA_LABEL
-from tandem.api.resources import ClusterTopology, InferenceGroup
+from tandem.api.naming import HOSTNAME_LABEL, REPLICA_LABEL
+from tandem.api.resources import ClusterTopology, InferenceGroup, Role, TopologyLevel
 from tandem.backends.base import (
     EXCLUSIVE_AS_ANTI_AFFINITY,
     PREFERRED_AFFINITY_AS_POD_AFFINITY,
@@ -38,21 +48,68 @@ from tandem.backends.base import (
     unit_object_name,
     unit_selector,
 )
-from tandem.backends.domains import node_paths, object_name
+from tandem.backends.domains import object_name
+from tandem.backends.features import FEATURES, Feature
 from tandem.backends.pods import pod_identity
 from tandem.backends.priority import priority_class_field
+from tandem.backends.topology_levels import group_problems, level_label_problems, refuse_levels
 from tandem.errors import InputError, Problem
 
 API_VERSION = "scheduling.volcano.sh/v1beta1"
 HYPERNODE_API_VERSION = "topology.volcano.sh/v1alpha1"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 TASK_ANNOTATION = "volcano.sh/task-spec"
+ROOT_TIER_NAME = "cluster"  # tierName of tandem's synthetic root, one tier above the broadest level
+HOST_TIER = 1  # the tier a host pack asks for: every host lies within one tier-1 HyperNode
+MANAGED_BY = {"app.kubernetes.io/managed-by": "tandem"}
+
+
+def tier_levels(topology: ClusterTopology) -> list[TopologyLevel]:
+    """The levels that are Volcano tiers, broadest first: every level but the hostname one."""
+    return [level for level in topology.spec.levels if level.node_label != HOSTNAME_LABEL]
+
+
+def is_host_level(topology: ClusterTopology | None, level: str) -> bool:
+    """True when `level` is labelled `kubernetes.io/hostname`: a Node to Volcano, not a tier."""
+    known = topology_defining(topology, level)
+    return known.spec.levels[known.depth(level)].node_label == HOSTNAME_LABEL
 
 
 def tier(topology: ClusterTopology | None, level: str) -> int:
-    """Volcano counts tiers from the nodes up: the narrowest level is tier 1."""
+    """Volcano's tier for `level`, as its label discoverer numbers it: the narrowest level that
+    is not the hostname is tier 1, each broader level one more."""
     known = topology_defining(topology, level)
-    return len(known.spec.levels) - known.depth(level)
+    if is_host_level(known, level):
+        raise InputError(
+            Problem(
+                "spec.topologyName",
+                f"level {level!r} of ClusterTopology {known.metadata.name!r} is labelled {HOSTNAME_LABEL}: "
+                "a host is a Node to Volcano, not a Volcano tier",
+            )
+        )
+    names = [lv.name for lv in tier_levels(known)]
+    return len(names) - names.index(level)
+
+
+def pack_tier(topology: ClusterTopology | None, level: str) -> int:
+    """`highestTierAllowed` for a required pack at `level`; a host pack asks for tier 1, which
+    every host lies within (the host itself is kept by `add_host_affinity`)."""
+    return HOST_TIER if is_host_level(topology, level) else tier(topology, level)
+
+
+def _host_pack(which: str) -> Approximate:
+    return Approximate(
+        f"exact at every level but the hostname one ({which}). A host is no Volcano tier (its label discoverer "
+        "makes none), so a host pack is the tier-1 pack plus required pod affinity on kubernetes.io/hostname among "
+        "the pods packed: Volcano never splits them (its predicates plugin runs kube-scheduler's InterPodAffinity "
+        "filter, counting pods allocated earlier in the session), but places the first pod without looking ahead, "
+        "so within each tier-1 HyperNode it tries they may wait while another host would hold them all"
+    )
+
+
+UNIT_PACK = "networkTopology mode hard, highestTierAllowed"
+ROLE_PACK = "subGroupPolicy networkTopology mode hard per replica"
+PACK_FEATURES = ("unit-pack-required", "role-pack-required")
 
 
 class VolcanoBackend(Backend):
@@ -69,12 +126,12 @@ class VolcanoBackend(Backend):
                 "Volcano orders PodGroups by priority and queue, not minimums first: an extra replica of one unit "
                 "may be placed before another unit's minimum"
             ),
-            "unit-pack-required": Full("networkTopology mode hard, highestTierAllowed"),
+            "unit-pack-required": _host_pack(UNIT_PACK),
             "unit-pack-preferred": Approximate(
                 "mode soft names no tier: Volcano packs as tightly as it can (within the required tier, if any), "
                 "not at this level first"
             ),
-            "role-pack-required": Full("subGroupPolicy networkTopology mode hard per replica"),
+            "role-pack-required": _host_pack(ROLE_PACK),
             "role-pack-preferred": Approximate("dropped: a subGroupPolicy entry takes only a hard tier"),
             "affinity-required": Unsupported(
                 "Volcano has no cross-role proximity constraint; pack the unit at that level instead, or use backend 'native'"
@@ -90,6 +147,36 @@ class VolcanoBackend(Backend):
             ),
             **controller_only(),
         }
+
+    def support_for(self, feature: Feature, group: InferenceGroup, topology: ClusterTopology | None) -> Support:
+        """A required pack is exact but at the hostname level; those uses are warned of in `extra_warnings`."""
+        if feature.id == "unit-pack-required":
+            return Full(UNIT_PACK)
+        if feature.id == "role-pack-required":
+            return Full(ROLE_PACK)
+        return super().support_for(feature, group, topology)
+
+    def extra_problems(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
+        return group_problems(topology, level_label_problems(topology, "Volcano")) if topology is not None else []
+
+    def extra_warnings(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
+        """Each required pack at the hostname level over more than one pod: kept by pod affinity, see `_host_pack`."""
+        if topology is None:
+            return []
+        host_packs = {path for path, _ in _host_packs(group, topology)}
+        capabilities = self.capabilities()
+        found = []
+        for feature in FEATURES:
+            if feature.id not in PACK_FEATURES:
+                continue
+            support = capabilities[feature.id]
+            assert isinstance(support, Approximate)
+            found += [
+                Problem(usage.path, f"backend {self.label!r} approximates {feature.title} ({usage.detail}): {support.warning}")
+                for usage in feature.detect(group, topology)
+                if usage.path in host_packs
+            ]
+        return found
 
     # ------------------------------------------------------------------ group objects
 
@@ -119,7 +206,7 @@ class VolcanoBackend(Backend):
                 "minSubGroups": role.minimum,
             }
             if role.topology.pack.required is not None:
-                policy["networkTopology"] = {"mode": "hard", "highestTierAllowed": tier(topology, role.topology.pack.required)}
+                policy["networkTopology"] = {"mode": "hard", "highestTierAllowed": pack_tier(topology, role.topology.pack.required)}
             policies.append(policy)
         if policies:
             spec["subGroupPolicy"] = policies
@@ -133,7 +220,7 @@ class VolcanoBackend(Backend):
     @staticmethod
     def _network_topology(required: str | None, preferred: str | None, topology: ClusterTopology | None) -> dict[str, Any] | None:
         if required is not None:
-            return {"mode": "hard", "highestTierAllowed": tier(topology, required)}
+            return {"mode": "hard", "highestTierAllowed": pack_tier(topology, required)}
         if preferred is not None:
             return {"mode": "soft"}
         return None
@@ -145,56 +232,143 @@ class VolcanoBackend(Backend):
         annotations[TASK_ANNOTATION] = role
         add_preferred_affinity(pod, group, topology)
         add_exclusive_anti_affinity(pod, group, topology)
+        add_host_affinity(pod, group, topology)
 
     # ------------------------------------------------------------------ topology
 
     def render_topology(self, topology: ClusterTopology, nodes: Sequence[Node]) -> list[dict[str, Any]]:
+        """A HyperNode per domain of every tier level, under a root named after the ClusterTopology.
+
+        Only the nodes carrying every level label count (the others are excluded from
+        tandem's placement too). Tier-1 HyperNodes select nodes by label, so a node joining
+        or leaving an existing tier-1 domain changes no HyperNode. Paths are computed once,
+        from plain label dicts: this runs on every node change of a 65,536-node cluster.
+        """
+        refuse_levels(level_label_problems(topology, "Volcano"), "nodeLabel")
         levels = topology.spec.levels
-        paths = node_paths(topology, nodes)
+        all_keys = [level.node_label for level in levels]
+        tiered = tier_levels(topology)
+        keys = [level.node_label for level in tiered]
+        paths = _tier_paths(nodes, keys, needs_host=len(keys) < len(all_keys))
         if not paths:
             raise InputError(
                 Problem(
                     "spec.levels",
                     f"no node carries every level label of ClusterTopology {topology.metadata.name!r} "
-                    f"({', '.join(lv.node_label for lv in levels)}): Volcano HyperNodes are built from the nodes",
+                    f"({', '.join(all_keys)}): Volcano HyperNodes are built from the nodes",
                 )
             )
-        count = len(levels)
+        count = len(tiered)
+        names = [level.name for level in tiered]
         root = topology.metadata.name
-        domains = {depth: sorted({path[:depth] for path in paths}) for depth in range(1, count + 1)}
-        children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+        if count == 0:  # hostname only: the root is tier 1 and holds every labelled node
+            selector = {"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "Exists"}]}
+            return [_hypernode(root, 1, ROOT_TIER_NAME, _node_members(selector))]
+        domains = [sorted({path[:depth] for path in paths}) for depth in range(count + 1)]
+        hypernode_names = {prefix: _path_name(root, names, prefix) for depth in range(1, count + 1) for prefix in domains[depth]}
+        hypernode_names[()] = root
+        children: dict[tuple[str, ...], list[str]] = {}
         for depth in range(1, count + 1):
             for prefix in domains[depth]:
-                children.setdefault(prefix[:-1], []).append(prefix)
-        objects = [_hypernode(root, count + 1, "cluster", [hypernode_name(topology, p) for p in children[()]], None)]
+                children.setdefault(prefix[:-1], []).append(hypernode_names[prefix])
+        objects = [_hypernode(root, count + 1, ROOT_TIER_NAME, _hypernode_members(children[()]))]
         for depth in range(1, count + 1):
-            level = levels[depth - 1]
+            tier_number, tier_name = count - depth + 1, names[depth - 1]
             for prefix in domains[depth]:
                 if depth < count:
-                    members = [hypernode_name(topology, child) for child in children[prefix]]
-                    objects.append(_hypernode(hypernode_name(topology, prefix), count - depth + 1, level.name, members, None))
+                    members = _hypernode_members(children[prefix])
                 else:
-                    selector = dict(sorted(zip((lv.node_label for lv in levels), prefix)))
-                    objects.append(_hypernode(hypernode_name(topology, prefix), 1, level.name, [], selector))
+                    members = _node_members({"matchLabels": dict(sorted(zip(keys, prefix)))})
+                objects.append(_hypernode(hypernode_names[prefix], tier_number, tier_name, members))
         return objects
 
 
+def _tier_paths(nodes: Sequence[Node], keys: list[str], needs_host: bool) -> set[tuple[str, ...]]:
+    """The distinct values of `keys` (the tier labels, broadest first) over the nodes carrying all
+    of them, and the hostname label when `needs_host`. One dict lookup per label and node."""
+    values = itemgetter(*keys) if len(keys) > 1 else (lambda labels: (labels[keys[0]],)) if keys else (lambda labels: ())
+    paths: set[tuple[str, ...]] = set()
+    add = paths.add
+    for node in nodes:
+        labels = node.metadata.labels
+        if needs_host and HOSTNAME_LABEL not in labels:
+            continue
+        try:
+            add(values(labels))
+        except KeyError:
+            continue
+    return paths
+
+
+def _host_packs(group: InferenceGroup, topology: ClusterTopology | None) -> list[tuple[str, Role | None]]:
+    """(field path, role or None for the unit) of each required pack at the hostname level over more
+    than one pod: a unit's, and each multi-pod replica's (kept even when the unit's implies it,
+    so each pod says what it was asked)."""
+    if topology is None:
+        return []
+    names = topology.level_names()
+
+    def host(level: str | None) -> bool:
+        return level is not None and level in names and is_host_level(topology, level)
+
+    roles = group.spec.roles
+    packs: list[tuple[str, Role | None]] = []
+    if host(group.spec.topology.pack.required) and sum(role.replicas * role.pods_per_replica for role in roles) > 1:
+        packs.append(("spec.topology.pack.required", None))
+    return packs + [
+        (f"spec.roles[{i}].topology.pack.required", role)
+        for i, role in enumerate(roles)
+        if role.pods_per_replica > 1 and role.replicas > 0 and host(role.topology.pack.required)
+    ]
+
+
+def add_host_affinity(pod: dict[str, Any], group: InferenceGroup, topology: ClusterTopology | None) -> None:
+    """A host pack as required pod affinity on kubernetes.io/hostname towards the other pods packed.
+
+    The first of them to be placed matches its own term (kube-scheduler then lets it go
+    anywhere); each later one must join it. Volcano's predicates plugin adds every pod it
+    allocates to its snapshot, so pods of one gang see each other within a session.
+    """
+    unit, role, replica, _ = pod_identity(pod)
+    terms = []
+    for _, packed in _host_packs(group, topology):
+        if packed is None:
+            selector = unit_selector(group, unit)
+        elif packed.name == role:
+            selector = dict(sorted((unit_selector(group, unit, role) | {REPLICA_LABEL: str(replica)}).items()))
+        else:
+            continue
+        terms.append({"labelSelector": {"matchLabels": selector}, "topologyKey": HOSTNAME_LABEL})
+    if terms:
+        affinity = pod["spec"].setdefault("affinity", {})
+        affinity.setdefault("podAffinity", {}).setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).extend(terms)
+
+
 def hypernode_name(topology: ClusterTopology, path: tuple[str, ...]) -> str:
-    """`<topology>-<level>-<value>-...` along the path, so equal values under different parents differ."""
-    parts = [topology.metadata.name]
-    for level, value in zip(topology.spec.levels, path):
-        parts += [level.name, value]
+    """`<topology>-<level>-<value>-...` along a path of tier-level values (hostname excluded),
+    so equal values under different parents differ."""
+    return _path_name(topology.metadata.name, [level.name for level in tier_levels(topology)], path)
+
+
+def _path_name(root: str, names: list[str], path: tuple[str, ...]) -> str:
+    parts = [root]
+    for name, value in zip(names, path):
+        parts += [name, value]
     return object_name(*parts)
 
 
-def _hypernode(name: str, tier_number: int, tier_name: str, children: list[str], selector: dict[str, str] | None) -> dict[str, Any]:
-    if selector is not None:
-        members = [{"type": "Node", "selector": {"labelMatch": {"matchLabels": selector}}}]
-    else:
-        members = [{"type": "HyperNode", "selector": {"exactMatch": {"name": child}}} for child in children]
+def _node_members(selector: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"type": "Node", "selector": {"labelMatch": selector}}]
+
+
+def _hypernode_members(children: list[str]) -> list[dict[str, Any]]:
+    return [{"type": "HyperNode", "selector": {"exactMatch": {"name": child}}} for child in children]
+
+
+def _hypernode(name: str, tier_number: int, tier_name: str, members: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "apiVersion": HYPERNODE_API_VERSION,
         "kind": "HyperNode",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "tandem"}},
+        "metadata": {"name": name, "labels": dict(MANAGED_BY)},
         "spec": {"tier": tier_number, "tierName": tier_name, "members": members},
     }
