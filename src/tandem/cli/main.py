@@ -42,6 +42,9 @@ app.add_typer(trace_app, name="trace")
 from tandem.cli.profile import profile_app  # noqa: E402 - kept beside the other sub-apps
 
 app.add_typer(profile_app, name="profile")
+from tandem.cli.topology import topology_app  # noqa: E402 - kept beside the other sub-apps
+
+app.add_typer(topology_app, name="topology")
 
 
 class Output(str, Enum):
