@@ -354,3 +354,13 @@ def test_nothing_to_adopt_is_said() -> None:
         adopt_hypernodes([], [node("n0")])
     with pytest.raises(InputError, match="no Node given"):
         adopt_hypernodes([hypernode("a", 1, [exact("Node", "n0")])], [])
+
+
+def test_a_lone_root_of_tierName_cluster_is_the_whole_cluster_and_no_level() -> None:
+    """What tandem's render makes of a hostname-only ClusterTopology: the root alone, over every host."""
+    nodes = [node("n0"), node("n1"), Node.model_validate({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "bare"}, "status": {"allocatable": {}}})]
+    root = hypernode("default", 1, [{"type": "Node", "selector": {"labelMatch": {"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "Exists"}]}}}],
+                     "cluster")
+    adoption = adopt_hypernodes([root], nodes)
+    assert adoption.topology["spec"]["levels"] == [{"name": "host", "nodeLabel": HOSTNAME_LABEL}]
+    assert adoption.node_labels == {} and adoption.warnings == ()

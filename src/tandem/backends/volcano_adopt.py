@@ -102,18 +102,19 @@ def adopt_hypernodes(hypernodes: Sequence[Mapping[str, Any]], nodes: Sequence[No
     tiers = sorted({hn.tier for hn in tree.values()}, reverse=True)
     domains = _domains(tree, tiers, nodes_of)  # tier -> node -> HyperNode
     top = tiers[0]
-    if len(tiers) > 1 and _is_tandem_root([tree[h] for h in set(domains[top].values())], domains, tiers):
-        tiers = tiers[1:]
-    full = sorted(set.intersection(*(set(domains[t]) for t in tiers)))
-    partial = sorted(set().union(*(set(domains[t]) for t in tiers)) - set(full))
+    under_root = set(domains[top])
+    if _is_tandem_root([tree[h] for h in set(domains[top].values())], domains, tiers):
+        tiers = tiers[1:]  # with nothing left, the nodes under the root are hosts and no more
+    full = sorted(set.intersection(*(set(domains[t]) for t in tiers)) if tiers else under_root)
+    partial = sorted(set().union(*(set(domains[t]) for t in tiers)) - set(full)) if tiers else []
     if partial:
         warnings.append(
             f"{len(partial)} node(s) are not under a HyperNode of every tier ({_few(partial)}): tandem counts them in no domain"
         )
     if not full:
         raise InputError(Problem("", "no node is under a HyperNode of every tier: the tree describes no domain tandem can use"))
-    lowest = tiers[-1]
-    singles = lowest if _is_host_tier([tree[h] for h in set(domains[lowest].values())], nodes_of) else None
+    lowest = tiers[-1] if tiers else None
+    singles = lowest if lowest is not None and _is_host_tier([tree[h] for h in set(domains[lowest].values())], nodes_of) else None
     levels, writes, strays = _derive(tree, tiers, singles, domains, full, labels)
     if strays and singles is not None:  # nodes outside the tree would join the hostname level: keep the tier apart
         levels, writes, strays = _derive(tree, tiers, None, domains, full, labels)
@@ -471,7 +472,9 @@ def _domains(tree: dict[str, _HyperNode], tiers: list[int], nodes_of: dict[str, 
 
 def _is_tandem_root(top: list[_HyperNode], domains: dict[int, dict[str, str]], tiers: list[int]) -> bool:
     """tandem's render hangs its tree from one HyperNode of tierName `cluster` over every node."""
-    return len(top) == 1 and top[0].tier_name == RESERVED_LEVEL and set(domains[tiers[0]]) >= set(domains[tiers[1]])
+    if len(top) != 1 or top[0].tier_name != RESERVED_LEVEL:
+        return False
+    return len(tiers) == 1 or set(domains[tiers[0]]) >= set(domains[tiers[1]])
 
 
 # ----------------------------------------------------------------------------- levels
