@@ -459,6 +459,21 @@ def test_level_name_cluster_is_reserved() -> None:
     assert "reserved" in found[0].message
 
 
+def test_a_hostname_level_must_be_the_narrowest() -> None:
+    """A host names one node, so a host level above a rack is inverted; last, it is the usual node level."""
+    host, rack = {"name": "host", "nodeLabel": "kubernetes.io/hostname"}, {"name": "rack", "nodeLabel": "r"}
+    found = check_topology(topology([{"name": "block", "nodeLabel": "b"}, host, rack]))
+    assert found == [
+        Problem(
+            "spec.levels[1].nodeLabel",
+            "kubernetes.io/hostname names a single node, so only the narrowest (last) level may use it; "
+            "level 'host' would be broader than 'rack'",
+        )
+    ]
+    assert check_topology(topology([rack, host])) == []
+    assert check_topology(topology([host])) == []
+
+
 def test_topology_helpers() -> None:
     assert TOPOLOGY.level_names() == ["block", "rack", "host"]
     assert TOPOLOGY.depth("block") == 0 and TOPOLOGY.depth("host") == 2

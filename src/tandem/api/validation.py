@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from tandem.api.autoscaling import FRACTION_METRICS, POLICY_FIELDS, MetricTarget, gpus_per_replica
-from tandem.api.naming import MAX_POD_NAME, pod_name
+from tandem.api.naming import HOSTNAME_LABEL, MAX_POD_NAME, pod_name
 from tandem.api.resources import ClusterTopology, InferenceGroup, Pack
 from tandem.errors import Problem, key_path
 
@@ -37,7 +37,24 @@ def check_topology(topology: ClusterTopology) -> list[Problem]:
                     Problem(f"spec.levels[{index}].{field}", f"duplicate {value!r} (also spec.levels[{seen[value]}])")
                 )
             seen.setdefault(value, index)
+    narrowest = levels[-1].name
+    for index in hostname_above_narrowest(topology):
+        problems.append(
+            Problem(
+                f"spec.levels[{index}].nodeLabel",
+                f"{HOSTNAME_LABEL} names a single node, so only the narrowest (last) level may use it; "
+                f"level {levels[index].name!r} would be broader than {narrowest!r}",
+            )
+        )
     return problems
+
+
+def hostname_above_narrowest(topology: ClusterTopology) -> list[int]:
+    """Indexes of the levels that use the hostname label but are not the last: inverted,
+    since a host cannot hold a rack. The one source of this rule; schedulers keyed by level
+    labels (KAI, Kueue) word it their own way (backends/topology_levels.py)."""
+    levels = topology.spec.levels
+    return [index for index, level in enumerate(levels[:-1]) if level.node_label == HOSTNAME_LABEL]
 
 
 def check_group(group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:

@@ -2,8 +2,10 @@
 
 Schedulers keyed by level labels (KAI and Kueue `Topology`) check their rules with CEL,
 which an offline schema check does not run, so tandem checks them itself before
-rendering: the hostname label may only be the last (narrowest) level. Level labels are
-already unique (tandem's own validation). Koordinator adds rules of its own on level
+rendering: the hostname label may only be the last (narrowest) level, the rule tandem's own
+validation also holds every ClusterTopology to (`hostname_above_narrowest`), said here in the
+scheduler's words for a topology that did not come through it. Level labels are already
+unique (tandem's own validation). Koordinator adds rules of its own on level
 names; every such rule finds (level index, why) pairs, reported here one of two ways.
 """
 
@@ -13,6 +15,7 @@ from typing import Any
 
 from tandem.api.naming import HOSTNAME_LABEL
 from tandem.api.resources import ClusterTopology
+from tandem.api.validation import hostname_above_narrowest
 from tandem.errors import InputError, Problem
 
 LevelProblem = tuple[int, str]  # (level index, why)
@@ -22,9 +25,8 @@ def level_label_problems(topology: ClusterTopology, scheduler: str) -> list[Leve
     """(level index, why) for each level the scheduler's Topology would refuse."""
     levels = topology.spec.levels
     return [
-        (index, f"{scheduler} accepts the {HOSTNAME_LABEL} label only at the lowest level, but level {level.name!r} uses it")
-        for index, level in enumerate(levels[:-1])
-        if level.node_label == HOSTNAME_LABEL
+        (index, f"{scheduler} accepts the {HOSTNAME_LABEL} label only at the lowest level, but level {levels[index].name!r} uses it")
+        for index in hostname_above_narrowest(topology)
     ]
 
 
