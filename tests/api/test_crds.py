@@ -26,6 +26,7 @@ from tandem.api.crds import DESCRIPTIONS, REGENERATE, crds, file_name, render
 from tandem.api.group_status import AutoscalerMemory, AutoscalingStatus, Condition, CoordinationMemory, InferenceGroupStatus
 from tandem.api.group_status import RecommendationMemory, RoleStatus, UnitStatus
 from tandem.api.loading import load_texts
+from tandem.api.topology_status import ClusterTopologyStatus, LevelStatus
 from tandem.errors import InputError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,7 +150,16 @@ def test_names_scope_subresources_and_columns(generated: dict[str, dict[str, Any
         "status": {},
         "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector"},
     }
-    assert "subresources" not in topology["spec"]["versions"][0]
+    (topology_version,) = topology["spec"]["versions"]
+    assert topology_version["subresources"] == {"status": {}}, "the topology controller writes the status, through /status only"
+    assert [(c["name"], c["type"], c["jsonPath"]) for c in topology_version["additionalPrinterColumns"]] == [
+        ("Levels", "string", ".status.levelNames"),
+        ("Domains", "string", ".status.domainCounts"),
+        ("Nodes", "integer", ".status.nodes"),
+        ("Unlabeled", "integer", ".status.unlabeledNodes"),
+        ("Ready", "string", '.status.conditions[?(@.type=="Ready")].status'),
+        ("Age", "date", ".metadata.creationTimestamp"),
+    ]
     columns = {c["name"]: (c["type"], c["jsonPath"], c.get("priority", 0)) for c in version["additionalPrinterColumns"]}
     assert columns == {
         "Status": ("string", ".status.state", 0),
@@ -286,6 +296,38 @@ def test_a_status_the_controller_writes_validates(validators: dict[str, jsonsche
     assert schema_errors(validators, group) == []
     group["status"]["units"][0]["state"] = "Lost"
     assert [e.split(":")[0] for e in schema_errors(validators, group)] == ["status.units.0.state"]
+
+
+def test_a_topology_status_the_controller_writes_validates(generated: dict[str, dict[str, Any]],
+                                                            validators: dict[str, jsonschema.Draft202012Validator]) -> None:
+    """Every part of the typed ClusterTopology status, dumped as a merge patch dumps it; no
+    default anywhere under status (a server filling one in would make every pass see a change)."""
+    at = "2026-11-27T06:03:38Z"
+    status = ClusterTopologyStatus(
+        observed_generation=2, nodes=5, placeable_nodes=4, unlabeled_nodes=1, unlabeled_examples=["n-4"],
+        levels=[LevelStatus(name="rack", node_label="network.tandem.dev/rack", domains=2, nodes=4, unlabeled_nodes=1, unlabeled_examples=["n-4"])],
+        level_names="rack", domain_counts="2", backends=["volcano"], used_by=["serving/llm"], used_by_count=1,
+        conditions=[Condition(type="Ready", status="True", reason="UpToDate", last_transition_time=at, observed_generation=2)],
+    )
+    topology = {"apiVersion": API_VERSION, "kind": "ClusterTopology", "metadata": {"name": "default"},
+                "spec": {"levels": [{"name": "rack", "nodeLabel": "network.tandem.dev/rack"}]},
+                "status": status.model_dump(by_alias=True, exclude_none=True, mode="json")}
+    assert schema_errors(validators, topology) == []
+    topology["status"]["levels"][0]["domains"] = -1
+    assert [e.split(":")[0] for e in schema_errors(validators, topology)] == ["status.levels.0.domains"]
+    status_schema = openapi(generated["ClusterTopology"])["properties"]["status"]
+    def keywords(node: Any) -> Iterator[str]:
+        if isinstance(node, dict):
+            for key, sub in node.items():
+                yield key
+                yield from keywords(sub) if key != "properties" else (k for v in sub.values() for k in keywords(v))
+
+    assert "default" not in set(keywords(status_schema)), "no defaults under status"
+    properties = status_schema["properties"]
+    assert (properties["levels"]["x-kubernetes-list-type"], properties["levels"]["x-kubernetes-list-map-keys"]) == ("map", ["name"])
+    assert (properties["conditions"]["x-kubernetes-list-type"], properties["conditions"]["x-kubernetes-list-map-keys"]) == ("map", ["type"])
+    levels = openapi(generated["ClusterTopology"])["properties"]["spec"]["properties"]["levels"]
+    assert (levels["x-kubernetes-list-type"], levels["x-kubernetes-list-map-keys"], levels["maxItems"]) == ("map", ["name"], 16)
 
 
 EXAMPLE_GROUP: dict[str, Any] = {

@@ -39,7 +39,7 @@ def test_groups_list_the_built_in_ones_and_every_crds(client):
     assert not tandem["clustertopologies"]["namespaced"]
     scale = tandem["inferencegroups/scale"]
     assert (scale["group"], scale["version"], scale["kind"]) == ("autoscaling", "v1", "Scale")
-    assert "clustertopologies/status" not in tandem  # its CRD has no status subresource
+    assert tandem["clustertopologies/status"]["kind"] == "ClusterTopology"  # the topology controller writes it
     assert _resources(client, "/apis/coordination.k8s.io/v1")["leases"]["namespaced"]
     assert client.get("/apis/nothing.example.com/v1").code == 404
 

@@ -10,7 +10,7 @@ from tandem.errors import Invalid, NotFound
 
 def test_default_kinds_are_todays_plus_namespaces_and_crds():
     store = MemoryStore()
-    assert STATUS_SUBRESOURCE == {"Pod", "Node", "InferenceGroup"}
+    assert STATUS_SUBRESOURCE == {"Pod", "Node", "InferenceGroup", "ClusterTopology"}
     assert CLUSTER_SCOPED == {"Node", "ClusterTopology", "Namespace", "CustomResourceDefinition"}
     namespace = store.create({"kind": "Namespace", "metadata": {"name": "serving"}})
     assert "namespace" not in namespace["metadata"] and store.is_cluster_scoped("Namespace")

@@ -24,7 +24,6 @@ def test_status_is_written_through_its_subresource_only(client):
     assert stale.code == 409
     invalid = client.patch(f"{GROUPS}/g/status", {"status": {"replicas": "many"}})
     assert invalid.code == 422 and invalid.body["details"]["causes"][0]["field"] == "status.replicas"
-    assert client.get(f"{IG}/clustertopologies/default/status").code == 404, "ClusterTopology has no status subresource"
 
 
 def test_scale_reads_and_writes_through_the_crds_paths(client):

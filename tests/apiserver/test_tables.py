@@ -23,8 +23,6 @@ def test_inference_groups_print_their_crds_columns(client):
     assert (ready, revision, message) == ("prefill 2/6", "abc", "unit 2: no rack has room")
     one = client.get(f"{IG}/namespaces/{NS}/inferencegroups/g", accept=TABLE).body
     assert one["kind"] == "Table" and len(one["rows"]) == 1
-    topology = client.get(f"{IG}/clustertopologies", accept=TABLE).body
-    assert topology["rows"][0]["cells"][:3] == ["default", "rack", "host"], "the narrowest level is .spec.levels[-1:].name"
 
 
 def test_built_in_kinds_print_what_kubectl_users_expect(client):

@@ -8,6 +8,7 @@ kubectl creates them, and the simulated kubelet binds and starts them.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import shutil
@@ -120,7 +121,12 @@ def test_inference_group_lifecycle_with_kubectl(server):
     _crds_applied(server)
     work = Path(server.kubeconfig).parent
     assert server.kubectl("apply", "-f", str(work / "topology.yaml")).stdout.strip() == "clustertopology.tandem.dev/default created"
-    assert _table(server.kubectl("get", "ctopo").stdout)[1][:3] == ["default", "rack", "host"]
+    header, row = _table(server.kubectl("get", "ctopo").stdout)
+    assert header == ["NAME", "LEVELS", "DOMAINS", "NODES", "UNLABELED", "READY", "AGE"] and row[0] == "default"
+    status = {"status": {"levelNames": "rack/host", "domainCounts": "2/4", "nodes": 4, "unlabeledNodes": 0,
+                         "conditions": [{"type": "Ready", "status": "True", "reason": "UpToDate", "lastTransitionTime": "2026-11-27T00:00:00Z"}]}}
+    server.kubectl("patch", "ctopo", "default", "--subresource=status", "--type=merge", "-p", json.dumps(status))
+    assert _table(server.kubectl("get", "ctopo").stdout)[1][:6] == ["default", "rack/host", "2/4", "4", "0", "True"], "the topology controller's status"
     assert server.kubectl("apply", "-f", str(work / "group.yaml")).stdout.strip() == "inferencegroup.tandem.dev/small created"
     version = server.kubectl("get", "ig", "small", "-n", NS, "-o", "jsonpath={.metadata.resourceVersion}").stdout
     # Defaults inside list items make kubectl send the roles again (merge patches replace lists), as with

@@ -27,8 +27,10 @@ import yaml
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema
 
-from tandem.api import base, group_status, resources
+from tandem.api import base, group_status, resources, topology_status
 from tandem.api.kube import PodTemplateSpec
+from tandem.api.naming import HOSTNAME_LABEL
+from tandem.api.validation import RESERVED_LEVEL
 
 GROUP = "tandem.dev"
 VERSION = "v1alpha1"
@@ -53,7 +55,9 @@ _OPAQUE: dict[type[BaseModel], dict[str, Any]] = {
 }
 # Lists whose items are keyed (server-side apply merges them by key; keys must be unique).
 _LIST_MAP_KEYS = {"InferenceGroupSpec.roles": "name", "InferenceGroupStatus.conditions": "type",
-                  "InferenceGroupStatus.roles": "name", "InferenceGroupStatus.units": "index"}
+                  "InferenceGroupStatus.roles": "name", "InferenceGroupStatus.units": "index",
+                  "ClusterTopologySpec.levels": "name", "ClusterTopologyStatus.levels": "name",
+                  "ClusterTopologyStatus.conditions": "type"}
 _UNMAPPED = "x-tandem-unmapped-validator"
 
 
@@ -64,9 +68,9 @@ def _zero(field: str, default_zero: bool) -> str:
 
 
 # Cross-field rules CEL can express, so an API server whose webhook is down still refuses
-# the basics (`x-kubernetes-validations`, checked per object: no rule walks a list, which
-# keeps each rule's cost bounded without list limits). The same rules, with field paths,
-# are in `tandem.api.validation`, which the webhook runs.
+# the basics (`x-kubernetes-validations`). The group's rules are checked per object (none
+# walks a list, which keeps each rule's cost bounded without list limits). The same rules,
+# with field paths, are in `tandem.api.validation`, which the webhook runs.
 CEL_RULES: dict[str, list[dict[str, str]]] = {
     ".spec.roles[*]": [
         {"rule": "!has(self.minReplicas) || self.minReplicas <= (has(self.replicas) ? self.replicas : 1)",
@@ -86,8 +90,32 @@ CEL_RULES: dict[str, list[dict[str, str]]] = {
 }
 
 
-def _add_rules(schema: dict[str, Any]) -> None:
-    for path, rules in CEL_RULES.items():
+# The ClusterTopology's level rules (`check_topology`). Two walk the level list, which has at
+# most 16 items (`maxItems`), so their cost is bounded (16 x 16 label comparisons); unique
+# level names need no rule, the list-map key `name` makes the server refuse a repeat.
+_LAST = "self[size(self) - 1]"
+_INVERTED = f"self.exists(l, l.nodeLabel == '{HOSTNAME_LABEL}' && l.name != {_LAST}.name)"
+TOPOLOGY_CEL_RULES: dict[str, list[dict[str, str]]] = {
+    ".spec.levels": [
+        {"rule": "self.all(l, self.exists_one(m, m.nodeLabel == l.nodeLabel))",
+         "message": "each level's nodeLabel must be unique",
+         "messageExpression": "\"duplicate nodeLabel '\" + self.filter(l, !self.exists_one(m, m.nodeLabel == l.nodeLabel))[0].nodeLabel"
+                              " + \"': each level needs a label of its own\""},
+        {"rule": f"!{_INVERTED}",
+         "message": f"{HOSTNAME_LABEL} names a single node, so only the narrowest (last) level may use it",
+         "messageExpression": f"\"{HOSTNAME_LABEL} names a single node, so only the narrowest (last) level may use it; level '\" "
+                              f"+ self.filter(l, l.nodeLabel == '{HOSTNAME_LABEL}' && l.name != {_LAST}.name)[0].name"
+                              f" + \"' would be broader than '\" + {_LAST}.name + \"'\""},
+    ],
+    ".spec.levels[*]": [
+        {"rule": f"self.name != '{RESERVED_LEVEL}'", "fieldPath": ".name",
+         "message": f"{RESERVED_LEVEL!r} is reserved for the whole cluster (the root above every level); choose another name"},
+    ],
+}
+
+
+def _add_rules(schema: dict[str, Any], table: dict[str, list[dict[str, str]]]) -> None:
+    for path, rules in table.items():
         node = schema
         for step in path.strip(".").replace("[*]", ".[*]").split("."):
             node = node["items"] if step == "[*]" else node["properties"][step]
@@ -99,6 +127,25 @@ _KEEP = {"type", "description", "properties", "required", "items", "additionalPr
 # Descriptions by "Model.field" (the wire name), like a Field(description=...) would give.
 DESCRIPTIONS = {
     "ClusterTopology.spec": "The levels of the network.",
+    "ClusterTopology.status": "Written by the topology controller (tandem topology-controller): what the levels hold on the nodes as they are now.",
+    "ClusterTopologyStatus.observedGeneration": "The metadata.generation this status was computed from.",
+    "ClusterTopologyStatus.nodes": "Every node the controller sees.",
+    "ClusterTopologyStatus.placeableNodes": "Nodes carrying every level's label (the others are excluded from placement).",
+    "ClusterTopologyStatus.unlabeledNodes": "Nodes lacking at least one level's label: excluded from placement.",
+    "ClusterTopologyStatus.unlabeledExamples": "The first few unlabeled nodes, sorted.",
+    "ClusterTopologyStatus.levels": "Per level, broadest first as in the spec: its domains and nodes on the current nodes.",
+    "ClusterTopologyStatus.levelNames": "The levels in order, e.g. block/rack/host (a printer column).",
+    "ClusterTopologyStatus.domainCounts": "Domains at each level in the same order, e.g. 4/64/512 (a printer column).",
+    "ClusterTopologyStatus.backends": "The schedulers whose topology objects the controller keeps in step with this topology.",
+    "ClusterTopologyStatus.usedBy": "namespace/name of the first groups naming this topology (spec.topologyName), sorted.",
+    "ClusterTopologyStatus.usedByCount": "Groups naming this topology, listed in usedBy or not.",
+    "ClusterTopologyStatus.conditions": "Ready (the status and every kept scheduler topology are up to date; False with a reason, e.g. DeletionBlocked), Degraded (with a message).",
+    "LevelStatus.name": "The level.",
+    "LevelStatus.nodeLabel": "The level's node label.",
+    "LevelStatus.domains": "Distinct domains of this level (a value under two parents is two domains).",
+    "LevelStatus.nodes": "Nodes carrying this level's label and every broader level's.",
+    "LevelStatus.unlabeledNodes": "Nodes carrying every broader level's label but not this one.",
+    "LevelStatus.unlabeledExamples": "The first few of those nodes, sorted.",
     "ClusterTopologySpec.levels": "The levels, broadest first, narrowest last.",
     "TopologyLevel.name": "The level's name, as groups use it in pack and affinity; unique within the topology; `cluster` is reserved.",
     "TopologyLevel.nodeLabel": "The node label whose value names a node's domain at this level; unique within the topology.",
@@ -381,17 +428,24 @@ def _crd(model: type[BaseModel], *, plural: str, short: str, scope: str, schema:
 def crds() -> list[dict[str, Any]]:
     """Both CRDs, ClusterTopology first; every description and list key in the tables is used."""
     used: set[str] = set()
+    topology_schema = _root(resources.ClusterTopology, used, topology_status.ClusterTopologyStatus)
+    _add_rules(topology_schema, TOPOLOGY_CEL_RULES)
     topology = _crd(
         resources.ClusterTopology, plural="clustertopologies", short="ctopo", scope="Cluster",
-        schema=_root(resources.ClusterTopology, used, None),
+        schema=topology_schema,
         columns=[
-            {"name": "Broadest", "type": "string", "jsonPath": ".spec.levels[0].name", "description": "The broadest level."},
-            {"name": "Narrowest", "type": "string", "jsonPath": ".spec.levels[-1:].name", "description": "The narrowest level."},
+            {"name": "Levels", "type": "string", "jsonPath": ".status.levelNames", "description": "The levels, broadest first."},
+            {"name": "Domains", "type": "string", "jsonPath": ".status.domainCounts", "description": "Domains at each level, in the same order."},
+            {"name": "Nodes", "type": "integer", "jsonPath": ".status.nodes", "description": "Every node the topology controller sees."},
+            {"name": "Unlabeled", "type": "integer", "jsonPath": ".status.unlabeledNodes",
+             "description": "Nodes lacking a level's label: excluded from placement."},
+            {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+             "description": "The topology controller's Ready condition: the status and the schedulers' topology objects are up to date."},
         ],
-        subresources={},  # no status subresource: ClusterTopology has no status
+        subresources={"status": {}},  # written by the topology controller only
     )
     group_schema = _root(resources.InferenceGroup, used, group_status.InferenceGroupStatus)
-    _add_rules(group_schema)
+    _add_rules(group_schema, CEL_RULES)
     group = _crd(
         resources.InferenceGroup, plural="inferencegroups", short="ig", scope="Namespaced",
         schema=group_schema,

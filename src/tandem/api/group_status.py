@@ -44,7 +44,7 @@ Count = Annotated[int, Field(ge=0)]
 
 
 class Condition(StrictModel):
-    """`metav1.Condition`: one aspect of the group's state, and since when it holds."""
+    """`metav1.Condition`: one aspect of an object's state, and since when it holds."""
 
     type: str
     status: Literal["True", "False", "Unknown"]

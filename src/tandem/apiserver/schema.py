@@ -2,7 +2,8 @@
 prune fields the schema does not declare, fill in `default`s, then validate.
 
 Validation is JSON Schema (draft 4, what OpenAPI v3 schemas are) with the `x-kubernetes-*`
-extensions dropped, `nullable` and `x-kubernetes-int-or-string` honoured. CEL rules
+extensions dropped, `nullable` and `x-kubernetes-int-or-string` honoured, and the items of
+an `x-kubernetes-list-type: map` list unique by their keys. CEL rules
 (`x-kubernetes-validations`) are `cel.py`'s. `metadata` is the server's own business
 and is neither pruned nor defaulted. Each problem names its field path
 (`spec.roles[1].minReplicas`), in path order.
@@ -74,6 +75,7 @@ class Schema:
 
     def problems(self, obj: dict[str, Any]) -> list[Cause]:
         causes = dict.fromkeys(_cause(e) for e in self._validator.iter_errors(obj))  # anyOf branches may repeat themselves
+        causes |= dict.fromkeys(_repeated_keys(obj, self.openapi, ""))
         return sorted(causes, key=lambda c: _field_order(c.field))
 
 
@@ -156,6 +158,32 @@ def _default(value: Any, schema: dict[str, Any]) -> None:
     if isinstance(additional, dict):
         for item in value.values():
             _default(item, additional)
+
+
+def _repeated_keys(value: Any, schema: dict[str, Any], path: str) -> list[Cause]:
+    """Items of an `x-kubernetes-list-type: map` list whose keys repeat an earlier item's, as the
+    real server's list-type validation words them (`Duplicate value: map[string]interface {}{"name":"rack"}`)."""
+    out: list[Cause] = []
+    if isinstance(value, list):
+        items = schema.get("items")
+        keys = (schema.get("x-kubernetes-list-map-keys") or []) if schema.get("x-kubernetes-list-type") == "map" else []
+        seen: set[str] = set()
+        for index, item in enumerate(value):
+            where = f"{path}[{index}]"
+            if keys and isinstance(item, dict):
+                key = ",".join(f"{json.dumps(k)}:{json.dumps(item.get(k), separators=(',', ':'))}" for k in keys if k in item)
+                if key in seen:
+                    out.append(Cause(where, "FieldValueDuplicate", f"Duplicate value: map[string]interface {{}}{{{key}}}"))
+                seen.add(key)
+            if isinstance(items, dict):
+                out += _repeated_keys(item, items, where)
+    elif isinstance(value, dict):
+        properties, additional = schema.get("properties") or {}, schema.get("additionalProperties")
+        for key, item in value.items():
+            sub = properties.get(key, additional if isinstance(additional, dict) else None)
+            if isinstance(sub, dict) and not (path == "" and key in ROOT_FIELDS):
+                out += _repeated_keys(item, sub, f"{path}{key_path(str(key))}".lstrip("."))
+    return out
 
 
 def field_path(parts: Any) -> str:

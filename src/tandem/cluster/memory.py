@@ -7,7 +7,7 @@
   `patch`, `patch_status` and `delete` with a stale one fail with `Conflict`
   (compare-and-swap), and so does `delete` with a uid that is not the object's.
 - `metadata.generation` counts spec changes only; status and metadata changes keep it.
-- Kinds with a status subresource (Pod, Node, InferenceGroup by default) ignore `status`
+- Kinds with a status subresource (Pod, Node, InferenceGroup, ClusterTopology by default) ignore `status`
   on `update` and change only `status` on `update_status`. Which kinds have one, and which
   are cluster-scoped, is per store: `register_kind` adds one (the local API server
   registers each CustomResourceDefinition's kind).
@@ -47,7 +47,7 @@ from tandem.cluster.ports import AlreadyExists, Conflict, EventType, Gone, Inval
 from tandem.cluster.selectors import matches, matches_fields, parse, parse_fields
 
 # A store's defaults; `MemoryStore.register_kind` adds to its own copies.
-STATUS_SUBRESOURCE = frozenset({"Pod", "Node", "InferenceGroup"})
+STATUS_SUBRESOURCE = frozenset({"Pod", "Node", "InferenceGroup", "ClusterTopology"})
 CLUSTER_SCOPED = frozenset({"Node", "ClusterTopology", "Namespace", "CustomResourceDefinition"})
 HISTORY = 10_000
 EVENT_SOURCE = "tandem"

@@ -70,7 +70,7 @@ for _kind in (
     Kind("Namespace", "v1", "namespaces", namespaced=False, status=True),
     Kind("Lease", "coordination.k8s.io/v1", "leases", namespaced=True),
     Kind("InferenceGroup", "tandem.dev/v1alpha1", "inferencegroups", namespaced=True, status=True),
-    Kind("ClusterTopology", "tandem.dev/v1alpha1", "clustertopologies", namespaced=False),  # no status subresource (api/crds.py)
+    Kind("ClusterTopology", "tandem.dev/v1alpha1", "clustertopologies", namespaced=False, status=True),  # written by the topology controller
     # cluster-autoscaler's capacity requests (with `--provisioning-class`: docs/provisioning.md)
     Kind("ProvisioningRequest", "autoscaling.x-k8s.io/v1", "provisioningrequests", namespaced=True, status=True),
     # the operator registers its admission webhook (operator/process.py)
