@@ -42,7 +42,7 @@ def _kube_over_apiserver() -> Iterator[object]:
     with ApiServer(crds=False, kubelet=False, bookmark_every=1.0) as server:
         client = Client(server.url)
         for crd in (permissive_crd("InferenceGroup", "inferencegroups", "Namespaced", True),
-                    permissive_crd("ClusterTopology", "clustertopologies", "Cluster", False)):
+                    permissive_crd("ClusterTopology", "clustertopologies", "Cluster", True)):
             assert client.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd).code == 201
         cluster = kube_over_http(server.url, watch_timeout=5.0)
         try:

@@ -125,6 +125,27 @@ def test_scaling_a_group_goes_through_the_same_checks(server, operator):
         server.kubectl("delete", "ig", "scaled", "-n", NS)
 
 
+def test_a_topology_groups_name_cannot_be_deleted_nor_its_levels_broken(server, operator):
+    """`kubectl delete ctopo` of a topology a group names is refused with the group named, and so
+    is a change of levels that would break the group; `kubectl get ctopo` shows the status columns."""
+    server.kubectl("apply", "-f", "-", stdin=documents(group("user")))
+    try:
+        refused = server.kubectl("delete", "ctopo", "default", check=False)
+        assert refused.returncode != 0
+        assert (f'admission webhook "{WEBHOOK}" denied the request: ClusterTopology \'default\' is used by 1 InferenceGroup(s): '
+                f"{NS}/user; delete them or point their spec.topologyName elsewhere first") in refused.stderr, refused.stderr
+        topology = yaml.safe_load(server.kubectl("get", "ctopo", "default", "-o", "yaml").stdout)
+        flat = {**topology, "spec": {"levels": [level for level in topology["spec"]["levels"] if level["name"] != "rack"]}}
+        broken = server.kubectl("apply", "-f", "-", stdin=documents(flat), check=False)
+        assert broken.returncode != 0
+        assert f"spec.levels: InferenceGroup {NS}/user uses this topology and the change breaks it: spec.topology.pack.required" in broken.stderr
+        header = server.kubectl("get", "ctopo").stdout.splitlines()[0].split()
+        assert header == ["NAME", "LEVELS", "DOMAINS", "NODES", "UNLABELED", "READY", "AGE"]
+    finally:
+        server.kubectl("delete", "ig", "user", "-n", NS)
+    assert server.kubectl("get", "ctopo", "default", "-o", "name").stdout.strip() == "clustertopology.tandem.dev/default"
+
+
 def test_with_the_operator_stopped_writes_fail_closed(server, operator):
     assert server.kubectl("apply", "-f", "-", stdin=documents(group("before"))).returncode == 0
     operator.process.send_signal(signal.SIGTERM)

@@ -146,6 +146,28 @@ def test_deletes_and_other_kinds_pass_and_a_topology_is_checked():
     assert not verdict.allowed and verdict.problems[0].startswith("spec.levels")
 
 
+def test_a_topology_is_reviewed_as_tandem_validate_reviews_it_and_its_deletion_guarded():
+    store = world(design_group())
+    inverted = {"apiVersion": "tandem.dev/v1alpha1", "kind": "ClusterTopology", "metadata": {"name": "t"},
+                "spec": {"levels": [{"name": "host", "nodeLabel": "kubernetes.io/hostname"}, {"name": "rack", "nodeLabel": "r"}]}}
+    verdict = review(request(inverted), store.snapshot())
+    assert not verdict.allowed and verdict.problems[0].startswith("spec.levels[0].nodeLabel: kubernetes.io/hostname names a single node")
+    used = store.get("ClusterTopology", None, "default")
+    verdict = review(_delete(used), store.snapshot())
+    assert not verdict.allowed and verdict.problems == (
+        "ClusterTopology 'default' is used by 1 InferenceGroup(s): serving/llama; delete them or point their spec.topologyName elsewhere first",)
+    spare = {**used, "metadata": {"name": "spare"}}
+    assert review(_delete(spare), store.snapshot()).allowed
+
+
+def _delete(old):
+    """A DELETE review as the API server sends it: no object, the stored one as oldObject."""
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u-2", "kind": {"group": "tandem.dev", "version": "v1alpha1", "kind": "ClusterTopology"},
+                        "operation": "DELETE", "object": None, "oldObject": old}}
+    return json.dumps(body).encode()
+
+
 @pytest.mark.parametrize(
     "body",
     [b"", b"not json", b"[]", b'{"kind": "AdmissionReview"}', json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {}}).encode(), b"[" * 100_000],

@@ -4,6 +4,9 @@ The same checks as `tandem validate` (the model with field paths, cross-field ru
 ClusterTopology the group names and its levels, what its `scheduler.backend` can
 honour), on create and update of InferenceGroups and ClusterTopologies; every problem is
 one line of the answer's message, field path first, so `kubectl apply` prints them all.
+A ClusterTopology is reviewed by `tandem.api.topology_admission` (shared with the topology
+controller's webhook): besides its own checks, a change that would break a group naming it
+is refused naming the group, and so is deleting it while groups name it.
 A write of an InferenceGroup's scale subresource (`kubectl scale ig`, an HPA) is checked
 as the group it would make: the stored group with the new `spec.replicas`.
 
@@ -30,9 +33,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from tandem.api.kube import Node
-from tandem.api.loading import validation_problems
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
+from tandem.api.topology_admission import review_topology
 from tandem.cluster.payloads import as_pod
 from tandem.cluster.pods import pod_failed
 from tandem.cluster.ports import Reader
@@ -97,13 +100,10 @@ def review(body: bytes, reader: Reader) -> Verdict:
     kind = obj.get("kind") or (request.get("kind") or {}).get("kind")
     if operation == "UPDATE" and request.get("subResource") == "scale" and (request.get("resource") or {}).get("resource") == "inferencegroups":
         return _review_scale(uid, request, reader)
-    if operation not in ("CREATE", "UPDATE") or kind not in KINDS:
-        return Verdict(uid, True)
     if kind == "ClusterTopology":
-        try:
-            ClusterTopology.model_validate(obj)
-        except ValidationError as exc:
-            return Verdict(uid, False, tuple(str(p) for p in validation_problems(obj, exc, "")))
+        problems, warnings = review_topology(operation, request.get("object"), request.get("oldObject"), reader.list("InferenceGroup"))
+        return Verdict(uid, not problems, tuple(str(p) for p in problems), tuple(warnings))
+    if operation not in ("CREATE", "UPDATE") or kind not in KINDS:
         return Verdict(uid, True)
     return _review_group(uid, obj, operation, request.get("oldObject") or {}, reader)
 

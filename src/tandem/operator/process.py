@@ -220,7 +220,8 @@ def register_when_reachable(cluster: Cluster, url: str, ca_bundle: str, stop: th
 
 
 def register_webhook(cluster: Cluster, url: str, ca_bundle: str) -> None:
-    """Create or update the ValidatingWebhookConfiguration that sends tandem's kinds here: fail closed, 5 s."""
+    """Create or update the ValidatingWebhookConfiguration that sends tandem's kinds here (and
+    ClusterTopology deletes): fail closed, 5 s."""
     from tandem.cluster.ports import AlreadyExists
 
     body = {
@@ -236,9 +237,16 @@ def register_webhook(cluster: Cluster, url: str, ca_bundle: str) -> None:
                         "apiGroups": ["tandem.dev"],
                         "apiVersions": ["v1alpha1"],
                         "operations": ["CREATE", "UPDATE"],
-                        "resources": ["inferencegroups", "inferencegroups/scale", "clustertopologies"],
+                        "resources": ["inferencegroups", "inferencegroups/scale"],
                         "scope": "*",
-                    }
+                    },
+                    {  # deleting a topology groups name is refused, naming them (api/topology_admission.py)
+                        "apiGroups": ["tandem.dev"],
+                        "apiVersions": ["v1alpha1"],
+                        "operations": ["CREATE", "UPDATE", "DELETE"],
+                        "resources": ["clustertopologies"],
+                        "scope": "Cluster",
+                    },
                 ],
                 "failurePolicy": "Fail",
                 "sideEffects": "None",
