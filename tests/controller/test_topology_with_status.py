@@ -53,3 +53,20 @@ def test_a_topology_whose_deletion_waits_on_its_finalizer_still_serves_its_group
     settle(store, store)
     conditions = {c["type"]: c["status"] for c in store.get("InferenceGroup", "serving", "llama")["status"]["conditions"]}
     assert conditions["Accepted"] == "True" and conditions["Available"] == "True"
+
+
+def test_a_group_on_a_stored_topology_tandem_validate_refuses_is_not_accepted_and_says_why():
+    """A topology stored before its rules were checked (a host level above a rack): the group
+    on it is not placed, and its Accepted condition names the topology's problem."""
+    store = world(design_group())
+    topology = copy.deepcopy(store.get("ClusterTopology", None, "default"))
+    levels = topology["spec"]["levels"]
+    topology["spec"]["levels"] = [levels[0], levels[2], levels[1]]  # block, host, rack
+    store.update(topology)
+    settle(store, store)
+    group = store.get("InferenceGroup", "serving", "llama")
+    accepted = next(c for c in group["status"]["conditions"] if c["type"] == "Accepted")
+    assert accepted["status"] == "False"
+    assert ("spec.topologyName: ClusterTopology 'default' is invalid: spec.levels[1].nodeLabel: kubernetes.io/hostname names a single node"
+            in accepted["message"]), accepted["message"]
+    assert store.list("Pod", "serving") == []

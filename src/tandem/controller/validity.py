@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from tandem.api.loading import validation_problems
 from tandem.api.pod_templates import group_template_problems, merged
 from tandem.api.resources import ClusterTopology, InferenceGroup
-from tandem.api.validation import check_group
+from tandem.api.validation import check_group, check_topology
 from tandem.backends.registry import get_backend
 from tandem.cluster.ports import Object
 from tandem.errors import Problem
@@ -56,7 +56,10 @@ def group_problems(raw: Object, topologies: dict[str, ClusterTopology]) -> tuple
     if topology is None:
         problems.append(Problem("spec.topologyName", f"ClusterTopology {group.spec.topology_name!r} not found"))
     else:
-        problems += get_backend(group.spec.scheduler.backend).validate(group, topology)
+        # A topology stored before its rules were checked (or past a webhook that was away): the group
+        # waits until it is fixed, and its scheduler is not asked about levels that are wrong anyway.
+        invalid = [Problem("spec.topologyName", f"ClusterTopology {topology.metadata.name!r} is invalid: {p}") for p in check_topology(topology)]
+        problems += invalid or get_backend(group.spec.scheduler.backend).validate(group, topology)
     return group, problems
 
 
