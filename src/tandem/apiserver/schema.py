@@ -171,7 +171,7 @@ def _repeated_keys(value: Any, schema: dict[str, Any], path: str) -> list[Cause]
         for index, item in enumerate(value):
             where = f"{path}[{index}]"
             if keys and isinstance(item, dict):
-                key = ",".join(f"{json.dumps(k)}:{json.dumps(item.get(k), separators=(',', ':'))}" for k in keys if k in item)
+                key = ", ".join(f"{json.dumps(k)}:{json.dumps(item[k], separators=(',', ':'))}" for k in sorted(keys) if k in item)  # Go's %#v
                 if key in seen:
                     out.append(Cause(where, "FieldValueDuplicate", f"Duplicate value: map[string]interface {{}}{{{key}}}"))
                 seen.add(key)
