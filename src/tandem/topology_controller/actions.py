@@ -1,0 +1,89 @@
+"""What a topology pass decided: writes and events, per ClusterTopology, in order.
+
+Decide returns these; apply runs them. Each names its object fully, carries its
+preconditions and says why it exists, so a test reads a pass without a cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from tandem.cluster.ports import EventType, Object, ObjectRef
+
+
+@dataclass(frozen=True)
+class CreateObject:
+    obj: Object
+    why: str = ""
+
+    @property
+    def target(self) -> tuple[str, str]:
+        return (self.obj["kind"], self.obj["metadata"]["name"])
+
+
+@dataclass(frozen=True)
+class PatchObject:
+    """A JSON merge patch of an object (not its status), with a resourceVersion precondition."""
+
+    kind: str
+    name: str
+    patch: Mapping[str, Any]
+    resource_version: str | None = None
+    why: str = ""
+
+    @property
+    def target(self) -> tuple[str, str]:
+        return (self.kind, self.name)
+
+
+@dataclass(frozen=True)
+class PatchStatus(PatchObject):
+    """A JSON merge patch of the `/status` subresource (the controller is its only writer)."""
+
+    why: str = "status"
+
+
+@dataclass(frozen=True)
+class DeleteObject:
+    kind: str
+    name: str
+    uid: str | None = None  # this object, not a namesake made since
+    why: str = ""
+
+    @property
+    def target(self) -> tuple[str, str]:
+        return (self.kind, self.name)
+
+
+@dataclass(frozen=True)
+class RecordEvent:
+    involved: ObjectRef
+    type: EventType
+    reason: str
+    message: str
+
+    @property
+    def line(self) -> str:
+        return f"{self.involved.name}: {self.reason}: {self.message}"
+
+
+Write = CreateObject | PatchObject | PatchStatus | DeleteObject
+Action = Write | RecordEvent
+
+
+@dataclass(frozen=True)
+class TopologyActions:
+    """One ClusterTopology's actions (or, named "", those on objects whose topology is
+    gone). A write that fails stops only the ones marked to depend on it: the finalizer's
+    removal waits for every delete before it (`after_deletes`)."""
+
+    topology: str
+    actions: tuple[Action, ...] = ()
+    after_deletes: int | None = None  # index of the finalizer removal, skipped if a delete before it failed
+
+
+@dataclass(frozen=True)
+class TopologyDecisions:
+    topologies: tuple[TopologyActions, ...] = ()
+    notes: tuple[str, ...] = ()  # lines for a log that no event carries

@@ -1,0 +1,116 @@
+"""Apply: run a topology pass's actions through the `Writer`, each write on its own.
+
+One ClusterTopology's failed write never stops another's, nor another object's: the
+only write that waits for others is a finalizer's removal, skipped when a delete before
+it failed (the objects would outlive their topology). A delete of an object already gone
+counts as done. Every failure is kept with whether it is retryable (409, 429, 5xx,
+time-outs: the next pass tries again, soon) or terminal (403, 422, ...: it will not
+succeed as sent); events are best effort, a refused one is counted and dropped.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from tandem.cluster.ports import ApiError, NotFound, Writer
+from tandem.topology_controller.actions import (
+    CreateObject,
+    DeleteObject,
+    PatchObject,
+    PatchStatus,
+    RecordEvent,
+    TopologyActions,
+    TopologyDecisions,
+    Write,
+)
+
+
+@dataclass(frozen=True)
+class WriteError:
+    topology: str
+    action: str  # e.g. "create HyperNode default-rack-r1"
+    code: int
+    reason: str
+    retryable: bool
+    message: str
+
+    def __str__(self) -> str:
+        kind = "retryable" if self.retryable else "terminal"
+        return f"{self.topology}: {self.action}: {self.code} {self.reason} ({kind}): {self.message}"
+
+
+@dataclass
+class Applied:
+    created: int = 0
+    patched: int = 0
+    deleted: int = 0
+    status_patches: int = 0
+    skipped: int = 0
+    events: list[str] = field(default_factory=list)
+    events_dropped: int = 0
+    errors: list[WriteError] = field(default_factory=list)
+    by_kind: Counter[tuple[str, str]] = field(default_factory=Counter)  # (verb, kind) -> writes that went through
+
+
+def apply(writer: Writer, decisions: TopologyDecisions) -> Applied:
+    applied = Applied(events=list(decisions.notes))
+    for topology in decisions.topologies:
+        _apply_topology(writer, topology, applied)
+    return applied
+
+
+def _apply_topology(writer: Writer, topology: TopologyActions, applied: Applied) -> None:
+    deletes_failed = False
+    for position, action in enumerate(topology.actions):
+        if isinstance(action, RecordEvent):
+            applied.events.append(action.line)
+            try:
+                writer.record_event(action.involved, action.type, action.reason, action.message)
+            except ApiError:
+                applied.events_dropped += 1
+            continue
+        if position == topology.after_deletes and deletes_failed:
+            applied.skipped += 1
+            continue
+        try:
+            _send(writer, action, applied)
+        except NotFound:
+            if isinstance(action, DeleteObject):
+                continue  # already gone: what the delete wanted
+            _fail(applied, topology.topology, action, NotFound(f"{_describe(action)}: not found"))
+        except ApiError as exc:
+            _fail(applied, topology.topology, action, exc)
+            deletes_failed |= isinstance(action, DeleteObject)
+
+
+def _send(writer: Writer, action: Write, applied: Applied) -> None:
+    if isinstance(action, CreateObject):
+        writer.create(action.obj)
+        applied.created += 1
+        verb = "create"
+    elif isinstance(action, PatchStatus):  # before PatchObject: a status patch is one
+        writer.patch_status(action.kind, None, action.name, action.patch, resource_version=action.resource_version)
+        applied.status_patches += 1
+        verb = "patch_status"
+    elif isinstance(action, PatchObject):
+        writer.patch(action.kind, None, action.name, action.patch, resource_version=action.resource_version)
+        applied.patched += 1
+        verb = "patch"
+    else:
+        writer.delete(action.kind, None, action.name, uid=action.uid)
+        applied.deleted += 1
+        verb = "delete"
+    applied.by_kind[(verb, action.target[0])] += 1
+
+
+def _fail(applied: Applied, topology: str, action: Write, exc: ApiError) -> None:
+    error = WriteError(topology, _describe(action), exc.code, exc.reason, exc.retryable, exc.message)
+    applied.errors.append(error)
+    applied.events.append(str(error))
+
+
+def _describe(action: Write) -> str:
+    verb = {CreateObject: "create", PatchObject: "patch", PatchStatus: "patch status of", DeleteObject: "delete"}[type(action)]
+    kind, name = action.target
+    return f"{verb} {kind} {name}"

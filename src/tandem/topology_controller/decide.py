@@ -1,0 +1,326 @@
+"""Decide: a topology pass as a pure function of what was observed and the time.
+
+Per ClusterTopology, in name order:
+1. **Finalizer**: `tandem.dev/topology-in-use` is added when absent (resourceVersion
+   precondition). When deletion was asked: with groups naming the topology, nothing of it
+   changes and it is DeletionBlocked (status, a Warning event naming the groups); without,
+   its objects are deleted and then the finalizer removed (skipped if a delete failed).
+2. **Backend objects**, per enabled backend: the renderer's output (`desired.py`), then
+   created when missing, merge-patched when their spec, tandem's labels or the owner
+   reference differ (resourceVersion precondition), and tandem's objects nobody wants any
+   more deleted (uid precondition): those of a topology gone, of a level list changed, of
+   a domain emptied. Objects without both ownership labels are never touched; one sitting
+   on a name tandem wants is reported (NameTaken). A backend that refuses the topology
+   (BackendRefused) or, for Volcano, HyperNodes tandem does not own (ForeignHyperNodes: a
+   discoverer built them; two trees over the same nodes would clash) leaves that
+   topology's objects of the backend as they are.
+   Koordinator reads ONE ClusterNetworkTopology (named `default`): it follows the
+   ClusterTopology named `default` if there is one, else the oldest (creationTimestamp,
+   then name) among those that pass tandem's checks and are not being deleted; the
+   others are Degraded (KoordinatorTopologyTaken), saying which one it follows.
+   Kueue: the ResourceFlavors named by `tandem.dev/kueue-resource-flavors` get
+   `spec.topologyName` (merge patch); never owned, never deleted. A flavor Kueue would
+   refuse it (missing, no `nodeLabels`, topologyName already naming another: immutable)
+   is reported (ResourceFlavorRefused).
+3. **Status** (`status.py`), merge-patched only when it differs from what is stored.
+4. **Events**, at most one per type and reason per topology and pass, and only on a
+   change: TopologyUpdated (Normal: created/updated/deleted counts) when objects were
+   written, DeletionBlocked and Degraded (Warning) when the condition's words change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from tandem.api.timestamps import seconds
+from tandem.api.topology_status import EXAMPLES
+from tandem.backends.koordinator import TOPOLOGY_NAME as KOORDINATOR_TOPOLOGY_NAME
+from tandem.cluster.ports import Object, ObjectRef
+from tandem.topology_controller.actions import (
+    Action,
+    CreateObject,
+    DeleteObject,
+    PatchObject,
+    PatchStatus,
+    RecordEvent,
+    TopologyActions,
+    TopologyDecisions,
+)
+from tandem.topology_controller.desired import Rendered, desired_objects
+from tandem.topology_controller.kinds import owned_kinds
+from tandem.topology_controller.observe import TopologyState, World
+from tandem.topology_controller.ownership import FINALIZER, FLAVORS_ANNOTATION, owner_topology
+from tandem.topology_controller.status import Finding, status_patch, topology_status, unlabeled_finding
+
+NAMES_SHOWN = 5  # objects named in a message; the rest are counted
+ADOPT_HINT = "adopt them with `tandem topology from-hypernodes`"
+
+
+@dataclass
+class _Plan:
+    topology: TopologyState
+    findings: list[Finding] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)  # backends whose objects are kept for it
+    writes: list[Action] = field(default_factory=list)  # backend objects and flavors
+    counts: dict[str, int] = field(default_factory=lambda: {"created": 0, "updated": 0, "deleted": 0})
+    removing: bool = False  # deletion asked and no group names it
+
+    def find(self, reason: str, message: str) -> None:
+        self.findings.append(Finding(reason, message))
+
+
+def decide(world: World, now: float) -> TopologyDecisions:
+    plans = {t.name: _Plan(t) for t in world.topologies}
+    wanted: dict[tuple[str, str], tuple[str, Object]] = {}  # (kind, name) -> (topology, object)
+    protected: set[tuple[str, str]] = set()  # (kind, topology): its objects of the kind are left as they are
+    kinds = [kind for backend in world.backends for kind in owned_kinds(backend)]
+    koordinator = _koordinator_topology(world) if "koordinator" in world.backends else None
+    flavor_requests: list[tuple[_Plan, str]] = []  # (plan, Kueue Topology name)
+    for state in world.topologies:
+        plan = plans[state.name]
+        users = world.users(state.name)
+        if state.typed is None:
+            plan.find("InvalidSpec", "; ".join(str(p) for p in state.problems) + "; its scheduler objects are left as they are")
+            protected |= {(kind, state.name) for kind in kinds}
+            continue
+        if state.deleting:
+            if users:
+                plan.find("DeletionBlocked", f"deletion waits while {len(users)} InferenceGroup(s) name it: {_names([u.key for u in users])}")
+                protected |= {(kind, state.name) for kind in kinds}
+            else:
+                plan.removing = True
+            continue
+        _render(world, state, plan, wanted, protected, koordinator, flavor_requests)
+    _converge(world, plans, wanted, protected, kinds)
+    for plan, topology_name in flavor_requests:
+        _flavors(world, plan, topology_name)
+    decided = [_finish(world, plan, now) for plan in plans.values()]
+    orphans = _orphans(world, plans, wanted, protected, kinds)
+    return TopologyDecisions(tuple(d for d in decided + orphans if d.actions))
+
+
+def _render(
+    world: World,
+    state: TopologyState,
+    plan: _Plan,
+    wanted: dict[tuple[str, str], tuple[str, Object]],
+    protected: set[tuple[str, str]],
+    koordinator: str | None,
+    flavor_requests: list[tuple[_Plan, str]],
+) -> None:
+    typed, keys = state.typed, state.level_keys
+    assert typed is not None and keys is not None
+    paths = world.paths[keys]
+    foreign_hypernodes = world.foreign.get("HyperNode", {})
+    for backend in world.backends:
+        if backend == "volcano" and foreign_hypernodes:
+            names = sorted(foreign_hypernodes)
+            plan.find(
+                "ForeignHyperNodes",
+                f"{len(names)} HyperNode(s) not made by tandem exist ({_names(names)}): a second tree over the same nodes "
+                f"would clash, so tandem writes none for this topology; {ADOPT_HINT}",
+            )
+            protected.add(("HyperNode", state.name))
+            continue
+        if backend == "koordinator" and koordinator != state.name:
+            plan.find(
+                "KoordinatorTopologyTaken",
+                f"Koordinator reads one ClusterNetworkTopology ({KOORDINATOR_TOPOLOGY_NAME!r}); it follows ClusterTopology "
+                f"{koordinator!r} (the one named {KOORDINATOR_TOPOLOGY_NAME!r}, else the oldest)",
+            )
+            continue
+        levels = tuple((lv.name, lv.node_label) for lv in typed.spec.levels)
+        key = (state.raw["metadata"].get("uid"), levels, paths.full_serial)
+        rendered: Rendered = world.memo.render(
+            backend, state.name, key, paths, lambda b=backend: desired_objects(b, typed, state.raw, paths.representatives())  # type: ignore[misc]
+        )
+        if rendered.refused is not None:
+            plan.find("BackendRefused", f"{backend}: {rendered.refused}; its objects for this topology are left as they are")
+            protected |= {(kind, state.name) for kind in owned_kinds(backend)}
+            continue
+        plan.kept.append(backend)
+        for obj in rendered.objects:
+            target = (obj["kind"], obj["metadata"]["name"])
+            other = wanted.get(target)
+            if other is not None:
+                plan.find("NameTaken", f"{target[0]} {target[1]} is also wanted by ClusterTopology {other[0]!r}, which keeps it")
+                continue
+            wanted[target] = (state.name, obj)
+        if backend == "kueue" and (state.raw["metadata"].get("annotations") or {}).get(FLAVORS_ANNOTATION):
+            topology_name = next(o["metadata"]["name"] for o in rendered.objects if o["kind"] == "Topology")
+            flavor_requests.append((plan, topology_name))
+
+
+def _converge(
+    world: World, plans: dict[str, _Plan], wanted: dict[tuple[str, str], tuple[str, Object]], protected: set[tuple[str, str]], kinds: list[str]
+) -> None:
+    """Creates and patches for what is wanted; deletes of tandem's objects nobody wants."""
+    for (kind, name), (topology, obj) in sorted(wanted.items()):
+        plan = plans[topology]
+        theirs = world.foreign.get(kind, {}).get(name)
+        if theirs is not None:
+            plan.find("NameTaken", f"{kind} {name} exists and is not tandem's (it lacks tandem's ownership labels): left as it is")
+            continue
+        current = world.owned.get(kind, {}).get(name)
+        if current is None:
+            plan.writes.append(CreateObject(obj, why=f"{kind} {name} is missing"))
+            plan.counts["created"] += 1
+            continue
+        patch = _patch(current, obj)
+        if patch is not None:
+            plan.writes.append(PatchObject(kind, name, patch, current["metadata"].get("resourceVersion"), why=f"{kind} {name} differs"))
+            plan.counts["updated"] += 1
+    for kind in kinds:
+        for name, obj in world.owned.get(kind, {}).items():
+            owner = owner_topology(obj) or ""
+            if (kind, name) in wanted or (kind, owner) in protected or owner not in plans:
+                continue
+            plan = plans[owner]
+            plan.writes.append(DeleteObject(kind, name, obj["metadata"].get("uid"), why=f"{kind} {name} is no longer wanted"))
+            plan.counts["deleted"] += 1
+
+
+def _orphans(
+    world: World, plans: dict[str, _Plan], wanted: dict[tuple[str, str], tuple[str, Object]], protected: set[tuple[str, str]], kinds: list[str]
+) -> list[TopologyActions]:
+    """Deletes of tandem's objects whose ClusterTopology is gone, under that topology's name."""
+    gone: dict[str, list[Action]] = {}
+    for kind in kinds:
+        for name, obj in world.owned.get(kind, {}).items():
+            owner = owner_topology(obj) or ""
+            if owner in plans or (kind, name) in wanted:
+                continue
+            gone.setdefault(owner, []).append(DeleteObject(kind, name, obj["metadata"].get("uid"), why=f"ClusterTopology {owner} is gone"))
+    return [TopologyActions(owner, tuple(actions)) for owner, actions in sorted(gone.items())]
+
+
+def _patch(current: Object, wanted: Object) -> dict[str, Any] | None:
+    """The merge patch bringing `current` to `wanted` in what tandem keeps (spec, tandem's
+    labels, its owner reference), or None when they agree; others' labels stay."""
+    meta, want = current.get("metadata") or {}, wanted["metadata"]
+    labels = meta.get("labels") or {}
+    label_patch = {k: v for k, v in want["labels"].items() if labels.get(k) != v}
+    refs = meta.get("ownerReferences") or []
+    ours = want["ownerReferences"][0]
+    has_ref = any(r.get("uid") == ours["uid"] and r.get("kind") == "ClusterTopology" for r in refs)
+    spec_patch = _diff(current.get("spec"), wanted.get("spec"))
+    if not label_patch and has_ref and spec_patch is _SAME:
+        return None
+    body: dict[str, Any] = {}
+    if label_patch or not has_ref:
+        body["metadata"] = {}
+        if label_patch:
+            body["metadata"]["labels"] = label_patch
+        if not has_ref:
+            body["metadata"]["ownerReferences"] = [r for r in refs if r.get("kind") != "ClusterTopology" or r.get("name") != ours["name"]] + [ours]
+    if spec_patch is not _SAME:
+        body["spec"] = spec_patch
+    return body
+
+
+_SAME = object()
+
+
+def _diff(current: Any, wanted: Any) -> Any:
+    """The RFC 7386 merge patch taking `current` to `wanted` (`_SAME` when equal)."""
+    if current == wanted:
+        return _SAME
+    if not isinstance(current, Mapping) or not isinstance(wanted, Mapping):
+        return wanted
+    out: dict[str, Any] = {}
+    for key, value in wanted.items():
+        part = _diff(current.get(key), value) if key in current else value
+        if part is not _SAME:
+            out[key] = part
+    for key in current:
+        if key not in wanted:
+            out[key] = None
+    return out
+
+
+def _flavors(world: World, plan: _Plan, topology_name: str) -> None:
+    raw = plan.topology.raw
+    listed = (raw["metadata"].get("annotations") or {}).get(FLAVORS_ANNOTATION, "")
+    for name in sorted({n.strip() for n in listed.split(",") if n.strip()}):
+        flavor = world.flavors.get(name)
+        spec = {} if flavor is None else flavor.get("spec") or {}
+        if flavor is None:
+            plan.find("ResourceFlavorRefused", f"ResourceFlavor {name} (asked by {FLAVORS_ANNOTATION}) not found")
+        elif spec.get("topologyName") == topology_name:
+            continue
+        elif spec.get("topologyName"):
+            plan.find(
+                "ResourceFlavorRefused",
+                f"ResourceFlavor {name} names Topology {spec['topologyName']!r}; Kueue keeps topologyName immutable once set",
+            )
+        elif not spec.get("nodeLabels"):
+            plan.find("ResourceFlavorRefused", f"ResourceFlavor {name} has no spec.nodeLabels; Kueue requires at least one with a topologyName")
+        else:
+            plan.writes.append(
+                PatchObject("ResourceFlavor", name, {"spec": {"topologyName": topology_name}}, flavor["metadata"].get("resourceVersion"),
+                            why=f"ResourceFlavor {name} is asked to use Topology {topology_name}")
+            )
+
+
+def _finish(world: World, plan: _Plan, now: float) -> TopologyActions:
+    """The topology's writes in order: finalizer, backend objects, status; then events."""
+    state, raw = plan.topology, plan.topology.raw
+    meta = raw["metadata"]
+    finalizers = list(meta.get("finalizers") or [])
+    actions: list[Action] = []
+    ref = ObjectRef.of(raw)
+    if plan.removing:
+        actions += plan.writes
+        if FINALIZER in finalizers:
+            index = len(actions)
+            actions.append(PatchObject("ClusterTopology", state.name, {"metadata": {"finalizers": [f for f in finalizers if f != FINALIZER]}},
+                                       meta.get("resourceVersion"), why="no group names it: deletion may go on"))
+            return TopologyActions(state.name, tuple(actions), after_deletes=index)
+        return TopologyActions(state.name, tuple(actions))
+    if FINALIZER not in finalizers and not state.deleting:
+        actions.append(PatchObject("ClusterTopology", state.name, {"metadata": {"finalizers": finalizers + [FINALIZER]}},
+                                   meta.get("resourceVersion"), why="protect it from deletion while groups name it"))
+    actions += plan.writes
+    users = [u.key for u in world.users(state.name)]
+    findings = list(plan.findings)
+    levels = counts = None
+    if state.typed is not None and state.level_keys is not None:
+        levels = [(lv.name, lv.node_label) for lv in state.typed.spec.levels]
+        counts = world.paths[state.level_keys].counts(EXAMPLES)
+        unlabeled = unlabeled_finding(counts, levels)
+        if unlabeled is not None:
+            findings.append(unlabeled)
+    wanted = topology_status(raw, levels, counts, world.nodes, users, plan.kept, findings, now)
+    patch = status_patch(raw.get("status"), wanted)
+    if patch is not None:
+        actions.append(PatchStatus("ClusterTopology", state.name, patch))
+    written = plan.counts
+    if any(written.values()):
+        actions.append(RecordEvent(ref, "Normal", "TopologyUpdated",
+                                   f"{', '.join(plan.kept) or 'backends'}: created {written['created']}, updated {written['updated']}, deleted {written['deleted']}"))
+    before = {c.get("type"): c for c in (raw.get("status") or {}).get("conditions") or () if isinstance(c, dict)}
+    after = {c["type"]: c for c in wanted["conditions"]}
+    blocked = next((f for f in findings if f.reason == "DeletionBlocked"), None)
+    if blocked is not None and (before.get("Ready") or {}).get("message") != blocked.message:
+        actions.append(RecordEvent(ref, "Warning", "DeletionBlocked", blocked.message))
+    degraded = after["Degraded"]
+    if degraded["status"] == "True" and blocked is None and (before.get("Degraded") or {}).get("message") != degraded["message"]:
+        actions.append(RecordEvent(ref, "Warning", degraded["reason"], degraded["message"]))
+    return TopologyActions(state.name, tuple(actions))
+
+
+def _koordinator_topology(world: World) -> str | None:
+    """The ClusterTopology Koordinator's one ClusterNetworkTopology follows (see the module's docstring)."""
+    candidates = [t for t in world.topologies if t.typed is not None and not t.deleting]
+    if any(t.name == KOORDINATOR_TOPOLOGY_NAME for t in candidates):
+        return KOORDINATOR_TOPOLOGY_NAME
+    if not candidates:
+        return None
+    oldest = min(candidates, key=lambda t: (seconds(t.raw["metadata"].get("creationTimestamp")), t.name))
+    return oldest.name
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:NAMES_SHOWN])
+    return shown + (f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else "")

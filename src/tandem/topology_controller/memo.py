@@ -1,0 +1,49 @@
+"""What a topology pass keeps for the next, passed in explicitly (no module state).
+
+A pass without one decides exactly the same, only slower. It keeps:
+- the cluster as last observed (`tandem.cluster.index.ClusterIndex`): each pass reads only
+  the objects the world says changed;
+- per tuple of level labels in use, the nodes' paths (`NodePaths`), told of every node
+  that changed;
+- the parsed ClusterTopologies, by uid and resourceVersion;
+- each backend's rendering per ClusterTopology, by its name, uid, levels and the set of
+  full node paths (`NodePaths.full_serial`): a node added to an existing rack renders
+  nothing again.
+Bounded by what exists: entries of topologies and label tuples no longer in use go.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, TypeVar
+
+from tandem.cluster.index import ClusterIndex
+from tandem.topology_controller.node_paths import NodePaths
+
+T = TypeVar("T")
+
+
+@dataclass
+class TopologyMemo:
+    index: ClusterIndex = field(default_factory=ClusterIndex)
+    paths: dict[tuple[str, ...], NodePaths] = field(default_factory=dict)
+    parsed: dict[str, tuple[Hashable, Any]] = field(default_factory=dict)  # topology name -> ((uid, rv), parse)
+    rendered: dict[tuple[str, str], tuple[Hashable, NodePaths, Any]] = field(default_factory=dict)  # (backend, topology) -> (key, paths, result)
+    renders: int = 0  # renderer calls (a test and the benchmark read it)
+
+    def render(self, backend: str, topology: str, key: Hashable, source: NodePaths, compute: Callable[[], T]) -> T:
+        """The rendering kept for this key and these very node paths, else `compute()`."""
+        kept = self.rendered.get((backend, topology))
+        if kept is not None and kept[0] == key and kept[1] is source:
+            value: T = kept[2]
+            return value
+        self.renders += 1
+        fresh = compute()
+        self.rendered[(backend, topology)] = (key, source, fresh)
+        return fresh
+
+    def keep_only(self, topologies: set[str], keys: set[tuple[str, ...]]) -> None:
+        """Forget what is about topologies and level-label tuples no longer in use."""
+        self.paths = {k: v for k, v in self.paths.items() if k in keys}
+        self.parsed = {k: v for k, v in self.parsed.items() if k in topologies}
+        self.rendered = {k: v for k, v in self.rendered.items() if k[1] in topologies}
