@@ -5,11 +5,15 @@ The backend's own renderer (`tandem.backends.registry`: `render_topology`, the s
 tandem's: both ownership labels and an ownerReference to the ClusterTopology's uid. A
 renderer's refusal (an InputError: KAI or Kueue refusing a level list, Koordinator a
 layer name, Volcano no labelled node) comes back as its message, for the status.
+
+Given the previous rendering, an object the renderer makes again unchanged is the very
+object made last time (same identity), so what compared equal to the stored object then
+need not be compared again (`memo.in_step`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from tandem.api.kube import Node
@@ -24,17 +28,28 @@ from tandem.topology_controller.ownership import owner_reference, ownership_labe
 class Rendered:
     objects: tuple[Object, ...] = ()  # by (kind, name)
     refused: str | None = None  # the renderer's words when it would not render
+    # (kind, name) -> (the renderer's object, tandem's object made of it)
+    made: Mapping[tuple[str, str], tuple[Object, Object]] = field(default_factory=dict, compare=False, repr=False)
+    owner: tuple[str, str] = ("", "")  # the ClusterTopology's (name, uid)
 
 
-def desired_objects(backend: str, topology: ClusterTopology, raw: Mapping[str, Any], nodes: Sequence[Node]) -> Rendered:
+def desired_objects(
+    backend: str, topology: ClusterTopology, raw: Mapping[str, Any], nodes: Sequence[Node], previous: Rendered | None = None
+) -> Rendered:
     """`backend`'s objects for `topology` on `nodes`, each labelled and owned as tandem's."""
     try:
         objects = get_backend(backend).render_topology(topology, nodes)
     except InputError as exc:
         return Rendered(refused=str(exc))
-    name = topology.metadata.name
-    owned = [_own(obj, name, raw) for obj in objects]
-    return Rendered(objects=tuple(sorted(owned, key=lambda o: (o["kind"], o["metadata"]["name"]))))
+    owner = (topology.metadata.name, str(raw["metadata"].get("uid", "")))
+    before = previous.made if previous is not None and previous.owner == owner else {}
+    made: dict[tuple[str, str], tuple[Object, Object]] = {}
+    for obj in objects:
+        target = (obj["kind"], obj["metadata"]["name"])
+        kept = before.get(target)
+        made[target] = kept if kept is not None and kept[0] == obj else (obj, _own(obj, owner[0], raw))
+    owned = tuple(made[target][1] for target in sorted(made))
+    return Rendered(objects=owned, made=made, owner=owner)
 
 
 def _own(obj: Object, topology: str, raw: Mapping[str, Any]) -> Object:

@@ -30,6 +30,14 @@ class TopologyMemo:
     parsed: dict[str, tuple[Hashable, Any]] = field(default_factory=dict)  # topology name -> ((uid, rv), parse)
     rendered: dict[tuple[str, str], tuple[Hashable, NodePaths, Any]] = field(default_factory=dict)  # (backend, topology) -> (key, paths, result)
     renders: int = 0  # renderer calls (a test and the benchmark read it)
+    # Each backend kind's objects split into tandem's and everyone else's, by name, kept
+    # up to date from the changes observe sees (kind -> (tandem's, others')).
+    split: dict[str, tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=dict)
+    # Objects found as wanted, by (kind, name): (the wanted object, the stored one), both as
+    # read then; while both are these very objects, the pair is not compared again.
+    in_step: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
+    kind_serial: dict[str, int] = field(default_factory=dict)  # moves with every change seen of the kind
+    converged: tuple[Any, ...] | None = None  # (key, renderings, result) of decide's last convergence
 
     def render(self, backend: str, topology: str, key: Hashable, source: NodePaths, compute: Callable[[], T]) -> T:
         """The rendering kept for this key and these very node paths, else `compute()`."""
@@ -42,8 +50,17 @@ class TopologyMemo:
         self.rendered[(backend, topology)] = (key, source, fresh)
         return fresh
 
+    def previous(self, backend: str, topology: str) -> Any:
+        """The last rendering of `backend` for `topology`, whatever its key (None: none)."""
+        kept = self.rendered.get((backend, topology))
+        return None if kept is None else kept[2]
+
     def keep_only(self, topologies: set[str], keys: set[tuple[str, ...]]) -> None:
         """Forget what is about topologies and level-label tuples no longer in use."""
         self.paths = {k: v for k, v in self.paths.items() if k in keys}
         self.parsed = {k: v for k, v in self.parsed.items() if k in topologies}
         self.rendered = {k: v for k, v in self.rendered.items() if k[1] in topologies}
+
+    def agreed(self, target: tuple[str, str], wanted: Any, stored: Any) -> bool:
+        kept = self.in_step.get(target)
+        return kept is not None and kept[0] is wanted and kept[1] is stored

@@ -93,6 +93,8 @@ def observe(reader: Reader, backends: tuple[str, ...], memo: TopologyMemo | None
     memo = TopologyMemo() if memo is None else memo
     index = memo.index
     changes = index.refresh(reader, observed_kinds(backends))
+    for change in changes:
+        memo.kind_serial[change.kind] = memo.kind_serial.get(change.kind, 0) + 1
     _follow_nodes(memo, changes)
     topologies = tuple(_topology(memo, raw) for _, raw in sorted(index.of_kind("ClusterTopology").items()))
     nodes = index.of_kind("Node")
@@ -112,11 +114,33 @@ def observe(reader: Reader, backends: tuple[str, ...], memo: TopologyMemo | None
         for kind in BACKEND_KINDS[backend]:
             if kind == RESOURCE_FLAVOR:
                 flavors = {name: obj for (_, name), obj in sorted(index.of_kind(kind.kind).items())}
-                continue
-            mine, theirs = owned.setdefault(kind.kind, {}), foreign.setdefault(kind.kind, {})
-            for (_, name), obj in sorted(index.of_kind(kind.kind).items()):
-                (mine if owner_topology(obj) is not None else theirs)[name] = obj
+            else:
+                owned[kind.kind], foreign[kind.kind] = _split(memo, kind.kind, changes)
+    memo.split = {kind: memo.split[kind] for kind in owned}
     return World(topologies, groups, dict(memo.paths), len(nodes), tuple(sorted(backends)), owned, foreign, flavors, memo)
+
+
+def _split(memo: TopologyMemo, kind: str, changes: list[Change]) -> tuple[dict[str, Object], dict[str, Object]]:
+    """The kind's objects split into tandem's and the others', by name: built once from the
+    index, then kept up to date from the changes (unordered: readers sort what they report)."""
+    kept = memo.split.get(kind)
+    if kept is None:
+        mine: dict[str, Object] = {}
+        theirs: dict[str, Object] = {}
+        for (_, name), obj in memo.index.of_kind(kind).items():
+            (mine if owner_topology(obj) is not None else theirs)[name] = obj
+        memo.split[kind] = (mine, theirs)
+        return mine, theirs
+    mine, theirs = kept
+    for change in changes:
+        if change.kind != kind:
+            continue
+        name = change.name[1]
+        mine.pop(name, None)
+        theirs.pop(name, None)
+        if change.after is not None:
+            (mine if owner_topology(change.after) is not None else theirs)[name] = change.after
+    return mine, theirs
 
 
 def _labels(obj: Object) -> Mapping[str, str]:
