@@ -237,7 +237,10 @@ def _patch(current: Object, wanted: Object) -> dict[str, Any] | None:
     label_patch = {k: v for k, v in want["labels"].items() if labels.get(k) != v}
     refs = meta.get("ownerReferences") or []
     ours = want["ownerReferences"][0]
-    has_ref = bool(refs) and refs[0].get("uid") == ours["uid"] or any(r.get("uid") == ours["uid"] for r in refs)
+    # exactly one ClusterTopology reference, to this topology's uid (an object moved from
+    # another topology, Koordinator's, loses the other's)
+    topology_refs = [r for r in refs if r.get("kind") == "ClusterTopology"]
+    has_ref = len(topology_refs) == 1 and topology_refs[0].get("uid") == ours["uid"]
     spec_patch = _diff(current.get("spec"), wanted.get("spec"))
     if not label_patch and has_ref and spec_patch is _SAME:
         return None
@@ -247,7 +250,7 @@ def _patch(current: Object, wanted: Object) -> dict[str, Any] | None:
         if label_patch:
             body["metadata"]["labels"] = label_patch
         if not has_ref:
-            body["metadata"]["ownerReferences"] = [r for r in refs if r.get("kind") != "ClusterTopology" or r.get("name") != ours["name"]] + [ours]
+            body["metadata"]["ownerReferences"] = [r for r in refs if r.get("kind") != "ClusterTopology"] + [ours]
     if spec_patch is not _SAME:
         body["spec"] = spec_patch
     return body

@@ -1,0 +1,285 @@
+"""The topology controller's pass against the memory store: what it writes, and what not."""
+
+from __future__ import annotations
+
+import pytest
+
+from support.topology_world import Clock, group, levels, node, node_models, rack_nodes, spec_and_labels, store, topology, typed
+from tandem.api.topology_status import ClusterTopologyStatus
+from tandem.backends.registry import get_backend
+from tandem.cluster.ports import Forbidden, ServiceUnavailable
+from tandem.errors import InputError
+from tandem.topology_controller.ownership import FINALIZER, FLAVORS_ANNOTATION, MANAGED_BY_LABEL, TOPOLOGY_LABEL
+from tandem.topology_controller.reconcile import TopologyMemo, TopologySettings, reconcile
+
+VOLCANO = TopologySettings(("volcano",))
+
+
+def _world(nodes=None, *topologies):
+    world = store()
+    for t in topologies or (topology(),):
+        world.create(t)
+    for n in nodes if nodes is not None else rack_nodes(2, 2, 2):
+        world.create(n)
+    return world
+
+
+def _owned(world, kind):
+    return [o for o in world.list(kind) if o["metadata"].get("labels", {}).get(MANAGED_BY_LABEL) == "tandem" and TOPOLOGY_LABEL in o["metadata"]["labels"]]
+
+
+def _expected(world, kind, name="default", backend="volcano"):
+    raw = world.get("ClusterTopology", None, name)
+    return {
+        (o["kind"], o["metadata"]["name"]): o["spec"]
+        for o in get_backend(backend).render_topology(typed(raw), node_models(world.list("Node")))
+        if o["kind"] == kind
+    }
+
+
+def _status(world, name="default"):
+    return world.get("ClusterTopology", None, name)["status"]
+
+
+def _condition(world, kind, name="default"):
+    return next(c for c in _status(world, name)["conditions"] if c["type"] == kind)
+
+
+def test_first_pass_writes_the_objects_status_and_finalizer_and_the_second_nothing():
+    world = _world()
+    report = reconcile(world, 10.0, VOLCANO)
+    assert report.failures == 0 and report.topologies == 1
+    assert {k: s for k, (s, _) in spec_and_labels(_owned(world, "HyperNode")).items()} == _expected(world, "HyperNode")
+    raw = world.get("ClusterTopology", None, "default")
+    assert raw["metadata"]["finalizers"] == [FINALIZER]
+    status = ClusterTopologyStatus.model_validate(raw["status"])
+    assert status.backends == ["volcano"] and status.domain_counts == "2/4/8"
+    again = reconcile(world, 11.0, VOLCANO)
+    assert again.writes == 0 and again.events == ()
+    with_memo, memo = None, TopologyMemo()
+    for now in (12.0, 13.0):
+        with_memo = reconcile(world, now, VOLCANO, memo)
+    assert with_memo is not None and with_memo.writes == 0
+
+
+def test_no_backends_keeps_only_the_status():
+    world = _world()
+    report = reconcile(world, 1.0)
+    assert report.by_kind == ((("patch", "ClusterTopology"), 1), (("patch_status", "ClusterTopology"), 1))
+    assert world.list("HyperNode") == [] and _condition(world, "Ready")["status"] == "True"
+
+
+def test_a_new_rack_writes_its_hypernodes_and_the_changed_parent_only():
+    world = _world(rack_nodes(2, 2, 2))
+    memo = TopologyMemo()
+    reconcile(world, 1.0, VOLCANO, memo)
+    before = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in world.list("HyperNode")}
+    for h in range(2):
+        world.create(node(f"new-{h}", block="b0", rack="r9"))
+    report = reconcile(world, 2.0, VOLCANO, memo)
+    after = {o["metadata"]["name"]: o for o in world.list("HyperNode")}
+    created = set(after) - set(before)
+    changed = {n for n in before if after[n]["metadata"]["resourceVersion"] != before[n]}
+    expected = _expected(world, "HyperNode")
+    assert {("HyperNode", n) for n in after} == set(expected)
+    assert created and all("r9" in n for n in created)
+    assert changed == {"default-block-b0"}  # the parent block; the root, the other block and racks untouched
+    assert report.count("create", "HyperNode") == len(created) and report.count("patch", "HyperNode") == 1
+    assert report.count("delete", "HyperNode") == 0
+
+
+def test_a_removed_rack_loses_its_hypernodes_and_a_relabelled_node_moves():
+    world = _world(rack_nodes(1, 2, 1))
+    reconcile(world, 1.0, VOLCANO)
+    world.delete("Node", None, "n-0-1-0")
+    world.patch("Node", None, "n-0-0-0", {"metadata": {"labels": {"net.example.com/rack": "r5"}}})
+    report = reconcile(world, 2.0, VOLCANO)
+    assert {("HyperNode", o["metadata"]["name"]) for o in world.list("HyperNode")} == set(_expected(world, "HyperNode"))
+    assert report.count("delete", "HyperNode") >= 2 and not any("r1" in o["metadata"]["name"] for o in world.list("HyperNode"))
+
+
+def test_objects_without_both_labels_are_never_touched():
+    world = _world()
+    half = {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "default", "labels": {MANAGED_BY_LABEL: "tandem"}},
+            "spec": {"levels": [{"nodeLabel": "x"}]}}
+    world.create(half)
+    before = world.get("Topology", None, "default")
+    reconcile(world, 1.0, TopologySettings(("kai",)))
+    assert world.get("Topology", None, "default") == before
+    degraded = _condition(world, "Degraded")
+    assert degraded["reason"] == "NameTaken" and "Topology default exists and is not tandem's" in degraded["message"]
+
+
+def test_foreign_hypernodes_stop_volcano_for_the_topology_and_say_how_to_adopt():
+    world = _world()
+    for i in range(7):
+        world.create({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": f"rack-{i}"},
+                      "spec": {"tier": 1, "members": []}})
+    reconcile(world, 1.0, VOLCANO)
+    assert sorted(o["metadata"]["name"] for o in world.list("HyperNode")) == [f"rack-{i}" for i in range(7)]
+    degraded = _condition(world, "Degraded")
+    assert degraded["reason"] == "ForeignHyperNodes"
+    assert "7 HyperNode(s)" in degraded["message"] and "rack-0, rack-1" in degraded["message"] and "and 2 more" in degraded["message"]
+    assert "tandem topology from-hypernodes" in degraded["message"]
+
+
+def test_kai_refusing_the_levels_is_degraded_backend_refused():
+    bad = topology(level_list=[{"name": "host", "nodeLabel": "kubernetes.io/hostname"}, {"name": "rack", "nodeLabel": "net.example.com/rack"}])
+    world = _world(rack_nodes(1, 1, 1), bad)
+    report = reconcile(world, 1.0, TopologySettings(("kai",)))
+    assert report.failures == 0 and world.list("Topology") == []
+    degraded = _condition(world, "Degraded")
+    assert degraded["reason"] == "BackendRefused" and degraded["message"].startswith("kai: ") and "KAI" in degraded["message"]
+
+
+def test_koordinator_follows_one_topology_and_says_so_to_the_others():
+    clock = Clock()
+    world = store(clock)
+    world.create(topology("zeta", levels("block", "rack")))
+    clock.now += 10
+    world.create(topology("alpha", levels("block", "rack")))
+    world.create(node("n1", block="b", rack="r"))
+    koord = TopologySettings(("koordinator",))
+    reconcile(world, 1.0, koord)
+    cnt = world.get("ClusterNetworkTopology", None, "default")
+    assert cnt["metadata"]["labels"][TOPOLOGY_LABEL] == "zeta"  # the oldest
+    taken = _condition(world, "Degraded", "alpha")
+    assert taken["reason"] == "KoordinatorTopologyTaken" and "'zeta'" in taken["message"]
+    world.create(topology("default", levels("rack")))  # one named default wins: the object moves to it
+    reconcile(world, 2.0, koord)
+    moved = world.get("ClusterNetworkTopology", None, "default")
+    assert moved["metadata"]["uid"] == cnt["metadata"]["uid"]
+    assert moved["metadata"]["labels"][TOPOLOGY_LABEL] == "default"
+    assert [r["name"] for r in moved["metadata"]["ownerReferences"]] == ["default"]
+    assert _condition(world, "Degraded", "zeta")["reason"] == "KoordinatorTopologyTaken"
+
+
+def _flavor(name, **spec):
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
+
+
+def test_kueue_resource_flavors_get_the_topology_name_where_asked():
+    asked = topology(annotations={FLAVORS_ANNOTATION: "gpu, nolabels,missing,other"})
+    world = _world(rack_nodes(1, 1, 1), asked)
+    world.create(_flavor("gpu", nodeLabels={"pool": "gpu"}))
+    world.create(_flavor("nolabels"))
+    world.create(_flavor("other", nodeLabels={"a": "b"}, topologyName="else"))
+    world.create(_flavor("untouched", nodeLabels={"a": "b"}))
+    report = reconcile(world, 1.0, TopologySettings(("kueue",)))
+    assert report.count("patch", "ResourceFlavor") == 1
+    assert world.get("ResourceFlavor", None, "gpu")["spec"]["topologyName"] == "default"
+    assert "topologyName" not in world.get("ResourceFlavor", None, "nolabels")["spec"]
+    assert world.get("ResourceFlavor", None, "other")["spec"]["topologyName"] == "else"
+    assert "topologyName" not in world.get("ResourceFlavor", None, "untouched")["spec"]
+    message = _condition(world, "Degraded")["message"]
+    assert "ResourceFlavor missing" in message and "nolabels has no spec.nodeLabels" in message and "immutable" in message
+    world.delete("ClusterTopology", None, "default")
+    reconcile(world, 2.0, TopologySettings(("kueue",)))
+    assert world.get("ResourceFlavor", None, "gpu")["spec"]["topologyName"] == "default"  # never undone, never deleted
+
+
+def test_deletion_waits_for_the_groups_naming_it_then_takes_the_owned_objects():
+    world = _world()
+    world.create(group("serving", "llama", "default"))
+    world.create(group("serving", "other", "elsewhere"))
+    reconcile(world, 1.0, VOLCANO)
+    world.delete("ClusterTopology", None, "default")
+    report = reconcile(world, 2.0, VOLCANO)
+    raw = world.get("ClusterTopology", None, "default")
+    assert raw["metadata"]["finalizers"] == [FINALIZER] and _owned(world, "HyperNode")
+    ready = _condition(world, "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "DeletionBlocked") and "serving/llama" in ready["message"]
+    assert "serving/other" not in ready["message"]
+    assert [e for e in report.events if "DeletionBlocked" in e]
+    events = [e for e in world.list("Event") if e["reason"] == "DeletionBlocked"]
+    assert len(events) == 1 and events[0]["type"] == "Warning" and "serving/llama" in events[0]["message"]
+    assert reconcile(world, 3.0, VOLCANO).writes == 0  # blocked, said once
+    world.delete("InferenceGroup", "serving", "llama")
+    reconcile(world, 4.0, VOLCANO)
+    assert world.list("ClusterTopology") == [] and world.list("HyperNode") == []
+
+
+def test_owned_objects_of_a_topology_gone_are_deleted_with_a_uid_precondition():
+    world = _world()
+    reconcile(world, 1.0, VOLCANO)
+    orphan = dict(world.get("HyperNode", None, "default"))
+    orphan = {**orphan, "metadata": {"name": "ghost", "labels": {MANAGED_BY_LABEL: "tandem", TOPOLOGY_LABEL: "gone"}}}
+    world.create(orphan)
+    report = reconcile(world, 2.0, VOLCANO)
+    assert report.count("delete", "HyperNode") == 1 and "ghost" not in [o["metadata"]["name"] for o in world.list("HyperNode")]
+
+
+def test_an_invalid_topology_is_reported_and_its_objects_left():
+    world = _world()
+    reconcile(world, 1.0, VOLCANO)
+    count = len(world.list("HyperNode"))
+    world.patch("ClusterTopology", None, "default", {"spec": {"levels": levels("block", "rack") + [{"name": "rack", "nodeLabel": "x/y"}]}})
+    reconcile(world, 2.0, VOLCANO)
+    assert len(world.list("HyperNode")) == count
+    ready = _condition(world, "Ready")
+    assert ready["reason"] == "InvalidSpec" and "spec.levels[2].name" in ready["message"]
+    assert _status(world)["observedGeneration"] == 2
+
+
+def test_unlabeled_nodes_are_counted_and_named():
+    world = _world(rack_nodes(1, 1, 2) + [node("bare-1"), node("bare-0", block="b0")])
+    reconcile(world, 1.0)
+    status = ClusterTopologyStatus.model_validate(_status(world))
+    assert (status.nodes, status.placeable_nodes, status.unlabeled_nodes) == (4, 2, 2)
+    assert status.unlabeled_examples == ["bare-0", "bare-1"]
+    assert [(lv.name, lv.unlabeled_nodes, lv.unlabeled_examples) for lv in status.levels] == [("block", 1, ["bare-1"]), ("rack", 1, ["bare-0"]), ("host", 0, [])]
+    assert _condition(world, "Degraded")["reason"] == "UnlabeledNodes"
+
+
+def test_a_level_change_rewrites_the_objects():
+    world = _world()
+    reconcile(world, 1.0, TopologySettings(("volcano", "kai")))
+    world.patch("ClusterTopology", None, "default", {"spec": {"levels": levels("rack", "host")}})
+    report = reconcile(world, 2.0, TopologySettings(("volcano", "kai")))
+    assert report.failures == 0
+    assert {(o["kind"], o["metadata"]["name"]): o["spec"] for o in _owned(world, "HyperNode")} == _expected(world, "HyperNode")
+    assert world.get("Topology", None, "default")["spec"] == _expected(world, "Topology", backend="kai")[("Topology", "default")]
+    events = [e for e in world.list("Event") if e["reason"] == "TopologyUpdated"]
+    # the root and KAI's Topology updated; every block HyperNode and every rack under a block gone
+    assert sorted(e["message"] for e in events) == ["kai, volcano: created 10, updated 2, deleted 14", "kai, volcano: created 16, updated 0, deleted 0"]
+
+
+class _Failing:
+    """The store, refusing some writes: `refuse` maps (verb, kind) to the error to raise."""
+
+    def __init__(self, world, refuse):
+        self.world, self.refuse = world, refuse
+
+    def __getattr__(self, name):
+        return getattr(self.world, name)
+
+    def _check(self, verb, kind):
+        error = self.refuse.get((verb, kind))
+        if error is not None:
+            raise error
+
+    def create(self, obj):
+        self._check("create", obj["kind"])
+        return self.world.create(obj)
+
+    def patch_status(self, kind, namespace, name, patch, *, resource_version=None):
+        self._check("patch_status", kind)
+        return self.world.patch_status(kind, namespace, name, patch, resource_version=resource_version)
+
+
+def test_a_refused_write_is_isolated_and_told_retryable_or_terminal():
+    world = _world()
+    report = reconcile(_Failing(world, {("create", "HyperNode"): Forbidden("no")}), 1.0, VOLCANO)
+    assert report.failures == len(_expected(world, "HyperNode")) and not report.retryable and report.requeue_after is None
+    assert world.get("ClusterTopology", None, "default")["status"]  # the status went through
+    world.create(node("late", block="b0", rack="r0"))  # a status to write
+    report = reconcile(_Failing(world, {("patch_status", "ClusterTopology"): ServiceUnavailable("later")}), 2.0, VOLCANO)
+    assert report.retryable and report.requeue_after is not None and report.failures == 1
+    assert len(_owned(world, "HyperNode")) == len(_expected(world, "HyperNode"))
+
+
+def test_kai_and_kueue_together_are_refused_before_any_write():
+    world = _world()
+    with pytest.raises(InputError, match="--backends"):
+        reconcile(world, 1.0, TopologySettings(("kai", "kueue")))
+    assert "finalizers" not in world.get("ClusterTopology", None, "default")["metadata"]
