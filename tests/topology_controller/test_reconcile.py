@@ -289,3 +289,17 @@ def test_kai_and_kueue_together_are_refused_before_any_write():
     with pytest.raises(InputError, match="--backends"):
         reconcile(world, 1.0, TopologySettings(("kai", "kueue")))
     assert "finalizers" not in world.get("ClusterTopology", None, "default")["metadata"]
+
+
+def test_a_node_joining_an_existing_rack_renders_nothing_again_and_writes_only_the_status():
+    world = _world(rack_nodes(1, 2, 2))
+    memo = TopologyMemo()
+    reconcile(world, 1.0, TopologySettings(("volcano", "kai")), memo)
+    renders = memo.renders
+    world.create(node("joiner", block="b0", rack="r1"))
+    report = reconcile(world, 2.0, TopologySettings(("volcano", "kai")), memo)
+    assert memo.renders == renders  # Volcano reads the tier labels (hostname is not a tier), KAI no node
+    assert report.by_kind == ((("patch_status", "ClusterTopology"), 1),)
+    world.create(node("pioneer", block="b0", rack="r7"))
+    report = reconcile(world, 3.0, TopologySettings(("volcano", "kai")), memo)
+    assert memo.renders == renders + 1 and report.count("create", "HyperNode") == 1 and report.count("patch", "HyperNode") == 1

@@ -48,7 +48,7 @@ from tandem.topology_controller.actions import (
     TopologyDecisions,
 )
 from tandem.topology_controller.desired import Rendered, desired_objects
-from tandem.topology_controller.kinds import owned_kinds
+from tandem.topology_controller.kinds import owned_kinds, render_keys
 from tandem.topology_controller.observe import TopologyState, World
 from tandem.topology_controller.ownership import FINALIZER, FLAVORS_ANNOTATION, owner_topology
 from tandem.topology_controller.status import Finding, status_patch, topology_status, unlabeled_finding
@@ -114,9 +114,8 @@ def _render(
     koordinator: str | None,
     flavor_requests: list[tuple[_Plan, str]],
 ) -> None:
-    typed, keys = state.typed, state.level_keys
-    assert typed is not None and keys is not None
-    paths = world.paths[keys]
+    typed = state.typed
+    assert typed is not None
     foreign_hypernodes = world.foreign.get("HyperNode", {})
     for backend in world.backends:
         if backend == "volcano" and foreign_hypernodes:
@@ -135,6 +134,7 @@ def _render(
                 f"{koordinator!r} (the one named {KOORDINATOR_TOPOLOGY_NAME!r}, else the oldest)",
             )
             continue
+        paths = world.paths[render_keys(backend, typed)]
         levels = tuple((lv.name, lv.node_label) for lv in typed.spec.levels)
         key = (state.raw["metadata"].get("uid"), levels, paths.full_serial)
         previous = world.memo.previous(backend, state.name)

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from tandem.backends.kai import TOPOLOGY_API_VERSION as KAI_TOPOLOGY
 from tandem.backends.koordinator import TOPOLOGY_API_VERSION as KOORDINATOR_TOPOLOGY
 from tandem.backends.kueue import TOPOLOGY_API_VERSION as KUEUE_TOPOLOGY
-from tandem.backends.volcano import HYPERNODE_API_VERSION
+from tandem.api.resources import ClusterTopology
+from tandem.backends.volcano import HYPERNODE_API_VERSION, tier_levels
 
 
 @dataclass(frozen=True)
@@ -46,3 +47,18 @@ CLASHING_KINDS: tuple[frozenset[str], ...] = (frozenset({"kai", "kueue"}),)
 def owned_kinds(backend: str) -> tuple[str, ...]:
     """The kinds of `backend` the controller makes and deletes."""
     return tuple(k.kind for k in BACKEND_KINDS[backend] if k.owned)
+
+
+NodeKeys = tuple[tuple[str, ...], frozenset[str]]  # (labels, those of which only presence matters)
+
+
+def render_keys(backend: str, topology: ClusterTopology) -> NodeKeys:
+    """What of the nodes `backend`'s renderer reads: Volcano the tier labels' values and
+    that a node carries every level label (hostname is not a tier: a node joining an
+    existing rack changes no HyperNode); the others read no node. The controller renders
+    again only when the nodes' paths over these keys change."""
+    if backend != "volcano":
+        return ((), frozenset())
+    labels = tuple(level.node_label for level in topology.spec.levels)
+    tiers = {level.node_label for level in tier_levels(topology)}
+    return (labels, frozenset(label for label in labels if label not in tiers))

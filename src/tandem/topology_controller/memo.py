@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, TypeVar
 
 from tandem.cluster.index import ClusterIndex
+from tandem.topology_controller.kinds import NodeKeys
 from tandem.topology_controller.node_paths import NodePaths
 
 T = TypeVar("T")
@@ -26,7 +27,7 @@ T = TypeVar("T")
 @dataclass
 class TopologyMemo:
     index: ClusterIndex = field(default_factory=ClusterIndex)
-    paths: dict[tuple[str, ...], NodePaths] = field(default_factory=dict)
+    paths: dict[NodeKeys, NodePaths] = field(default_factory=dict)  # per (labels, presence-only labels)
     parsed: dict[str, tuple[Hashable, Any]] = field(default_factory=dict)  # topology name -> ((uid, rv), parse)
     rendered: dict[tuple[str, str], tuple[Hashable, NodePaths, Any]] = field(default_factory=dict)  # (backend, topology) -> (key, paths, result)
     renders: int = 0  # renderer calls (a test and the benchmark read it)
@@ -55,7 +56,7 @@ class TopologyMemo:
         kept = self.rendered.get((backend, topology))
         return None if kept is None else kept[2]
 
-    def keep_only(self, topologies: set[str], keys: set[tuple[str, ...]]) -> None:
+    def keep_only(self, topologies: set[str], keys: set[NodeKeys]) -> None:
         """Forget what is about topologies and level-label tuples no longer in use."""
         self.paths = {k: v for k, v in self.paths.items() if k in keys}
         self.parsed = {k: v for k, v in self.parsed.items() if k in topologies}

@@ -39,6 +39,9 @@ class LevelCounts:
 @dataclass
 class NodePaths:
     keys: tuple[str, ...]
+    # Keys whose value does not matter, only that a node carries them (Volcano reads the
+    # hostname label so): their value in a path is "" whatever the node's.
+    present: frozenset[str] = frozenset()
     path_of: dict[str, Path] = field(default_factory=dict)  # node name -> its (possibly short) path
     names: dict[Path, set[str]] = field(default_factory=dict)  # full path -> its nodes
     short: list[set[str]] = field(default_factory=list)  # short[d]: nodes lacking keys[d], carrying every broader key
@@ -55,8 +58,8 @@ class NodePaths:
             self.prefixes = [Counter() for _ in self.keys]
 
     @classmethod
-    def of(cls, keys: tuple[str, ...], nodes: Iterable[tuple[str, Mapping[str, str]]]) -> "NodePaths":
-        paths = cls(keys)
+    def of(cls, keys: tuple[str, ...], nodes: Iterable[tuple[str, Mapping[str, str]]], present: frozenset[str] = frozenset()) -> "NodePaths":
+        paths = cls(keys, present)
         for name, labels in nodes:
             paths.put(name, labels)
         return paths
@@ -67,7 +70,7 @@ class NodePaths:
             value = labels.get(key)
             if value is None:
                 break
-            out.append(value)
+            out.append("" if key in self.present else value)
         return tuple(out)
 
     def put(self, name: str, labels: Mapping[str, str] | None) -> None:

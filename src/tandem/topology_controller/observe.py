@@ -25,7 +25,7 @@ from tandem.api.validation import check_topology
 from tandem.cluster.index import Change
 from tandem.cluster.ports import Object, Reader
 from tandem.errors import Problem
-from tandem.topology_controller.kinds import BACKEND_KINDS, RESOURCE_FLAVOR
+from tandem.topology_controller.kinds import BACKEND_KINDS, RESOURCE_FLAVOR, NodeKeys, render_keys
 from tandem.topology_controller.memo import TopologyMemo
 from tandem.topology_controller.node_paths import NodePaths
 from tandem.topology_controller.ownership import owner_topology
@@ -48,8 +48,9 @@ class TopologyState:
         return bool(self.raw["metadata"].get("deletionTimestamp"))
 
     @property
-    def level_keys(self) -> tuple[str, ...] | None:
-        return None if self.typed is None else tuple(level.node_label for level in self.typed.spec.levels)
+    def level_keys(self) -> NodeKeys | None:
+        """The node labels of its levels (what its status counts), None when it is invalid."""
+        return None if self.typed is None else (tuple(level.node_label for level in self.typed.spec.levels), frozenset())
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class GroupUse:
 class World:
     topologies: tuple[TopologyState, ...]  # by name
     groups: tuple[GroupUse, ...]  # by namespace, name
-    paths: Mapping[tuple[str, ...], NodePaths]  # per level-label tuple of a valid topology
+    paths: Mapping[NodeKeys, NodePaths]  # per key of a valid topology's levels and of each enabled backend's renderer
     nodes: int
     backends: tuple[str, ...]  # enabled, sorted
     owned: Mapping[str, Mapping[str, Object]]  # kind -> name -> tandem's objects
@@ -99,8 +100,9 @@ def observe(reader: Reader, backends: tuple[str, ...], memo: TopologyMemo | None
     topologies = tuple(_topology(memo, raw) for _, raw in sorted(index.of_kind("ClusterTopology").items()))
     nodes = index.of_kind("Node")
     in_use = {keys for t in topologies if (keys := t.level_keys) is not None}
+    in_use |= {render_keys(backend, t.typed) for t in topologies if t.typed is not None for backend in backends}
     for keys in in_use - set(memo.paths):
-        memo.paths[keys] = NodePaths.of(keys, ((name, _labels(obj)) for (_, name), obj in nodes.items()))
+        memo.paths[keys] = NodePaths.of(keys[0], ((name, _labels(obj)) for (_, name), obj in nodes.items()), keys[1])
     memo.keep_only({t.name for t in topologies}, in_use)
     groups = tuple(
         GroupUse(obj["metadata"].get("namespace", "default"), name, str((obj.get("spec") or {}).get("topologyName", "")), obj.get("spec") or {})
