@@ -4,7 +4,8 @@ Nodes come, go and are relabelled (some lack a level label), ClusterTopologies a
 created, change their levels and are deleted, groups name them or stop; after every
 pass (the memo kept across passes, as the process keeps it):
 - tandem's objects of each topology are exactly its renderers' output on the current
-  nodes (unless a renderer refuses, or the name is someone else's: then it says so);
+  nodes (unless a renderer refuses, or the name is someone else's: then it says so; a
+  topology that fails tandem's checks keeps what it had and says InvalidSpec);
 - no object of tandem's names a topology that is gone;
 - the next pass, with the memo or without, writes nothing;
 - objects without both ownership labels are never touched;
@@ -18,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from support.topology_world import group, levels, node, node_models, store, topology, typed
+from tandem.api.validation import check_topology
 from tandem.backends.registry import get_backend
 from tandem.errors import InputError
 from tandem.topology_controller.ownership import FINALIZER, MANAGED_BY_LABEL, TOPOLOGY_LABEL
@@ -28,7 +30,7 @@ SETTINGS = TopologySettings(BACKENDS)
 KINDS = {"volcano": "HyperNode", "kai": "Topology"}
 NODES = [f"n{i}" for i in range(6)]
 TOPOLOGIES = ["default", "t2"]
-LEVEL_LISTS = [("block", "rack", "host"), ("rack", "host"), ("block", "rack"), ("rack",)]
+LEVEL_LISTS = [("block", "rack", "host"), ("rack", "host"), ("block", "rack"), ("rack",), ("rack", "rack")]  # the last one invalid
 GROUPS = [("ns", "g1"), ("ns", "g2")]
 
 label_values = st.fixed_dictionaries({}, optional={"block": st.sampled_from(["b0", "b1"]), "rack": st.sampled_from(["r0", "r1", "r2"])})
@@ -97,7 +99,11 @@ def _check(world, foreign):
             continue
         assert raw["metadata"]["finalizers"] == [FINALIZER]
         model = typed(raw)
-        degraded = {c["type"]: c for c in raw["status"]["conditions"]}["Degraded"]
+        conditions = {c["type"]: c for c in raw["status"]["conditions"]}
+        if check_topology(model):
+            assert conditions["Ready"]["reason"] == "InvalidSpec"
+            continue
+        degraded = conditions["Degraded"]
         for backend in BACKENDS:
             kind = KINDS[backend]
             try:
@@ -118,7 +124,7 @@ def _check(world, foreign):
         assert world.get(before["kind"], None, before["metadata"]["name"]) == before
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.lists(ops, min_size=1, max_size=4), min_size=1, max_size=6))
 def test_objects_follow_the_nodes_and_levels_and_nothing_else_is_touched(batches):
     world = store()

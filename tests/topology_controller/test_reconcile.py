@@ -219,6 +219,9 @@ def test_an_invalid_topology_is_reported_and_its_objects_left():
     ready = _condition(world, "Ready")
     assert ready["reason"] == "InvalidSpec" and "spec.levels[2].name" in ready["message"]
     assert _status(world)["observedGeneration"] == 2
+    world.delete("ClusterTopology", None, "default")  # invalid, and no group names it: it goes, and its objects
+    reconcile(world, 3.0, VOLCANO)
+    assert world.list("ClusterTopology") == [] and world.list("HyperNode") == []
 
 
 def test_unlabeled_nodes_are_counted_and_named():

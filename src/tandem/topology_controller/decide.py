@@ -80,16 +80,16 @@ def decide(world: World, now: float) -> TopologyDecisions:
     for state in world.topologies:
         plan = plans[state.name]
         users = world.users(state.name)
-        if state.typed is None:
-            plan.find("InvalidSpec", "; ".join(str(p) for p in state.problems) + "; its scheduler objects are left as they are")
-            protected |= {(kind, state.name) for kind in kinds}
-            continue
-        if state.deleting:
+        if state.deleting:  # valid or not: a deletion is never stuck on a spec
             if users:
                 plan.find("DeletionBlocked", f"deletion waits while {len(users)} InferenceGroup(s) name it: {_names([u.key for u in users])}")
                 protected |= {(kind, state.name) for kind in kinds}
             else:
                 plan.removing = True
+            continue
+        if state.typed is None:
+            plan.find("InvalidSpec", "; ".join(str(p) for p in state.problems) + "; its scheduler objects are left as they are")
+            protected |= {(kind, state.name) for kind in kinds}
             continue
         _render(world, state, plan, renders, protected, koordinator, flavor_requests)
     converged = _converged(world, plans, renders, protected, kinds)
