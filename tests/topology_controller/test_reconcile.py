@@ -123,13 +123,17 @@ def test_foreign_hypernodes_stop_volcano_for_the_topology_and_say_how_to_adopt()
     assert "tandem topology from-hypernodes" in degraded["message"]
 
 
-def test_kai_refusing_the_levels_is_degraded_backend_refused():
-    bad = topology(level_list=[{"name": "host", "nodeLabel": "kubernetes.io/hostname"}, {"name": "rack", "nodeLabel": "net.example.com/rack"}])
-    world = _world(rack_nodes(1, 1, 1), bad)
-    report = reconcile(world, 1.0, TopologySettings(("kai",)))
-    assert report.failures == 0 and world.list("Topology") == []
+def test_a_backend_refusing_the_levels_is_degraded_backend_refused_and_its_object_left():
+    world = _world(rack_nodes(1, 1, 1))
+    koord = TopologySettings(("koordinator",))
+    reconcile(world, 1.0, koord)
+    before = world.get("ClusterNetworkTopology", None, "default")
+    # a level Koordinator would name as its reserved cluster layer
+    world.patch("ClusterTopology", None, "default", {"spec": {"levels": [{"name": "cluster-topology", "nodeLabel": "net.example.com/block"}, *levels("rack", "host")]}})
+    report = reconcile(world, 2.0, koord)
+    assert report.failures == 0 and world.get("ClusterNetworkTopology", None, "default") == before
     degraded = _condition(world, "Degraded")
-    assert degraded["reason"] == "BackendRefused" and degraded["message"].startswith("kai: ") and "KAI" in degraded["message"]
+    assert degraded["reason"] == "BackendRefused" and degraded["message"].startswith("koordinator: ") and "reserved layer" in degraded["message"]
 
 
 def test_koordinator_follows_one_topology_and_says_so_to_the_others():
