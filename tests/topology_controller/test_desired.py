@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from support.topology_world import levels, node_models, rack_nodes, topology, typed
+from support.topology_world import node_models, rack_nodes, topology, typed
 from tandem.backends.registry import get_backend
 from tandem.topology_controller.desired import desired_objects
 from tandem.topology_controller.ownership import MANAGED_BY_LABEL, TOPOLOGY_LABEL
