@@ -485,7 +485,7 @@ def review_body(uid: str) -> bytes:
 
 def webhook_case(reviews: int = 100, rounds: int = 3, show: bool = True) -> dict[str, Any]:
     """`reviews` concurrent AdmissionReviews against `tandem operator`'s webhook, `rounds` times."""
-    from tandem.operator.certs import make_certificates
+    from tandem.runtime.certs import make_certificates
 
     started = time.perf_counter()
     topology, nodes = generate_cluster([("block", 4), ("rack", 2), ("host", 8)], 8)

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 from tandem.api.pod_templates import group_template_problems  # noqa: E402
 from tandem.cluster.memory import MemoryStore  # noqa: E402
 from tandem.operator.admission import review  # noqa: E402
-from tandem.operator.certs import make_certificates  # noqa: E402
+from tandem.runtime.certs import make_certificates  # noqa: E402
 from tandem.operator.webhook import serve_webhook  # noqa: E402
 from tandem.topology.generate import generate_cluster  # noqa: E402
 

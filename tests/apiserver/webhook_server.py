@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable
 
-from tandem.operator.certs import CERT_FILE, KEY_FILE, make_certificates
+from tandem.runtime.certs import CERT_FILE, KEY_FILE, make_certificates
 
 Answer = Callable[[dict[str, Any]], dict[str, Any]]
 

@@ -36,7 +36,7 @@ def test_a_command_whose_extra_is_not_installed_says_which_to_install(run_cli, t
     import sys
 
     for name in [m for m in sys.modules if m == module or m.startswith(module + ".") or m.startswith("tandem.kube")
-                 or m.startswith("tandem.operator") or m.startswith("tandem.apiserver")]:
+                 or m.startswith("tandem.operator") or m.startswith("tandem.runtime") or m.startswith("tandem.apiserver")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, module, None)  # an import of it now fails as if it were not installed
     monkeypatch.chdir(tmp_path)

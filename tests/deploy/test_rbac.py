@@ -15,7 +15,7 @@ from tandem.api.timestamps import rfc3339
 from tandem.controller import PROVISIONING_KINDS, ProvisioningSettings
 from tandem.controller.observe import OBSERVED_KINDS
 from tandem.controller.reconcile import reconcile
-from tandem.operator.leader import LeaderElector, LeaseConfig
+from tandem.runtime.leader import LeaderElector, LeaseConfig
 
 RESOURCES = {
     "InferenceGroup": ("tandem.dev", "inferencegroups"),

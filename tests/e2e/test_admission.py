@@ -225,7 +225,7 @@ def test_a_renewed_certificate_is_served_and_registered_without_a_restart(server
     serves it and registers the new CA bundle, and writes keep being admitted."""
     from datetime import datetime, timezone
 
-    from tandem.operator.certs import make_certificates
+    from tandem.runtime.certs import make_certificates
 
     certs = tmp_path / "certs"
     certs.mkdir()

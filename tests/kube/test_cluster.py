@@ -16,7 +16,7 @@ from tandem.controller import OBSERVED_KINDS
 from tandem.controller.reconcile import reconcile
 from tandem.errors import BadRequest
 from tandem.kube.cluster import KubeCluster
-from tandem.operator.leader import LeaderElector, LeaseConfig
+from tandem.runtime.leader import LeaderElector, LeaseConfig
 
 NS = "serving"
 

@@ -17,7 +17,7 @@ from support.builders import group, role
 from support.controller_world import design_group, settle, world
 from support.fuzz import examples
 from tandem.operator.admission import Malformed, review
-from tandem.operator.certs import make_certificates
+from tandem.runtime.certs import make_certificates
 from tandem.operator.webhook import serve_webhook
 
 

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from tandem.operator.certs import make_certificates, service_names
+from tandem.runtime.certs import make_certificates, service_names
 
 
 def test_the_serving_certificate_is_signed_by_the_ca_and_names_the_service(tmp_path):
@@ -78,7 +78,7 @@ def test_a_renewed_certificate_is_served_without_a_restart_and_a_broken_one_is_n
         after = serial()
         assert after == x509.load_pem_x509_certificate(renewed.cert_pem).serial_number != before
         (tmp_path / "tls.key").write_text("not a key\n")
-        with caplog.at_level("WARNING", logger="tandem.operator.webhook"):
+        with caplog.at_level("WARNING", logger="tandem.webhook"):
             assert serial() == after and serial() == after, "the last good pair still serves"
         assert sum("does not load" in r.message for r in caplog.records) == 1, "said once per broken pair"
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tandem.cluster.memory import MemoryStore
 from tandem.cluster.ports import Conflict
-from tandem.operator.leader import LeaderElector, LeaseConfig
+from tandem.runtime.leader import LeaderElector, LeaseConfig
 
 
 def elector(store, identity, **kw):

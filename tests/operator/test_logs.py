@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 
-from tandem.operator.logs import JsonFormatter, TextFormatter
+from tandem.runtime.logs import JsonFormatter, TextFormatter
 
 
 def record(message: str, exc_info=None, **fields) -> logging.LogRecord:

@@ -4,7 +4,7 @@ lag (delivery delay; seconds without a watch), not as time since the last event.
 from __future__ import annotations
 
 from support.controller_world import design_group, kubelet, world
-from tandem.operator.informer_metrics import follow_informers
+from tandem.runtime.informer_metrics import follow_informers
 from tandem.operator.metrics import OperatorMetrics
 from tandem.operator.runner import Operator
 

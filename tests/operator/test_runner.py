@@ -8,10 +8,10 @@ import time
 import urllib.request
 
 from support.controller_world import design_group, kubelet, over_committed, world
-from tandem.operator.endpoints import serve
-from tandem.operator.leader import LeaderElector, LeaseConfig
+from tandem.runtime.endpoints import serve
+from tandem.runtime.leader import LeaderElector, LeaseConfig
 from tandem.operator.runner import Operator
-from tandem.operator.schedule import PassSchedule
+from tandem.runtime.schedule import PassSchedule
 
 
 class Clock:

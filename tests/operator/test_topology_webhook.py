@@ -15,7 +15,7 @@ import pytest
 
 from apiserver.helpers import IG, NS, Client, group, small_cluster
 from tandem.apiserver.server import ApiServer
-from tandem.operator.certs import CA_FILE, make_certificates
+from tandem.runtime.certs import CA_FILE, make_certificates
 from tandem.operator.process import register_webhook
 from tandem.operator.webhook import serve_webhook
 

@@ -220,7 +220,7 @@ def certs_command(
         from datetime import datetime, timezone
 
         with needs_extra("operator", "tandem certs"):
-            from tandem.operator.certs import make_certificates
+            from tandem.runtime.certs import make_certificates
 
         certificates = make_certificates(dns or ["localhost"], datetime.now(timezone.utc), days)
         try:
@@ -268,7 +268,7 @@ def operator_command(
         with needs_extra("operator", "tandem operator"):
             from tandem.controller import OBSERVED_KINDS, ProvisioningSettings
             from tandem.kube.cluster import KubeCluster
-            from tandem.operator.logs import configure
+            from tandem.runtime.logs import configure
             from tandem.operator.process import OperatorConfig, run as run_operator
             from tandem.operator.scope import informer_scopes
         if provisioning_class is not None:

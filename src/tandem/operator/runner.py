@@ -22,15 +22,15 @@ from typing import Any, Callable, Protocol
 
 from tandem.cluster.ports import Cluster
 from tandem.controller import Memo, PassReport, ProvisioningSettings, reconcile
-from tandem.operator.informer_metrics import follow_informers
-from tandem.operator.leader import LeaderElector
-from tandem.operator.logs import IN_MESSAGE
+from tandem.runtime.informer_metrics import follow_informers
 from tandem.operator.metrics import OperatorMetrics
-from tandem.operator.schedule import PassSchedule
 from tandem.placement import place
+from tandem.runtime.leader import LeaderElector
+from tandem.runtime.logs import IN_MESSAGE
+from tandem.runtime.loop import ElectionLog, run_loop
+from tandem.runtime.schedule import PassSchedule
 
 log = logging.getLogger("tandem.operator")
-ELECTION_LOG_EVERY_S = 60.0  # a lasting leader-election failure is logged again this often
 
 
 class Watched(Cluster, Protocol):
@@ -55,10 +55,11 @@ class Operator:
     on_synced: Callable[[], None] | None = None
     provisioning: ProvisioningSettings = field(default_factory=ProvisioningSettings)  # off unless asked
     _synced_once: bool = False
-    _failing: tuple[tuple[int, str], float] | None = None  # the election failure last logged, and when
     _wake: threading.Event = field(default_factory=threading.Event)
+    _election_log: ElectionLog = field(init=False)
 
     def __post_init__(self) -> None:
+        self._election_log = ElectionLog(self.metrics.election_errors, log)
         follow_informers(self.metrics.registry, self.cluster)  # lag and disconnection, when the cluster has informers
 
     def changed(self, *_: Any) -> None:
@@ -77,7 +78,7 @@ class Operator:
         self.leading = self.elector.step(now) if self.elector is not None else True
         self.metrics.leader.set(1 if self.leading else 0)
         if self.elector is not None:
-            self._election_failure(self.elector, now)
+            self._election_log.note(self.elector, now)
         if self.leading != was_leading:
             log.info("leadership %s", "acquired" if self.leading else "lost", extra={"leading": self.leading})
             if self.leading:
@@ -123,41 +124,7 @@ class Operator:
 
     def run(self, stop: threading.Event) -> None:
         """Loop until `stop` is set; then give the Lease up."""
-        while not stop.is_set():
-            now = self.clock()
-            try:
-                self.tick(now)
-            except Exception:  # a bug in one pass must not kill the operator; the next pass retries
-                log.exception("pass failed")
-            self._wake.clear()
-            wait = self.schedule.next_due(self.clock()) - self.clock()
-            if self.elector is not None:
-                wait = min(wait, self.elector.config.renew_every)
-            self._wake.wait(timeout=min(max(wait, 0.01), 1.0))
-            if stop.is_set():
-                break
-        if self.elector is not None:
-            self.elector.release(self.clock())
-
-    def _election_failure(self, elector: LeaderElector, now: float) -> None:
-        """Count a failed election attempt and log it: at once when it is new (another
-        code or message), then at most once a minute while it lasts."""
-        failure = elector.failure
-        if failure is None:
-            if self._failing is not None:
-                log.info("leader election: the Lease can be read and written again")
-            self._failing = None
-            return
-        self.metrics.election_errors.labels(code=str(failure.code)).inc()
-        said = (failure.code, failure.message)
-        if self._failing is not None and self._failing[0] == said and now - self._failing[1] < ELECTION_LOG_EVERY_S:
-            return
-        self._failing = (said, now)
-        where = f"{elector.config.namespace}/{elector.config.name}"
-        log.warning(
-            "leader election: cannot use the Lease %s (%d %s: %s); this process cannot lead until that is fixed",
-            where, failure.code, failure.reason, failure.message, extra={"lease": where, "code": failure.code},
-        )
+        run_loop(self.tick, self.schedule, self.elector, self._wake, stop, self.clock, log)
 
     def stop_waiting(self) -> None:
         self._wake.set()

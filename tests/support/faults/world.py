@@ -33,9 +33,9 @@ from tandem.api.naming import GPU_RESOURCE
 from tandem.cluster.pods import assigned_node, pod_failed, pod_gpus, pod_ready
 from tandem.controller.reconcile import Memo
 from tandem.errors import ApiError, NotFound
-from tandem.operator.leader import LeaderElector, LeaseConfig
+from tandem.runtime.leader import LeaderElector, LeaseConfig
 from tandem.operator.runner import Operator
-from tandem.operator.schedule import PassSchedule
+from tandem.runtime.schedule import PassSchedule
 from tandem.sim.events import EventLoop
 from tandem.sim.pod_lifecycle import Kubelet, Startup
 
