@@ -29,14 +29,15 @@ def test_an_unusable_kubeconfig_is_one_error_line_and_exit_2(run_cli, tmp_path, 
 @pytest.mark.parametrize(
     ("command", "module", "extra"),
     [(("operator",), "lightkube", "operator"), (("apiserver", "--kubeconfig", "k"), "jsonschema", "apiserver"),
-     (("certs", "--out", "c"), "cryptography", "operator")],
-    ids=["operator", "apiserver", "certs"],
+     (("certs", "--out", "c"), "cryptography", "operator"), (("topology-controller",), "lightkube", "operator")],
+    ids=["operator", "apiserver", "certs", "topology-controller"],
 )
 def test_a_command_whose_extra_is_not_installed_says_which_to_install(run_cli, tmp_path, monkeypatch, command, module, extra):
     import sys
 
     for name in [m for m in sys.modules if m == module or m.startswith(module + ".") or m.startswith("tandem.kube")
-                 or m.startswith("tandem.operator") or m.startswith("tandem.runtime") or m.startswith("tandem.apiserver")]:
+                 or m.startswith("tandem.operator") or m.startswith("tandem.runtime") or m.startswith("tandem.topology_controller")
+                 or m.startswith("tandem.apiserver")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, module, None)  # an import of it now fails as if it were not installed
     monkeypatch.chdir(tmp_path)

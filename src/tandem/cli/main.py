@@ -296,27 +296,120 @@ def operator_command(
         )
 
         def connect(cfg: OperatorConfig, changed):  # type: ignore[no-untyped-def]
-            import yaml
-            from lightkube.core.exceptions import ConfigError
-
-            try:  # the informers re-list on their own period; --resync is how often a pass runs
-                kinds = OBSERVED_KINDS + cfg.provisioning.kinds
-                return KubeCluster.connect(cfg.kubeconfig, kinds=kinds, namespaces=cfg.namespaces,
-                                           scopes=informer_scopes(cfg.namespaces), on_change=changed)
-            # A kubeconfig that is not YAML, or YAML without what a kubeconfig holds (lightkube
-            # then fails on a missing key or a wrong type): the user's file, not a bug of ours.
-            except (ConfigError, OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as exc:
-                where = "--kubeconfig" if cfg.kubeconfig else "in-cluster config"
-                detail = " ".join(str(exc).split()) or type(exc).__name__
-                if isinstance(exc, KeyError):
-                    detail = f"not a kubeconfig: no {detail}"
-                elif isinstance(exc, (TypeError, AttributeError)):
-                    detail = f"not a kubeconfig: a field has the wrong type ({detail})"
-                raise InputError(Problem(where, f"cannot connect: {detail}")) from None
+            # the informers re-list on their own period; --resync is how often a pass runs
+            kinds = OBSERVED_KINDS + cfg.provisioning.kinds
+            return _connect_kube(cfg.kubeconfig, lambda source: KubeCluster.connect(source, kinds=kinds, namespaces=cfg.namespaces,
+                                                                                   scopes=informer_scopes(cfg.namespaces), on_change=changed))
 
         raise typer.Exit(run_operator(config, connect))
 
     guard(run)
+
+
+@app.command("topology-controller")
+def topology_controller_command(
+    kubeconfig: Annotated[Path | None, typer.Option(help="Kubeconfig to use; without it, the in-cluster ServiceAccount.", show_default=False)] = None,
+    backends: Annotated[
+        list[str],
+        typer.Option("--backends", help="Keep these schedulers' topology objects too: volcano, kai, kueue, koordinator (comma list, or repeated; default: none, ClusterTopology status only)."),
+    ] = [],  # noqa: B006 - typer reads the default
+    leader_elect: Annotated[bool, typer.Option("--leader-elect", help="Elect one writer among replicas with a Lease.")] = False,
+    lease_name: Annotated[str, typer.Option(help="Name of the Lease (not the operator's).")] = "tandem-topology-controller",
+    lease_namespace: Annotated[str, typer.Option(help="Namespace of the Lease.")] = "tandem-system",
+    lease_duration: Annotated[float, typer.Option(help="Seconds a standby waits after the last renewal it saw.", min=2.0)] = 15.0,
+    identity: Annotated[str | None, typer.Option(help="Holder identity in the Lease (default: host and pid).", show_default=False)] = None,
+    metrics_port: Annotated[int, typer.Option(help="Port of /metrics (0: off).", min=0, max=65535)] = 8080,
+    health_port: Annotated[int, typer.Option(help="Port of /healthz and /readyz (0: off).", min=0, max=65535)] = 8081,
+    resync: Annotated[float, typer.Option(help="A pass at least this often, in seconds.", min=1.0)] = 300.0,
+    batch_window: Annotated[float, typer.Option(help="Seconds from the first change to the pass that sees it: a burst of node events is one pass.",
+                                                min=0.0, max=60.0)] = 0.2,
+    webhook_port: Annotated[int, typer.Option(help="Serve ClusterTopology admission on this HTTPS port (0: off).", min=0, max=65535)] = 0,
+    webhook_cert_dir: Annotated[Path | None, typer.Option(help="tls.crt and tls.key; a directory without them gets a fresh self-signed pair.", show_default=False)] = None,
+    manage_webhook_config: Annotated[bool, typer.Option("--manage-webhook-config", help="Create and keep the ValidatingWebhookConfiguration tandem-topology-controller pointing here.")] = False,
+    webhook_host: Annotated[str, typer.Option(help="Host the API server reaches the webhook by (with --manage-webhook-config).")] = "127.0.0.1",
+    log_format: Annotated[LogFormat, typer.Option(help="Log lines as text or JSON objects.")] = LogFormat.text,
+) -> None:
+    """Keep every ClusterTopology's status, and the schedulers' topology objects (--backends), in step with the nodes."""
+
+    def run() -> None:
+        with needs_extra("operator", "tandem topology-controller"):
+            from tandem.kube.cluster import KubeCluster
+            from tandem.runtime.logs import configure
+            from tandem.topology_controller.process import TopologyControllerConfig, register_backend_kinds, run as run_controller
+        settings = _topology_settings(backends)
+        try:
+            _dns1123_subdomain(lease_name)
+        except ValueError as exc:
+            raise InputError(Problem("--lease-name", str(exc))) from None
+        configure(log_format.value)
+        config = TopologyControllerConfig(
+            kubeconfig=str(kubeconfig) if kubeconfig else None,
+            settings=settings,
+            leader_elect=leader_elect,
+            lease_name=lease_name,
+            lease_namespace=lease_namespace,
+            lease_duration=lease_duration,
+            metrics_port=metrics_port,
+            health_port=health_port,
+            resync=resync,
+            batch_window=batch_window,
+            webhook_port=webhook_port,
+            webhook_cert_dir=str(webhook_cert_dir) if webhook_cert_dir else None,
+            manage_webhook_config=manage_webhook_config,
+            webhook_host=webhook_host,
+            **({"identity": identity} if identity else {}),
+        )
+
+        def connect(cfg: TopologyControllerConfig, changed):  # type: ignore[no-untyped-def]
+            from tandem.topology_controller.reconcile import watched_kinds
+
+            register_backend_kinds(cfg.settings)
+            return _connect_kube(cfg.kubeconfig, lambda source: KubeCluster.connect(source, kinds=watched_kinds(cfg.settings), on_change=changed))
+
+        raise typer.Exit(run_controller(config, connect))
+
+    guard(run)
+
+
+def _topology_settings(backends: list[str]):  # type: ignore[no-untyped-def]
+    """`--backends volcano,kai` or `--backends volcano --backends kai` (a kustomize component
+    adds one `--backends` each): known names only, each once, sorted; kai and kueue
+    together refused (their `Topology` kinds share a name)."""
+    from tandem.topology_controller.kinds import BACKEND_KINDS
+    from tandem.topology_controller.reconcile import TopologySettings, check_settings
+
+    names: set[str] = set()
+    for value in backends:
+        for name in (part.strip() for part in value.split(",")):
+            if not name:
+                continue
+            if name not in BACKEND_KINDS:
+                raise InputError(Problem("--backends", f"unknown backend {name!r} (known: {', '.join(sorted(BACKEND_KINDS))})"))
+            names.add(name)
+    settings = TopologySettings(backends=tuple(sorted(names)))
+    problems = check_settings(settings)
+    if problems:
+        raise InputError(problems)
+    return settings
+
+
+def _connect_kube(kubeconfig: str | None, connect):  # type: ignore[no-untyped-def]
+    """Connect with `connect(kubeconfig)`; a kubeconfig that cannot be used is one line naming it."""
+    import yaml
+    from lightkube.core.exceptions import ConfigError
+
+    try:
+        return connect(kubeconfig)
+    # A kubeconfig that is not YAML, or YAML without what a kubeconfig holds (lightkube
+    # then fails on a missing key or a wrong type): the user's file, not a bug of ours.
+    except (ConfigError, OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as exc:
+        where = "--kubeconfig" if kubeconfig else "in-cluster config"
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        if isinstance(exc, KeyError):
+            detail = f"not a kubeconfig: no {detail}"
+        elif isinstance(exc, (TypeError, AttributeError)):
+            detail = f"not a kubeconfig: a field has the wrong type ({detail})"
+        raise InputError(Problem(where, f"cannot connect: {detail}")) from None
 
 
 @app.command("apiserver")

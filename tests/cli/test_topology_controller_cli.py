@@ -1,0 +1,43 @@
+"""`tandem topology-controller`'s flags: a mistake is one `error:` line naming the flag,
+exit 2, before anything connects; `--backends` takes a comma list or the flag repeated
+(a kustomize component adds one `--backends` per backend)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def one_error(result) -> str:
+    assert result.exit_code == 2 and result.exception is None, (result.exit_code, result.exception, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("backends", "says"),
+    [
+        (["volcano,slurm"], "error: --backends: unknown backend 'slurm' (known: kai, koordinator, kueue, volcano)"),
+        (["kai,kueue"], "error: --backends: "),
+        (["volcano,kai", "--backends", "kueue"], "error: --backends: "),
+    ],
+    ids=["unknown", "kai-and-kueue", "kai-and-kueue-repeated"],
+)
+def test_bad_backends_are_one_error_line_and_exit_2(run_cli, tmp_path, backends, says):
+    line = one_error(run_cli("topology-controller", "--kubeconfig", tmp_path / "absent", "--backends", *backends))
+    assert line.startswith(says), line
+    if "kueue" in backends[-1]:
+        assert "kai" in line and "kueue" in line, line
+
+
+@pytest.mark.parametrize("backends", [["volcano,kai,koordinator"], ["volcano", "--backends", "kai", "--backends", "koordinator"], ["kueue"], []],
+                         ids=["comma-list", "repeated", "kueue", "none"])
+def test_good_backends_get_as_far_as_connecting(run_cli, tmp_path, backends):
+    args = ["--backends", *backends] if backends else []
+    line = one_error(run_cli("topology-controller", "--kubeconfig", tmp_path / "absent", *args, "--health-port", "0", "--metrics-port", "0"))
+    assert line.startswith("error: --kubeconfig: cannot connect: "), line
+
+
+def test_a_lease_name_that_is_not_a_dns_subdomain_is_refused(run_cli, tmp_path):
+    line = one_error(run_cli("topology-controller", "--kubeconfig", tmp_path / "absent", "--lease-name", "Not_A_Name"))
+    assert line.startswith("error: --lease-name: "), line

@@ -1,0 +1,130 @@
+"""The topology controller's process in-process: its loop batches a burst of changes into
+one pass, it serves its probes and metrics under its own names, holds and releases its own
+Lease (not the operator's), serves ClusterTopology admission and registers its own
+webhook configuration; and it stands alone (imports no group controller)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+from support.controller_world import design_group, world
+from tandem.topology_controller.process import LEASE_NAME, WEBHOOK_CONFIG, TopologyControllerConfig, run
+from tandem.topology_controller.reconcile import TopologySettings
+from tandem.topology_controller.runner import TopologyController
+from tandem.runtime.schedule import PassSchedule
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def until(condition, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return bool(condition())
+
+
+class HandClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_burst_of_node_events_inside_the_batching_window_is_one_pass():
+    store = world()
+    clock = HandClock()
+    controller = TopologyController(store, clock, TopologySettings(), schedule=PassSchedule(debounce=0.2))
+    assert controller.tick(0.0) is not None and controller.passes == 1, "the first pass runs at once"
+    for step in range(50):  # a rack of nodes joining: fifty events in 0.1 s
+        clock.now = 1.0 + step * 0.002
+        controller.changed("Node", "ADDED", {})
+    for now in (1.05, 1.1, 1.15):
+        clock.now = now
+        assert controller.tick(now) is None, "still inside the window"
+    clock.now = 1.2
+    assert controller.tick(1.2) is not None and controller.passes == 2
+    clock.now = 1.5
+    assert controller.tick(1.5) is None, "one pass for the whole burst"
+
+
+def test_the_process_runs_passes_serves_its_metrics_and_releases_its_own_lease(caplog):
+    store = world()
+    stop = threading.Event()
+    config = TopologyControllerConfig(leader_elect=True, identity="topo", metrics_port=free_port(), health_port=free_port(), bind_host="127.0.0.1")
+    status: list[int] = []
+    thread = threading.Thread(target=lambda: status.append(run(config, lambda cfg, changed: store, stop)))
+    with caplog.at_level("INFO", logger="tandem.topology"):
+        thread.start()
+        try:
+            assert until(lambda: (store.list("ClusterTopology")[0].get("status") or {}).get("nodes") == len(store.list("Node")))
+            texts = {}
+            for path, port in (("/metrics", config.metrics_port), ("/healthz", config.health_port), ("/readyz", config.health_port)):
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+                    texts[path] = response.read().decode()
+            lease = store.get("Lease", "tandem-system", LEASE_NAME)
+            assert lease["spec"]["holderIdentity"] == "topo"
+        finally:
+            stop.set()
+            thread.join(timeout=10)
+    assert not thread.is_alive() and status == [0]
+    metrics = texts["/metrics"]
+    for line in ("tandem_topology_leader 1.0", "tandem_topology_topologies 1.0", f"tandem_topology_nodes {float(len(store.list('Node')))}"):
+        assert line in metrics, line
+    assert "tandem_topology_passes_total" in metrics and "tandem_topology_pass_duration_seconds_bucket" in metrics
+    assert "tandem_units" not in metrics, "none of the operator's series"
+    assert texts["/healthz"] == "ok\n" and texts["/readyz"] == "ok\n"
+    assert "holderIdentity" not in store.get("Lease", "tandem-system", LEASE_NAME)["spec"], "released on the way out"
+    assert not [l for l in store.list("Lease", "tandem-system") if l["metadata"]["name"] == "tandem-operator"], "the operator's Lease untouched"
+
+
+def test_the_process_refuses_deleting_a_used_topology_through_its_own_webhook(tmp_path):
+    store = world(design_group())
+    stop = threading.Event()
+    port = free_port()
+    config = TopologyControllerConfig(metrics_port=0, health_port=0, bind_host="127.0.0.1", webhook_port=port, webhook_cert_dir=str(tmp_path),
+                                      manage_webhook_config=True)
+    thread = threading.Thread(target=lambda: run(config, lambda cfg, changed: store, stop))
+    thread.start()
+    try:
+        assert until(lambda: bool(store.list("ValidatingWebhookConfiguration")))
+        [registered] = store.list("ValidatingWebhookConfiguration")
+        assert registered["metadata"]["name"] == WEBHOOK_CONFIG != "tandem-operator"
+        [webhook] = registered["webhooks"]
+        assert webhook["rules"][0]["resources"] == ["clustertopologies"] and "DELETE" in webhook["rules"][0]["operations"]
+        context = ssl.create_default_context(cadata=base64.b64decode(webhook["clientConfig"]["caBundle"]).decode())
+        topology = store.list("ClusterTopology")[0]
+        body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                           "request": {"uid": "u1", "operation": "DELETE", "object": None, "oldObject": topology}}).encode()
+        request = urllib.request.Request(webhook["clientConfig"]["url"], data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            answer = json.loads(response.read())["response"]
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert answer["uid"] == "u1" and answer["allowed"] is False
+    group = design_group()["metadata"]
+    assert f"{group.get('namespace', 'default')}/{group['name']}" in answer["status"]["message"]
+
+
+def test_the_topology_controller_imports_no_group_controller_and_the_operator_no_topology_controller():
+    code = ("import sys, tandem.topology_controller.process; "
+            "print(sorted({m.split('.')[1] for m in sys.modules if m.startswith('tandem.') and m.count('.') >= 1}))")
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.replace("'", '"'))
+    assert not {"controller", "placement", "coordination", "autoscaling", "operator", "sim"} & set(loaded), loaded
+    code = "import sys, tandem.operator.process; print(any(m.startswith('tandem.topology_controller') for m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
