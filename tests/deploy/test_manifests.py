@@ -34,7 +34,7 @@ def test_the_base_installs_what_an_operator_needs():
         ["ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment", "Namespace", "NetworkPolicy", "PodDisruptionBudget",
          "PriorityClass", "Role", "RoleBinding", "Service", "ServiceAccount", "ValidatingWebhookConfiguration"]
     )
-    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    deployment = _deployment(objects, "tandem-operator")
     spec = deployment["spec"]["template"]["spec"]
     assert deployment["spec"]["replicas"] == 2 and "--leader-elect" in spec["containers"][0]["args"]
     pod_security = spec["securityContext"]
@@ -50,12 +50,20 @@ def test_the_base_installs_what_an_operator_needs():
     assert all(o["metadata"].get("namespace") in (None, "tandem-system") for o in objects)
 
 
-def _pod_spec(objects: list[dict]) -> dict:
-    return next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]
+def _deployment(objects: list[dict], name: str) -> dict:
+    return next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == name)
+
+
+def _pod_spec(objects: list[dict], name: str = "tandem-operator") -> dict:
+    return _deployment(objects, name)["spec"]["template"]
+
+
+WITH_OPERATOR = [t for t in TARGETS if t not in ("deploy/overlays/local", "deploy/overlays/topology-only")]
+WITH_TOPOLOGY = [t for t in TARGETS if t not in ("deploy/overlays/local", "deploy/overlays/operator-only")]
 
 
 @needs_kubectl
-@pytest.mark.parametrize("target", [t for t in TARGETS if t != "deploy/overlays/local"])
+@pytest.mark.parametrize("target", WITH_OPERATOR)
 def test_the_webhooks_pods_are_scheduled_first(target):
     """A fail-closed webhook blocks every write of tandem's kinds while none of its pods runs:
     they carry a priority class the install ships (above ordinary workloads, below system-*)."""
@@ -68,7 +76,13 @@ def test_the_webhooks_pods_are_scheduled_first(target):
 @needs_kubectl
 @pytest.mark.parametrize("target", [t for t in TARGETS if t != "deploy/overlays/local"])
 def test_the_two_replicas_never_share_a_node(target):
-    template = _pod_spec(render(target))
+    deployments = [o for o in render(target) if o["kind"] == "Deployment"]
+    assert deployments
+    for deployment in deployments:
+        _spread_hard_across_nodes(deployment["spec"]["template"])
+
+
+def _spread_hard_across_nodes(template: dict) -> None:
     labels, spec = template["metadata"]["labels"], template["spec"]
     spread = [c for c in spec.get("topologySpreadConstraints", []) if c["topologyKey"] == "kubernetes.io/hostname"]
     assert spread, "spread across nodes"
@@ -79,8 +93,9 @@ def test_the_two_replicas_never_share_a_node(target):
 
 
 @needs_kubectl
-def test_a_startup_probe_guards_the_first_list():
-    container = _pod_spec(render("deploy"))["spec"]["containers"][0]
+@pytest.mark.parametrize("name", ["tandem-operator", "tandem-topology-controller"])
+def test_a_startup_probe_guards_the_first_list(name):
+    container = _pod_spec(render("deploy"), name)["spec"]["containers"][0]
     probe = container["startupProbe"]
     assert probe["httpGet"] == container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert probe["periodSeconds"] * probe["failureThreshold"] >= 30, "time to connect and list a large cluster before liveness counts"
@@ -93,7 +108,7 @@ def test_the_namespaced_overlay_writes_only_in_its_namespace():
     args = _pod_spec(objects)["spec"]["containers"][0]["args"]
     namespaces = [a.split("=", 1)[1] for a in args if a.startswith("--namespace=")]
     assert namespaces == ["serving"]
-    cluster_role = next(o for o in objects if o["kind"] == "ClusterRole")
+    cluster_role = next(o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "tandem-operator")
     assert {v for rule in cluster_role["rules"] for v in rule["verbs"]} == {"list", "watch"}, "cluster-wide: reads only"
     role = next(o for o in objects if o["kind"] == "Role" and o["metadata"]["name"] == "tandem-operator")
     assert role["metadata"]["namespace"] == "serving"

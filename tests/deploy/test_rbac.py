@@ -17,6 +17,7 @@ from tandem.controller.observe import OBSERVED_KINDS
 from tandem.controller.reconcile import reconcile
 from tandem.runtime.leader import LeaderElector, LeaseConfig
 
+OPERATOR_RBAC = REPO / "deploy" / "components" / "operator" / "rbac.yaml"
 RESOURCES = {
     "InferenceGroup": ("tandem.dev", "inferencegroups"),
     "ClusterTopology": ("tandem.dev", "clustertopologies"),
@@ -135,7 +136,7 @@ def _provisioning_story(store, cluster, now):
 
 
 def granted_permissions():
-    docs = [d for d in yaml.safe_load_all((REPO / "deploy" / "base" / "rbac.yaml").read_text()) if d]
+    docs = [d for d in yaml.safe_load_all(OPERATOR_RBAC.read_text()) if d]
     out = set()
     for doc in docs:
         for rule in doc.get("rules", []):
@@ -154,7 +155,7 @@ def test_the_roles_grant_exactly_what_the_code_uses():
 
 
 def test_no_secrets_and_every_rule_says_why():
-    text = (REPO / "deploy" / "base" / "rbac.yaml").read_text()
+    text = OPERATOR_RBAC.read_text()
     assert "secrets" not in text
     for line in text.splitlines():
         if line.strip().startswith("verbs:"):
@@ -177,7 +178,7 @@ def test_the_namespaced_overlay_grants_the_same_permissions_split_by_scope():
     overlay = REPO / "deploy" / "overlays" / "namespaced"
     cluster = _rules(overlay / "clusterrole.yaml")[("ClusterRole", "")]
     namespaced = _rules(overlay / "role.yaml")[("Role", "serving")]
-    base = _rules(REPO / "deploy" / "base" / "rbac.yaml")[("ClusterRole", "")]
+    base = _rules(OPERATOR_RBAC)[("ClusterRole", "")]
     assert cluster | namespaced == base
     assert {verb for _, _, verb in cluster} == {"list", "watch"}
     assert {(g, r) for g, r, _ in cluster} == {("tandem.dev", "clustertopologies"), ("", "nodes"), ("", "pods")}, "cluster-scoped kinds and capacity"

@@ -101,7 +101,7 @@ def test_the_deployed_webhook_sends_what_the_managed_one_sends_topology_deletes_
     recorder = _Recorder()
     register_webhook(recorder, "https://127.0.0.1:1/validate", "")  # type: ignore[arg-type]
     managed = recorder.created[0]["webhooks"][0]["rules"]
-    deployed = yaml.safe_load((Path(__file__).resolve().parents[2] / "deploy" / "base" / "webhook.yaml").read_text())["webhooks"][0]["rules"]
+    deployed = yaml.safe_load((Path(__file__).resolve().parents[2] / "deploy" / "components" / "operator" / "webhook.yaml").read_text())["webhooks"][0]["rules"]
     assert managed == deployed
     topology_rule = next(rule for rule in managed if "clustertopologies" in rule["resources"])
     assert topology_rule["operations"] == ["CREATE", "UPDATE", "DELETE"] and topology_rule["resources"] == ["clustertopologies"]
