@@ -1,4 +1,4 @@
-"""`tandem apiserver` and `tandem operator` as separate processes, and the real kubectl.
+"""`tandem apiserver`, `tandem operator` and `tandem topology-controller` as separate processes, and the real kubectl.
 
 What a user trying tandem on one machine runs, started the way they would start it; the
 tests read the processes' output as a user would (the apiserver's one ready line, the
@@ -125,6 +125,21 @@ def start_operator(server: ApiServer, work: Path, identity: str, *args: str) -> 
     wait_for(lambda: operator.ready() or process.poll() is not None, 20, f"operator {identity} ready")
     assert process.poll() is None, f"operator {identity} exited: {operator.log()}"
     return operator
+
+
+def start_topology_controller(server: ApiServer, work: Path, identity: str, *args: str) -> OperatorProcess:
+    """Start `tandem topology-controller` against `server` (JSON logs); returns once its informers synced."""
+    port = free_port()
+    stderr = work / f"topology-controller-{identity}.stderr"
+    process = subprocess.Popen(
+        tandem("topology-controller", "--kubeconfig", str(server.kubeconfig), "--identity", identity, "--metrics-port", "0",
+               "--health-port", str(port), "--log-format", "json", *args),
+        stdout=subprocess.DEVNULL, stderr=stderr.open("w"), cwd=REPO,
+    )
+    controller = OperatorProcess(process, identity, f"http://127.0.0.1:{port}", stderr)
+    wait_for(lambda: controller.ready() or process.poll() is not None, 20, f"topology controller {identity} ready")
+    assert process.poll() is None, f"topology controller {identity} exited: {controller.log()}"
+    return controller
 
 
 def wait_for(condition: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:
