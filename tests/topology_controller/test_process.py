@@ -62,6 +62,32 @@ def test_a_burst_of_node_events_inside_the_batching_window_is_one_pass():
     assert controller.tick(1.5) is None, "one pass for the whole burst"
 
 
+def test_a_pass_whose_writes_failed_retryably_is_retried_with_back_off_and_counted():
+    from support.controller_world import FaultyWriter
+    from tandem.errors import ServiceUnavailable
+    from tandem.topology_controller.kinds import BACKEND_KINDS
+
+    store = world()
+    for kind in BACKEND_KINDS["volcano"]:
+        store.register_kind(kind.kind, cluster_scoped=True, status=False)
+    down = {"on": True}
+    cluster = FaultyWriter(store, lambda n, verb: ServiceUnavailable("the API is away") if down["on"] and verb == "create" else None)
+    clock = HandClock()
+    controller = TopologyController(cluster, clock, TopologySettings(("volcano",)), schedule=PassSchedule(debounce=0.2, retry_base=0.5))
+    report = controller.tick(0.0)
+    assert report is not None and report.failures and report.retryable
+    clock.now = 0.4
+    assert controller.tick(0.4) is None, "not before the back-off"
+    down["on"] = False
+    clock.now = 0.5
+    again = controller.tick(0.5)
+    assert again is not None and again.failures == 0 and store.list("HyperNode"), "retried without any change to wake it"
+    metrics = controller.metrics.exposition().decode()
+    assert f"tandem_topology_write_failures_total {float(report.failures)}" in metrics
+    created = len(store.list("HyperNode"))
+    assert f'tandem_topology_writes_total{{backend="volcano",kind="HyperNode",verb="create"}} {float(created)}' in metrics
+
+
 def test_the_process_runs_passes_serves_its_metrics_and_releases_its_own_lease(caplog):
     store = world()
     stop = threading.Event()
