@@ -5,6 +5,8 @@ exit 2, before anything connects; `--backends` takes a comma list or the flag re
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def one_error(result) -> str:
@@ -41,3 +43,27 @@ def test_good_backends_get_as_far_as_connecting(run_cli, tmp_path, backends):
 def test_a_lease_name_that_is_not_a_dns_subdomain_is_refused(run_cli, tmp_path):
     line = one_error(run_cli("topology-controller", "--kubeconfig", tmp_path / "absent", "--lease-name", "Not_A_Name"))
     assert line.startswith("error: --lease-name: "), line
+
+
+NAMES = ["volcano", "kai", "koordinator", "kueue"]
+
+
+@given(
+    chosen=st.lists(st.sampled_from(NAMES), min_size=1, max_size=8).filter(lambda names: not {"kai", "kueue"} <= set(names)),
+    cuts=st.lists(st.booleans(), min_size=8, max_size=8),
+    spaces=st.booleans(),
+)
+def test_any_split_into_comma_lists_and_repeated_flags_means_the_same_backends(chosen, cuts, spaces):
+    """However the names are spread over `--backends` values (one comma list, one flag each,
+    repeats, spaces after commas), the settings are the set of names, sorted."""
+    from tandem.cli.main import _topology_settings
+
+    values, current = [], []
+    for name, cut in zip(chosen, cuts):
+        current.append(name)
+        if cut:
+            values.append((", " if spaces else ",").join(current))
+            current = []
+    if current:
+        values.append(",".join(current))
+    assert _topology_settings(values).backends == tuple(sorted(set(chosen)))
