@@ -22,9 +22,9 @@ from typing import Any, Callable, Protocol
 
 from tandem.cluster.ports import Cluster
 from tandem.controller import Memo, PassReport, ProvisioningSettings, reconcile
-from tandem.runtime.informer_metrics import follow_informers
 from tandem.operator.metrics import OperatorMetrics
 from tandem.placement import place
+from tandem.runtime.informer_metrics import follow_informers
 from tandem.runtime.leader import LeaderElector
 from tandem.runtime.logs import IN_MESSAGE
 from tandem.runtime.loop import ElectionLog, run_loop
