@@ -100,6 +100,8 @@ def topology_status(
         conditions=[ready, degraded],
     )
     dumped = status.model_dump(by_alias=True, exclude_defaults=True, mode="json")
+    if counts is not None:  # the counts the printer columns show say 0, not a blank
+        dumped.update(nodes=status.nodes, placeableNodes=status.placeable_nodes, unlabeledNodes=status.unlabeled_nodes)
     dumped["conditions"] = [c.model_dump(by_alias=True, mode="json") for c in status.conditions]
     if "levels" in dumped:
         dumped["levels"] = [level.model_dump(by_alias=True, exclude_defaults=True, mode="json") for level in status.levels]
