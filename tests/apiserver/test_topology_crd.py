@@ -4,6 +4,8 @@ and the list-map key), refused at their field paths as a real server refuses the
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from apiserver.helpers import IG
@@ -72,3 +74,29 @@ def test_the_status_is_written_through_its_subresource_and_read_in_the_columns(c
     assert row[:6] == ["net", "rack/host", "2/3", 4, 1, "True"]
     twice = client.patch(f"{TOPOLOGIES}/net/status", {"status": {"levels": [status["levels"][0], status["levels"][0]]}})
     assert causes(twice) == [("status.levels[1]", 'Duplicate value: map[string]interface {}{"name":"rack"}')]
+
+
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+TOPOLOGY_CRD = f"{CRDS}/clustertopologies.tandem.dev"
+
+
+def test_a_topology_stored_with_repeated_level_names_still_takes_its_finalizer_and_status(client):
+    """A real server checks list-map keys on update only when the stored object had no repeat
+    (apiextensions' strategy: "ratcheting validation of x-kubernetes-list-type value map and
+    set"), so the topology controller can still add its finalizer to, and write the status of,
+    a topology stored before `spec.levels` was keyed by name."""
+    crd = client.get(TOPOLOGY_CRD).body
+    keyed = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["levels"]
+    unkeyed = {k: v for k, v in keyed.items() if k not in ("x-kubernetes-list-type", "x-kubernetes-list-map-keys")}
+    before = {**crd, "spec": {**crd["spec"], "versions": [copy.deepcopy(crd["spec"]["versions"][0])]}}
+    before["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["levels"] = unkeyed
+    assert client.put(TOPOLOGY_CRD, before).code == 200
+    assert client.post(TOPOLOGIES, topology("old", RACK, {"name": "rack", "nodeLabel": "net/other"}, HOST)).code == 201
+    assert client.put(TOPOLOGY_CRD, {**crd, "metadata": client.get(TOPOLOGY_CRD).body["metadata"]}).code == 200
+
+    finalized = client.patch(f"{TOPOLOGIES}/old", {"metadata": {"finalizers": ["tandem.dev/topology-in-use"]}})
+    assert finalized.code == 200, finalized.body["message"]
+    assert client.patch(f"{TOPOLOGIES}/old/status", {"status": {"nodes": 4}}).code == 200
+    assert client.post(TOPOLOGIES, topology("new", RACK, HOST)).code == 201
+    assert causes(client.patch(f"{TOPOLOGIES}/new", {"spec": {"levels": [RACK, {"name": "rack", "nodeLabel": "net/other"}, HOST]}})) == [
+        ("spec.levels[1]", 'Duplicate value: map[string]interface {}{"name":"rack"}')], "a repeat the stored object did not have is refused"

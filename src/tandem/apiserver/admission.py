@@ -162,7 +162,7 @@ def check_custom(resource: Resource, obj: dict[str, Any], params: dict[str, str]
         fields = ", ".join(f'unknown field "{path}"' for path in unknown)
         raise BadRequest(f'{resource.kind} in version "{resource.version}" cannot be handled as a {resource.kind}: strict decoding error: {fields}')
     resource.schema.default(obj)
-    causes = resource.schema.problems(obj)
+    causes = resource.schema.problems(obj, old)
     warnings = [f'unknown field "{path}"' for path in unknown] if mode == "Warn" else []
     if resource.rules is not None:
         if any(c.reason in cel.BLOCKING for c in causes):

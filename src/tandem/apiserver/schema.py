@@ -3,7 +3,8 @@ prune fields the schema does not declare, fill in `default`s, then validate.
 
 Validation is JSON Schema (draft 4, what OpenAPI v3 schemas are) with the `x-kubernetes-*`
 extensions dropped, `nullable` and `x-kubernetes-int-or-string` honoured, and the items of
-an `x-kubernetes-list-type: map` list unique by their keys. CEL rules
+an `x-kubernetes-list-type: map` list unique by their keys (on update only when the stored
+object's were, as the real server ratchets it). CEL rules
 (`x-kubernetes-validations`) are `cel.py`'s. `metadata` is the server's own business
 and is neither pruned nor defaulted. Each problem names its field path
 (`spec.roles[1].minReplicas`), in path order.
@@ -73,9 +74,12 @@ class Schema:
             if key in obj:
                 _default(obj[key], sub)
 
-    def problems(self, obj: dict[str, Any]) -> list[Cause]:
+    def problems(self, obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[Cause]:
+        """What is wrong with `obj` (as an update of `old`, when given: a repeated list-map key
+        counts only if `old` had none, as the real server ratchets list-type validation)."""
         causes = dict.fromkeys(_cause(e) for e in self._validator.iter_errors(obj))  # anyOf branches may repeat themselves
-        causes |= dict.fromkeys(_repeated_keys(obj, self.openapi, ""))
+        if old is None or not _repeated_keys(old, self.openapi, ""):
+            causes |= dict.fromkeys(_repeated_keys(obj, self.openapi, ""))
         return sorted(causes, key=lambda c: _field_order(c.field))
 
 
