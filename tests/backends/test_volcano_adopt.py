@@ -44,6 +44,10 @@ def exact(kind: str, name: str) -> dict[str, Any]:
     return {"type": kind, "selector": {"exactMatch": {"name": name}}}
 
 
+def labels(selector: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "Node", "selector": {"labelMatch": selector}}
+
+
 def partitions(topology: dict[str, Any], nodes: list[Node], writes: dict[str, dict[str, str | None]] | None = None) -> list[frozenset[frozenset[str]]]:
     """For each level, broadest first: the sets of nodes sharing a domain (tandem's rule:
     a domain is the path of label values; a node lacking a level label is in none)."""
@@ -333,8 +337,15 @@ def test_a_lowest_tier_of_single_nodes_keyed_on_the_hostname_is_the_hostname_lev
         ),
         ([hypernode("a", 1, [exact("Node", "n0")]), hypernode("a", 1, [exact("Node", "n1")])], r"HyperNode/a: given twice"),
         ([{**hypernode("a", 1, [exact("Node", "n0")]), "spec": {"tier": "one", "members": [exact("Node", "n0")]}}], r"HyperNode/a\.spec\.tier: must be an integer"),
+        ([hypernode("a", 1, [labels({"matchExpressions": 5})])], r"HyperNode/a\.spec\.members\[0\]\.selector\.labelMatch\.matchExpressions: must be a list"),
+        ([hypernode("a", 1, [labels({"matchExpressions": [{"key": "rack", "operator": "In", "values": 5}]})])],
+         r"HyperNode/a\.spec\.members\[0\]\.selector\.labelMatch\.matchExpressions\[0\]\.values: must be a list of strings"),
+        ([hypernode("a", 1, [labels({"matchExpressions": [{"key": "rack", "operator": "In", "values": [1]}]})])],
+         r"HyperNode/a\.spec\.members\[0\]\.selector\.labelMatch\.matchExpressions\[0\]\.values: must be a list of strings"),
+        ([hypernode("a", 1, [labels({"matchLabels": {1: "r1"}})])], r"HyperNode/a\.spec\.members\[0\]\.selector\.labelMatch\.matchLabels: must map strings to strings"),
     ],
-    ids=["cycle", "node-in-two", "tier-not-lower", "missing-member", "bad-regex", "hypernode-by-regex", "two-parents", "twice", "tier-type"],
+    ids=["cycle", "node-in-two", "tier-not-lower", "missing-member", "bad-regex", "hypernode-by-regex", "two-parents", "twice", "tier-type",
+         "expressions-not-a-list", "values-not-a-list", "values-not-strings", "label-key-not-a-string"],
 )
 def test_mistakes_in_the_tree_name_the_hypernode_and_member(tree: list[dict[str, Any]], message: str) -> None:
     with pytest.raises(InputError, match=message):

@@ -291,20 +291,27 @@ def _member(item: Any, index: int, path: str, problems: list[Problem]) -> _Membe
 
 def _label_member(chosen: Mapping[str, Any], index: int, kind: str, path: str, problems: list[Problem]) -> _Member | None:
     match_labels = chosen.get("matchLabels") or {}
-    if not isinstance(match_labels, Mapping) or not all(isinstance(v, str) for v in match_labels.values()):
+    if not isinstance(match_labels, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in match_labels.items()):
         problems.append(Problem(f"{path}.matchLabels", "must map strings to strings"))
         return None
+    raw_expressions = chosen.get("matchExpressions") or []
+    if not isinstance(raw_expressions, list):
+        problems.append(Problem(f"{path}.matchExpressions", "must be a list"))
+        return None
     expressions: list[tuple[str, str, tuple[str, ...]]] = []
-    for i, expr in enumerate(chosen.get("matchExpressions") or []):
+    for i, expr in enumerate(raw_expressions):
         at = f"{path}.matchExpressions[{i}]"
         if not isinstance(expr, Mapping) or not isinstance(expr.get("key"), str):
             problems.append(Problem(at, "needs a key and an operator"))
             return None
-        operator, values = expr.get("operator"), tuple(expr.get("values") or ())
+        operator, values = expr.get("operator"), expr.get("values") or []
         if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
             problems.append(Problem(f"{at}.operator", f"must be In, NotIn, Exists or DoesNotExist, got {operator!r}"))
             return None
-        expressions.append((expr["key"], operator, values))
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            problems.append(Problem(f"{at}.values", "must be a list of strings"))
+            return None
+        expressions.append((expr["key"], operator, tuple(values)))
     if not match_labels and not expressions:
         problems.append(Problem(path, "selects nothing (Volcano takes an empty labelMatch as no node)"))
         return None
