@@ -22,6 +22,7 @@ from tandem.api.loading import load_texts
 from tandem.cli.explain import explain_group
 from tandem.cli.files import load_files
 from tandem.cli.guard import INVALID_INPUT, guard, needs_extra
+from tandem.cli.kubeconfig import connect_kube
 from tandem.cli.output import print_table, render_json, render_yaml
 from tandem.errors import InputError, Problem
 from tandem.placement.from_inputs import plan_inputs
@@ -298,8 +299,8 @@ def operator_command(
         def connect(cfg: OperatorConfig, changed):  # type: ignore[no-untyped-def]
             # the informers re-list on their own period; --resync is how often a pass runs
             kinds = OBSERVED_KINDS + cfg.provisioning.kinds
-            return _connect_kube(cfg.kubeconfig, lambda source: KubeCluster.connect(source, kinds=kinds, namespaces=cfg.namespaces,
-                                                                                   scopes=informer_scopes(cfg.namespaces), on_change=changed))
+            return connect_kube(cfg.kubeconfig, lambda source: KubeCluster.connect(source, kinds=kinds, namespaces=cfg.namespaces,
+                                                                                  scopes=informer_scopes(cfg.namespaces), on_change=changed))
 
         raise typer.Exit(run_operator(config, connect))
 
@@ -364,7 +365,7 @@ def topology_controller_command(
             from tandem.topology_controller.reconcile import watched_kinds
 
             register_backend_kinds(cfg.settings)
-            return _connect_kube(cfg.kubeconfig, lambda source: KubeCluster.connect(source, kinds=watched_kinds(cfg.settings), on_change=changed))
+            return connect_kube(cfg.kubeconfig, lambda source: KubeCluster.connect(source, kinds=watched_kinds(cfg.settings), on_change=changed))
 
         raise typer.Exit(run_controller(config, connect))
 
@@ -391,25 +392,6 @@ def _topology_settings(backends: list[str]):  # type: ignore[no-untyped-def]
     if problems:
         raise InputError(problems)
     return settings
-
-
-def _connect_kube(kubeconfig: str | None, connect):  # type: ignore[no-untyped-def]
-    """Connect with `connect(kubeconfig)`; a kubeconfig that cannot be used is one line naming it."""
-    import yaml
-    from lightkube.core.exceptions import ConfigError
-
-    try:
-        return connect(kubeconfig)
-    # A kubeconfig that is not YAML, or YAML without what a kubeconfig holds (lightkube
-    # then fails on a missing key or a wrong type): the user's file, not a bug of ours.
-    except (ConfigError, OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as exc:
-        where = "--kubeconfig" if kubeconfig else "in-cluster config"
-        detail = " ".join(str(exc).split()) or type(exc).__name__
-        if isinstance(exc, KeyError):
-            detail = f"not a kubeconfig: no {detail}"
-        elif isinstance(exc, (TypeError, AttributeError)):
-            detail = f"not a kubeconfig: a field has the wrong type ({detail})"
-        raise InputError(Problem(where, f"cannot connect: {detail}")) from None
 
 
 @app.command("apiserver")

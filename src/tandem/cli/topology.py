@@ -28,6 +28,7 @@ from tandem.backends.volcano import HYPERNODE_API_VERSION
 from tandem.backends.volcano_adopt import Adoption, adopt_hypernodes, level_counts
 from tandem.cli.files import read_sources
 from tandem.cli.guard import guard, needs_extra
+from tandem.cli.kubeconfig import connect_kube
 from tandem.errors import ApiError, InputError, Problem
 
 topology_app = typer.Typer(help="Work with cluster topologies.", no_args_is_help=True)
@@ -69,7 +70,7 @@ def from_hypernodes(
         else:
             with needs_extra("operator", "tandem topology from-hypernodes --kubeconfig"):
                 from tandem.kube.rest import Rest
-            rest = _connect(Rest, kubeconfig)
+            rest = connect_kube(str(kubeconfig), Rest.connect)
             try:
                 hypernodes, nodes = read_cluster(rest)
                 adoption = adopt_hypernodes(hypernodes, nodes, name)
@@ -169,19 +170,6 @@ def _list(rest: Any, path: str) -> list[dict[str, Any]]:
         token = (answer.get("metadata") or {}).get("continue") or None
         if token is None:
             return items
-
-
-def _connect(rest_class: Any, kubeconfig: Path) -> Any:
-    import yaml as pyyaml
-    from lightkube.core.exceptions import ConfigError
-
-    try:
-        return rest_class.connect(str(kubeconfig))
-    except (ConfigError, OSError, pyyaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as exc:
-        detail = " ".join(str(exc).split()) or type(exc).__name__
-        if isinstance(exc, KeyError):
-            detail = f"not a kubeconfig: no {detail}"
-        raise InputError(Problem("--kubeconfig", f"cannot connect: {detail}")) from None
 
 
 # ----------------------------------------------------------------------------- labels
