@@ -190,6 +190,7 @@ def test_the_label_discoverers_tree_is_adopted_on_the_node_labels_it_came_from(c
         return
     adoption = adopt_hypernodes(tree, nodes)
     assert [lv["nodeLabel"] for lv in adoption.topology["spec"]["levels"]] == [*keys, HOSTNAME_LABEL]
+    assert not [w for w in adoption.warnings if "numbered" in w], "the discoverer numbers tiers as tandem does"
     assert adoption.node_labels == {}  # no node writes: the labels are there already
     assert [lv["name"] for lv in adoption.topology["spec"]["levels"]][:-1] == [k.rsplit("/", 1)[-1] for k in keys]
     in_tree = {n.metadata.name for n in nodes if all(k in n.metadata.labels for k in keys)}
@@ -235,6 +236,7 @@ def ufm_tree(leaves: list[list[str]]) -> list[dict[str, Any]]:
 def test_ufm_trees_need_tandems_tier_labels_named_after_the_hypernodes() -> None:
     nodes = [node(f"gpu-{i}") for i in range(5)]
     adoption = adopt_hypernodes(ufm_tree([["gpu-0", "gpu-1"], ["gpu-2", "gpu-3", "gpu-4", "ib-host-9"]]), nodes)
+    assert not [w for w in adoption.warnings if "numbered" in w]
     assert adoption.topology["spec"]["levels"] == [
         {"name": "tier-2", "nodeLabel": "topology.tandem.dev/tier-2"},
         {"name": "tier-1", "nodeLabel": "topology.tandem.dev/tier-1"},
@@ -298,6 +300,29 @@ def test_a_lowest_tier_of_single_nodes_keyed_on_the_hostname_is_the_hostname_lev
     by_name = [hypernode(f"h{i}", 1, [exact("Node", f"n{i}")], "server") for i in range(4)]  # a leaf of one node today may grow
     levels = adopt_hypernodes(by_name + racks, nodes).topology["spec"]["levels"]
     assert [(lv["name"], lv["nodeLabel"]) for lv in levels] == [("rack", "rack"), ("server", "topology.tandem.dev/tier-1"), ("host", HOSTNAME_LABEL)]
+
+
+def test_tiers_numbered_otherwise_than_tandem_numbers_the_levels_are_warned_of() -> None:
+    """tandem asks Volcano for `highestTierAllowed` by its own numbering (the narrowest tier
+    level is 1, no gaps); on a tree numbered otherwise that number names another level (a
+    rack pack would be a host pack), so the adoption says which levels differ."""
+    nodes = [node(f"n{i}", rack=f"r{i // 2}", block="b0") for i in range(4)]
+    racks = [hypernode(f"r{r}", 1, [exact("Node", f"n{2 * r}"), exact("Node", f"n{2 * r + 1}")], "rack") for r in range(2)]
+    gap = adopt_hypernodes([*racks, hypernode("b0", 3, [exact("HyperNode", "r0"), exact("HyperNode", "r1")], "block")], nodes)
+    assert [lv["name"] for lv in gap.topology["spec"]["levels"]] == ["block", "rack", "host"]
+    assert [w for w in gap.warnings if "numbered" in w] == [
+        "the HyperNodes' tiers are not numbered as tandem numbers the levels (the narrowest 1, each broader one more): "
+        "level 'block' is tier 3 here but tandem asks Volcano for tier 2 when a group packs on it; "
+        "renumber the HyperNodes' spec.tier from 1 at the narrowest level before groups pack on these levels"]
+    by_host = [hypernode(f"h{i}", 1, [{"type": "Node", "selector": {"labelMatch": {"matchLabels": {HOSTNAME_LABEL: f"n{i}"}}}}], "server") for i in range(4)]
+    hosts = [hypernode(f"r{r}", 2, [exact("HyperNode", f"h{2 * r}"), exact("HyperNode", f"h{2 * r + 1}")], "rack") for r in range(2)]
+    old_render = adopt_hypernodes(by_host + hosts, nodes)
+    assert [w for w in old_render.warnings if "numbered" in w] == [
+        "the HyperNodes' tiers are not numbered as tandem numbers the levels (the narrowest 1, each broader one more): "
+        "level 'rack' is tier 2 here but tandem asks Volcano for tier 1 when a group packs on it; "
+        "renumber the HyperNodes' spec.tier from 1 at the narrowest level before groups pack on these levels"]
+    assert not [w for w in adopt_hypernodes([*racks, hypernode("b0", 2, [exact("HyperNode", "r0"), exact("HyperNode", "r1")], "block")],
+                                             nodes).warnings if "numbered" in w]
 
 
 # ----------------------------------------------------------------------------- mistakes in the tree

@@ -36,7 +36,7 @@ from tandem.api.loading import validation_problems
 from tandem.api.naming import HOSTNAME_LABEL
 from tandem.api.resources import API_VERSION, ClusterTopology
 from tandem.api.validation import RESERVED_LEVEL, check_topology
-from tandem.backends.volcano import HYPERNODE_API_VERSION
+from tandem.backends.volcano import HYPERNODE_API_VERSION, is_host_level, tier
 from tandem.errors import InputError, Problem
 
 SOURCE_LABEL = "volcano.sh/network-topology-source"  # volcano pkg/controllers/hypernode/api: NetworkTopologySourceLabelKey
@@ -132,7 +132,7 @@ def adopt_hypernodes(hypernodes: Sequence[Mapping[str, Any]], nodes: Sequence[No
         "metadata": {"name": name},
         "spec": {"levels": [{"name": lv.name, "nodeLabel": lv.node_label} for lv in levels]},
     }
-    _check(topology)
+    warnings += _tier_numbering(_check(topology), levels)
     return Adoption(topology, tuple(levels), {n: dict(sorted(writes[n].items())) for n in sorted(writes)}, tuple(warnings))
 
 
@@ -581,8 +581,8 @@ def _few(names: list[str]) -> str:
     return shown + (f" and {len(names) - _NAMED} more" if len(names) > _NAMED else "")
 
 
-def _check(topology: dict[str, Any]) -> None:
-    """The derived topology passes tandem's own validation (its name is the caller's)."""
+def _check(topology: dict[str, Any]) -> ClusterTopology:
+    """The derived topology, typed, once it passes tandem's own validation (its name is the caller's)."""
     try:
         model = ClusterTopology.model_validate(topology)
     except ValidationError as exc:
@@ -590,6 +590,23 @@ def _check(topology: dict[str, Any]) -> None:
     problems = check_topology(model)
     if problems:
         raise InputError(problems)
+    return model
+
+
+def _tier_numbering(topology: ClusterTopology, levels: list[AdoptedLevel]) -> list[str]:
+    """A warning when the tree's tiers differ from the tiers tandem asks Volcano for
+    (`volcano.tier`: the narrowest level but the hostname one is 1, no gaps): on such a
+    tree `highestTierAllowed` would name another level (a gap, a tree not starting at 1,
+    or a tier of single hosts, as tandem rendered them before hostname stopped being one)."""
+    wrong = [
+        f"level {lv.name!r} is tier {lv.tier} here but tandem asks Volcano for tier {tier(topology, lv.name)} when a group packs on it"
+        for lv in levels
+        if lv.tier is not None and not is_host_level(topology, lv.name) and lv.tier != tier(topology, lv.name)
+    ]
+    if not wrong:
+        return []
+    return ["the HyperNodes' tiers are not numbered as tandem numbers the levels (the narrowest 1, each broader one more): "
+            + "; ".join(wrong) + "; renumber the HyperNodes' spec.tier from 1 at the narrowest level before groups pack on these levels"]
 
 
 def level_counts(adoption: Adoption) -> Counter[str]:
