@@ -191,6 +191,7 @@ def test_the_label_discoverers_tree_is_adopted_on_the_node_labels_it_came_from(c
     adoption = adopt_hypernodes(tree, nodes)
     assert [lv["nodeLabel"] for lv in adoption.topology["spec"]["levels"]] == [*keys, HOSTNAME_LABEL]
     assert not [w for w in adoption.warnings if "numbered" in w], "the discoverer numbers tiers as tandem does"
+    assert not [w for w in adoption.warnings if "nest" in w], "and nests each tier in the next"
     assert adoption.node_labels == {}  # no node writes: the labels are there already
     assert [lv["name"] for lv in adoption.topology["spec"]["levels"]][:-1] == [k.rsplit("/", 1)[-1] for k in keys]
     in_tree = {n.metadata.name for n in nodes if all(k in n.metadata.labels for k in keys)}
@@ -323,6 +324,20 @@ def test_tiers_numbered_otherwise_than_tandem_numbers_the_levels_are_warned_of()
         "renumber the HyperNodes' spec.tier from 1 at the narrowest level before groups pack on these levels"]
     assert not [w for w in adopt_hypernodes([*racks, hypernode("b0", 2, [exact("HyperNode", "r0"), exact("HyperNode", "r1")], "block")],
                                              nodes).warnings if "numbered" in w]
+
+
+def test_a_hypernode_not_nested_in_one_of_the_next_tier_is_warned_of() -> None:
+    """Hand-made tiers may each list their nodes, so a rack can straddle two blocks; tandem's
+    domains are label paths, one rack per block, so it says that it splits the rack."""
+    nodes = [node(f"n{i}") for i in range(4)]
+    tree = [hypernode("r0", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "^n"}}}], "rack"),
+            hypernode("b0", 2, [exact("Node", "n0"), exact("Node", "n1")], "block"),
+            hypernode("b1", 2, [exact("Node", "n2"), exact("Node", "n3")], "block")]
+    adoption = adopt_hypernodes(tree, nodes)
+    assert [w for w in adoption.warnings if "nest" in w] == [
+        "1 HyperNode(s) of a tier hold nodes of several HyperNodes of the next tier up (r0 (tier 1) in b0 and b1): "
+        "tandem's domains nest, so it counts each such HyperNode as one domain per HyperNode above"]
+    assert adopted_partitions(adoption, nodes)[1] == frozenset({frozenset({"n0", "n1"}), frozenset({"n2", "n3"})})
 
 
 # ----------------------------------------------------------------------------- mistakes in the tree

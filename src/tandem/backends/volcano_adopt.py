@@ -113,6 +113,7 @@ def adopt_hypernodes(hypernodes: Sequence[Mapping[str, Any]], nodes: Sequence[No
         )
     if not full:
         raise InputError(Problem("", "no node is under a HyperNode of every tier: the tree describes no domain tandem can use"))
+    warnings += _unnested(tiers, domains, full)
     lowest = tiers[-1] if tiers else None
     singles = lowest if lowest is not None and _is_host_tier([tree[h] for h in set(domains[lowest].values())], nodes_of) else None
     levels, writes, strays = _derive(tree, tiers, singles, domains, full, labels)
@@ -134,6 +135,23 @@ def adopt_hypernodes(hypernodes: Sequence[Mapping[str, Any]], nodes: Sequence[No
     }
     warnings += _tier_numbering(_check(topology), levels)
     return Adoption(topology, tuple(levels), {n: dict(sorted(writes[n].items())) for n in sorted(writes)}, tuple(warnings))
+
+
+def _unnested(tiers: list[int], domains: dict[int, dict[str, str]], full: list[str]) -> list[str]:
+    """A warning naming the HyperNodes whose nodes lie in several HyperNodes of the next tier up
+    (each tier listing its nodes itself, not its children): tandem's domains are label paths,
+    so such a HyperNode becomes one domain per HyperNode above it. Nested at each step is
+    nested throughout."""
+    straddling: list[str] = []
+    for upper, lower in zip(tiers, tiers[1:]):
+        above: dict[str, set[str]] = {}
+        for n in full:
+            above.setdefault(domains[lower][n], set()).add(domains[upper][n])
+        straddling += [f"{hn} (tier {lower}) in {' and '.join(sorted(parents))}" for hn, parents in sorted(above.items()) if len(parents) > 1]
+    if not straddling:
+        return []
+    return [f"{len(straddling)} HyperNode(s) of a tier hold nodes of several HyperNodes of the next tier up ({_few(straddling)}): "
+            "tandem's domains nest, so it counts each such HyperNode as one domain per HyperNode above"]
 
 
 def _derive(tree: dict[str, _HyperNode], tiers: list[int], host_tier: int | None, domains: dict[int, dict[str, str]],
