@@ -310,3 +310,17 @@ def test_a_node_joining_an_existing_rack_renders_nothing_again_and_writes_only_t
     world.create(node("pioneer", block="b0", rack="r7"))
     report = reconcile(world, 3.0, TopologySettings(("volcano", "kai")), memo)
     assert memo.renders == renders + 1 and report.count("create", "HyperNode") == 1 and report.count("patch", "HyperNode") == 1
+
+
+def test_a_group_without_topology_name_uses_default_and_so_holds_its_deletion():
+    """`spec.topologyName` defaults to `default` (the model, the CRD, the webhook): a group that
+    leaves it out still keeps the topology named `default` from going."""
+    world = _world()
+    unnamed = group("serving", "llama", "default")
+    del unnamed["spec"]["topologyName"]
+    world.create(unnamed)
+    reconcile(world, 1.0, VOLCANO)
+    world.delete("ClusterTopology", None, "default")
+    reconcile(world, 2.0, VOLCANO)
+    assert world.get("ClusterTopology", None, "default")["metadata"]["finalizers"] == [FINALIZER]
+    assert "serving/llama" in _condition(world, "Ready")["message"]
