@@ -344,9 +344,13 @@ def add_host_affinity(pod: dict[str, Any], group: InferenceGroup, topology: Clus
         affinity.setdefault("podAffinity", {}).setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).extend(terms)
 
 
-def _path_name(root: str, names: list[str], path: tuple[str, ...]) -> str:
+def hypernode_name(topology: ClusterTopology, path: tuple[str, ...]) -> str:
     """`<topology>-<level>-<value>-...` along a path of tier-level values (hostname excluded),
     so equal values under different parents differ."""
+    return _path_name(topology.metadata.name, [level.name for level in tier_levels(topology)], path)
+
+
+def _path_name(root: str, names: list[str], path: tuple[str, ...]) -> str:
     parts = [root]
     for name, value in zip(names, path):
         parts += [name, value]
