@@ -9,8 +9,9 @@ volcano` runs as a process against it and settles; then, per repeat, a new rack'
 node is POSTed and the clock runs from the POST's answer until the rack's HyperNode exists
 and its block's HyperNode lists it (polled every 5 ms over HTTP): informer delivery, the
 batching window (0.2 s, the default), the pass and its writes. The rack's other 31 nodes
-follow (a tier-1 HyperNode selects its nodes by label, so they change no HyperNode) before
-the next repeat. The controller's peak RSS (VmHWM) and the time to settle the cold
+follow (a tier-1 HyperNode selects its nodes by label, so they change no HyperNode), and
+the next repeat starts once their batching window has closed, so each wait includes a
+whole window. The controller's peak RSS (VmHWM) and the time to settle the cold
 cluster (every HyperNode written) are reported once per size.
 Prints one JSON object per size on stdout; needs ../shared (skips, saying so, without it).
 """
@@ -100,6 +101,7 @@ def run(size: int, repeats: int, progress: Progress) -> dict[str, Any]:
                         wait_for(lambda: _answers(server, f"{HYPERNODES}/{leaf}") and _lists(server.get(parent), leaf), 30,
                                  f"HyperNode {leaf} in its block", every=0.005)
                         times.append(time.perf_counter() - posted)
+                time.sleep(2 * BATCH_WINDOW_S + 0.5)  # the next rack's first node meets no batching window already open
             rss_mb = _peak_rss_mb(controller.process.pid)
         finally:
             if controller is not None:
