@@ -88,6 +88,30 @@ def test_a_pass_whose_writes_failed_retryably_is_retried_with_back_off_and_count
     assert f'tandem_topology_writes_total{{backend="volcano",kind="HyperNode",verb="create"}} {float(created)}' in metrics
 
 
+def test_a_write_that_keeps_failing_retryably_is_retried_ever_more_slowly():
+    """An API that answers 503 to every create is not asked again once a second for ever:
+    the gaps between passes double (0.5 s, 1 s, 2 s, ...) as docs/topology-controller.md says."""
+    from support.controller_world import FaultyWriter
+    from tandem.errors import ServiceUnavailable
+    from tandem.topology_controller.kinds import BACKEND_KINDS
+
+    store = world()
+    for kind in BACKEND_KINDS["volcano"]:
+        store.register_kind(kind.kind, cluster_scoped=True, status=False)
+    cluster = FaultyWriter(store, lambda n, verb: ServiceUnavailable("the API is away") if verb == "create" else None)
+    clock = HandClock()
+    controller = TopologyController(cluster, clock, TopologySettings(("volcano",)), schedule=PassSchedule(debounce=0.2, retry_base=0.5))
+    ran = []
+    for step in range(0, 1600):
+        clock.now = step / 100
+        report = controller.tick(clock.now)
+        if report is not None:
+            assert report.retryable
+            ran.append(clock.now)
+    gaps = [round(b - a, 2) for a, b in zip(ran, ran[1:])]
+    assert gaps == [0.5, 1.0, 2.0, 4.0, 8.0], gaps
+
+
 def test_the_process_runs_passes_serves_its_metrics_and_releases_its_own_lease(caplog):
     store = world()
     stop = threading.Event()

@@ -7,7 +7,8 @@
 The same cluster and time decide the same writes, and a pass on a settled cluster writes
 nothing (no status patch, no event). `memo`, kept by the caller across passes, spares
 reading, parsing and rendering what did not change; without it a pass is the same, only
-dearer. A pass with a retryable failure asks to run again soon (`requeue_after`).
+dearer. A pass with a retryable failure says so (`retryable`); when the next runs is the
+schedule's doubling back-off (runtime/schedule.py), not a fixed requeue that would cap it.
 """
 
 from __future__ import annotations
@@ -22,10 +23,7 @@ from tandem.topology_controller.kinds import BACKEND_KINDS, CLASHING_KINDS
 from tandem.topology_controller.memo import TopologyMemo
 from tandem.topology_controller.observe import observe, observed_kinds
 
-__all__ = ["RETRY_S", "TopologyMemo", "TopologyPassReport", "TopologySettings", "WriteError", "check_settings", "reconcile", "watched_kinds"]
-
-RETRY_S = 1.0  # a pass with a retryable failure is followed by one this soon
-
+__all__ = ["TopologyMemo", "TopologyPassReport", "TopologySettings", "WriteError", "check_settings", "reconcile", "watched_kinds"]
 
 @dataclass(frozen=True)
 class TopologySettings:
@@ -43,7 +41,7 @@ class TopologyPassReport:
     errors: tuple[WriteError, ...] = ()
     events: tuple[str, ...] = ()  # a line per event recorded, and per failure
     events_dropped: int = 0
-    requeue_after: float | None = None
+    requeue_after: float | None = None  # no pass of this controller needs one at a set time: retries back off (`retryable`)
     by_kind: tuple[tuple[tuple[str, str], int], ...] = field(default_factory=tuple)  # ((verb, kind), writes), sorted
 
     @property
@@ -94,7 +92,6 @@ def reconcile(cluster: Cluster, now: float, settings: TopologySettings = Topolog
 
 
 def _report(topologies: int, applied: Applied) -> TopologyPassReport:
-    retry = any(e.retryable for e in applied.errors)
     return TopologyPassReport(
         topologies=topologies,
         created=applied.created,
@@ -105,6 +102,5 @@ def _report(topologies: int, applied: Applied) -> TopologyPassReport:
         errors=tuple(applied.errors),
         events=tuple(applied.events),
         events_dropped=applied.events_dropped,
-        requeue_after=RETRY_S if retry else None,
         by_kind=tuple(sorted(applied.by_kind.items())),
     )
