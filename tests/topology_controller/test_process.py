@@ -112,6 +112,39 @@ def test_a_write_that_keeps_failing_retryably_is_retried_ever_more_slowly():
     assert gaps == [0.5, 1.0, 2.0, 4.0, 8.0], gaps
 
 
+def test_a_pass_that_raises_is_retried_with_back_off_not_at_once_in_a_hot_loop(monkeypatch):
+    """A bug a stored object sets off in every pass is logged and retried after the
+    schedule's back-off, not a hundred times a second with a traceback each."""
+    clock = HandClock()
+    stop = threading.Event()
+    attempts = []
+
+    def broken(*_args, **_kwargs):
+        attempts.append(clock.now)
+        raise KeyError("a field the pass did not expect")
+
+    class HandWake:
+        """Waiting moves the hand clock on; ten seconds of it and the loop is stopped."""
+
+        def clear(self):
+            pass
+
+        def set(self):
+            pass
+
+        def wait(self, timeout):
+            clock.now += timeout
+            if clock.now >= 10.0:
+                stop.set()
+            return False
+
+    monkeypatch.setattr("tandem.topology_controller.runner.reconcile", broken)
+    controller = TopologyController(world(), clock, schedule=PassSchedule(debounce=0.2, retry_base=0.5))
+    controller._wake = HandWake()
+    controller.run(stop)
+    assert 3 <= len(attempts) <= 6, f"{len(attempts)} attempts in 10 s"
+
+
 def test_the_process_runs_passes_serves_its_metrics_and_releases_its_own_lease(caplog):
     store = world()
     stop = threading.Event()

@@ -27,6 +27,9 @@ def run_loop(tick: Callable[[float], object], schedule: PassSchedule, elector: L
             tick(now)
         except Exception:  # a bug in one pass must not kill the process; the next pass retries
             log.exception("pass failed")
+            # after the back-off, as a pass with failed writes: the schedule never heard of
+            # this one, and would have it due again at once, a hundred times a second
+            schedule.ran(now, None, retry=True)
         wake.clear()
         wait = schedule.next_due(clock()) - clock()
         if elector is not None:
