@@ -4,7 +4,7 @@
 |---|---|---|
 | tandem_topology_passes_total | counter | |
 | tandem_topology_pass_duration_seconds | histogram | |
-| tandem_topology_writes_total | counter | backend (volcano, kai, kueue, koordinator; tandem for the ClusterTopology and events), kind, verb |
+| tandem_topology_writes_total | counter | backend (volcano, kai, kueue, koordinator; tandem for the ClusterTopology), kind, verb (events are not counted) |
 | tandem_topology_write_failures_total | counter | |
 | tandem_topology_topologies | gauge | (ClusterTopologies seen by the last pass) |
 | tandem_topology_nodes | gauge | (nodes seen by the last pass) |
