@@ -31,5 +31,5 @@ def test_actions_are_in_topology_order_finalizer_first_status_last_before_events
     decisions = decide(observe(_world().snapshot(), ("volcano",)), 5.0)
     assert [t.topology for t in decisions.topologies] == ["default", "second"]
     kinds = [type(a).__name__ for a in decisions.topologies[0].actions]
-    assert kinds[0] == "PatchObject" and kinds[-2:] == ["PatchStatus", "RecordEvent"]
+    assert kinds[0] == "PatchObject" and kinds[-2:] == ["PatchStatus", "RecordWrites"]
     assert set(kinds[1:-2]) == {"CreateObject"}

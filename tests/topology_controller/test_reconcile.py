@@ -291,6 +291,22 @@ def test_a_refused_write_is_isolated_and_told_retryable_or_terminal():
     assert len(_owned(world, "HyperNode")) == len(_expected(world, "HyperNode"))
 
 
+def test_topology_updated_tells_the_writes_that_went_through_not_those_refused():
+    """A create the API refuses is not told as made: no Normal TopologyUpdated event for
+    writes that all failed (nor one more every pass while they keep failing); when some go
+    through, the event counts those."""
+    world = _world()
+    memo = TopologyMemo()
+    refusing = _Failing(world, {("create", "HyperNode"): Forbidden("no")})
+    for now in (1.0, 2.0):
+        report = reconcile(refusing, now, VOLCANO, memo)
+        assert report.failures and not [e for e in report.events if "TopologyUpdated" in e]
+    assert [e for e in world.list("Event") if e["reason"] == "TopologyUpdated"] == []
+    report = reconcile(world, 3.0, VOLCANO, memo)
+    made = report.count("create", "HyperNode")
+    assert made and [e["message"] for e in world.list("Event") if e["reason"] == "TopologyUpdated"] == [f"volcano: created {made}, updated 0, deleted 0"]
+
+
 def test_kai_and_kueue_together_are_refused_before_any_write():
     world = _world()
     with pytest.raises(InputError, match="--backends"):

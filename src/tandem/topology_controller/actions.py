@@ -68,8 +68,19 @@ class RecordEvent:
         return f"{self.involved.name}: {self.reason}: {self.message}"
 
 
+@dataclass(frozen=True)
+class RecordWrites:
+    """The Normal event TopologyUpdated, its counts told by apply: the writes of `kinds`
+    before it in the topology's actions that went through (none: no event), so a refused
+    create is never said made, nor said again each pass while it keeps being refused."""
+
+    involved: ObjectRef
+    backends: str  # "kai, volcano": the backends whose objects were written
+    kinds: frozenset[str]  # the backend kinds whose writes count
+
+
 Write = CreateObject | PatchObject | PatchStatus | DeleteObject
-Action = Write | RecordEvent
+Action = Write | RecordEvent | RecordWrites
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ it failed (the objects would outlive their topology). A delete of an object alre
 counts as done. Every failure is kept with whether it is retryable (409, 429, 5xx,
 time-outs: the next pass tries again, soon) or terminal (403, 422, ...: it will not
 succeed as sent); events are best effort, a refused one is counted and dropped.
+TopologyUpdated counts the writes that went through, not those decided.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tandem.topology_controller.actions import (
     PatchObject,
     PatchStatus,
     RecordEvent,
+    RecordWrites,
     TopologyActions,
     TopologyDecisions,
     Write,
@@ -62,7 +64,14 @@ def apply(writer: Writer, decisions: TopologyDecisions) -> Applied:
 
 def _apply_topology(writer: Writer, topology: TopologyActions, applied: Applied) -> None:
     deletes_failed = False
+    done: Counter[tuple[str, str]] = Counter()  # (verb, kind) -> this topology's writes that went through
     for position, action in enumerate(topology.actions):
+        if isinstance(action, RecordWrites):
+            counts = {verb: sum(n for (v, kind), n in done.items() if v == verb and kind in action.kinds) for verb in ("create", "patch", "delete")}
+            if not any(counts.values()):
+                continue
+            action = RecordEvent(action.involved, "Normal", "TopologyUpdated",
+                                 f"{action.backends}: created {counts['create']}, updated {counts['patch']}, deleted {counts['delete']}")
         if isinstance(action, RecordEvent):
             applied.events.append(action.line)
             try:
@@ -74,7 +83,7 @@ def _apply_topology(writer: Writer, topology: TopologyActions, applied: Applied)
             applied.skipped += 1
             continue
         try:
-            _send(writer, action, applied)
+            done[(_send(writer, action, applied), action.target[0])] += 1
         except NotFound:
             if isinstance(action, DeleteObject):
                 continue  # already gone: what the delete wanted
@@ -84,7 +93,8 @@ def _apply_topology(writer: Writer, topology: TopologyActions, applied: Applied)
             deletes_failed |= isinstance(action, DeleteObject)
 
 
-def _send(writer: Writer, action: Write, applied: Applied) -> None:
+def _send(writer: Writer, action: Write, applied: Applied) -> str:
+    """Send one write; its verb as the metrics name it."""
     if isinstance(action, CreateObject):
         writer.create(action.obj)
         applied.created += 1
@@ -102,6 +112,7 @@ def _send(writer: Writer, action: Write, applied: Applied) -> None:
         applied.deleted += 1
         verb = "delete"
     applied.by_kind[(verb, action.target[0])] += 1
+    return verb
 
 
 def _fail(applied: Applied, topology: str, action: Write, exc: ApiError) -> None:

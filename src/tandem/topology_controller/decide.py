@@ -24,8 +24,9 @@ Per ClusterTopology, in name order:
    is reported (ResourceFlavorRefused).
 3. **Status** (`status.py`), merge-patched only when it differs from what is stored.
 4. **Events**, at most one per type and reason per topology and pass, and only on a
-   change: TopologyUpdated (Normal: created/updated/deleted counts) when objects were
-   written, DeletionBlocked and Degraded (Warning) when the condition's words change.
+   change: TopologyUpdated (Normal: created/updated/deleted counts of the writes that went
+   through, counted by apply) when objects were written, DeletionBlocked and Degraded
+   (Warning) when the condition's words change.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from tandem.topology_controller.actions import (
     PatchObject,
     PatchStatus,
     RecordEvent,
+    RecordWrites,
     TopologyActions,
     TopologyDecisions,
 )
@@ -332,10 +334,8 @@ def _finish(world: World, plan: _Plan, now: float) -> TopologyActions:
     patch = status_patch(raw.get("status"), wanted)
     if patch is not None:
         actions.append(PatchStatus("ClusterTopology", state.name, patch))
-    written = plan.counts
-    if any(written.values()):
-        actions.append(RecordEvent(ref, "Normal", "TopologyUpdated",
-                                   f"{', '.join(plan.kept) or 'backends'}: created {written['created']}, updated {written['updated']}, deleted {written['deleted']}"))
+    if any(plan.counts.values()):  # its counts are those of the writes that go through (apply)
+        actions.append(RecordWrites(ref, ", ".join(plan.kept) or "backends", frozenset(kind for backend in world.backends for kind in owned_kinds(backend))))
     before = {c.get("type"): c for c in (raw.get("status") or {}).get("conditions") or () if isinstance(c, dict)}
     after = {c["type"]: c for c in wanted["conditions"]}
     blocked = next((f for f in findings if f.reason == "DeletionBlocked"), None)
