@@ -90,12 +90,13 @@ class TopologyMetrics:
         if report.failures:
             self.failures.inc(report.failures)
 
-    def observe_cluster(self, reader: Reader) -> None:
-        """Topologies, nodes and each topology's unlabeled nodes, as the pass left them; a
+    def observe_cluster(self, reader: Reader, nodes: int) -> None:
+        """Topologies, nodes (as the pass counted them: listing every node again would cost
+        more than the pass) and each topology's unlabeled nodes, as the pass left them; a
         topology that is gone loses its series."""
         topologies = reader.list("ClusterTopology")
         self.topologies.set(len(topologies))
-        self.nodes.set(len(reader.list("Node")))
+        self.nodes.set(nodes)
         present = set()
         for topology in topologies:
             name = str(topology["metadata"]["name"])

@@ -33,6 +33,7 @@ class TopologySettings:
 @dataclass(frozen=True)
 class TopologyPassReport:
     topologies: int
+    nodes: int = 0  # nodes the pass saw (the metrics' gauge: no list of every node after each pass)
     created: int = 0
     patched: int = 0
     deleted: int = 0
@@ -88,12 +89,13 @@ def reconcile(cluster: Cluster, now: float, settings: TopologySettings = Topolog
     world = observe(cluster.snapshot(), settings.backends, memo)
     decisions = decide(world, now)
     applied = apply(cluster, decisions)
-    return _report(len(world.topologies), applied)
+    return _report(len(world.topologies), world.nodes, applied)
 
 
-def _report(topologies: int, applied: Applied) -> TopologyPassReport:
+def _report(topologies: int, nodes: int, applied: Applied) -> TopologyPassReport:
     return TopologyPassReport(
         topologies=topologies,
+        nodes=nodes,
         created=applied.created,
         patched=applied.patched,
         deleted=applied.deleted,

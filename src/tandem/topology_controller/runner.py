@@ -88,7 +88,7 @@ class TopologyController:
         self.passes += 1
         elapsed = max(self.clock() - now, 0.0)
         self.metrics.observe_pass(report, elapsed)
-        self.metrics.observe_cluster(self.cluster.snapshot())
+        self.metrics.observe_cluster(self.cluster.snapshot(), report.nodes)
         self.metrics.last_pass.set(self.clock())
         self._log(report, elapsed)
         return report
