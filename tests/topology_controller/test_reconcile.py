@@ -213,6 +213,25 @@ def test_owned_objects_of_a_topology_gone_are_deleted_with_a_uid_precondition():
     assert report.count("delete", "HyperNode") == 1 and "ghost" not in [o["metadata"]["name"] for o in world.list("HyperNode")]
 
 
+def test_an_object_taken_over_after_the_pass_read_it_is_not_deleted():
+    """A delete is of the object as the pass read it (resourceVersion precondition), not of
+    whatever carries its uid by then: one whose owner took tandem's labels off meanwhile
+    (informers lag) is no longer tandem's, and stays."""
+    from tandem.topology_controller.apply import apply
+    from tandem.topology_controller.decide import decide
+    from tandem.topology_controller.observe import observe
+
+    world = _world()
+    reconcile(world, 1.0, VOLCANO)
+    ghost = dict(world.get("HyperNode", None, "default"))
+    world.create({**ghost, "metadata": {"name": "ghost", "labels": {MANAGED_BY_LABEL: "tandem", TOPOLOGY_LABEL: "gone"}}})
+    decisions = decide(observe(world.snapshot(), ("volcano",)), 2.0)
+    world.patch("HyperNode", None, "ghost", {"metadata": {"labels": {MANAGED_BY_LABEL: "someone-else", TOPOLOGY_LABEL: None}}})
+    applied = apply(world, decisions)
+    assert world.get("HyperNode", None, "ghost"), "taken over: not tandem's to delete"
+    assert [e.code for e in applied.errors] == [409] and applied.errors[0].retryable
+
+
 def test_an_invalid_topology_is_reported_and_its_objects_left():
     world = _world()
     reconcile(world, 1.0, VOLCANO)

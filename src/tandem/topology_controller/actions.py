@@ -50,6 +50,7 @@ class DeleteObject:
     name: str
     uid: str | None = None  # this object, not a namesake made since
     why: str = ""
+    resource_version: str | None = None  # as read: not one whose labels (its ownership) changed since
 
     @property
     def target(self) -> tuple[str, str]:

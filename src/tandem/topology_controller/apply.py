@@ -108,7 +108,7 @@ def _send(writer: Writer, action: Write, applied: Applied) -> str:
         applied.patched += 1
         verb = "patch"
     else:
-        writer.delete(action.kind, None, action.name, uid=action.uid)
+        writer.delete(action.kind, None, action.name, uid=action.uid, resource_version=action.resource_version)
         applied.deleted += 1
         verb = "delete"
     applied.by_kind[(verb, action.target[0])] += 1

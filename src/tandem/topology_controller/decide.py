@@ -8,7 +8,8 @@ Per ClusterTopology, in name order:
 2. **Backend objects**, per enabled backend: the renderer's output (`desired.py`), then
    created when missing, merge-patched when their spec, tandem's labels or the owner
    reference differ (resourceVersion precondition), and tandem's objects nobody wants any
-   more deleted (uid precondition): those of a topology gone, of a level list changed, of
+   more deleted (uid and resourceVersion preconditions: one changed since it was read,
+   its labels perhaps, is judged again next pass): those of a topology gone, of a level list changed, of
    a domain emptied. Objects without both ownership labels are never touched; one sitting
    on a name tandem wants is reported (NameTaken). A backend that refuses the topology
    (BackendRefused) or, for Volcano, HyperNodes tandem does not own (ForeignHyperNodes: a
@@ -226,7 +227,7 @@ def _converge(
                 continue
             writes, counts, _ = of(owner)
             why = f"{kind} {name} is no longer wanted" if owner in plans else f"ClusterTopology {owner} is gone"
-            writes.append(DeleteObject(kind, name, obj["metadata"].get("uid"), why=why))
+            writes.append(DeleteObject(kind, name, obj["metadata"].get("uid"), why=why, resource_version=obj["metadata"].get("resourceVersion")))
             counts["deleted"] += 1
     return out
 
