@@ -359,3 +359,27 @@ def test_a_group_without_topology_name_uses_default_and_so_holds_its_deletion():
     reconcile(world, 2.0, VOLCANO)
     assert world.get("ClusterTopology", None, "default")["metadata"]["finalizers"] == [FINALIZER]
     assert "serving/llama" in _condition(world, "Ready")["message"]
+
+
+@pytest.mark.parametrize("backend", ["volcano", "kai", "koordinator"])
+def test_objects_applied_from_tandem_render_are_taken_over_not_called_foreign(backend):
+    """A user who applied `tandem render --topology-only` before running the controller: its
+    objects carry tandem's labels, so the controller owns them (adds its owner reference) in
+    place, neither refusing to write beside them nor deleting and re-creating them."""
+    world = _world()
+    raw = world.get("ClusterTopology", None, "default")
+    for obj in get_backend(backend).render_topology(typed(raw), node_models(world.list("Node"))):
+        world.create(obj)
+    uids = {(o["kind"], o["metadata"]["name"]): o["metadata"]["uid"] for o in world.snapshot().list(_kind(backend))}
+    settings = TopologySettings((backend,))
+    report = reconcile(world, 1.0, settings)
+    assert report.created == 0 and report.deleted == 0
+    kept = {(o["kind"], o["metadata"]["name"]): o for o in world.list(_kind(backend))}
+    assert {k: o["metadata"]["uid"] for k, o in kept.items()} == uids
+    assert all(o["metadata"]["ownerReferences"][0]["name"] == "default" for o in kept.values())
+    assert _condition(world, "Degraded")["status"] == "False"
+    assert reconcile(world, 2.0, settings).writes == 0
+
+
+def _kind(backend):
+    return {"volcano": "HyperNode", "kai": "Topology", "koordinator": "ClusterNetworkTopology"}[backend]

@@ -29,6 +29,18 @@ ASSIGNED_AT = LABEL_PREFIX + "assigned-at"
 # The node label every kubelet sets to its node's name (well known, Kubernetes').
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
+# A scheduler's topology object (a HyperNode, a KAI or Kueue Topology, Koordinator's network
+# topology) is tandem's when it carries both: `tandem render --topology-only` writes them, so
+# the topology controller takes over what a user applied from it, and never touches the rest.
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "tandem"
+TOPOLOGY_LABEL = LABEL_PREFIX + "topology"
+
+
+def topology_object_labels(topology: str) -> dict[str, str]:
+    """The labels that make a scheduler's topology object tandem's, for ClusterTopology `topology`."""
+    return {MANAGED_BY_LABEL: MANAGED_BY, TOPOLOGY_LABEL: topology}
+
 
 def pod_name(group: str, unit: int, role: str, replica: int, pod: int) -> str:
     """`<group>-<unit>-<role>-<replica>-<pod>`, e.g. llama-70b-0-prefill-0-0."""

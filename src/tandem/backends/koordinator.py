@@ -19,7 +19,7 @@ import json
 from typing import Any, Mapping, Sequence
 
 from tandem.api.kube import Node
-from tandem.api.naming import HOSTNAME_LABEL
+from tandem.api.naming import HOSTNAME_LABEL, topology_object_labels
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.backends.base import (
     EXCLUSIVE_AS_ANTI_AFFINITY,
@@ -185,7 +185,7 @@ class KoordinatorBackend(Backend):
                 "kind": "ClusterNetworkTopology",
                 "metadata": {
                     "name": TOPOLOGY_NAME,
-                    "labels": {"app.kubernetes.io/managed-by": "tandem", "tandem.dev/topology": topology.metadata.name},
+                    "labels": topology_object_labels(topology.metadata.name),
                 },
                 "spec": {"networkTopologySpec": entries},
             }

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tandem.api.naming import HOSTNAME_LABEL
+from tandem.api.naming import HOSTNAME_LABEL, topology_object_labels
 from tandem.api.resources import ClusterTopology
 from tandem.api.validation import hostname_above_narrowest
 from tandem.errors import InputError, Problem
@@ -49,6 +49,6 @@ def level_list_topology(topology: ClusterTopology, api_version: str, scheduler: 
     return {
         "apiVersion": api_version,
         "kind": "Topology",
-        "metadata": {"name": topology.metadata.name, "labels": {"app.kubernetes.io/managed-by": "tandem"}},
+        "metadata": {"name": topology.metadata.name, "labels": topology_object_labels(topology.metadata.name)},
         "spec": {"levels": [{"nodeLabel": level.node_label} for level in topology.spec.levels]},
     }

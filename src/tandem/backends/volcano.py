@@ -31,7 +31,7 @@ from operator import itemgetter
 from typing import Any, Mapping, Sequence
 
 from tandem.api.kube import Node
-from tandem.api.naming import HOSTNAME_LABEL, REPLICA_LABEL
+from tandem.api.naming import HOSTNAME_LABEL, REPLICA_LABEL, topology_object_labels
 from tandem.api.resources import ClusterTopology, InferenceGroup, Role, TopologyLevel
 from tandem.backends.base import (
     EXCLUSIVE_AS_ANTI_AFFINITY,
@@ -61,8 +61,6 @@ GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 TASK_ANNOTATION = "volcano.sh/task-spec"
 ROOT_TIER_NAME = "cluster"  # tierName of tandem's synthetic root, one tier above the broadest level
 HOST_TIER = 1  # the tier a host pack asks for: every host lies within one tier-1 HyperNode
-MANAGED_BY = {"app.kubernetes.io/managed-by": "tandem"}
-
 
 def tier_levels(topology: ClusterTopology) -> list[TopologyLevel]:
     """The levels that are Volcano tiers, broadest first: every level but the hostname one."""
@@ -263,7 +261,7 @@ class VolcanoBackend(Backend):
         root = topology.metadata.name
         if count == 0:  # hostname only: the root is tier 1 and holds every labelled node
             selector = {"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "Exists"}]}
-            return [_hypernode(root, 1, ROOT_TIER_NAME, _node_members(selector))]
+            return [_hypernode(root, root, 1, ROOT_TIER_NAME, _node_members(selector))]
         domains = [sorted({path[:depth] for path in paths}) for depth in range(count + 1)]
         hypernode_names = {prefix: _path_name(root, names, prefix) for depth in range(1, count + 1) for prefix in domains[depth]}
         hypernode_names[()] = root
@@ -271,7 +269,7 @@ class VolcanoBackend(Backend):
         for depth in range(1, count + 1):
             for prefix in domains[depth]:
                 children.setdefault(prefix[:-1], []).append(hypernode_names[prefix])
-        objects = [_hypernode(root, count + 1, ROOT_TIER_NAME, _hypernode_members(children[()]))]
+        objects = [_hypernode(root, root, count + 1, ROOT_TIER_NAME, _hypernode_members(children[()]))]
         for depth in range(1, count + 1):
             tier_number, tier_name = count - depth + 1, names[depth - 1]
             for prefix in domains[depth]:
@@ -279,7 +277,7 @@ class VolcanoBackend(Backend):
                     members = _hypernode_members(children[prefix])
                 else:
                     members = _node_members({"matchLabels": dict(sorted(zip(keys, prefix)))})
-                objects.append(_hypernode(hypernode_names[prefix], tier_number, tier_name, members))
+                objects.append(_hypernode(root, hypernode_names[prefix], tier_number, tier_name, members))
         return objects
 
 
@@ -365,10 +363,10 @@ def _hypernode_members(children: list[str]) -> list[dict[str, Any]]:
     return [{"type": "HyperNode", "selector": {"exactMatch": {"name": child}}} for child in children]
 
 
-def _hypernode(name: str, tier_number: int, tier_name: str, members: list[dict[str, Any]]) -> dict[str, Any]:
+def _hypernode(topology: str, name: str, tier_number: int, tier_name: str, members: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "apiVersion": HYPERNODE_API_VERSION,
         "kind": "HyperNode",
-        "metadata": {"name": name, "labels": dict(MANAGED_BY)},
+        "metadata": {"name": name, "labels": topology_object_labels(topology)},
         "spec": {"tier": tier_number, "tierName": tier_name, "members": members},
     }

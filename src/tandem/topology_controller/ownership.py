@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY = "tandem"
-TOPOLOGY_LABEL = "tandem.dev/topology"
+from tandem.api.naming import MANAGED_BY, MANAGED_BY_LABEL, TOPOLOGY_LABEL, topology_object_labels
+
+__all__ = ["FINALIZER", "FLAVORS_ANNOTATION", "MANAGED_BY", "MANAGED_BY_LABEL", "TOPOLOGY_LABEL", "owner_reference", "owner_topology", "ownership_labels"]
+
 FINALIZER = "tandem.dev/topology-in-use"
 # On a ClusterTopology: the Kueue ResourceFlavors whose `spec.topologyName` should name its Topology.
 FLAVORS_ANNOTATION = "tandem.dev/kueue-resource-flavors"
@@ -29,7 +30,7 @@ def owner_topology(obj: Mapping[str, Any]) -> str | None:
 
 
 def ownership_labels(topology: str) -> dict[str, str]:
-    return {MANAGED_BY_LABEL: MANAGED_BY, TOPOLOGY_LABEL: topology}
+    return topology_object_labels(topology)
 
 
 def owner_reference(topology: Mapping[str, Any]) -> dict[str, Any]:
