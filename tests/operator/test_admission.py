@@ -209,3 +209,23 @@ def test_the_webhook_answers_over_https_and_refuses_malformed_bodies(tmp_path):
         assert code == 400 and "not JSON" in answer["message"]
     finally:
         server.shutdown()
+
+
+def test_a_group_may_not_newly_name_a_topology_being_deleted():
+    """Its deletion waits for the groups naming it; a group arriving meanwhile would be left
+    naming nothing once the last one goes. One already naming it is still admitted."""
+    cluster = world()
+    cluster.patch("ClusterTopology", None, "default", {"metadata": {"finalizers": ["tandem.dev/topology-in-use"]}})
+    cluster.delete("ClusterTopology", None, "default")
+    assert cluster.get("ClusterTopology", None, "default")["metadata"].get("deletionTimestamp")
+    g = design_group()
+    verdict = review(request(g), cluster.snapshot())
+    assert not verdict.allowed and verdict.problems == ("spec.topologyName: ClusterTopology 'default' is being deleted; name another topology",)
+    scaled = copy.deepcopy(g)
+    scaled["spec"]["replicas"] = 2
+    assert review(request(scaled, "UPDATE", old=g), cluster.snapshot()).allowed, "a group already naming it may change"
+    moved = copy.deepcopy(g)
+    moved["spec"]["topologyName"] = "default"
+    elsewhere = copy.deepcopy(g)
+    elsewhere["spec"]["topologyName"] = "other"
+    assert not review(request(moved, "UPDATE", old=elsewhere), cluster.snapshot()).allowed, "nor move onto it"

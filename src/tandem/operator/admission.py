@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from tandem.api.kube import Node
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
-from tandem.api.topology_admission import review_topology
+from tandem.api.topology_admission import DEFAULT_TOPOLOGY, review_topology
 from tandem.cluster.payloads import as_pod
 from tandem.cluster.pods import pod_failed
 from tandem.cluster.ports import Reader
@@ -42,7 +42,7 @@ from tandem.errors import NotFound, Problem
 from tandem.placement import place
 from tandem.placement.bounds import beyond_capacity
 from tandem.placement.demand import units_from_group
-from tandem.runtime.admission_review import MAX_BODY, REVIEW_API, Malformed, Verdict, parse
+from tandem.runtime.admission_review import Malformed, Verdict, parse
 from tandem.topology import ClusterSnapshot, TopologyView
 
 KINDS = ("InferenceGroup", "ClusterTopology")
@@ -88,6 +88,8 @@ def _review_group(uid: str, obj: dict[str, Any], operation: str, old: dict[str, 
     warnings += [f"{p.path}: {p.message}; the group waits until it exists" for p in missing]
     if typed is not None and operation == "UPDATE":
         problems += _across_versions(typed, old, reader)
+    if typed is not None:
+        problems += _onto_a_topology_going(typed, old, reader)
     snapshot = _empty_cluster(reader) if typed is not None else None
     if typed is not None and snapshot is not None:
         said = {p.path for p in problems}  # the controller's own cap (validity.MAX_COUNT) may have spoken
@@ -116,6 +118,23 @@ def _across_versions(group: InferenceGroup, old: dict[str, Any], reader: Reader)
                 )
             )
     return problems
+
+
+def _onto_a_topology_going(group: InferenceGroup, old: dict[str, Any], reader: Reader) -> list[Problem]:
+    """A group may not newly name a ClusterTopology whose deletion has begun: the topology
+    controller takes its finalizer off once no group names it, and a group arriving in that
+    moment would be left naming nothing. A group already naming it keeps being admitted (it
+    holds the deletion until it goes or moves)."""
+    name = group.spec.topology_name
+    if ((old.get("spec") or {}).get("topologyName", DEFAULT_TOPOLOGY) if old else None) == name:
+        return []
+    try:
+        topology = reader.get("ClusterTopology", None, name)
+    except NotFound:
+        return []
+    if not (topology.get("metadata") or {}).get("deletionTimestamp"):
+        return []
+    return [Problem("spec.topologyName", f"ClusterTopology {name!r} is being deleted; name another topology")]
 
 
 def _empty_cluster(reader: Reader) -> ClusterSnapshot | None:
