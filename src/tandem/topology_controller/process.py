@@ -10,19 +10,16 @@ names of their own, so the two never take each other's.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from tandem.cluster.ports import Cluster
 from tandem.kube import kinds
-from tandem.runtime.leader import LeaderElector, LeaseConfig
+from tandem.runtime.leader import LeaderElector
+from tandem.runtime.process import Admission, ProcessConfig, run_process
 from tandem.runtime.schedule import PassSchedule
-from tandem.runtime.serving import WebhookSettings, close, freeze_heap, install_signals, serve_probes, start_webhook
+from tandem.runtime.serving import freeze_heap
 from tandem.runtime.webhook_config import Registration
 from tandem.topology_controller.admission import RULES, review
 from tandem.topology_controller.kinds import BACKEND_KINDS
@@ -36,23 +33,12 @@ REGISTRATION = Registration(WEBHOOK_CONFIG, RULES, webhook="topologies.validate.
 
 
 @dataclass(frozen=True)
-class TopologyControllerConfig:
-    kubeconfig: str | None = None
-    settings: TopologySettings = field(default_factory=TopologySettings)
-    leader_elect: bool = False
+class TopologyControllerConfig(ProcessConfig):
+    """The shared flags (runtime/process.py) under names of its own, and the controller's."""
+
     lease_name: str = LEASE_NAME
-    lease_namespace: str = "tandem-system"
-    lease_duration: float = 15.0
-    identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
-    metrics_port: int = 8080
-    health_port: int = 8081
-    resync: float = 300.0
+    settings: TopologySettings = field(default_factory=TopologySettings)
     batch_window: float = BATCH_WINDOW_S  # seconds from the first change to the pass that sees it (a burst is one pass)
-    bind_host: str = "0.0.0.0"
-    webhook_port: int = 0  # 0: no webhook in this process
-    webhook_cert_dir: str | None = None
-    manage_webhook_config: bool = False
-    webhook_host: str = "127.0.0.1"
 
 
 def register_backend_kinds(settings: TopologySettings) -> None:
@@ -65,55 +51,10 @@ def register_backend_kinds(settings: TopologySettings) -> None:
 def run(config: TopologyControllerConfig, connect: Callable[[TopologyControllerConfig, Callable[..., None]], Cluster],
         stop: threading.Event | None = None) -> int:
     """Run until SIGTERM/SIGINT (or `stop`); returns the exit status."""
-    stop = stop or threading.Event()
-    clock = time.time
-    box: list[TopologyController] = []
 
-    def changed(*args: object) -> None:
-        if box:
-            box[0].changed(*args)
+    def start(cluster: Cluster, clock: Callable[[], float], elector: LeaderElector | None) -> TopologyController:
+        schedule = PassSchedule(debounce=config.batch_window, resync=config.resync)
+        return TopologyController(cluster, clock, config.settings, elector, schedule, on_synced=lambda: freeze_heap(log))
 
-    cluster = connect(config, changed)
-    elector = None
-    if config.leader_elect:
-        lease = LeaseConfig(name=config.lease_name, namespace=config.lease_namespace, identity=config.identity, duration=config.lease_duration,
-                            renew_deadline=min(10.0, config.lease_duration * 2 / 3))
-        elector = LeaderElector(cluster, lease)
-    schedule = PassSchedule(debounce=config.batch_window, resync=config.resync)
-    controller = TopologyController(cluster, clock, config.settings, elector, schedule, on_synced=lambda: freeze_heap(log))
-    box.append(controller)
-    servers: list[Any] = []
-    scratch: list[Path] = []
-    try:
-        servers += serve_probes(controller, config.metrics_port, config.health_port, config.bind_host, clock, log)
-        if config.webhook_port:
-            servers.append(_webhook(config, cluster, scratch, stop, controller))
-    except BaseException:
-        close(servers, cluster, scratch)
-        raise
-
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("signal %d: stopping", signum)
-        stop.set()
-        controller.stop_waiting()
-
-    install_signals(on_signal)
-    log.info("topology controller started",
-             extra={"identity": config.identity, "leader_elect": config.leader_elect, "backends": list(config.settings.backends)})
-    try:
-        controller.run(stop)
-    finally:
-        close(servers, cluster, scratch)
-    log.info("topology controller stopped")
-    return 0
-
-
-def _webhook(config: TopologyControllerConfig, cluster: Cluster, scratch: list[Path], stop: threading.Event, controller: TopologyController) -> Any:
-    metrics = controller.metrics
-
-    def counted(verdict: str, seconds: float) -> None:
-        metrics.webhook_requests.labels(verdict=verdict).inc()
-        metrics.webhook_seconds.observe(seconds)
-
-    settings = WebhookSettings(config.webhook_port, config.webhook_cert_dir, config.manage_webhook_config, config.webhook_host, config.bind_host)
-    return start_webhook(settings, cluster, REGISTRATION, lambda body: review(body, cluster.snapshot()), counted, scratch, stop, log)
+    return run_process(config, lambda changed: connect(config, changed), start, lambda: Admission(REGISTRATION, review), "topology controller",
+                       {"backends": list(config.settings.backends)}, stop, log)
