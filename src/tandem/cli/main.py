@@ -6,7 +6,7 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import yaml
@@ -238,22 +238,57 @@ class LogFormat(str, Enum):
     json = "json"
 
 
+# The flags both process commands take, declared once (the same name, help and bounds in each).
+KubeconfigFlag = Annotated[Path | None, typer.Option(help="Kubeconfig to use; without it, the in-cluster ServiceAccount.", show_default=False)]
+LeaderElectFlag = Annotated[bool, typer.Option("--leader-elect", help="Elect one writer among replicas with a Lease.")]
+LeaseNamespaceFlag = Annotated[str, typer.Option(help="Namespace of the Lease.")]
+LeaseDurationFlag = Annotated[float, typer.Option(help="Seconds a standby waits after the last renewal it saw.", min=2.0)]
+IdentityFlag = Annotated[str | None, typer.Option(help="Holder identity in the Lease (default: host and pid).", show_default=False)]
+MetricsPortFlag = Annotated[int, typer.Option(help="Port of /metrics (0: off).", min=0, max=65535)]
+HealthPortFlag = Annotated[int, typer.Option(help="Port of /healthz and /readyz (0: off).", min=0, max=65535)]
+ResyncFlag = Annotated[float, typer.Option(help="A pass at least this often, in seconds.", min=1.0)]
+WebhookCertDirFlag = Annotated[Path | None, typer.Option(help="tls.crt and tls.key; a directory without them gets a fresh self-signed pair.", show_default=False)]
+WebhookHostFlag = Annotated[str, typer.Option(help="Host the API server reaches the webhook by (with --manage-webhook-config).")]
+LogFormatFlag = Annotated[LogFormat, typer.Option(help="Log lines as text or JSON objects.")]
+
+
+def _process_fields(kubeconfig: Path | None, leader_elect: bool, lease_namespace: str, lease_duration: float, identity: str | None, metrics_port: int,
+                    health_port: int, resync: float, webhook_port: int, webhook_cert_dir: Path | None, manage_webhook_config: bool,
+                    webhook_host: str) -> dict[str, Any]:
+    """The shared flags as the fields of a process's config (runtime/process.ProcessConfig);
+    no --identity: the config's own default, host and pid."""
+    return {
+        "kubeconfig": str(kubeconfig) if kubeconfig else None,
+        "leader_elect": leader_elect,
+        "lease_namespace": lease_namespace,
+        "lease_duration": lease_duration,
+        "metrics_port": metrics_port,
+        "health_port": health_port,
+        "resync": resync,
+        "webhook_port": webhook_port,
+        "webhook_cert_dir": str(webhook_cert_dir) if webhook_cert_dir else None,
+        "manage_webhook_config": manage_webhook_config,
+        "webhook_host": webhook_host,
+        **({"identity": identity} if identity else {}),
+    }
+
+
 @app.command("operator")
 def operator_command(
-    kubeconfig: Annotated[Path | None, typer.Option(help="Kubeconfig to use; without it, the in-cluster ServiceAccount.", show_default=False)] = None,
+    kubeconfig: KubeconfigFlag = None,
     namespace: Annotated[list[str], typer.Option("--namespace", help="Watch and write groups only in this namespace (repeatable; default: all); pods are read everywhere.")] = [],  # noqa: B006
-    leader_elect: Annotated[bool, typer.Option("--leader-elect", help="Elect one writer among replicas with a Lease.")] = False,
-    lease_namespace: Annotated[str, typer.Option(help="Namespace of the Lease.")] = "tandem-system",
-    lease_duration: Annotated[float, typer.Option(help="Seconds a standby waits after the last renewal it saw.", min=2.0)] = 15.0,
-    identity: Annotated[str | None, typer.Option(help="Holder identity in the Lease (default: host and pid).", show_default=False)] = None,
-    metrics_port: Annotated[int, typer.Option(help="Port of /metrics (0: off).", min=0, max=65535)] = 8080,
-    health_port: Annotated[int, typer.Option(help="Port of /healthz and /readyz (0: off).", min=0, max=65535)] = 8081,
-    resync: Annotated[float, typer.Option(help="A pass at least this often, in seconds.", min=1.0)] = 300.0,
+    leader_elect: LeaderElectFlag = False,
+    lease_namespace: LeaseNamespaceFlag = "tandem-system",
+    lease_duration: LeaseDurationFlag = 15.0,
+    identity: IdentityFlag = None,
+    metrics_port: MetricsPortFlag = 8080,
+    health_port: HealthPortFlag = 8081,
+    resync: ResyncFlag = 300.0,
     webhook_port: Annotated[int, typer.Option(help="Serve validating admission on this HTTPS port (0: off).", min=0, max=65535)] = 0,
-    webhook_cert_dir: Annotated[Path | None, typer.Option(help="tls.crt and tls.key; a directory without them gets a fresh self-signed pair.", show_default=False)] = None,
+    webhook_cert_dir: WebhookCertDirFlag = None,
     manage_webhook_config: Annotated[bool, typer.Option("--manage-webhook-config", help="Create and keep the ValidatingWebhookConfiguration pointing here.")] = False,
-    webhook_host: Annotated[str, typer.Option(help="Host the API server reaches the webhook by (with --manage-webhook-config).")] = "127.0.0.1",
-    log_format: Annotated[LogFormat, typer.Option(help="Log lines as text or JSON objects.")] = LogFormat.text,
+    webhook_host: WebhookHostFlag = "127.0.0.1",
+    log_format: LogFormatFlag = LogFormat.text,
     provisioning: Annotated[
         bool, typer.Option("--provisioning", help="Units that do not fit ask for nodes with ProvisioningRequests, in groups that name a class.")
     ] = False,
@@ -279,22 +314,9 @@ def operator_command(
                 raise InputError(Problem("--provisioning-class", str(exc))) from None
         settings = ProvisioningSettings(enabled=provisioning or provisioning_class is not None, default_class=provisioning_class)
         configure(log_format.value)
-        config = OperatorConfig(
-            kubeconfig=str(kubeconfig) if kubeconfig else None,
-            namespaces=tuple(namespace),
-            leader_elect=leader_elect,
-            lease_namespace=lease_namespace,
-            lease_duration=lease_duration,
-            metrics_port=metrics_port,
-            health_port=health_port,
-            resync=resync,
-            webhook_port=webhook_port,
-            webhook_cert_dir=str(webhook_cert_dir) if webhook_cert_dir else None,
-            manage_webhook_config=manage_webhook_config,
-            webhook_host=webhook_host,
-            provisioning=settings,
-            **({"identity": identity} if identity else {}),
-        )
+        shared = _process_fields(kubeconfig, leader_elect, lease_namespace, lease_duration, identity, metrics_port, health_port, resync, webhook_port,
+                                 webhook_cert_dir, manage_webhook_config, webhook_host)
+        config = OperatorConfig(namespaces=tuple(namespace), provisioning=settings, **shared)
 
         def connect(cfg: OperatorConfig, changed):  # type: ignore[no-untyped-def]
             # the informers re-list on their own period; --resync is how often a pass runs
@@ -309,26 +331,26 @@ def operator_command(
 
 @app.command("topology-controller")
 def topology_controller_command(
-    kubeconfig: Annotated[Path | None, typer.Option(help="Kubeconfig to use; without it, the in-cluster ServiceAccount.", show_default=False)] = None,
+    kubeconfig: KubeconfigFlag = None,
     backends: Annotated[
         list[str],
         typer.Option("--backends", help="Keep these schedulers' topology objects too: volcano, kai, kueue, koordinator (comma list, or repeated; default: none, ClusterTopology status only)."),
     ] = [],  # noqa: B006 - typer reads the default
-    leader_elect: Annotated[bool, typer.Option("--leader-elect", help="Elect one writer among replicas with a Lease.")] = False,
+    leader_elect: LeaderElectFlag = False,
     lease_name: Annotated[str, typer.Option(help="Name of the Lease (not the operator's).")] = "tandem-topology-controller",
-    lease_namespace: Annotated[str, typer.Option(help="Namespace of the Lease.")] = "tandem-system",
-    lease_duration: Annotated[float, typer.Option(help="Seconds a standby waits after the last renewal it saw.", min=2.0)] = 15.0,
-    identity: Annotated[str | None, typer.Option(help="Holder identity in the Lease (default: host and pid).", show_default=False)] = None,
-    metrics_port: Annotated[int, typer.Option(help="Port of /metrics (0: off).", min=0, max=65535)] = 8080,
-    health_port: Annotated[int, typer.Option(help="Port of /healthz and /readyz (0: off).", min=0, max=65535)] = 8081,
-    resync: Annotated[float, typer.Option(help="A pass at least this often, in seconds.", min=1.0)] = 300.0,
+    lease_namespace: LeaseNamespaceFlag = "tandem-system",
+    lease_duration: LeaseDurationFlag = 15.0,
+    identity: IdentityFlag = None,
+    metrics_port: MetricsPortFlag = 8080,
+    health_port: HealthPortFlag = 8081,
+    resync: ResyncFlag = 300.0,
     batch_window: Annotated[float, typer.Option(help="Seconds from the first change to the pass that sees it: a burst of node events is one pass.",
                                                 min=0.0, max=60.0)] = 0.2,
     webhook_port: Annotated[int, typer.Option(help="Serve ClusterTopology admission on this HTTPS port (0: off).", min=0, max=65535)] = 0,
-    webhook_cert_dir: Annotated[Path | None, typer.Option(help="tls.crt and tls.key; a directory without them gets a fresh self-signed pair.", show_default=False)] = None,
+    webhook_cert_dir: WebhookCertDirFlag = None,
     manage_webhook_config: Annotated[bool, typer.Option("--manage-webhook-config", help="Create and keep the ValidatingWebhookConfiguration tandem-topology-controller pointing here.")] = False,
-    webhook_host: Annotated[str, typer.Option(help="Host the API server reaches the webhook by (with --manage-webhook-config).")] = "127.0.0.1",
-    log_format: Annotated[LogFormat, typer.Option(help="Log lines as text or JSON objects.")] = LogFormat.text,
+    webhook_host: WebhookHostFlag = "127.0.0.1",
+    log_format: LogFormatFlag = LogFormat.text,
 ) -> None:
     """Keep every ClusterTopology's status, and the schedulers' topology objects (--backends), in step with the nodes."""
 
@@ -343,23 +365,9 @@ def topology_controller_command(
         except ValueError as exc:
             raise InputError(Problem("--lease-name", str(exc))) from None
         configure(log_format.value)
-        config = TopologyControllerConfig(
-            kubeconfig=str(kubeconfig) if kubeconfig else None,
-            settings=settings,
-            leader_elect=leader_elect,
-            lease_name=lease_name,
-            lease_namespace=lease_namespace,
-            lease_duration=lease_duration,
-            metrics_port=metrics_port,
-            health_port=health_port,
-            resync=resync,
-            batch_window=batch_window,
-            webhook_port=webhook_port,
-            webhook_cert_dir=str(webhook_cert_dir) if webhook_cert_dir else None,
-            manage_webhook_config=manage_webhook_config,
-            webhook_host=webhook_host,
-            **({"identity": identity} if identity else {}),
-        )
+        shared = _process_fields(kubeconfig, leader_elect, lease_namespace, lease_duration, identity, metrics_port, health_port, resync, webhook_port,
+                                 webhook_cert_dir, manage_webhook_config, webhook_host)
+        config = TopologyControllerConfig(settings=settings, lease_name=lease_name, batch_window=batch_window, **shared)
 
         def connect(cfg: TopologyControllerConfig, changed):  # type: ignore[no-untyped-def]
             from tandem.topology_controller.reconcile import watched_kinds
