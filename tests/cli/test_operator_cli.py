@@ -1,29 +1,9 @@
-"""`tandem operator` with a kubeconfig that cannot be used: one `error:` line, exit 2."""
+"""`tandem operator`'s own mistakes, and a command whose extra is missing: one `error:` line, exit 2
+(an unusable kubeconfig: test_unusable_kubeconfig.py)."""
 
 from __future__ import annotations
 
 import pytest
-
-
-@pytest.mark.parametrize(
-    ("content", "says"),
-    [
-        (None, "not found"),
-        ("garbage: [\n", "while parsing"),
-        ("apiVersion: v1\n", "not a kubeconfig: no 'clusters'"),
-        ("clusters: 5\n", "not a kubeconfig: a field has the wrong type"),
-        ("- a\n", "not a kubeconfig: a field has the wrong type"),
-    ],
-    ids=["missing", "not-yaml", "no-clusters", "clusters-not-a-list", "a-list"],
-)
-def test_an_unusable_kubeconfig_is_one_error_line_and_exit_2(run_cli, tmp_path, content, says):
-    path = tmp_path / "kubeconfig"
-    if content is not None:
-        path.write_text(content)
-    result = run_cli("operator", "--kubeconfig", path, "--health-port", "0", "--metrics-port", "0")
-    assert result.exit_code == 2 and result.exception is None
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: --kubeconfig: cannot connect: ") and says in lines[0], lines
 
 
 @pytest.mark.parametrize(

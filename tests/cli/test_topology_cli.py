@@ -116,29 +116,6 @@ def test_input_mistakes_name_the_file_or_the_hypernode(run_cli, tmp_path: Path) 
     assert run_cli("topology", "from-hypernodes").exit_code == 2
 
 
-@pytest.mark.parametrize(
-    ("content", "says"),
-    [
-        (None, "not found"),
-        ("garbage: [\n", "while parsing"),
-        ("apiVersion: v1\n", "not a kubeconfig: no 'clusters'"),
-        ("clusters: 5\n", "not a kubeconfig: a field has the wrong type"),
-        ("hello\n", "not a kubeconfig: a field has the wrong type"),
-        ("", "not a kubeconfig: a field has the wrong type"),
-    ],
-    ids=["missing", "not-yaml", "no-clusters", "clusters-not-a-list", "a-string", "empty"],
-)
-def test_an_unusable_kubeconfig_is_one_error_line_and_exit_2_as_for_the_operator(run_cli, tmp_path: Path, content: str | None, says: str) -> None:
-    pytest.importorskip("lightkube", reason="--kubeconfig needs the operator extra")
-    path = tmp_path / "kubeconfig"
-    if content is not None:
-        path.write_text(content)
-    result = run_cli("topology", "from-hypernodes", "--kubeconfig", path)
-    assert result.exit_code == 2 and result.exception is None
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: --kubeconfig: cannot connect: ") and says in lines[0], lines
-
-
 # ----------------------------------------------------------------------------- a cluster
 
 

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from support.deploy import REPO, needs_kubectl, render
+from support.recording import Recording
 from tandem.topology_controller.kinds import BACKEND_KINDS
 
 BACKENDS = sorted(BACKEND_KINDS)
@@ -133,53 +134,6 @@ def test_kai_and_kueue_components_together_are_refused_by_the_controller_in_one_
     [deployment] = [o for o in objects if o["kind"] == "Deployment"]
     result = run_cli(*deployment["spec"]["template"]["spec"]["containers"][0]["args"], "--kubeconfig", tmp_path / "absent")
     assert result.exit_code == 2 and result.stderr.startswith("error: --backends: ") and len(result.stderr.strip().splitlines()) == 1
-
-
-
-class Recording:
-    """The store's ports, noting (API group, resource, verb) for every call the pass makes."""
-
-    def __init__(self, store, resources: dict[str, tuple[str, str]]):
-        self.store, self.resources, self.used = store, resources, set()
-
-    def note(self, kind, verb, sub=""):
-        group, resource = self.resources[kind]
-        self.used.add((group, resource + sub, verb))
-
-    def snapshot(self):
-        recording, reader = self, self.store.snapshot()
-
-        class Reader:
-            def get(self, kind, namespace, name):
-                recording.note(kind, "get")
-                return reader.get(kind, namespace, name)
-
-            def list(self, kind, namespace=None, labels=None, fields=None):
-                recording.note(kind, "list")
-                return reader.list(kind, namespace, labels, fields)
-
-        return Reader()
-
-    def create(self, obj):
-        self.note(obj["kind"], "create")
-        return self.store.create(obj)
-
-    def patch(self, kind, namespace, name, patch, *, resource_version=None):
-        self.note(kind, "patch")
-        return self.store.patch(kind, namespace, name, patch, resource_version=resource_version)
-
-    def patch_status(self, kind, namespace, name, patch, *, resource_version=None):
-        self.note(kind, "patch", "/status")
-        return self.store.patch_status(kind, namespace, name, patch, resource_version=resource_version)
-
-    def delete(self, kind, namespace, name, **kwargs):
-        self.note(kind, "delete")
-        return self.store.delete(kind, namespace, name, **kwargs)
-
-    def record_event(self, involved, type, reason, message):
-        self.note("Event", "create")
-        self.note("Event", "patch")  # a repeat is aggregated with a patch of its count
-        return self.store.record_event(involved, type, reason, message)
 
 
 def test_the_topology_controllers_roles_grant_everything_its_pass_and_election_use():

@@ -11,6 +11,7 @@ import yaml
 from support.builders import group, role
 from support.controller_world import design_group, kubelet, world
 from support.deploy import REPO
+from support.recording import Recording
 from tandem.api.timestamps import rfc3339
 from tandem.controller import PROVISIONING_KINDS, ProvisioningSettings
 from tandem.controller.observe import OBSERVED_KINDS
@@ -32,60 +33,13 @@ RESOURCES = {
 }
 
 
-class Recording:
-    """The store's ports, noting (group, resource, verb) for every call."""
-
-    def __init__(self, store):
-        self.store, self.used = store, set()
-
-    def _note(self, kind, verb, sub=""):
-        group, resource = RESOURCES[kind]
-        self.used.add((group, resource + sub, verb))
-
-    def snapshot(self):
-        recording = self
-
-        class Reader:
-            def get(self, kind, namespace, name):
-                recording._note(kind, "get")
-                return recording.store.snapshot().get(kind, namespace, name)
-
-            def list(self, kind, namespace=None, labels=None, fields=None):
-                recording._note(kind, "list")
-                recording._note(kind, "watch")  # the operator's informers list and watch what a pass lists
-                return recording.store.snapshot().list(kind, namespace, labels, fields)
-
-        return Reader()
-
-    def create(self, obj):
-        self._note(obj["kind"], "create")
-        return self.store.create(obj)
-
-    def patch(self, kind, namespace, name, patch, *, resource_version=None):
-        self._note(kind, "patch")
-        return self.store.patch(kind, namespace, name, patch, resource_version=resource_version)
-
-    def patch_status(self, kind, namespace, name, patch, *, resource_version=None):
-        self._note(kind, "patch", "/status")
-        return self.store.patch_status(kind, namespace, name, patch, resource_version=resource_version)
-
-    def delete(self, kind, namespace, name, **kwargs):
-        self._note(kind, "delete")
-        return self.store.delete(kind, namespace, name, **kwargs)
-
-    def record_event(self, involved, type, reason, message):
-        self._note("Event", "create")
-        self._note("Event", "patch")  # a repeat is aggregated with a patch of its count
-        return self.store.record_event(involved, type, reason, message)
-
-
 def used_permissions():
     from support.autoscaling_story import autoscale_once
 
     g = design_group(replicas=2)
     g["spec"]["scheduler"] = {"gangTimeoutSeconds": 60}
     store = world(g)
-    cluster = Recording(store)
+    cluster = Recording(store, RESOURCES)
     now = 0.0
     for _ in range(30):
         reconcile(cluster, now)
@@ -113,8 +67,8 @@ def used_permissions():
     elector.step(now + 5)
     elector.release(now + 6)
     for kind in OBSERVED_KINDS + PROVISIONING_KINDS:  # every kind a pass reads is listed and watched (with --provisioning too)
-        cluster._note(kind, "list")
-        cluster._note(kind, "watch")
+        cluster.note(kind, "list")
+        cluster.note(kind, "watch")
     return cluster.used
 
 

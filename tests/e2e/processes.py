@@ -114,32 +114,28 @@ class OperatorProcess:
 
 def start_operator(server: ApiServer, work: Path, identity: str, *args: str) -> OperatorProcess:
     """Start `tandem operator` against `server` (JSON logs); returns once its informers synced."""
-    port = free_port()
-    stderr = work / f"operator-{identity}.stderr"
-    process = subprocess.Popen(
-        tandem("operator", "--kubeconfig", str(server.kubeconfig), "--identity", identity, "--metrics-port", "0",
-               "--health-port", str(port), "--log-format", "json", *args),
-        stdout=subprocess.DEVNULL, stderr=stderr.open("w"), cwd=REPO,
-    )
-    operator = OperatorProcess(process, identity, f"http://127.0.0.1:{port}", stderr)
-    wait_for(lambda: operator.ready() or process.poll() is not None, 20, f"operator {identity} ready")
-    assert process.poll() is None, f"operator {identity} exited: {operator.log()}"
-    return operator
+    return start_process("operator", "operator", server, work, identity, *args)
 
 
 def start_topology_controller(server: ApiServer, work: Path, identity: str, *args: str) -> OperatorProcess:
     """Start `tandem topology-controller` against `server` (JSON logs); returns once its informers synced."""
+    return start_process("topology-controller", "topology controller", server, work, identity, *args)
+
+
+def start_process(command: str, what: str, server: ApiServer, work: Path, identity: str, *args: str) -> OperatorProcess:
+    """Start `tandem COMMAND` against `server` with its health port on a free port and its
+    log (JSON) in `work`; returns once its informers synced, or fails with that log."""
     port = free_port()
-    stderr = work / f"topology-controller-{identity}.stderr"
+    stderr = work / f"{command}-{identity}.stderr"
     process = subprocess.Popen(
-        tandem("topology-controller", "--kubeconfig", str(server.kubeconfig), "--identity", identity, "--metrics-port", "0",
+        tandem(command, "--kubeconfig", str(server.kubeconfig), "--identity", identity, "--metrics-port", "0",
                "--health-port", str(port), "--log-format", "json", *args),
         stdout=subprocess.DEVNULL, stderr=stderr.open("w"), cwd=REPO,
     )
-    controller = OperatorProcess(process, identity, f"http://127.0.0.1:{port}", stderr)
-    wait_for(lambda: controller.ready() or process.poll() is not None, 20, f"topology controller {identity} ready")
-    assert process.poll() is None, f"topology controller {identity} exited: {controller.log()}"
-    return controller
+    started = OperatorProcess(process, identity, f"http://127.0.0.1:{port}", stderr)
+    wait_for(lambda: started.ready() or process.poll() is not None, 20, f"{what} {identity} ready")
+    assert process.poll() is None, f"{what} {identity} exited: {started.log()}"
+    return started
 
 
 def wait_for(condition: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:

@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import urllib.request
 
 from support.controller_world import design_group, world
+from support.in_thread import free_port, running
 from tandem.operator.process import OperatorConfig, run
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_the_process_runs_passes_serves_metrics_and_stops_cleanly(caplog):
     store = world(design_group())
-    stop = threading.Event()
     config = OperatorConfig(leader_elect=True, identity="test", metrics_port=free_port(), health_port=free_port(), bind_host="127.0.0.1")
-    status: list[int] = []
-    thread = threading.Thread(target=lambda: status.append(run(config, lambda cfg, changed: store, stop)))
-    with caplog.at_level("INFO", logger="tandem.operator"):
-        thread.start()
+    with caplog.at_level("INFO", logger="tandem.operator"), running(run, config, store) as status:
         deadline = time.time() + 10
         while not store.list("Pod") and time.time() < deadline:
             time.sleep(0.02)
@@ -37,9 +27,7 @@ def test_the_process_runs_passes_serves_metrics_and_stops_cleanly(caplog):
                         texts[path] = response.read().decode()
                 except urllib.error.HTTPError:
                     pass
-        stop.set()
-        thread.join(timeout=10)
-    assert not thread.is_alive() and status == [0]
+    assert status == [0]
     assert store.list("Pod"), "passes ran and created pods"
     assert "tandem_leader 1.0" in texts["/metrics"] and texts["/healthz"] == "ok\n"
     assert "holderIdentity" not in store.get("Lease", "tandem-system", "tandem-operator")["spec"], "the lease was released"
@@ -51,12 +39,9 @@ def test_the_process_serves_admission_and_registers_its_webhook(tmp_path, caplog
     import ssl
 
     store = world()
-    stop = threading.Event()
     port = free_port()
     config = OperatorConfig(metrics_port=0, health_port=0, bind_host="127.0.0.1", webhook_port=port, webhook_cert_dir=str(tmp_path), manage_webhook_config=True)
-    thread = threading.Thread(target=lambda: run(config, lambda cfg, changed: store, stop))
-    thread.start()
-    try:
+    with running(run, config, store):
         deadline = time.time() + 10
         while not store.list("ValidatingWebhookConfiguration") and time.time() < deadline:
             time.sleep(0.02)
@@ -70,9 +55,6 @@ def test_the_process_serves_admission_and_registers_its_webhook(tmp_path, caplog
         with urllib.request.urlopen(req, context=context, timeout=10) as response:
             answer = json.loads(response.read())["response"]
         assert answer["allowed"] is False and answer["status"]["message"].startswith("spec.replicas")
-    finally:
-        stop.set()
-        thread.join(timeout=10)
     assert {p.name for p in tmp_path.iterdir()} == {"ca.crt", "tls.crt", "tls.key"}, "a fresh pair in an empty directory"
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import ssl
 import subprocess
 import sys
@@ -16,16 +15,11 @@ import time
 import urllib.request
 
 from support.controller_world import design_group, world
+from support.in_thread import free_port, running
 from tandem.topology_controller.process import LEASE_NAME, WEBHOOK_CONFIG, TopologyControllerConfig, run
 from tandem.topology_controller.reconcile import TopologySettings
 from tandem.topology_controller.runner import TopologyController
 from tandem.runtime.schedule import PassSchedule
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def until(condition, seconds: float = 10.0) -> bool:
@@ -187,24 +181,16 @@ def test_a_pass_after_the_first_lists_no_node_not_even_for_its_metrics():
 
 def test_the_process_runs_passes_serves_its_metrics_and_releases_its_own_lease(caplog):
     store = world()
-    stop = threading.Event()
     config = TopologyControllerConfig(leader_elect=True, identity="topo", metrics_port=free_port(), health_port=free_port(), bind_host="127.0.0.1")
-    status: list[int] = []
-    thread = threading.Thread(target=lambda: status.append(run(config, lambda cfg, changed: store, stop)))
-    with caplog.at_level("INFO", logger="tandem.topology"):
-        thread.start()
-        try:
-            assert until(lambda: (store.list("ClusterTopology")[0].get("status") or {}).get("nodes") == len(store.list("Node")))
-            texts = {}
-            for path, port in (("/metrics", config.metrics_port), ("/healthz", config.health_port), ("/readyz", config.health_port)):
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-                    texts[path] = response.read().decode()
-            lease = store.get("Lease", "tandem-system", LEASE_NAME)
-            assert lease["spec"]["holderIdentity"] == "topo"
-        finally:
-            stop.set()
-            thread.join(timeout=10)
-    assert not thread.is_alive() and status == [0]
+    with caplog.at_level("INFO", logger="tandem.topology"), running(run, config, store) as status:
+        assert until(lambda: (store.list("ClusterTopology")[0].get("status") or {}).get("nodes") == len(store.list("Node")))
+        texts = {}
+        for path, port in (("/metrics", config.metrics_port), ("/healthz", config.health_port), ("/readyz", config.health_port)):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+                texts[path] = response.read().decode()
+        lease = store.get("Lease", "tandem-system", LEASE_NAME)
+        assert lease["spec"]["holderIdentity"] == "topo"
+    assert status == [0]
     metrics = texts["/metrics"]
     for line in ("tandem_topology_leader 1.0", "tandem_topology_topologies 1.0", f"tandem_topology_nodes {float(len(store.list('Node')))}"):
         assert line in metrics, line
@@ -217,13 +203,10 @@ def test_the_process_runs_passes_serves_its_metrics_and_releases_its_own_lease(c
 
 def test_the_process_refuses_deleting_a_used_topology_through_its_own_webhook(tmp_path):
     store = world(design_group())
-    stop = threading.Event()
     port = free_port()
     config = TopologyControllerConfig(metrics_port=0, health_port=0, bind_host="127.0.0.1", webhook_port=port, webhook_cert_dir=str(tmp_path),
                                       manage_webhook_config=True)
-    thread = threading.Thread(target=lambda: run(config, lambda cfg, changed: store, stop))
-    thread.start()
-    try:
+    with running(run, config, store):
         assert until(lambda: bool(store.list("ValidatingWebhookConfiguration")))
         [registered] = store.list("ValidatingWebhookConfiguration")
         assert registered["metadata"]["name"] == WEBHOOK_CONFIG != "tandem-operator"
@@ -236,9 +219,6 @@ def test_the_process_refuses_deleting_a_used_topology_through_its_own_webhook(tm
         request = urllib.request.Request(webhook["clientConfig"]["url"], data=body, headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, context=context, timeout=10) as response:
             answer = json.loads(response.read())["response"]
-    finally:
-        stop.set()
-        thread.join(timeout=10)
     assert answer["uid"] == "u1" and answer["allowed"] is False
     group = design_group()["metadata"]
     assert f"{group.get('namespace', 'default')}/{group['name']}" in answer["status"]["message"]
