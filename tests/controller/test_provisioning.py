@@ -21,7 +21,8 @@ from tandem.api.resources import InferenceGroup
 from tandem.api.timestamps import rfc3339
 from tandem.cluster.memory import MemoryStore
 from tandem.controller import ProvisioningSettings, reconcile
-from tandem.controller.actions import CreateObject, DeleteObject, PatchObject, RecordEvent
+from tandem.cluster.writes import RecordEvent
+from tandem.controller.actions import CreateObject, DeleteObject, PatchObject
 from tandem.controller.provisioning import (
     ATOMIC_SCALE_UP,
     ATTEMPT_LABEL,

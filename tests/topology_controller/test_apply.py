@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from support.topology_world import store, topology
 from tandem.cluster.ports import Forbidden, ObjectRef, TooManyRequests
-from tandem.topology_controller.actions import CreateObject, DeleteObject, PatchObject, RecordEvent, TopologyActions, TopologyDecisions
+from tandem.cluster.writes import RecordEvent
+from tandem.topology_controller.actions import CreateObject, DeleteObject, PatchObject, TopologyActions, TopologyDecisions
 from tandem.topology_controller.apply import apply
 
 
@@ -58,6 +59,19 @@ def test_one_topologys_failure_stops_no_other_write_and_a_refused_event_is_dropp
         TopologyActions("b", (CreateObject(_hypernode("b1")),)),
     ))
     applied = apply(_Refusing(world, events=True), decisions)
-    assert [(e.topology, e.code, e.retryable) for e in applied.errors] == [("a", 409, False)]
+    assert [(e.subject, e.code, e.retryable) for e in applied.errors] == [("a", 409, False)]
     assert applied.created == 2 and applied.events_dropped == 1
     assert sorted(o["metadata"]["name"] for o in world.list("HyperNode")) == ["a1", "b1", "taken"]
+
+
+def test_both_controllers_report_failed_writes_and_record_events_in_one_shape():
+    """One WriteError and one RecordEvent (tandem.cluster.writes), not a copy per controller."""
+    import tandem.controller
+    import tandem.controller.actions
+    import tandem.topology_controller.actions
+    import tandem.topology_controller.reconcile
+    from tandem.cluster.writes import RecordEvent as Shared, WriteError
+
+    assert tandem.controller.WriteError is WriteError and tandem.topology_controller.reconcile.WriteError is WriteError
+    assert tandem.controller.actions.RecordEvent is Shared and tandem.topology_controller.actions.RecordEvent is Shared
+    assert Shared(ObjectRef("ClusterTopology", None, "a"), "Warning", "X", "y").line == "a: X: y"

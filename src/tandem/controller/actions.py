@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from tandem.cluster.ports import EventType, Object, ObjectRef
+from tandem.cluster.ports import Object
+from tandem.cluster.writes import RecordEvent  # shared with the topology controller
 from tandem.controller.memo import MemoUpdate
 
 
@@ -59,19 +60,6 @@ class DeleteObject(_Named):
     uid: str | None = None  # delete this object, not a namesake created since
     resource_version: str | None = None
     why: str = ""
-
-
-@dataclass(frozen=True)
-class RecordEvent:
-    involved: ObjectRef
-    type: EventType
-    reason: str
-    message: str
-
-    @property
-    def line(self) -> str:
-        where = "/".join(p for p in (self.involved.namespace, self.involved.name) if p)
-        return f"{where}: {self.reason}: {self.message}"
 
 
 Write = CreateObject | PatchObject | PatchStatus | DeleteObject

@@ -28,22 +28,10 @@ from dataclasses import dataclass, field
 
 from tandem.api.naming import replica_prefix
 from tandem.cluster.ports import ApiError, NotFound, Writer
+from tandem.cluster.writes import WriteError
 from tandem.controller.changes import Change, describe
-from tandem.controller.actions import CreateObject, Decisions, DeleteObject, GroupActions, PatchObject, PatchStatus, RecordEvent, Write
-
-
-@dataclass(frozen=True)
-class WriteError:
-    group: str  # namespace/name
-    action: str  # e.g. "create Pod serving/llama-0-prefill-0-0"
-    code: int
-    reason: str
-    retryable: bool
-    message: str
-
-    def __str__(self) -> str:
-        kind = "retryable" if self.retryable else "terminal"
-        return f"{self.group}: {self.action}: {self.code} {self.reason} ({kind}): {self.message}"
+from tandem.cluster.writes import RecordEvent
+from tandem.controller.actions import CreateObject, Decisions, DeleteObject, GroupActions, PatchObject, PatchStatus, Write
 
 
 @dataclass

@@ -56,16 +56,8 @@ from tandem.api.merge import merge_patch
 from tandem.api.naming import GROUP_LABEL, PEERS_FILE, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import InferenceGroup
 from tandem.api.timestamps import rfc3339, seconds
-from tandem.controller.actions import (
-    Action,
-    CreateObject,
-    Decisions,
-    DeleteObject,
-    GroupActions,
-    PatchObject,
-    PatchStatus,
-    RecordEvent,
-)
+from tandem.cluster.writes import RecordEvent
+from tandem.controller.actions import Action, CreateObject, Decisions, DeleteObject, GroupActions, PatchObject, PatchStatus
 from tandem.api.naming import ADMITTED, ASSIGNED_AT, CREATION, GATE, HOSTNAME_LABEL, pod_name
 from tandem.cluster.payloads import PodPayload, as_object, as_pod
 from tandem.cluster.pods import assigned_node, pod_failed, pod_index

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence
 
-from tandem.controller.actions import Action, RecordEvent
+from tandem.cluster.writes import RecordEvent
+from tandem.controller.actions import Action
 
 _UNIT = re.compile(r"^unit (\d+): (.*)$", re.S)
 _KINDS = 3  # distinct messages kept in one event

@@ -40,7 +40,8 @@ from tandem.api.resources import InferenceGroup
 from tandem.api.timestamps import rfc3339, seconds
 from tandem.cluster.payloads import GroupPayload
 from tandem.cluster.ports import Object, ObjectRef
-from tandem.controller.actions import Action, CreateObject, DeleteObject, PatchObject, RecordEvent
+from tandem.cluster.writes import RecordEvent
+from tandem.controller.actions import Action, CreateObject, DeleteObject, PatchObject
 from tandem.controller.manifests import owner_reference
 
 API_VERSION = "autoscaling.x-k8s.io/v1"

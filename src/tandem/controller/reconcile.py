@@ -14,8 +14,9 @@ See `docs/controller.md`.
 from __future__ import annotations
 
 from tandem.cluster.ports import Cluster
-from tandem.controller.actions import Decisions, RecordEvent
-from tandem.controller.apply import PassReport, WriteError, apply, refused
+from tandem.cluster.writes import RecordEvent, WriteError
+from tandem.controller.actions import Decisions
+from tandem.controller.apply import PassReport, apply, refused
 from tandem.controller.changes import Change
 from tandem.controller.decide import Placer, decide
 from tandem.controller.memo import Memo, Rejection
@@ -55,7 +56,7 @@ def _refusals(report: PassReport, decisions: Decisions, memo: Memo | None) -> No
     by_group: dict[tuple[str, str], list[Rejection]] = {}
     errors: dict[Rejection, WriteError] = {}
     for error in filter(refused, report.errors):
-        namespace, _, name = error.group.partition("/")
+        namespace, _, name = error.subject.partition("/")
         rejection = Rejection(error.action, error.code, error.reason, error.message)
         by_group.setdefault((namespace, name), []).append(rejection)
         errors[rejection] = error

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from tandem.cluster.ports import EventType, Object, ObjectRef
+from tandem.cluster.ports import Object, ObjectRef
+from tandem.cluster.writes import RecordEvent  # shared with the group controller
 
 
 @dataclass(frozen=True)
@@ -55,18 +56,6 @@ class DeleteObject:
     @property
     def target(self) -> tuple[str, str]:
         return (self.kind, self.name)
-
-
-@dataclass(frozen=True)
-class RecordEvent:
-    involved: ObjectRef
-    type: EventType
-    reason: str
-    message: str
-
-    @property
-    def line(self) -> str:
-        return f"{self.involved.name}: {self.reason}: {self.message}"
 
 
 @dataclass(frozen=True)

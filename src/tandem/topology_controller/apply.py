@@ -15,31 +15,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from tandem.cluster.ports import ApiError, NotFound, Writer
+from tandem.cluster.writes import WriteError
+from tandem.cluster.writes import RecordEvent
 from tandem.topology_controller.actions import (
     CreateObject,
     DeleteObject,
     PatchObject,
     PatchStatus,
-    RecordEvent,
     RecordWrites,
     TopologyActions,
     TopologyDecisions,
     Write,
 )
-
-
-@dataclass(frozen=True)
-class WriteError:
-    topology: str
-    action: str  # e.g. "create HyperNode default-rack-r1"
-    code: int
-    reason: str
-    retryable: bool
-    message: str
-
-    def __str__(self) -> str:
-        kind = "retryable" if self.retryable else "terminal"
-        return f"{self.topology}: {self.action}: {self.code} {self.reason} ({kind}): {self.message}"
 
 
 @dataclass

@@ -39,13 +39,13 @@ from tandem.api.timestamps import seconds
 from tandem.api.topology_status import EXAMPLES
 from tandem.backends.koordinator import TOPOLOGY_NAME as KOORDINATOR_TOPOLOGY_NAME
 from tandem.cluster.ports import Object, ObjectRef
+from tandem.cluster.writes import RecordEvent
 from tandem.topology_controller.actions import (
     Action,
     CreateObject,
     DeleteObject,
     PatchObject,
     PatchStatus,
-    RecordEvent,
     RecordWrites,
     TopologyActions,
     TopologyDecisions,
