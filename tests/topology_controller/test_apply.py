@@ -75,3 +75,35 @@ def test_both_controllers_report_failed_writes_and_record_events_in_one_shape():
     assert tandem.controller.WriteError is WriteError and tandem.topology_controller.reconcile.WriteError is WriteError
     assert tandem.controller.actions.RecordEvent is Shared and tandem.topology_controller.actions.RecordEvent is Shared
     assert Shared(ObjectRef("ClusterTopology", None, "a"), "Warning", "X", "y").line == "a: X: y"
+
+
+class _Garbling(_Refusing):
+    """A client that cannot decode the API's answer to some creates (it raises, not an ApiError)."""
+
+    def __init__(self, world, garbled):
+        super().__init__(world)
+        self.garbled = garbled
+
+    def create(self, obj):
+        if obj["metadata"]["name"] in self.garbled:
+            raise ValueError("Expecting value: line 1 column 1 (char 0)")
+        return self.world.create(obj)
+
+    def record_event(self, *args):
+        raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+
+
+def test_a_write_the_client_fails_on_is_that_writes_retryable_failure_only():
+    """An answer the client cannot decode stops neither the topology's other writes nor
+    another topology's: counted as a retryable failure with the exception kept for the log."""
+    world = store()
+    decisions = TopologyDecisions((
+        TopologyActions("a", (CreateObject(_hypernode("a0")), CreateObject(_hypernode("a1")),
+                              RecordEvent(ObjectRef("ClusterTopology", None, "a"), "Normal", "TopologyUpdated", "x"))),
+        TopologyActions("b", (CreateObject(_hypernode("b1")),)),
+    ))
+    applied = apply(_Garbling(world, {"a0"}), decisions)
+    assert [(e.subject, e.action, e.code, e.reason, e.retryable) for e in applied.errors] == [("a", "create HyperNode a0", 0, "ValueError", True)]
+    assert isinstance(applied.errors[0].cause, ValueError) and "Expecting value" in str(applied.errors[0])
+    assert applied.created == 2 and applied.events_dropped == 1
+    assert sorted(o["metadata"]["name"] for o in world.list("HyperNode")) == ["a1", "b1"]

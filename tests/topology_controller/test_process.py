@@ -231,3 +231,24 @@ def test_the_topology_controller_imports_no_group_controller_and_the_operator_no
     assert not {"controller", "placement", "coordination", "autoscaling", "operator", "sim"} & set(loaded), loaded
     code = "import sys, tandem.operator.process; print(any(m.startswith('tandem.topology_controller') for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_a_write_the_client_fails_on_is_logged_with_its_exception_and_retried(caplog):
+    """A create the client cannot finish (it raises, not an ApiError) is a retryable failure
+    of that write: the pass carries on, the warning carries the traceback, the back-off retries."""
+    import logging
+
+    from support.controller_world import FaultyWriter
+    from tandem.topology_controller.kinds import BACKEND_KINDS
+
+    store = world()
+    for kind in BACKEND_KINDS["volcano"]:
+        store.register_kind(kind.kind, cluster_scoped=True, status=False)
+    cluster = FaultyWriter(store, lambda n, verb: ValueError("Expecting value: line 1 column 1 (char 0)") if verb == "create" else None)
+    controller = TopologyController(cluster, HandClock(), TopologySettings(("volcano",)), schedule=PassSchedule(retry_base=0.5))
+    with caplog.at_level(logging.WARNING, logger="tandem.topology"):
+        report = controller.tick(0.0)
+    assert report is not None and report.failures and report.retryable and report.status_patches == 1
+    warned = [r for r in caplog.records if "ValueError" in r.getMessage()]
+    assert warned and warned[0].exc_info is not None and warned[0].exc_info[0] is ValueError
+    assert controller.tick(0.4) is None and controller.tick(0.5) is not None, "retried after the back-off"

@@ -5,7 +5,9 @@ only write that waits for others is a finalizer's removal, skipped when a delete
 it failed (the objects would outlive their topology). A delete of an object already gone
 counts as done. Every failure is kept with whether it is retryable (409, 429, 5xx,
 time-outs: the next pass tries again, soon) or terminal (403, 422, ...: it will not
-succeed as sent); events are best effort, a refused one is counted and dropped.
+succeed as sent). A write the client itself fails on (an answer it cannot decode, any
+exception not an API error) is that write's failure only, retryable, kept with the
+exception for the log. Events are best effort: a refused one is counted and dropped.
 TopologyUpdated counts the writes that went through, not those decided.
 """
 
@@ -63,7 +65,7 @@ def _apply_topology(writer: Writer, topology: TopologyActions, applied: Applied)
             applied.events.append(action.line)
             try:
                 writer.record_event(action.involved, action.type, action.reason, action.message)
-            except ApiError:
+            except Exception:  # an API refusal or a client failure alike: events are best effort
                 applied.events_dropped += 1
             continue
         if position == topology.after_deletes and deletes_failed:
@@ -77,6 +79,9 @@ def _apply_topology(writer: Writer, topology: TopologyActions, applied: Applied)
             _fail(applied, topology.topology, action, NotFound(f"{_describe(action)}: not found"))
         except ApiError as exc:
             _fail(applied, topology.topology, action, exc)
+            deletes_failed |= isinstance(action, DeleteObject)
+        except Exception as exc:  # the client could not carry it out (an answer it cannot decode, ...): this write only
+            _keep(applied, WriteError(topology.topology, _describe(action), 0, type(exc).__name__, True, str(exc) or repr(exc), cause=exc))
             deletes_failed |= isinstance(action, DeleteObject)
 
 
@@ -103,7 +108,10 @@ def _send(writer: Writer, action: Write, applied: Applied) -> str:
 
 
 def _fail(applied: Applied, topology: str, action: Write, exc: ApiError) -> None:
-    error = WriteError(topology, _describe(action), exc.code, exc.reason, exc.retryable, exc.message)
+    _keep(applied, WriteError(topology, _describe(action), exc.code, exc.reason, exc.retryable, exc.message))
+
+
+def _keep(applied: Applied, error: WriteError) -> None:
     applied.errors.append(error)
     applied.events.append(str(error))
 

@@ -60,7 +60,7 @@ class TopologyController(PassLoop[TopologyPassReport]):
                    "requeue_after": report.requeue_after}
         log.log(logging.INFO if report.writes or report.failures else logging.DEBUG, "pass", extra=figures)
         for error in report.errors:
-            log.warning("%s", error)
+            log.warning("%s", error, exc_info=error.cause)
         failed = {str(error) for error in report.errors}
         for line in report.events:
             if line not in failed:
