@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from tandem.cluster.ports import Object, ObjectRef
 from tandem.cluster.writes import RecordEvent  # shared with the group controller
+from tandem.topology_controller.refusal import Refusal
 
 
 @dataclass(frozen=True)
@@ -88,3 +89,4 @@ class TopologyActions:
 class TopologyDecisions:
     topologies: tuple[TopologyActions, ...] = ()
     notes: tuple[str, ...] = ()  # lines for a log that no event carries
+    held: tuple[Refusal, ...] = ()  # the refusals whose write was decided again and held back (refusal_gate.py)

@@ -5,7 +5,7 @@ only write that waits for others is a finalizer's removal, skipped when a delete
 it failed (the objects would outlive their topology). A delete of an object already gone
 counts as done. Every failure is kept with whether it is retryable (409, 429, 5xx,
 time-outs: the next pass tries again, soon) or terminal (403, 422, ...: it will not
-succeed as sent). A write the client itself fails on (an answer it cannot decode, any
+succeed as sent: kept with its write, for the memo, `refusal_gate.py`). A write the client itself fails on (an answer it cannot decode, any
 exception not an API error) is that write's failure only, retryable, kept with the
 exception for the log. Events are best effort: a refused one is counted and dropped.
 TopologyUpdated counts the writes that went through, not those decided.
@@ -41,6 +41,7 @@ class Applied:
     events: list[str] = field(default_factory=list)
     events_dropped: int = 0
     errors: list[WriteError] = field(default_factory=list)
+    refused: list[tuple[Write, WriteError]] = field(default_factory=list)  # of the errors, refusals for good (403, 422; not a 404), with their write
     by_kind: Counter[tuple[str, str]] = field(default_factory=Counter)  # (verb, kind) -> writes that went through
 
 
@@ -108,7 +109,10 @@ def _send(writer: Writer, action: Write, applied: Applied) -> str:
 
 
 def _fail(applied: Applied, topology: str, action: Write, exc: ApiError) -> None:
-    _keep(applied, WriteError(topology, _describe(action), exc.code, exc.reason, exc.retryable, exc.message))
+    error = WriteError(topology, _describe(action), exc.code, exc.reason, exc.retryable, exc.message)
+    _keep(applied, error)
+    if not exc.retryable and exc.code != 404:  # a 404 is a race (the object went meanwhile), not a refusal
+        applied.refused.append((action, error))
 
 
 def _keep(applied: Applied, error: WriteError) -> None:

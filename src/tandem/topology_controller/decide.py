@@ -28,6 +28,12 @@ Per ClusterTopology, in name order:
    change: TopologyUpdated (Normal: created/updated/deleted counts of the writes that went
    through, counted by apply) when objects were written, DeletionBlocked and Degraded
    (Warning) when the condition's words change.
+5. **Refused writes** (`refusal_gate.py`, the memo's `refused`, learnt by apply): a write the
+   same as one the API refused for good is held back until `refusal_retry` seconds after
+   the refusal, and every refusal whose write is decided again is told in the status
+   (Degraded, WriteRefused). A finalizer's removal waits while a delete is held. When the
+   status write itself is the one refused, no condition event is sent (it would repeat each
+   pass): the refusals the last pass learnt are told once in a WriteRefused event instead.
 """
 
 from __future__ import annotations
@@ -54,9 +60,11 @@ from tandem.topology_controller.desired import Rendered, desired_objects
 from tandem.topology_controller.kinds import owned_kinds, render_keys
 from tandem.topology_controller.observe import TopologyState, World
 from tandem.topology_controller.ownership import FINALIZER, FLAVORS_ANNOTATION, owner_topology
+from tandem.topology_controller.refusal_gate import RefusalGate, refused_message
 from tandem.topology_controller.status import Finding, status_patch, topology_status, unlabeled_finding
 
 NAMES_SHOWN = 5  # objects named in a message; the rest are counted
+REFUSAL_RETRY_S = 300.0  # a refused write is sent once more this long after its refusal (the process passes its --resync)
 ADOPT_HINT = "adopt them with `tandem topology from-hypernodes`"
 
 
@@ -73,7 +81,8 @@ class _Plan:
         self.findings.append(Finding(reason, message))
 
 
-def decide(world: World, now: float) -> TopologyDecisions:
+def decide(world: World, now: float, refusal_retry: float = REFUSAL_RETRY_S) -> TopologyDecisions:
+    gate = RefusalGate(world.memo.refused, now, refusal_retry)
     plans = {t.name: _Plan(t) for t in world.topologies}
     renders: list[tuple[str, str, Rendered]] = []  # (topology, backend, rendering), in topology then backend order
     protected: set[tuple[str, str]] = set()  # (kind, topology): its objects of the kind are left as they are
@@ -103,9 +112,9 @@ def decide(world: World, now: float) -> TopologyDecisions:
             plans[name].findings += findings
     for plan, topology_name in flavor_requests:
         _flavors(world, plan, topology_name)
-    decided = [_finish(world, plan, now) for plan in plans.values()]
-    orphans = [TopologyActions(name, tuple(writes)) for name, (writes, _, _) in sorted(converged.items()) if name not in plans and writes]
-    return TopologyDecisions(tuple(d for d in decided + orphans if d.actions))
+    decided = [_finish(world, plan, now, gate) for plan in plans.values()]
+    orphans = [TopologyActions(name, tuple(gate.admitted(writes))) for name, (writes, _, _) in sorted(converged.items()) if name not in plans and writes]
+    return TopologyDecisions(tuple(d for d in decided + orphans if d.actions), held=tuple(gate.held))
 
 
 def _render(
@@ -303,27 +312,31 @@ def _flavors(world: World, plan: _Plan, topology_name: str) -> None:
             )
 
 
-def _finish(world: World, plan: _Plan, now: float) -> TopologyActions:
-    """The topology's writes in order: finalizer, backend objects, status; then events."""
+def _finish(world: World, plan: _Plan, now: float, gate: RefusalGate) -> TopologyActions:
+    """The topology's writes in order: finalizer, backend objects, status; then events.
+    Writes the API refused as they are are held back (`gate`)."""
     state, raw = plan.topology, plan.topology.raw
     meta = raw["metadata"]
     finalizers = list(meta.get("finalizers") or [])
     actions: list[Action] = []
     ref = ObjectRef.of(raw)
     if plan.removing:
-        actions += plan.writes
-        if FINALIZER in finalizers:
-            index = len(actions)
-            actions.append(PatchObject("ClusterTopology", state.name, {"metadata": {"finalizers": [f for f in finalizers if f != FINALIZER]}},
-                                       meta.get("resourceVersion"), why="no group names it: deletion may go on"))
-            return TopologyActions(state.name, tuple(actions), after_deletes=index)
+        actions += gate.admitted(plan.writes)
+        removal = PatchObject("ClusterTopology", state.name, {"metadata": {"finalizers": [f for f in finalizers if f != FINALIZER]}},
+                              meta.get("resourceVersion"), why="no group names it: deletion may go on")
+        if FINALIZER in finalizers and len(actions) == len(plan.writes) and gate.admit(removal):  # not while a delete is held
+            actions.append(removal)
+            return TopologyActions(state.name, tuple(actions), after_deletes=len(actions) - 1)
         return TopologyActions(state.name, tuple(actions))
     if FINALIZER not in finalizers and not state.deleting:
-        actions.append(PatchObject("ClusterTopology", state.name, {"metadata": {"finalizers": finalizers + [FINALIZER]}},
-                                   meta.get("resourceVersion"), why="protect it from deletion while groups name it"))
-    actions += plan.writes
+        actions += gate.admitted([PatchObject("ClusterTopology", state.name, {"metadata": {"finalizers": finalizers + [FINALIZER]}},
+                                              meta.get("resourceVersion"), why="protect it from deletion while groups name it")])
+    actions += gate.admitted(plan.writes)
     users = [u.key for u in world.users(state.name)]
     findings = list(plan.findings)
+    refusals = gate.of(state.name)
+    if refusals:
+        findings.append(Finding("WriteRefused", refused_message(refusals, NAMES_SHOWN)))
     levels = counts = None
     if state.typed is not None and state.level_keys is not None:
         levels = [(lv.name, lv.node_label) for lv in state.typed.spec.levels]
@@ -333,10 +346,17 @@ def _finish(world: World, plan: _Plan, now: float) -> TopologyActions:
             findings.append(unlabeled)
     wanted = topology_status(raw, levels, counts, world.nodes, users, plan.kept, findings, now)
     patch = status_patch(raw.get("status"), wanted)
-    if patch is not None:
-        actions.append(PatchStatus("ClusterTopology", state.name, patch))
+    status = None if patch is None else PatchStatus("ClusterTopology", state.name, patch)
+    status_held = status is not None and not gate.admit(status)
+    if status is not None and not status_held:
+        actions.append(status)
     if any(plan.counts.values()):  # its counts are those of the writes that go through (apply)
         actions.append(RecordWrites(ref, ", ".join(plan.kept) or "backends", frozenset(kind for backend in world.backends for kind in owned_kinds(backend))))
+    if status_held:  # the status cannot tell what changed: the refusals just learnt, once, by an event
+        fresh = [r for r in gate.of(state.name) if r.new]
+        if fresh:
+            actions.append(RecordEvent(ref, "Warning", "WriteRefused", refused_message(fresh, NAMES_SHOWN)))
+        return TopologyActions(state.name, tuple(actions))
     before = {c.get("type"): c for c in (raw.get("status") or {}).get("conditions") or () if isinstance(c, dict)}
     after = {c["type"]: c for c in wanted["conditions"]}
     blocked = next((f for f in findings if f.reason == "DeletionBlocked"), None)

@@ -1,6 +1,7 @@
 """What a topology pass keeps for the next, passed in explicitly (no module state).
 
-A pass without one decides exactly the same, only slower. It keeps:
+A pass without one decides the same, only slower, but for the writes the API refused
+before: not knowing them, it sends them again. It keeps:
 - the cluster as last observed (`tandem.cluster.index.ClusterIndex`): each pass reads only
   the objects the world says changed;
 - per tuple of level labels in use, the nodes' paths (`NodePaths`), told of every node
@@ -8,7 +9,8 @@ A pass without one decides exactly the same, only slower. It keeps:
 - the parsed ClusterTopologies, by uid and resourceVersion;
 - each backend's rendering per ClusterTopology, by its name, uid, levels and the set of
   full node paths (`NodePaths.full_serial`): a node added to an existing rack renders
-  nothing again.
+  nothing again;
+- the writes the API refused (`refusal_gate.py`), which the next decision holds back.
 Bounded by what exists: entries of topologies and label tuples no longer in use go.
 """
 
@@ -20,6 +22,7 @@ from typing import Any, Callable, Hashable, TypeVar
 from tandem.cluster.index import ClusterIndex
 from tandem.topology_controller.kinds import NodeKeys
 from tandem.topology_controller.node_paths import NodePaths
+from tandem.topology_controller.refusal import Refusal, RefusalTarget
 
 T = TypeVar("T")
 
@@ -39,6 +42,11 @@ class TopologyMemo:
     in_step: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
     kind_serial: dict[str, int] = field(default_factory=dict)  # moves with every change seen of the kind
     converged: tuple[Any, ...] | None = None  # (key, renderings, result) of decide's last convergence
+    # The writes the API refused for good (refusal_gate.py): unlike the rest, not a saving but a
+    # fact only apply learns; the next decision holds those writes back and tells them in the
+    # status. Replaced after every pass by those whose write was decided again (an empty memo
+    # forgets them: each is sent, and refused, once more).
+    refused: dict[RefusalTarget, Refusal] = field(default_factory=dict)
 
     def render(self, backend: str, topology: str, key: Hashable, source: NodePaths, compute: Callable[[], T]) -> T:
         """The rendering kept for this key and these very node paths, else `compute()`."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from tandem.cluster.ports import Cluster
@@ -54,7 +54,8 @@ def run(config: TopologyControllerConfig, connect: Callable[[TopologyControllerC
 
     def start(cluster: Cluster, clock: Callable[[], float], elector: LeaderElector | None) -> TopologyController:
         schedule = PassSchedule(debounce=config.batch_window, resync=config.resync)
-        return TopologyController(cluster, clock, config.settings, elector, schedule, on_synced=lambda: freeze_heap(log))
+        settings = replace(config.settings, refusal_retry=config.resync)  # a refused write is tried again each resync
+        return TopologyController(cluster, clock, settings, elector, schedule, on_synced=lambda: freeze_heap(log))
 
     return run_process(config, lambda changed: connect(config, changed), start, lambda: Admission(REGISTRATION, review), "topology controller",
                        {"backends": list(config.settings.backends)}, stop, log)

@@ -54,13 +54,17 @@ class TopologyController(PassLoop[TopologyPassReport]):
         self.metrics.observe_cluster(self.cluster.snapshot(), report.nodes)
 
     def _log(self, report: TopologyPassReport, elapsed: float) -> None:
-        """The pass's figures (at DEBUG when it wrote nothing and nothing failed), then a
-        line per event it recorded and per failed write (a warning)."""
+        """The pass's figures (at DEBUG when it wrote nothing and nothing new failed), then a
+        line per event it recorded and per failed write (a warning; a refusal told before,
+        at DEBUG: a write refused for good is logged once, not every pass)."""
         figures = {"seconds": round(elapsed, 4), "topologies": report.topologies, "writes": report.writes, "failures": report.failures,
-                   "requeue_after": report.requeue_after}
-        log.log(logging.INFO if report.writes or report.failures else logging.DEBUG, "pass", extra=figures)
-        for error in report.errors:
+                   "held": report.held, "requeue_after": report.requeue_after}
+        fresh = report.fresh_errors
+        log.log(logging.INFO if report.writes or fresh else logging.DEBUG, "pass", extra=figures)
+        for error in fresh:
             log.warning("%s", error, exc_info=error.cause)
+        for error in report.known:
+            log.debug("%s (refused again, told before)", error)
         failed = {str(error) for error in report.errors}
         for line in report.events:
             if line not in failed:

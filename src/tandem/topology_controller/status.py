@@ -8,8 +8,9 @@ naming it, and two conditions (`metav1.Condition`):
   or DeletionBlocked (deletion was asked while groups name it: the groups).
 - Degraded: True when something is not as a user would want, each with its reason
   (the first gives the condition's reason, every one is in the message):
-  DeletionBlocked, BackendRefused, ForeignHyperNodes, KoordinatorTopologyTaken,
-  NameTaken, ResourceFlavorRefused, UnlabeledNodes.
+  DeletionBlocked, WriteRefused (the API refused a write for good: its words),
+  BackendRefused, ForeignHyperNodes, KoordinatorTopologyTaken, NameTaken,
+  ResourceFlavorRefused, UnlabeledNodes.
 A condition's lastTransitionTime moves only when its status does; observedGeneration is
 the topology's generation. The result validates as `ClusterTopologyStatus`; empty is
 absent, so a settled topology's status compares equal to what is stored.
@@ -30,6 +31,7 @@ READY, DEGRADED = "Ready", "Degraded"
 REASONS = (
     "DeletionBlocked",
     "InvalidSpec",
+    "WriteRefused",
     "BackendRefused",
     "ForeignHyperNodes",
     "KoordinatorTopologyTaken",
