@@ -163,3 +163,25 @@ def test_a_write_is_the_same_write_for_the_same_body_and_stored_version_its_stat
     assert write_key(PatchStatus("ClusterTopology", "t", status)) == write_key(PatchStatus("ClusterTopology", "t", later))
     # the topology's own writes: by body alone (its status writes move its resourceVersion)
     assert write_key(PatchObject("ClusterTopology", "t", {"metadata": {}}, "1")) == write_key(PatchObject("ClusterTopology", "t", {"metadata": {}}, "2"))
+
+
+def test_a_pass_whose_backend_writes_are_all_held_asks_for_no_topology_updated_event():
+    from tandem.topology_controller.actions import RecordWrites
+    from tandem.topology_controller.decide import decide
+    from tandem.topology_controller.observe import observe
+
+    world = _world()
+    memo = TopologyMemo()
+    reconcile(_Refusing(world, {("create", "HyperNode"): Forbidden("cannot create")}), 1.0, VOLCANO, memo)
+    decisions = decide(observe(world.snapshot(), VOLCANO.backends, memo), 1.05)
+    assert decisions.held and not [a for t in decisions.topologies for a in t.actions if isinstance(a, RecordWrites)]
+
+
+def test_what_observe_and_decide_hand_on_is_only_what_is_read():
+    from dataclasses import fields
+
+    from tandem.topology_controller.actions import TopologyDecisions
+    from tandem.topology_controller.observe import GroupUse
+
+    assert [f.name for f in fields(GroupUse)] == ["namespace", "name", "topology"]  # no raw spec nobody reads
+    assert [f.name for f in fields(TopologyDecisions)] == ["topologies", "held"]  # no log notes nobody sets

@@ -88,5 +88,4 @@ class TopologyActions:
 @dataclass(frozen=True)
 class TopologyDecisions:
     topologies: tuple[TopologyActions, ...] = ()
-    notes: tuple[str, ...] = ()  # lines for a log that no event carries
     held: tuple[Refusal, ...] = ()  # the refusals whose write was decided again and held back (refusal_gate.py)

@@ -46,7 +46,7 @@ class Applied:
 
 
 def apply(writer: Writer, decisions: TopologyDecisions) -> Applied:
-    applied = Applied(events=list(decisions.notes))
+    applied = Applied()
     for topology in decisions.topologies:
         _apply_topology(writer, topology, applied)
     return applied

@@ -74,7 +74,6 @@ class _Plan:
     findings: list[Finding] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)  # backends whose objects are kept for it
     writes: list[Action] = field(default_factory=list)  # backend objects and flavors
-    counts: dict[str, int] = field(default_factory=lambda: {"created": 0, "updated": 0, "deleted": 0})
     removing: bool = False  # deletion asked and no group names it
 
     def find(self, reason: str, message: str) -> None:
@@ -105,15 +104,14 @@ def decide(world: World, now: float, refusal_retry: float = REFUSAL_RETRY_S) -> 
             continue
         _render(world, state, plan, renders, protected, koordinator, flavor_requests)
     converged = _converged(world, plans, renders, protected, kinds)
-    for name, (writes, counts, findings) in converged.items():
+    for name, (writes, findings) in converged.items():
         if name in plans:
             plans[name].writes += writes
-            plans[name].counts = dict(counts)
             plans[name].findings += findings
     for plan, topology_name in flavor_requests:
         _flavors(world, plan, topology_name)
     decided = [_finish(world, plan, now, gate) for plan in plans.values()]
-    orphans = [TopologyActions(name, tuple(gate.admitted(writes))) for name, (writes, _, _) in sorted(converged.items()) if name not in plans and writes]
+    orphans = [TopologyActions(name, tuple(gate.admitted(writes))) for name, (writes, _) in sorted(converged.items()) if name not in plans and writes]
     return TopologyDecisions(tuple(d for d in decided + orphans if d.actions), held=tuple(gate.held))
 
 
@@ -164,7 +162,7 @@ def _render(
             flavor_requests.append((plan, topology_name))
 
 
-Converged = dict[str, tuple[list[Action], dict[str, int], list[Finding]]]  # topology -> (writes, counts, findings)
+Converged = dict[str, tuple[list[Action], list[Finding]]]  # topology -> (writes, findings)
 
 
 def _converged(
@@ -193,8 +191,8 @@ def _converge(
     memo = world.memo
     out: Converged = {}
 
-    def of(topology: str) -> tuple[list[Action], dict[str, int], list[Finding]]:
-        return out.setdefault(topology, ([], {"created": 0, "updated": 0, "deleted": 0}, []))
+    def of(topology: str) -> tuple[list[Action], list[Finding]]:
+        return out.setdefault(topology, ([], []))
 
     wanted: dict[tuple[str, str], tuple[str, Object]] = {}  # (kind, name) -> (topology, object)
     for topology, _, rendered in renders:
@@ -202,20 +200,19 @@ def _converge(
             target = (obj["kind"], obj["metadata"]["name"])
             other = wanted.get(target)
             if other is not None:
-                of(topology)[2].append(Finding("NameTaken", f"{target[0]} {target[1]} is also wanted by ClusterTopology {other[0]!r}, which keeps it"))
+                of(topology)[1].append(Finding("NameTaken", f"{target[0]} {target[1]} is also wanted by ClusterTopology {other[0]!r}, which keeps it"))
                 continue
             wanted[target] = (topology, obj)
     in_step: dict[tuple[str, str], tuple[Object, Object]] = {}
     for target, (topology, obj) in wanted.items():  # in topology, backend, kind, name order
         kind, name = target
-        writes, counts, findings = of(topology)
+        writes, findings = of(topology)
         if name in world.foreign.get(kind, {}):
             findings.append(Finding("NameTaken", f"{kind} {name} exists and is not tandem's (it lacks tandem's ownership labels): left as it is"))
             continue
         current = world.owned.get(kind, {}).get(name)
         if current is None:
             writes.append(CreateObject(obj, why=f"{kind} {name} is missing"))
-            counts["created"] += 1
             continue
         if memo.agreed(target, obj, current):
             in_step[target] = (obj, current)
@@ -225,7 +222,6 @@ def _converge(
             in_step[target] = (obj, current)
         else:
             writes.append(PatchObject(kind, name, patch, current["metadata"].get("resourceVersion"), why=f"{kind} {name} differs"))
-            counts["updated"] += 1
     memo.in_step = in_step
     for kind in kinds:
         owned = world.owned.get(kind, {})
@@ -234,10 +230,9 @@ def _converge(
             owner = owner_topology(obj) or ""
             if (kind, owner) in protected:
                 continue
-            writes, counts, _ = of(owner)
+            writes, _ = of(owner)
             why = f"{kind} {name} is no longer wanted" if owner in plans else f"ClusterTopology {owner} is gone"
             writes.append(DeleteObject(kind, name, obj["metadata"].get("uid"), why=why, resource_version=obj["metadata"].get("resourceVersion")))
-            counts["deleted"] += 1
     return out
 
 
@@ -350,8 +345,9 @@ def _finish(world: World, plan: _Plan, now: float, gate: RefusalGate) -> Topolog
     status_held = status is not None and not gate.admit(status)
     if status is not None and not status_held:
         actions.append(status)
-    if any(plan.counts.values()):  # its counts are those of the writes that go through (apply)
-        actions.append(RecordWrites(ref, ", ".join(plan.kept) or "backends", frozenset(kind for backend in world.backends for kind in owned_kinds(backend))))
+    owned = frozenset(kind for backend in world.backends for kind in owned_kinds(backend))
+    if any(isinstance(a, (CreateObject, PatchObject, DeleteObject)) and a.target[0] in owned for a in actions):
+        actions.append(RecordWrites(ref, ", ".join(plan.kept) or "backends", owned))  # its counts: the writes that go through (apply)
     if status_held:  # the status cannot tell what changed: the refusals just learnt, once, by an event
         fresh = [r for r in gate.of(state.name) if r.new]
         if fresh:

@@ -6,7 +6,7 @@ can say), it gathers:
   and `check_topology`); one that does not pass is kept raw with its problems;
 - the nodes as name and labels only, folded into the paths of each level list in use
   (`NodePaths`): no model per node, a node that changed costs O(levels);
-- the InferenceGroups as (namespace, name, spec.topologyName) and their raw spec;
+- the InferenceGroups as (namespace, name, spec.topologyName);
 - the objects of each enabled backend's kinds, split into tandem's (both ownership
   labels) and the rest, and Kueue's ResourceFlavors when Kueue is enabled.
 Nothing here writes.
@@ -15,7 +15,7 @@ Nothing here writes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Mapping
 
 from pydantic import ValidationError
 
@@ -61,7 +61,6 @@ class GroupUse:
     namespace: str
     name: str
     topology: str
-    spec: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -106,7 +105,7 @@ def observe(reader: Reader, backends: tuple[str, ...], memo: TopologyMemo | None
         memo.paths[keys] = NodePaths.of(keys[0], ((name, _labels(obj)) for (_, name), obj in nodes.items()), keys[1])
     memo.keep_only({t.name for t in topologies}, in_use)
     groups = tuple(
-        GroupUse(namespace or "default", name, str((obj.get("spec") or {}).get("topologyName", DEFAULT_TOPOLOGY)), obj.get("spec") or {})
+        GroupUse(namespace or "default", name, str((obj.get("spec") or {}).get("topologyName", DEFAULT_TOPOLOGY)))
         for (namespace, name), obj in sorted(index.of_kind("InferenceGroup").items())
         if isinstance(obj.get("spec"), dict)
     )

@@ -58,7 +58,7 @@ class TopologyController(PassLoop[TopologyPassReport]):
         line per event it recorded and per failed write (a warning; a refusal told before,
         at DEBUG: a write refused for good is logged once, not every pass)."""
         figures = {"seconds": round(elapsed, 4), "topologies": report.topologies, "writes": report.writes, "failures": report.failures,
-                   "held": report.held, "requeue_after": report.requeue_after}
+                   "held": report.held, "skipped": report.skipped, "events_dropped": report.events_dropped, "requeue_after": report.requeue_after}
         fresh = report.fresh_errors
         log.log(logging.INFO if report.writes or fresh else logging.DEBUG, "pass", extra=figures)
         for error in fresh:
