@@ -105,7 +105,7 @@ def observe(reader: Reader, backends: tuple[str, ...], memo: TopologyMemo | None
         memo.paths[keys] = NodePaths.of(keys[0], ((name, _labels(obj)) for (_, name), obj in nodes.items()), keys[1])
     memo.keep_only({t.name for t in topologies}, in_use)
     groups = tuple(
-        GroupUse(namespace or "default", name, str((obj.get("spec") or {}).get("topologyName", DEFAULT_TOPOLOGY)))
+        GroupUse(namespace or "default", name, str((obj.get("spec") or {}).get("topologyName") or DEFAULT_TOPOLOGY))
         for (namespace, name), obj in sorted(index.of_kind("InferenceGroup").items())
         if isinstance(obj.get("spec"), dict)
     )
