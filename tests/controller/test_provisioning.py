@@ -14,6 +14,7 @@ from typing import Any
 from hypothesis import given, settings, strategies as st
 
 from support.builders import cluster, group, role
+from support.fuzz import examples
 from support.controller_world import kubelet
 from tandem.api.loading import load_texts
 from tandem.api.naming import GROUP_LABEL, UNIT_LABEL
@@ -171,7 +172,7 @@ needs = st.lists(
 conditions = st.sampled_from([None, "Accepted", "Provisioned", "Failed", "BookingExpired", "CapacityRevoked"])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(needs, st.lists(conditions, max_size=4), st.floats(0, 4000), st.booleans())
 def test_every_unit_ends_with_at_most_one_request_and_only_while_it_needs_nodes(units, states, later, enabled):
     """Whatever the units and their requests' conditions: after the plan, a unit holds at most

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from support.fuzz import examples
 from tandem.topology_controller.node_paths import NodePaths
 
 KEYS = ("b", "r", "h")
@@ -51,7 +52,7 @@ label_sets = st.fixed_dictionaries({}, optional={"b": st.sampled_from("xy"), "r"
 events = st.lists(st.tuples(st.sampled_from(["n1", "n2", "n3", "n4", "n5"]), st.none() | label_sets), max_size=40)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(events)
 def test_kept_up_to_date_equals_built_afresh(changes):
     kept = NodePaths(KEYS)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from support.fuzz import examples
 from support.topology_world import group, levels, node, node_models, store, topology, typed
 from tandem.api.validation import check_topology
 from tandem.backends.registry import get_backend
@@ -124,7 +125,7 @@ def _check(world, foreign):
         assert world.get(before["kind"], None, before["metadata"]["name"]) == before
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.lists(ops, min_size=1, max_size=4), min_size=1, max_size=6))
 def test_objects_follow_the_nodes_and_levels_and_nothing_else_is_touched(batches):
     world = store()
