@@ -144,10 +144,13 @@ def test_invalid_and_clashing_crds_are_refused(client):
     broken = widget_crd(scope="Everywhere", versions=[])
     reply = client.post(CRDS, broken)
     assert reply.code == 422 and {c["field"] for c in reply.body["details"]["causes"]} == {"spec.scope", "spec.versions"}
-    clash = widget_crd()
-    clash["spec"]["names"]["kind"] = "Pod"
+    assert client.post(CRDS, widget_crd()).code == 201
+    clash = widget_crd()  # the same kind again in the same group, under another plural
+    clash["metadata"]["name"] = "gizmos.example.com"
+    clash["spec"]["names"].update(plural="gizmos", singular="gizmo", shortNames=["gz"])
     reply = client.post(CRDS, clash)
-    assert reply.code == 422 and "already served" in reply.body["message"]
+    assert reply.code == 422 and "already served by another resource in group example.com" in reply.body["message"]
+    assert client.delete(f"{CRDS}/widgets.example.com").code == 200
     misnamed = widget_crd()
     misnamed["metadata"]["name"] = "gadgets.example.com"
     assert client.post(CRDS, misnamed).code == 422

@@ -31,3 +31,24 @@ def test_a_registered_kind_gets_its_scope_and_status_subresource_in_that_store_o
         store.register_kind("Widget", cluster_scoped=False, status=True)  # objects exist: their keys depend on the scope
     store.register_kind("Widget", cluster_scoped=True, status=False)
     assert not store.has_status("Widget")
+
+
+def test_a_kind_registered_qualified_is_keyed_apart_from_its_namesakes_in_other_groups():
+    """`Topology.kai.scheduler` and `Topology.kueue.x-k8s.io`: one object key rule
+    (`kind_keys.key_of`) for create, get, list, update, watch and delete; plain kinds unchanged."""
+    store = MemoryStore()
+    for key in ("Topology.kai.scheduler", "Topology.kueue.x-k8s.io"):
+        store.register_kind(key, cluster_scoped=True, status=False)
+    start = store.resource_version
+    kai = store.create({"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "t"}, "spec": {"n": 1}})
+    store.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "t"}, "spec": {"n": 2}})
+    assert "namespace" not in kai["metadata"], "the qualified key's scope"
+    assert store.key_of(kai) == "Topology.kai.scheduler" and store.key_of({"apiVersion": "v1", "kind": "Pod"}) == "Pod"
+    assert [o["spec"] for o in store.list("Topology.kueue.x-k8s.io")] == [{"n": 2}]
+    assert store.list("Topology") == [], "an unregistered plain name is no kind here"
+    store.update({**kai, "spec": {"n": 3}})
+    assert store.get("Topology.kai.scheduler", None, "t")["spec"] == {"n": 3}
+    assert [(e.type, e.object["spec"]) for e in store.watch("Topology.kai.scheduler", start)] == [("ADDED", {"n": 1}), ("MODIFIED", {"n": 3})]
+    store.delete("Topology.kueue.x-k8s.io", None, "t")
+    assert [e.type for e in store.watch("Topology.kueue.x-k8s.io", start)] == ["ADDED", "DELETED"]
+    assert store.get("Topology.kai.scheduler", None, "t")["spec"] == {"n": 3}

@@ -6,6 +6,8 @@
   served by permissive CRDs (the contract's objects are minimal: an InferenceGroup
   without pod templates) with tandem's scopes and subresources, and whose kubelet is off,
   as no world here has one acting on its pods;
+- in every world, KAI's and Kueue's `Topology` (one kind name in two groups) are served
+  cluster-scoped, named by their qualified keys (`tests/kube/worlds.py` TWINS);
 - `kube-over-fakeapi`: the same adapter against the small API of `tests/kube/fakeapi.py`
   (the server the adapter's own tests inject faults into).
 
@@ -24,7 +26,7 @@ import pytest
 
 from apiserver.helpers import Client
 from kube.fakeapi import FakeApi
-from kube.worlds import kube_over_http
+from kube.worlds import TWINS, kube_over_http
 from tandem.apiserver.server import ApiServer
 from tandem.cluster.memory import MemoryStore
 
@@ -34,15 +36,19 @@ OPEN = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 @contextlib.contextmanager
 def _memory() -> Iterator[MemoryStore]:
     clock = {"now": 1_764_003_217.0}
-    yield MemoryStore(clock=lambda: clock["now"])
+    store = MemoryStore(clock=lambda: clock["now"])
+    for twin in TWINS:
+        store.register_kind(twin.key, cluster_scoped=True, status=False)
+    yield store
 
 
 @contextlib.contextmanager
 def _kube_over_apiserver() -> Iterator[object]:
     with ApiServer(crds=False, kubelet=False, bookmark_every=1.0) as server:
         client = Client(server.url)
+        twins = [permissive_crd(t.kind, t.plural, "Cluster", False, group=t.group, version_name=t.api_version.rpartition("/")[2]) for t in TWINS]
         for crd in (permissive_crd("InferenceGroup", "inferencegroups", "Namespaced", True),
-                    permissive_crd("ClusterTopology", "clustertopologies", "Cluster", True)):
+                    permissive_crd("ClusterTopology", "clustertopologies", "Cluster", True), *twins):
             assert client.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd).code == 201
         cluster = kube_over_http(server.url, watch_timeout=5.0)
         try:
@@ -62,16 +68,16 @@ def _kube_over_fakeapi() -> Iterator[object]:
         api.close()
 
 
-def permissive_crd(kind: str, plural: str, scope: str, status: bool) -> dict:
-    version = {"name": "v1alpha1", "served": True, "storage": True,
+def permissive_crd(kind: str, plural: str, scope: str, status: bool, group: str = "tandem.dev", version_name: str = "v1alpha1") -> dict:
+    version = {"name": version_name, "served": True, "storage": True,
                "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": OPEN, "status": OPEN}}}}
     if status:
         version["subresources"] = {"status": {}}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.tandem.dev"},
-        "spec": {"group": "tandem.dev", "scope": scope, "names": {"kind": kind, "plural": plural}, "versions": [version]},
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {"group": group, "scope": scope, "names": {"kind": kind, "plural": plural}, "versions": [version]},
     }
 
 

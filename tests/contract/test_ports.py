@@ -260,3 +260,42 @@ def test_events_are_recorded_against_their_object_and_repeats_aggregate(world):
         assert event["involvedObject"]["uid"] == owner["metadata"]["uid"]
         assert event["involvedObject"]["kind"] == "InferenceGroup" and event["involvedObject"]["name"] == "g"
         assert event["lastTimestamp"] >= event["firstTimestamp"]
+
+
+# ----------------------------------------------------------------------------- kinds
+
+KAI, KUEUE = "Topology.kai.scheduler", "Topology.kueue.x-k8s.io"  # one kind name in two groups
+
+
+def topology(api_version, name, levels):
+    return {"apiVersion": api_version, "kind": "Topology", "metadata": {"name": name}, "spec": {"levels": levels}}
+
+
+def test_one_kind_name_in_two_groups_is_two_kinds_created_listed_watched_and_deleted_apart(world):
+    start, _ = world.snapshot().changes_since(None)
+    kai = world.create(topology("kai.scheduler/v1alpha1", "default", ["rack"]))
+    kueue = world.create(topology("kueue.x-k8s.io/v1beta2", "default", ["block", "rack"]))
+    assert kai["metadata"]["uid"] != kueue["metadata"]["uid"], "the same name in each group: two objects"
+    with pytest.raises(AlreadyExists):
+        world.create(topology("kai.scheduler/v1alpha1", "default", ["host"]))
+    reader = world.snapshot()
+    assert [(o["apiVersion"], o["spec"]["levels"]) for o in reader.list(KAI)] == [("kai.scheduler/v1alpha1", ["rack"])]
+    assert [(o["apiVersion"], o["spec"]["levels"]) for o in reader.list(KUEUE)] == [("kueue.x-k8s.io/v1beta2", ["block", "rack"])]
+    assert reader.get(KAI, None, "default")["metadata"]["uid"] == kai["metadata"]["uid"]
+    cursor, changed = reader.changes_since(start)
+    assert changed is not None and {k for k in changed if k[0].startswith("Topology")} == {(KAI, "", "default"), (KUEUE, "", "default")}
+
+    world.patch(KUEUE, None, "default", {"spec": {"levels": ["rack"]}})
+    _, changed = world.snapshot().changes_since(cursor)
+    assert changed is not None and {k for k in changed if k[0].startswith("Topology")} == {(KUEUE, "", "default")}, "a patch of one is not a change of the other"
+    assert world.snapshot().get(KAI, None, "default")["spec"]["levels"] == ["rack"]
+
+    world.delete(KAI, None, "default", uid=kai["metadata"]["uid"])
+    later = world.snapshot()
+    assert later.list(KAI) == [] and [o["spec"]["levels"] for o in later.list(KUEUE)] == [["rack"]]
+    with pytest.raises(NotFound):
+        later.get(KAI, None, "default")
+    with pytest.raises(NotFound):
+        world.delete(KAI, None, "default")
+    world.delete(KUEUE, None, "default")
+    assert world.snapshot().list(KUEUE) == []

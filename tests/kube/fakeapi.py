@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from tandem.cluster.kind_keys import key_of
 from tandem.cluster.memory import MemoryStore
 from tandem.errors import ApiError, BadRequest, Gone
 
@@ -40,7 +41,18 @@ PLURALS = {
     ("coordination.k8s.io", "leases"): ("Lease", "coordination.k8s.io/v1"),
     ("tandem.dev", "inferencegroups"): ("InferenceGroup", "tandem.dev/v1alpha1"),
     ("tandem.dev", "clustertopologies"): ("ClusterTopology", "tandem.dev/v1alpha1"),
+    # one kind name in two groups, kept apart under their qualified keys (tandem.cluster.kind_keys)
+    ("kai.scheduler", "topologies"): ("Topology", "kai.scheduler/v1alpha1"),
+    ("kueue.x-k8s.io", "topologies"): ("Topology", "kueue.x-k8s.io/v1beta2"),
 }
+QUALIFIED = ("Topology.kai.scheduler", "Topology.kueue.x-k8s.io")  # cluster-scoped, no status
+
+
+def _store() -> MemoryStore:
+    store = MemoryStore(clock=time.time)
+    for key in QUALIFIED:
+        store.register_kind(key, cluster_scoped=True, status=False)
+    return store
 
 
 @dataclass
@@ -72,10 +84,15 @@ class Route:
     name: str | None
     subresource: str | None
 
+    @property
+    def key(self) -> str:
+        """The store's name for the kind (`Topology.kai.scheduler` where qualified)."""
+        return key_of(self.api_version, self.kind, QUALIFIED)
+
 
 @dataclass
 class FakeApi:
-    store: MemoryStore = field(default_factory=lambda: MemoryStore(clock=time.time))
+    store: MemoryStore = field(default_factory=_store)
     bookmark_every: float | None = None  # seconds between bookmarks on a quiet watch
     requests: list[Seen] = field(default_factory=list)
     compacted: int = 0
@@ -198,7 +215,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if method == "GET" and route.name is None:
                     return self._list(route, params)
                 if method == "GET":
-                    return store.get(route.kind, route.namespace, route.name)
+                    return store.get(route.key, route.namespace, route.name)
                 if method == "POST":
                     body.setdefault("metadata", {})
                     if route.namespace and not body["metadata"].get("namespace"):
@@ -215,13 +232,13 @@ class _Handler(BaseHTTPRequestHandler):
                     if "metadata" in patch:
                         patch["metadata"] = meta
                     if route.subresource == "status":
-                        return store.patch_status(route.kind, route.namespace, route.name, patch, resource_version=version)
-                    return store.patch(route.kind, route.namespace, route.name, patch, resource_version=version)
+                        return store.patch_status(route.key, route.namespace, route.name, patch, resource_version=version)
+                    return store.patch(route.key, route.namespace, route.name, patch, resource_version=version)
                 if method == "DELETE":
                     options = body or {}
                     pre = options.get("preconditions") or {}
                     store.delete(
-                        route.kind, route.namespace, route.name, uid=pre.get("uid"), resource_version=pre.get("resourceVersion"),
+                        route.key, route.namespace, route.name, uid=pre.get("uid"), resource_version=pre.get("resourceVersion"),
                         propagation=options.get("propagationPolicy") or "Background",
                     )
                     return {"apiVersion": "v1", "kind": "Status", "status": "Success"}
@@ -238,7 +255,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise Gone("the continue token has expired")
             version = json.loads(base64.b64decode(token))["rv"]
         else:
-            items = api.store.list(route.kind, route.namespace, labels=params.get("labelSelector"))
+            items = api.store.list(route.key, route.namespace, labels=params.get("labelSelector"))
             version = api.store.resource_version
         limit = int(params.get("limit") or 0)
         meta: dict[str, Any] = {"resourceVersion": version}
@@ -277,7 +294,7 @@ class _Handler(BaseHTTPRequestHandler):
                         lines.append(_error_event(since, api.compacted))
                     else:
                         try:
-                            events = api.store.watch(route.kind, str(since), route.namespace)
+                            events = api.store.watch(route.key, str(since), route.namespace)
                         except Gone as exc:
                             events = []
                             lines.append({"type": "ERROR", "object": _status_body(410, "Expired", str(exc))})

@@ -23,11 +23,18 @@ import time
 from typing import Any, Iterable, Mapping
 
 from tandem.cluster.ports import EventType, Object, ObjectRef, Propagation
+from tandem.kube import kinds
 from tandem.kube.cluster import KubeCluster
 from tandem.kube.rest import Rest
 
-# What the contract suite reads: a pass's kinds and Events; the Lease is read live.
-CONTRACT_KINDS = ("InferenceGroup", "ClusterTopology", "Node", "Pod", "Service", "ConfigMap", "Event")
+# One kind name in two groups (KAI's and Kueue's Topology), named by their qualified keys.
+TWINS = (
+    kinds.register(kinds.Kind("Topology", "kai.scheduler/v1alpha1", "topologies", namespaced=False, qualified=True)),
+    kinds.register(kinds.Kind("Topology", "kueue.x-k8s.io/v1beta2", "topologies", namespaced=False, qualified=True)),
+)
+
+# What the contract suite reads: a pass's kinds and Events, and the twins; the Lease is read live.
+CONTRACT_KINDS = ("InferenceGroup", "ClusterTopology", "Node", "Pod", "Service", "ConfigMap", "Event", *(k.key for k in TWINS))
 
 
 class ReadYourWrites(KubeCluster):
@@ -65,7 +72,7 @@ class ReadYourWrites(KubeCluster):
             if server != cached:
                 diff = {f"{ns}/{name}": (cached.get((ns, name)), server.get((ns, name))) for ns, name in set(server) | set(cached)
                         if cached.get((ns, name)) != server.get((ns, name))}
-                out.setdefault(informer.kind.kind, {}).update(diff)
+                out.setdefault(informer.kind.key, {}).update(diff)
         return out
 
     # Every write marks the next snapshot as one to wait for.

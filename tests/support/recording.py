@@ -32,7 +32,7 @@ class Recording:
         return Reader()
 
     def create(self, obj):
-        self.note(obj["kind"], "create")
+        self.note(self.store.key_of(obj), "create")
         return self.store.create(obj)
 
     def patch(self, kind, namespace, name, patch, *, resource_version=None):

@@ -37,6 +37,7 @@ from tandem.apiserver.kinds import Resource
 from tandem.apiserver.pod_checks import check_pod
 from tandem.apiserver.schema import Cause
 from tandem.apiserver.server_state import State
+from tandem.cluster.kind_keys import group_of
 from tandem.errors import BadRequest, NotFound
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -139,15 +140,14 @@ def before_delete(state: State, resource: Resource, obj: dict[str, Any]) -> None
         return
     name = obj["metadata"]["name"]
     if resource.kind == NAMESPACE_KIND:
-        for served in {r.kind: r for r in state.registry.all() if r.namespaced and r.storage}.values():
-            for item in state.store.list(served.kind, name):
-                _delete_quietly(state, served.kind, name, item["metadata"]["name"])
+        for served in {r.key: r for r in state.registry.all() if r.namespaced and r.storage}.values():
+            for item in state.store.list(served.key, name):
+                _delete_quietly(state, served.key, name, item["metadata"]["name"])
     elif resource.kind == CRD_KIND:
-        kind = ((obj.get("spec") or {}).get("names") or {}).get("kind")
-        custom = state.registry.for_kind(kind) if kind else None
-        if custom is not None and custom.crd == name:  # custom.kind == kind
-            for item in state.store.list(custom.kind):
-                _delete_quietly(state, custom.kind, item["metadata"].get("namespace"), item["metadata"]["name"])
+        custom = next((r for r in state.registry.all() if r.crd == name and r.storage), None)
+        if custom is not None:
+            for item in state.store.list(custom.key):
+                _delete_quietly(state, custom.key, item["metadata"].get("namespace"), item["metadata"]["name"])
             state.registry.replace_crd(name, [])
 
 
@@ -221,7 +221,7 @@ def _unused_name(state: State, resource: Resource, namespace: str | None, prefix
     while True:
         name = state.generated_name(prefix)
         try:
-            state.store.get(resource.kind, namespace, name)
+            state.store.get(resource.key, namespace, name)
         except NotFound:
             return name
 
@@ -248,11 +248,12 @@ def _owner_gone(state: State, obj: dict[str, Any]) -> bool:
     meta = obj["metadata"]
     for owner in meta.get("ownerReferences") or []:
         kind, name, uid = owner.get("kind"), owner.get("name"), owner.get("uid")
-        if not kind or not name or not uid or state.registry.for_kind(kind) is None:
+        served = state.registry.for_kind(kind, group_of(str(owner.get("apiVersion") or ""))) if kind else None
+        if not name or not uid or served is None:
             continue
-        namespace = None if state.store.is_cluster_scoped(kind) else meta.get("namespace")
+        namespace = None if state.store.is_cluster_scoped(served.key) else meta.get("namespace")
         try:
-            if state.store.get(kind, namespace, name)["metadata"].get("uid") == uid:
+            if state.store.get(served.key, namespace, name)["metadata"].get("uid") == uid:
                 continue
         except NotFound:
             pass

@@ -4,8 +4,9 @@ What is read: group, names (plural, singular, kind, shortNames, categories), sco
 served version its schema (structural; `schema.py`) and its CEL rules (compiled here, once,
 when the CRD is served; `cel.py`), status and scale subresources, and printer columns.
 Versions share one stored kind (no conversion: objects are shown at the version asked for
-with only `apiVersion` changed). A CRD whose kind or plural another resource already
-serves is refused, since the store keys objects by kind name.
+with only `apiVersion` changed). A CRD whose plural, or whose kind, another resource of
+its group already serves is refused; a kind another group serves is accepted, and the
+store keys it `Kind.group` (`kinds.Registry.replace_crd`).
 """
 
 from __future__ import annotations
@@ -131,8 +132,8 @@ def problems(crd: dict[str, Any], registry: Registry, old: dict[str, Any] | None
             elif column.get("type") not in COLUMN_TYPES:
                 bad(f"{at}.type", f'Unsupported value: "{column.get("type")}": supported values: ' + ", ".join(f'"{t}"' for t in COLUMN_TYPES),
                     "FieldValueNotSupported")
-    if kind and registry.owner_of_kind(kind) not in (None, name):
-        bad("spec.names.kind", f'Invalid value: "{kind}": already served by another resource (this server keys objects by kind)')
+    if kind and group and registry.owner_of_kind(kind, group) not in (None, name):
+        bad("spec.names.kind", f'Invalid value: "{kind}": already served by another resource in group {group}')
     if group and plural and registry.owner_of_plural(group, plural) not in (None, name):
         bad("spec.names.plural", f'Invalid value: "{plural}": already served in group {group}')
     return causes

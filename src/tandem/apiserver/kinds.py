@@ -1,19 +1,21 @@
 """The resources the local API server serves, and where each lives in the REST API.
 
-The store names objects by kind alone; the REST API by group, version and plural. The
-`Registry` maps both ways, for the built-in kinds and for every kind a
-CustomResourceDefinition adds (one `Resource` per served version), and tells the store
-each kind's scope and whether it has a status subresource. As the store keys objects by
-kind name, two served kinds may not share a name across groups (a CRD that tries is
-refused, `crds.py`).
+The store names objects by a key per kind (`tandem.cluster.kind_keys`); the REST API by
+group, version and plural. The `Registry` maps both ways, for the built-in kinds and for
+every kind a CustomResourceDefinition adds (one `Resource` per served version), and tells
+the store each kind's key, scope and whether it has a status subresource. A kind is keyed
+by its plain name unless another group already serves a kind of that name when its CRD
+is first served: then it is keyed `Kind.group` (KAI's and Kueue's `Topology` both served),
+and keeps that key while its CRD is served.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tandem.cluster.kind_keys import qualified
 from tandem.cluster.memory import MemoryStore
 
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
@@ -59,6 +61,12 @@ class Resource:
     rules: Any = field(default=None, compare=False)  # cel.Rules of a custom resource (None: no CEL rules to run)
     crd: str = ""  # the CustomResourceDefinition that defines it ("" for a built-in)
     storage: bool = True  # the version objects are stored at
+    qualified_key: bool = False  # stored under `Kind.group`: another group serves a kind of this name
+
+    @property
+    def key(self) -> str:
+        """The store's name for this kind: `Topology`, or `Topology.kueue.x-k8s.io` when qualified."""
+        return qualified(self.kind, self.group) if self.qualified_key else self.kind
 
     @property
     def api_version(self) -> str:
@@ -142,25 +150,38 @@ class Registry:
     def add(self, resource: Resource) -> None:
         self._resources[(resource.group, resource.version, resource.plural)] = resource
         if resource.storage:
-            self.store.register_kind(resource.kind, cluster_scoped=not resource.namespaced, status=resource.status)
+            self.store.register_kind(resource.key, cluster_scoped=not resource.namespaced, status=resource.status)
 
     def replace_crd(self, crd: str, resources: list[Resource]) -> None:
-        """Serve exactly `resources` for the CRD named `crd` (none: it is gone)."""
+        """Serve exactly `resources` for the CRD named `crd` (none: it is gone). Its kind is
+        keyed qualified if it was, or if another group serves a kind of the same name."""
+        before = [r for r in self._resources.values() if r.crd == crd]
         for key in [k for k, r in self._resources.items() if r.crd == crd]:
             del self._resources[key]
+        if before:
+            qualify = before[0].qualified_key
+        else:
+            qualify = any(
+                r.kind == resource.kind and r.group != resource.group for resource in resources for r in self._resources.values()
+            )
         for resource in resources:
-            self.add(resource)
+            self.add(replace(resource, qualified_key=qualify))
 
     def lookup(self, group: str, version: str, plural: str) -> Resource | None:
         return self._resources.get((group, version, plural))
 
-    def for_kind(self, kind: str) -> Resource | None:
-        """The resource objects of `kind` are stored as (its storage version)."""
-        return next((r for r in self._resources.values() if r.kind == kind and r.storage), None)
+    def for_kind(self, kind: str, group: str | None = None) -> Resource | None:
+        """The resource objects of `kind` (in `group`, when given) are stored as (its storage
+        version); without a group, the first served kind of that name."""
+        return next((r for r in self._resources.values() if r.kind == kind and r.storage and group in (None, r.group)), None)
 
-    def owner_of_kind(self, kind: str) -> str | None:
-        """Which CRD serves `kind` ("" for a built-in), or None when nothing does."""
-        resource = self.for_kind(kind)
+    def for_key(self, key: str) -> Resource | None:
+        """The storage resource of the store's kind `key` (`Resource.key`)."""
+        return next((r for r in self._resources.values() if r.key == key and r.storage), None)
+
+    def owner_of_kind(self, kind: str, group: str | None = None) -> str | None:
+        """Which CRD serves `kind` (in `group`, when given; "" for a built-in), or None when nothing does."""
+        resource = self.for_kind(kind, group)
         return None if resource is None else resource.crd
 
     def owner_of_plural(self, group: str, plural: str) -> str | None:

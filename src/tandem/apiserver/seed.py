@@ -15,6 +15,7 @@ from tandem.api.loading import load_documents, load_texts
 from tandem.apiserver import verbs
 from tandem.apiserver.kinds import Resource
 from tandem.apiserver.server_state import State
+from tandem.cluster.kind_keys import group_of
 from tandem.errors import ApiError, InputError, Problem
 
 NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -54,7 +55,7 @@ def seed(state: State, objects: list[dict[str, Any]], *, crds: bool = True) -> N
         rank = {kind: i for i, kind in enumerate(ORDER)}
         for index, obj in sorted(enumerate(objects), key=lambda pair: (rank.get(pair[1].get("kind", ""), len(ORDER)), pair[0])):
             kind = obj.get("kind", "")
-            resource = state.registry.for_kind(kind)
+            resource = state.registry.for_kind(kind, group_of(obj["apiVersion"]) if obj.get("apiVersion") else None)
             meta = obj.get("metadata") or {}
             where = f"{kind} {meta.get('name', '?')}"
             if resource is None:

@@ -138,7 +138,7 @@ def _unchanged(state: State, resource: Resource, before: dict[str, Any]) -> None
     """Stale when the object read as `before` has changed, or gone, since."""
     meta = before["metadata"]
     try:
-        now = state.store.get(resource.kind, meta.get("namespace"), meta["name"])
+        now = state.store.get(resource.key, meta.get("namespace"), meta["name"])
     except NotFound:
         raise Stale from None
     if now["metadata"].get("resourceVersion") != meta.get("resourceVersion"):
@@ -150,7 +150,7 @@ def _unchanged(state: State, resource: Resource, before: dict[str, Any]) -> None
 
 def _get(state: State, route: Route) -> dict[str, Any]:
     try:
-        return state.store.get(route.resource.kind, route.namespace, route.name or "")
+        return state.store.get(route.resource.key, route.namespace, route.name or "")
     except NotFound:
         raise not_found(route.resource, route.name or "") from None
 
@@ -164,7 +164,7 @@ def _list(state: State, call: Call) -> Answer:
             raise Expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
         items, version = page
     else:
-        items = state.store.list(r.kind, call.route.namespace, params.get("labelSelector") or None, params.get("fieldSelector") or None)
+        items = state.store.list(r.key, call.route.namespace, params.get("labelSelector") or None, params.get("fieldSelector") or None)
         version = state.store.resource_version
     meta: dict[str, Any] = {"resourceVersion": version}
     limit = int(params["limit"]) if (params.get("limit") or "").isdigit() else 0
@@ -412,9 +412,9 @@ def delete(state: State, r: Resource, current: dict[str, Any], propagation: str)
     meta = current["metadata"]
     if not meta.get("finalizers"):
         admission.before_delete(state, r, current)
-    state.store.delete(r.kind, meta.get("namespace"), meta["name"], propagation=propagation)  # type: ignore[arg-type]
+    state.store.delete(r.key, meta.get("namespace"), meta["name"], propagation=propagation)  # type: ignore[arg-type]
     try:
-        remaining = state.store.get(r.kind, meta.get("namespace"), meta["name"])
+        remaining = state.store.get(r.key, meta.get("namespace"), meta["name"])
     except NotFound:
         return success(r, current) if r.custom else present(r, current)
     return present(r, remaining)  # held by finalizers: deletionTimestamp set
@@ -424,7 +424,7 @@ def _delete_collection(state: State, call: Call, options: dict[str, Any], propag
     """Each object is deleted as by its own request (webhooks included); the first refusal ends it."""
     r = call.route.resource
     with state.lock:
-        items = state.store.list(r.kind, call.route.namespace, call.params.get("labelSelector") or None, call.params.get("fieldSelector") or None)
+        items = state.store.list(r.key, call.route.namespace, call.params.get("labelSelector") or None, call.params.get("fieldSelector") or None)
     if _dry_run(call.params):
         return Answer(200, {"apiVersion": r.api_version, "kind": f"{r.kind}List", "metadata": {}, "items": [present(r, i) for i in items]})
     warnings: list[str] = []
@@ -441,7 +441,7 @@ def _delete_collection(state: State, call: Call, options: dict[str, Any], propag
 
 def _delete_one(state: State, r: Resource, meta: dict[str, Any], options: dict[str, Any], params: dict[str, str], propagation: str) -> Answer:
     def prepare() -> Pending:
-        return _prepare_delete(state, r, state.store.get(r.kind, meta.get("namespace"), meta["name"]), options, params, propagation)
+        return _prepare_delete(state, r, state.store.get(r.key, meta.get("namespace"), meta["name"]), options, params, propagation)
 
     return write(state, prepare)
 
@@ -479,7 +479,7 @@ def _scale_update(state: State, call: Call, scale: dict[str, Any], current: dict
 
     def commit() -> Answer:
         answer = pending.commit()
-        stored = state.store.get(r.kind, call.route.namespace, call.route.name or "")
+        stored = state.store.get(r.key, call.route.namespace, call.route.name or "")
         return Answer(200, scale_of(r, stored), answer.warnings)
 
     attributes = dataclasses.replace(pending.attributes, subresource="scale", kind=SCALE_KIND, object=scale_of(r, new),
@@ -559,7 +559,7 @@ def _check_kind(resource: Resource, obj: dict[str, Any]) -> None:
 
 
 def _storage(state: State, resource: Resource) -> Resource:
-    return state.registry.for_kind(resource.kind) or resource
+    return state.registry.for_key(resource.key) or resource
 
 
 def _dry_run(params: dict[str, Any]) -> bool:

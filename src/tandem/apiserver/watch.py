@@ -70,7 +70,7 @@ def events(
         return {"type": "BOOKMARK", "object": {"apiVersion": resource.api_version, "kind": resource.kind, "metadata": meta}}
 
     with state.lock:
-        current = state.store.list(resource.kind, namespace, labels, params.get("fieldSelector") or None)
+        current = state.store.list(resource.key, namespace, labels, params.get("fieldSelector") or None)
         inside = {_key(o) for o in current}
         if initial_events:
             since = state.store.resource_version
@@ -95,7 +95,7 @@ def events(
                 try:
                     if faults is not None and faults.too_old(since):
                         raise Gone(f"too old resource version: {since} ({faults.compacted})")
-                    changes = state.store.watch(resource.kind, since, namespace)
+                    changes = state.store.watch(resource.key, since, namespace)
                 except Gone as exc:
                     gone = exc.message
                     break
@@ -143,7 +143,7 @@ def _matching_at(state: State, resource: Resource, namespace: str | None, versio
     """Which objects matched the selectors at `version`, replayed from the store's history;
     None once the history no longer reaches back to the first write."""
     try:
-        history = state.store.watch(resource.kind, "0", namespace)
+        history = state.store.watch(resource.key, "0", namespace)
     except Gone:
         return None
     objects: dict[tuple[str, str], dict[str, Any]] = {}

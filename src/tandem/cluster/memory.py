@@ -11,6 +11,9 @@
   on `update` and change only `status` on `update_status`. Which kinds have one, and which
   are cluster-scoped, is per store: `register_kind` adds one (the local API server
   registers each CustomResourceDefinition's kind).
+- Objects are keyed by kind name, or by `Kind.group` for a kind registered under that
+  qualified key (`cluster/kind_keys.py`): KAI's and Kueue's `Topology` are two kinds here,
+  `Topology.kai.scheduler` and `Topology.kueue.x-k8s.io`. Every method's `kind` is that key.
 - `delete` of an object with finalizers sets `deletionTimestamp` and keeps it until the
   last finalizer is removed; finalizers cannot be added once deletion started.
 - Removing an object deletes its dependents (owner references by uid), recursively,
@@ -43,6 +46,7 @@ from typing import Any, Callable, Hashable, Iterable, Literal, Mapping
 
 from tandem.api.merge import merge_patch
 from tandem.api.timestamps import rfc3339
+from tandem.cluster.kind_keys import is_qualified, object_key
 from tandem.cluster.ports import AlreadyExists, Conflict, EventType, Gone, Invalid, NotFound, Object, ObjectRef, Propagation, Selector
 from tandem.cluster.selectors import matches, matches_fields, parse, parse_fields
 
@@ -128,6 +132,7 @@ class MemoryStore:
         self._clock = clock
         self._status = set(status_subresource)
         self._cluster_scoped = frozenset(cluster_scoped)
+        self._qualified: frozenset[str] = frozenset()  # kinds keyed `Kind.group`
         self._objects: dict[tuple[str, str, str], Object] = {}
         self._shared = False  # a snapshot holds `_objects`: copy it before the next write
         self._events: deque[Event] = deque(maxlen=history)
@@ -140,7 +145,9 @@ class MemoryStore:
 
     def register_kind(self, kind: str, *, cluster_scoped: bool, status: bool) -> None:
         """Serve `kind` as cluster-scoped or namespaced, with or without a status subresource.
-        Its scope cannot change while objects of it are stored (their keys depend on it)."""
+        A qualified `kind` (`Topology.kai.scheduler`) keys objects of that kind in that group
+        apart from same-named kinds of other groups. Its scope cannot change while objects
+        of it are stored (their keys depend on it)."""
         if cluster_scoped != (kind in self._cluster_scoped) and any(k == kind for k, _, _ in self._objects):
             raise Invalid(f"{kind}: the scope of a kind cannot change while objects of it exist")
         self._cluster_scoped = self._cluster_scoped | {kind} if cluster_scoped else self._cluster_scoped - {kind}
@@ -148,6 +155,12 @@ class MemoryStore:
             self._status.add(kind)
         else:
             self._status.discard(kind)
+        if is_qualified(kind):
+            self._qualified = self._qualified | {kind}
+
+    def key_of(self, obj: Mapping[str, Any]) -> str:
+        """The key an object is stored under: its kind, or `Kind.group` if registered so."""
+        return object_key(obj, self._qualified)
 
     def is_cluster_scoped(self, kind: str) -> bool:
         return kind in self._cluster_scoped
@@ -190,7 +203,7 @@ class MemoryStore:
             Event(e.type, copy.deepcopy(e.object), e.resource_version)
             for e in self._events
             if int(e.resource_version) > after
-            and e.object["kind"] == kind
+            and self.key_of(e.object) == kind
             and (namespace is None or e.object["metadata"].get("namespace") == namespace)
             and matches(selector, e.object["metadata"].get("labels", {}))
         ]
@@ -203,7 +216,7 @@ class MemoryStore:
 
     def create(self, obj: Object) -> Object:
         obj = copy.deepcopy(obj)
-        kind, meta = obj.get("kind"), obj.setdefault("metadata", {})
+        kind, meta = self.key_of(obj), obj.setdefault("metadata", {})
         if not kind or not meta.get("name"):
             raise Invalid("kind and metadata.name are required")
         if kind not in self._cluster_scoped:
@@ -224,7 +237,7 @@ class MemoryStore:
         """Replace the object (not its status, for kinds with a status subresource)."""
         current = self._current(obj)
         new = copy.deepcopy(obj)
-        if obj["kind"] in self._status:
+        if self.key_of(obj) in self._status:
             if "status" in current:
                 new["status"] = copy.deepcopy(current["status"])
             else:
@@ -348,13 +361,14 @@ class MemoryStore:
 
     def _current(self, obj: Object) -> Object:
         meta = obj.get("metadata", {})
-        current = self.get(obj["kind"], meta.get("namespace"), meta.get("name", ""))
+        kind = self.key_of(obj)
+        current = self.get(kind, meta.get("namespace"), meta.get("name", ""))
         if meta.get("resourceVersion") != current["metadata"]["resourceVersion"]:
-            raise Conflict(self._stale(obj["kind"], meta.get("namespace"), meta.get("name", "")))
+            raise Conflict(self._stale(kind, meta.get("namespace"), meta.get("name", "")))
         return current
 
     def _replace(self, current: Object, new: Object) -> Object:
-        kind = current["kind"]
+        kind = self.key_of(current)
         old_meta, meta = current["metadata"], new.setdefault("metadata", {})
         for field in ("uid", "creationTimestamp", "deletionTimestamp", "generation"):
             if field in old_meta:

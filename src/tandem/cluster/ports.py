@@ -3,7 +3,9 @@
 Every world serves them: the simulator's in-memory store, the local API server, and a
 real cluster through `tandem.kube`. Objects are plain dicts shaped exactly as the
 Kubernetes API serves them (`apiVersion`, `kind`, `metadata`, `spec`, `status`);
-resourceVersions are opaque strings, compared for equality only.
+resourceVersions are opaque strings, compared for equality only. A `kind` argument is the
+kind's key (`cluster/kind_keys.py`): its plain name, or `Kind.group` for a kind whose name
+another group also uses (`Topology.kai.scheduler`, `Topology.kueue.x-k8s.io`).
 
 - `Reader`: get and list, with label and field selectors, over one consistent snapshot
   (`Cluster.snapshot()` gives one per pass). Objects it returns are shared with the

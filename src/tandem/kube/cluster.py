@@ -24,7 +24,7 @@ import httpx2
 
 from tandem.cluster.ports import EventType, Object, ObjectRef, Propagation
 from tandem.kube.informer import Informer, Journal, OnChange
-from tandem.kube.kinds import kind_of
+from tandem.kube.kinds import key_of, kind_of
 from tandem.kube.reader import CacheReader, Key, LiveReader
 from tandem.kube.rest import Rest, Source, as_rest
 from tandem.kube.writer import KubeWriter
@@ -143,7 +143,7 @@ class KubeCluster:
     def _worst(self, figure: Callable[[Informer], float]) -> dict[str, float]:
         out: dict[str, float] = {}
         for informer in self.informers:
-            out[informer.kind.kind] = max(out.get(informer.kind.kind, 0.0), figure(informer))
+            out[informer.kind.key] = max(out.get(informer.kind.key, 0.0), figure(informer))
         return out
 
     def versions(self) -> dict[str, str]:
@@ -151,7 +151,7 @@ class KubeCluster:
         out: dict[str, str] = {}
         with self._lock:
             for informer in self.informers:
-                out.setdefault(informer.kind.kind, informer.resource_version)
+                out.setdefault(informer.kind.key, informer.resource_version)
         return out
 
     # ------------------------------------------------------------------ Reader
@@ -162,7 +162,7 @@ class KubeCluster:
         by_kind: dict[str, list[dict[Key, Object]]] = {kind: [] for kind in self.kinds}
         with self._lock:
             for informer in self.informers:
-                by_kind[informer.kind.kind].append(informer.share())
+                by_kind[informer.kind.key].append(informer.share())
             seq = self.journal.seq
         caches = {kind: parts[0] if len(parts) == 1 else {k: v for part in parts for k, v in part.items()} for kind, parts in by_kind.items()}
         return CacheReader(caches, self._live, self.live_kinds, journal=(self.journal, self._lock, seq))
@@ -170,7 +170,7 @@ class KubeCluster:
     # ------------------------------------------------------------------ Writer
 
     def create(self, obj: Object) -> Object:
-        return self._wrote(obj["kind"], self.writer.create(obj))
+        return self._wrote(key_of(obj), self.writer.create(obj))
 
     def patch(self, kind: str, namespace: str | None, name: str, patch: Mapping[str, Any], *, resource_version: str | None = None) -> Object:
         return self._wrote(kind, self.writer.patch(kind, namespace, name, patch, resource_version=resource_version))
@@ -194,7 +194,7 @@ class KubeCluster:
         informer = self._informer_of(kind, namespace)
         if informer is None:
             return
-        if isinstance(answer, dict) and answer.get("kind") == kind and (answer.get("metadata") or {}).get("deletionTimestamp"):
+        if isinstance(answer, dict) and key_of(answer) == kind and (answer.get("metadata") or {}).get("deletionTimestamp"):
             informer.wrote(answer)  # still there, terminating
         else:
             informer.deleted(namespace, name)
@@ -213,7 +213,7 @@ class KubeCluster:
     def _informer_of(self, kind: str, namespace: str | None) -> Informer | None:
         """The informer whose cache holds objects of `kind` in `namespace`, if one is watched."""
         for informer in self.informers:
-            if informer.kind.kind == kind and (informer.namespace is None or informer.namespace == namespace):
+            if informer.kind.key == kind and (informer.namespace is None or informer.namespace == namespace):
                 return informer
         return None
 

@@ -139,7 +139,7 @@ class Informer:
 
     def start(self) -> "Informer":
         where = f"/{self.namespace}" if self.namespace else ""
-        self._thread = threading.Thread(target=self._run, name=f"informer-{self.kind.kind}{where}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"informer-{self.kind.key}{where}", daemon=True)
         self._thread.start()
         return self
 
@@ -192,13 +192,13 @@ class Informer:
                 failures += 1
                 # 404 on a list: the server does not serve the kind at all (a CRD not installed)
                 hint = " (the API server does not serve this kind: is its CRD installed?)" if exc.code == 404 else ""
-                log.warning("informer %s: %s%s; retrying", self.kind.kind, exc, hint, extra={"kind": self.kind.kind, "code": exc.code})
+                log.warning("informer %s: %s%s; retrying", self.kind.key, exc, hint, extra={"kind": self.kind.key, "code": exc.code})
                 self._pause(failures, exc.retry_after)
             except Exception:  # a bug must not silently end the informer: log, back off, carry on
                 if self._stopped.is_set():
                     break
                 failures += 1
-                log.exception("informer %s failed; retrying", self.kind.kind)
+                log.exception("informer %s failed; retrying", self.kind.key)
                 self._pause(failures, None)
 
     # ------------------------------------------------------------------ own writes
@@ -215,7 +215,7 @@ class Informer:
             if cached is not None and _older(version, _version(cached)):
                 return
             self._table()[key] = prepared
-            self.journal.add(self.kind.kind, key)
+            self.journal.add(self.kind.key, key)
             self.deleted_here.pop(key, None)
 
     def deleted(self, namespace: str | None, name: str) -> None:
@@ -226,7 +226,7 @@ class Informer:
             if cached is None or cached["metadata"].get("deletionTimestamp"):
                 return  # gone already, or the watch told us first that something holds it
             del self._table()[key]
-            self.journal.add(self.kind.kind, key)
+            self.journal.add(self.kind.key, key)
             self.deleted_here[key] = _version(cached)
 
     def share(self) -> dict[Key, Object]:
@@ -254,7 +254,7 @@ class Informer:
             self.resource_version = version
             for key in old.keys() | fresh.keys():
                 if old.get(key) is None or fresh.get(key) is None or _version(old[key]) != _version(fresh[key]):
-                    self.journal.add(self.kind.kind, key)
+                    self.journal.add(self.kind.key, key)
         self.lists += 1
         self._listed_at = self.clock()
         self._heard()
@@ -317,7 +317,7 @@ class Informer:
                     continue  # a silent watch timed out: watch again
                 failures += 1  # once is routine (a proxy's idle time-out); again and again is worth a warning
                 log.log(logging.DEBUG if failures == 1 else logging.WARNING, "informer %s: watch failed (%s); watching again",
-                        self.kind.kind, exc, extra={"kind": self.kind.kind})
+                        self.kind.key, exc, extra={"kind": self.kind.key})
                 self._pause(failures, exc.retry_after)
             finally:
                 self._stream = None
@@ -331,7 +331,7 @@ class Informer:
         if type_ == "ERROR":
             error = status_error(obj)
             if isinstance(error, Gone):
-                log.debug("informer %s: %s; listing again", self.kind.kind, error.message, extra={"kind": self.kind.kind})
+                log.debug("informer %s: %s; listing again", self.kind.key, error.message, extra={"kind": self.kind.key})
                 return False
             raise error
         version = _version(obj)
@@ -341,7 +341,7 @@ class Informer:
             self._heard()
             return True
         if type_ not in ("ADDED", "MODIFIED", "DELETED"):
-            log.warning("informer %s: unknown watch event type %r ignored", self.kind.kind, type_)
+            log.warning("informer %s: unknown watch event type %r ignored", self.kind.key, type_)
             return True
         if self.on_delay is not None and type_ != "DELETED":
             self._delay(type_, obj)
@@ -353,7 +353,7 @@ class Informer:
             if type_ == "DELETED":
                 if key in self.items:
                     del self._table()[key]
-                    self.journal.add(self.kind.kind, key)
+                    self.journal.add(self.kind.key, key)
                 self.deleted_here.pop(key, None)
                 late = False
             elif gone_at is not None:  # deleted here: only news of the deletion, or a new ADDED, counts
@@ -363,7 +363,7 @@ class Informer:
                 late = cached is not None and _older(version, _version(cached))
             if type_ != "DELETED" and not late:
                 self._table()[key] = prepared
-                self.journal.add(self.kind.kind, key)
+                self.journal.add(self.kind.key, key)
                 self.deleted_here.pop(key, None)
         self._heard()
         if not late:
@@ -385,9 +385,9 @@ class Informer:
         if at is None or self.on_delay is None:
             return
         try:
-            self.on_delay(self.kind.kind, max(self.wall() - at, 0.0))
+            self.on_delay(self.kind.key, max(self.wall() - at, 0.0))
         except Exception:  # a metrics hook must not kill the informer
-            log.exception("informer %s: on_delay failed", self.kind.kind)
+            log.exception("informer %s: on_delay failed", self.kind.key)
 
     def _heard(self) -> None:
         self.last_heard = self.clock()
@@ -396,9 +396,9 @@ class Informer:
         if self.on_change is None:
             return
         try:
-            self.on_change(self.kind.kind, type_, obj)
+            self.on_change(self.kind.key, type_, obj)
         except Exception:  # the operator's hook must not kill the informer
-            log.exception("informer %s: on_change failed", self.kind.kind)
+            log.exception("informer %s: on_change failed", self.kind.key)
 
     def _pause(self, failures: int, retry_after: float | None) -> None:
         low, high = self.backoff

@@ -1,16 +1,21 @@
 """The kinds tandem reads and writes, and where each lives in the REST API.
 
-The controller names objects by `kind` only (ports.py); the API addresses them by group,
-version, plural and scope. This table is the one place that knows the mapping, so no
-discovery request is needed at start-up and an unknown kind fails before any request is
-sent (400, terminal: a bug in the caller). `register` adds one (a backend's PodGroup).
+The controller names objects by a key per kind (ports.py, `tandem.cluster.kind_keys`): the
+plain kind name, or `Kind.group` for a kind registered `qualified` because another group
+uses its name (KAI's and Kueue's `Topology`); the API addresses them by group, version,
+plural and scope. This table is the one place that knows the mapping, so no discovery
+request is needed at start-up and an unknown kind fails before any request is sent (400,
+terminal: a bug in the caller). `register` adds one (a backend's PodGroup); `key_of` finds
+an object's key from its own `apiVersion` and `kind`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
 from urllib.parse import quote
 
+from tandem.cluster.kind_keys import is_qualified, object_key, qualified
 from tandem.errors import BadRequest
 
 
@@ -21,6 +26,12 @@ class Kind:
     plural: str
     namespaced: bool
     status: bool = False  # has a /status subresource (status is written there, and only there)
+    qualified: bool = False  # named `Kind.group` (another group has a kind of this name)
+
+    @property
+    def key(self) -> str:
+        """How the ports name this kind: `Topology`, or `Topology.kai.scheduler` when qualified."""
+        return qualified(self.kind, self.group) if self.qualified else self.kind
 
     @property
     def group(self) -> str:
@@ -45,12 +56,17 @@ class Kind:
         return "/".join(parts)
 
 
-KINDS: dict[str, Kind] = {}  # by kind name
+KINDS: dict[str, Kind] = {}  # by key (`Kind.key`)
 
 
 def register(kind: Kind) -> Kind:
-    KINDS[kind.kind] = kind
+    KINDS[kind.key] = kind
     return kind
+
+
+def key_of(obj: Mapping[str, Any]) -> str:
+    """The key of the kind `obj` is of, from its `apiVersion` and `kind`."""
+    return object_key(obj, [key for key in KINDS if is_qualified(key)])
 
 
 def kind_of(name: str) -> Kind:

@@ -30,7 +30,7 @@ import httpx2
 
 from tandem.api.timestamps import rfc3339
 from tandem.cluster.ports import MERGE_PATCH, AlreadyExists, Conflict, EventType, NotFound, Object, ObjectRef, Propagation
-from tandem.kube.kinds import kind_of
+from tandem.kube.kinds import key_of, kind_of
 from tandem.kube.rest import Rest, as_rest
 
 COMPONENT = "tandem"
@@ -57,7 +57,7 @@ class KubeWriter:
     # ------------------------------------------------------------------ objects
 
     def create(self, obj: Object) -> Object:
-        kind = kind_of(obj.get("kind", ""))
+        kind = kind_of(key_of(obj))
         namespace = kind.namespace_of((obj.get("metadata") or {}).get("namespace"))
         return self.rest.request("POST", kind.path(namespace), params=self._manager(), body=obj)
 
