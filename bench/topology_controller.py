@@ -61,7 +61,7 @@ def _store() -> MemoryStore:
     store = MemoryStore()
     for kinds in BACKEND_KINDS.values():
         for kind in kinds:
-            store.register_kind(kind.kind, cluster_scoped=True, status=False)
+            store.register_kind(kind.key, cluster_scoped=True, status=False)
     store.register_kind("ClusterTopology", cluster_scoped=True, status=True)
     return store
 

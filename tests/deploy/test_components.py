@@ -129,11 +129,13 @@ def test_backend_components_add_their_flag_and_bind_their_role_and_the_cli_takes
 
 
 @needs_kubectl
-def test_kai_and_kueue_components_together_are_refused_by_the_controller_in_one_line(tmp_path, run_cli):
+def test_kai_and_kueue_components_together_are_taken_by_the_controller(tmp_path, run_cli):
     objects = _with_components(tmp_path, "overlays/topology-only", ["topology-kai", "topology-kueue"])
     [deployment] = [o for o in objects if o["kind"] == "Deployment"]
-    result = run_cli(*deployment["spec"]["template"]["spec"]["containers"][0]["args"], "--kubeconfig", tmp_path / "absent")
-    assert result.exit_code == 2 and result.stderr.startswith("error: --backends: ") and len(result.stderr.strip().splitlines()) == 1
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [a for a in args if a.startswith("--backends")] == ["--backends=kai", "--backends=kueue"]
+    result = run_cli(*args, "--kubeconfig", tmp_path / "absent", "--metrics-port", "0", "--health-port", "0")
+    assert result.exit_code == 2 and result.stderr.startswith("error: --kubeconfig: cannot connect"), result.stderr
 
 
 def test_the_topology_controllers_roles_grant_everything_its_pass_and_election_use():
@@ -149,11 +151,11 @@ def test_the_topology_controllers_roles_grant_everything_its_pass_and_election_u
     settings = TopologySettings(backends)
     resources = {"Node": ("", "nodes"), "ClusterTopology": ("tandem.dev", "clustertopologies"), "InferenceGroup": ("tandem.dev", "inferencegroups"),
                  "Event": ("", "events"), "Lease": ("coordination.k8s.io", "leases")}
-    resources |= {k.kind: (k.api_version.rpartition("/")[0], k.plural) for b in backends for k in BACKEND_KINDS[b]}
+    resources |= {k.key: (k.api_version.rpartition("/")[0], k.plural) for b in backends for k in BACKEND_KINDS[b]}
     store = world(shape="block=1,rack=2,host=2")
     for backend in backends:
         for kind in BACKEND_KINDS[backend]:
-            store.register_kind(kind.kind, cluster_scoped=not kind.namespaced, status=False)
+            store.register_kind(kind.key, cluster_scoped=not kind.namespaced, status=False)
     cluster = Recording(store, resources)
     now = 0.0
 
@@ -206,10 +208,10 @@ def _kueue_story() -> set[tuple[str, str, str]]:
     settings = TopologySettings(("kueue",))
     resources = {"Node": ("", "nodes"), "ClusterTopology": ("tandem.dev", "clustertopologies"), "InferenceGroup": ("tandem.dev", "inferencegroups"),
                  "Event": ("", "events")}
-    resources |= {k.kind: (k.api_version.rpartition("/")[0], k.plural) for k in BACKEND_KINDS["kueue"]}
+    resources |= {k.key: (k.api_version.rpartition("/")[0], k.plural) for k in BACKEND_KINDS["kueue"]}
     store = world(shape="block=1,rack=2,host=2")
     for kind in BACKEND_KINDS["kueue"]:
-        store.register_kind(kind.kind, cluster_scoped=not kind.namespaced, status=False)
+        store.register_kind(kind.key, cluster_scoped=not kind.namespaced, status=False)
     store.create({"apiVersion": BACKEND_KINDS["kueue"][1].api_version, "kind": "ResourceFlavor", "metadata": {"name": "gpu"},
                   "spec": {"nodeLabels": {"pool": "gpu"}}})
     store.patch("ClusterTopology", None, "default", {"metadata": {"annotations": {FLAVORS_ANNOTATION: "gpu"}}})
@@ -220,7 +222,7 @@ def _kueue_story() -> set[tuple[str, str, str]]:
     reconcile(cluster, 2.0, settings)
     store.delete("ClusterTopology", None, "default")
     reconcile(cluster, 3.0, settings)
-    assert store.list("Topology") == []
+    assert store.list("Topology.kueue.x-k8s.io") == []
     for kind in watched_kinds(settings):
         cluster.note(kind, "list")
         cluster.note(kind, "watch")

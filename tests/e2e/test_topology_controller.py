@@ -7,8 +7,8 @@ ctopo` columns) and each backend's topology objects appear, valid against the up
 a node added in a new rack, a node removed and a node relabelled are followed within seconds.
 Then the topology controller stops and the group operator, started alone, places a group on
 the same ClusterTopology; deleting that topology is refused with the group named, by
-whichever of the two webhooks runs. KAI's and Kueue's `Topology` share a kind name, so
-Kueue has its own server and run.
+whichever of the two webhooks runs. KAI's and Kueue's `Topology` share a kind name and
+are kept side by side (`topologies.kai.scheduler`, `topologies.kueue.x-k8s.io`).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ UPSTREAM = {
 RESOURCES = {"volcano": "hypernodes.topology.volcano.sh", "kai": "topologies.kai.scheduler",
              "koordinator": "clusternetworktopologies.scheduling.koordinator.sh", "kueue": "topologies.kueue.x-k8s.io"}
 RACK, BLOCK = "network.tandem.dev/rack", "network.tandem.dev/block"
+BACKENDS = ("volcano", "kai", "kueue", "koordinator")
 
 
 def node(name: str, block: str, rack: str) -> dict[str, Any]:
@@ -136,11 +137,11 @@ def refused_deletion(server: ApiServer) -> str:
     return answer.stderr
 
 
-def test_the_topology_controller_alone_keeps_volcano_kai_and_koordinator_in_step_then_the_operator_alone_uses_the_topology(cluster):
+def test_the_topology_controller_alone_keeps_every_backend_in_step_then_the_operator_alone_uses_the_topology(cluster):
     server, work, topology, started = cluster
-    install_upstream(server, "volcano", "kai", "koordinator")
+    install_upstream(server, *BACKENDS)
     port = free_port()
-    controller = start_topology_controller(server, work, "topo-a", "--backends", "volcano,kai,koordinator", "--leader-elect",
+    controller = start_topology_controller(server, work, "topo-a", "--backends", ",".join(BACKENDS), "--leader-elect",
                                            "--webhook-port", str(port), "--manage-webhook-config")
     started.append(controller)
     assert server.kubectl("get", "pods", "-A", "-o", "name").stdout == "", "no operator anywhere: the topology controller runs alone"
@@ -149,12 +150,15 @@ def test_the_topology_controller_alone_keeps_volcano_kai_and_koordinator_in_step
     # The status and each backend's objects appear, valid against the upstream CRDs.
     wanted = {"LEVELS": "block/rack/host", "DOMAINS": "1/2/4", "NODES": "4", "UNLABELED": "0", "READY": "True"}
     wait_for(lambda: columns(server) == {**columns(server), **wanted}, FOLLOW_S, f"kubectl get ctopo to say {wanted}")
-    for backend in ("volcano", "kai", "koordinator"):
+    for backend in BACKENDS:
         objects = wait_for(lambda: managed(server, backend), FOLLOW_S, f"{backend}'s topology objects")
         valid(objects)
         for obj in objects:
             assert obj["metadata"]["ownerReferences"][0]["kind"] == "ClusterTopology"
     assert racks(server) == [{"n-000", "n-001"}, {"n-002", "n-003"}], "a tier-1 HyperNode per rack, its nodes as members (hostname is no tier)"
+    [kai], [kueue] = managed(server, "kai"), managed(server, "kueue")
+    assert (kai["apiVersion"].partition("/")[0], kueue["apiVersion"].partition("/")[0]) == ("kai.scheduler", "kueue.x-k8s.io"), "one kind name, two objects"
+    assert [level["nodeLabel"] for level in kueue["spec"]["levels"]] == [BLOCK, RACK, "kubernetes.io/hostname"]
     status = json.loads(server.kubectl("get", "ctopo", "default", "-o", "json").stdout)["status"]
     assert [(level["name"], level["domains"], level["nodes"]) for level in status["levels"]] == [("block", 1, 4), ("rack", 2, 4), ("host", 4, 4)]
 
@@ -170,7 +174,7 @@ def test_the_topology_controller_alone_keeps_volcano_kai_and_koordinator_in_step
              "a node without its rack label counted, and its emptied rack's HyperNode deleted")
     server.kubectl("label", "node", "n-003", f"{RACK}=rack-1")
     wait_for(lambda: columns(server)["UNLABELED"] == "0" and racks(server) == [{"n-000"}, {"n-002", "n-new"}, {"n-003"}], FOLLOW_S, "labelled again")
-    valid(managed(server, "volcano") + managed(server, "kai") + managed(server, "koordinator"))
+    valid([obj for backend in BACKENDS for obj in managed(server, backend)])
 
     # A group names the topology: the topology controller's own webhook refuses its deletion.
     server.kubectl("create", "namespace", NS)
@@ -193,23 +197,3 @@ def test_the_topology_controller_alone_keeps_volcano_kai_and_koordinator_in_step
     assert f"{NS}/llama" in refused_deletion(server), "the operator's webhook names the group too"
     stop(operator)
     assert managed(server, "volcano"), "the operator never touches the topology controller's objects"
-
-
-def test_the_topology_controller_keeps_kueues_topology_in_step(cluster):
-    server, work, topology, started = cluster
-    install_upstream(server, "kueue")
-    controller = start_topology_controller(server, work, "topo-k", "--backends", "kueue")
-    started.append(controller)
-    server.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(topology))
-    wait_for(lambda: columns(server).get("READY") == "True" and columns(server)["DOMAINS"] == "1/2/4", FOLLOW_S, "the status")
-    [kueue] = wait_for(lambda: managed(server, "kueue"), FOLLOW_S, "Kueue's Topology")
-    valid([kueue])
-    assert [level["nodeLabel"] for level in kueue["spec"]["levels"]] == [BLOCK, RACK, "kubernetes.io/hostname"]
-    server.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(node("n-new", "block-1", "rack-new")))
-    wait_for(lambda: columns(server)["DOMAINS"] == "2/3/5", FOLLOW_S, "a new block and rack counted")
-    server.kubectl("delete", "node", "n-000")
-    wait_for(lambda: columns(server)["NODES"] == "4", FOLLOW_S, "the removed node gone")
-    server.kubectl("label", "node", "n-001", f"{RACK}=rack-1", "--overwrite")
-    wait_for(lambda: columns(server)["DOMAINS"] == "2/2/4", FOLLOW_S, "the relabelled node counted in its new rack")
-    valid(managed(server, "kueue"))
-    stop(controller)

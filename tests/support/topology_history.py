@@ -9,12 +9,13 @@ from support.topology_world import group, levels, node, node_models, topology, t
 from tandem.api.validation import check_topology
 from tandem.backends.registry import get_backend
 from tandem.errors import InputError
+from tandem.topology_controller.kinds import key_of
 from tandem.topology_controller.ownership import FINALIZER, MANAGED_BY_LABEL, TOPOLOGY_LABEL
 from tandem.topology_controller.reconcile import TopologySettings
 
 BACKENDS = ("volcano", "kai")
 SETTINGS = TopologySettings(BACKENDS)
-KINDS = {"volcano": "HyperNode", "kai": "Topology"}
+KINDS = {"volcano": "HyperNode", "kai": "Topology.kai.scheduler"}
 NODES = [f"n{i}" for i in range(6)]
 TOPOLOGIES = ["default", "t2"]
 LEVEL_LISTS = [("block", "rack", "host"), ("rack", "host"), ("block", "rack"), ("rack",), ("rack", "rack")]  # the last one invalid
@@ -98,7 +99,7 @@ def check(world, foreign):
             except InputError:
                 assert "BackendRefused" in degraded["reason"] or f"{backend}: " in degraded["message"]
                 continue
-            taken = {n for n in expected if any(f["kind"] == kind and f["metadata"]["name"] == n for f in foreign)}
+            taken = {n for n in expected if any(key_of(f) == kind and f["metadata"]["name"] == n for f in foreign)}
             assert {n: o["spec"] for n, o in owned_by(world, kind, name).items()} == {n: s for n, s in expected.items() if n not in taken}
             for n in taken:
                 assert f"{kind} {n} exists and is not tandem's" in degraded["message"]
@@ -108,4 +109,4 @@ def check(world, foreign):
             if obj["metadata"].get("labels", {}).get(MANAGED_BY_LABEL) == "tandem" and owner:
                 assert owner in present, f"{kind} {obj['metadata']['name']} names {owner}, which is gone"
     for before in foreign:
-        assert world.get(before["kind"], None, before["metadata"]["name"]) == before
+        assert world.get(key_of(before), None, before["metadata"]["name"]) == before

@@ -32,7 +32,7 @@ def store(clock: Clock | None = None) -> MemoryStore:
     world = MemoryStore(clock=clock or Clock())
     for kinds in BACKEND_KINDS.values():
         for kind in kinds:
-            world.register_kind(kind.kind, cluster_scoped=True, status=False)
+            world.register_kind(kind.key, cluster_scoped=True, status=False)
     world.register_kind("ClusterTopology", cluster_scoped=True, status=True)
     return world
 

@@ -21,6 +21,7 @@ from support.faults.api import Faults, ReplicaApi, Storm
 from support.fuzz import examples
 from support.topology_history import FOREIGN, SETTINGS, check, ops, run
 from support.topology_world import store
+from tandem.topology_controller.kinds import key_of
 from tandem.topology_controller.reconcile import TopologyMemo, reconcile
 
 CODES = (409, 429, 500, 503, 504, "504-applied")
@@ -57,7 +58,7 @@ def test_under_any_storm_nothing_foreign_is_touched_no_used_topology_goes_and_pa
         gone = named - {t["metadata"]["name"] for t in world.list("ClusterTopology")}
         assert not gone, f"ClusterTopology {sorted(gone)} went while a group named it"
         for before in foreign:
-            assert world.get(before["kind"], None, before["metadata"]["name"]) == before
+            assert world.get(key_of(before), None, before["metadata"]["name"]) == before
     event(f"faults injected: {'none' if not faults.injected else 'some'}")
     clock["now"] = float(len(batches))  # the storm is over
     for i in range(SETTLE_PASSES):

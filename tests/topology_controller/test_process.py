@@ -63,7 +63,7 @@ def test_a_pass_whose_writes_failed_retryably_is_retried_with_back_off_and_count
 
     store = world()
     for kind in BACKEND_KINDS["volcano"]:
-        store.register_kind(kind.kind, cluster_scoped=True, status=False)
+        store.register_kind(kind.key, cluster_scoped=True, status=False)
     down = {"on": True}
     cluster = FaultyWriter(store, lambda n, verb: ServiceUnavailable("the API is away") if down["on"] and verb == "create" else None)
     clock = HandClock()
@@ -91,7 +91,7 @@ def test_a_write_that_keeps_failing_retryably_is_retried_ever_more_slowly():
 
     store = world()
     for kind in BACKEND_KINDS["volcano"]:
-        store.register_kind(kind.kind, cluster_scoped=True, status=False)
+        store.register_kind(kind.key, cluster_scoped=True, status=False)
     cluster = FaultyWriter(store, lambda n, verb: ServiceUnavailable("the API is away") if verb == "create" else None)
     clock = HandClock()
     controller = TopologyController(cluster, clock, TopologySettings(("volcano",)), schedule=PassSchedule(debounce=0.2, retry_base=0.5))
@@ -243,7 +243,7 @@ def test_a_write_the_client_fails_on_is_logged_with_its_exception_and_retried(ca
 
     store = world()
     for kind in BACKEND_KINDS["volcano"]:
-        store.register_kind(kind.kind, cluster_scoped=True, status=False)
+        store.register_kind(kind.key, cluster_scoped=True, status=False)
     cluster = FaultyWriter(store, lambda n, verb: ValueError("Expecting value: line 1 column 1 (char 0)") if verb == "create" else None)
     controller = TopologyController(cluster, HandClock(), TopologySettings(("volcano",)), schedule=PassSchedule(retry_base=0.5))
     with caplog.at_level(logging.WARNING, logger="tandem.topology"):

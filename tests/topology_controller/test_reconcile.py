@@ -103,11 +103,11 @@ def test_objects_without_both_labels_are_never_touched():
     half = {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "default", "labels": {MANAGED_BY_LABEL: "tandem"}},
             "spec": {"levels": [{"nodeLabel": "x"}]}}
     world.create(half)
-    before = world.get("Topology", None, "default")
+    before = world.get("Topology.kai.scheduler", None, "default")
     reconcile(world, 1.0, TopologySettings(("kai",)))
-    assert world.get("Topology", None, "default") == before
+    assert world.get("Topology.kai.scheduler", None, "default") == before
     degraded = _condition(world, "Degraded")
-    assert degraded["reason"] == "NameTaken" and "Topology default exists and is not tandem's" in degraded["message"]
+    assert degraded["reason"] == "NameTaken" and "Topology.kai.scheduler default exists and is not tandem's" in degraded["message"]
 
 
 def test_foreign_hypernodes_stop_volcano_for_the_topology_and_say_how_to_adopt():
@@ -267,7 +267,7 @@ def test_a_level_change_rewrites_the_objects():
     assert report.failures == 0
     after = {name: spec for (_, name), spec in _expected(world, "HyperNode").items()}
     assert {o["metadata"]["name"]: o["spec"] for o in _owned(world, "HyperNode")} == after
-    assert world.get("Topology", None, "default")["spec"] == _expected(world, "Topology", backend="kai")[("Topology", "default")]
+    assert world.get("Topology.kai.scheduler", None, "default")["spec"] == _expected(world, "Topology", backend="kai")[("Topology", "default")]
     created, deleted = len(set(after) - set(before)), len(set(before) - set(after))
     updated = sum(1 for n in set(after) & set(before) if after[n] != before[n]) + 1  # and KAI's Topology
     assert created and deleted
@@ -326,11 +326,25 @@ def test_topology_updated_tells_the_writes_that_went_through_not_those_refused()
     assert made and [e["message"] for e in world.list("Event") if e["reason"] == "TopologyUpdated"] == [f"volcano: created {made}, updated 0, deleted 0"]
 
 
-def test_kai_and_kueue_together_are_refused_before_any_write():
+def test_kai_and_kueue_topologies_are_kept_side_by_side_under_their_qualified_kinds():
+    """Both backends' kinds are named `Topology`: each is kept in its own group, and
+    writing one never touches the other."""
     world = _world()
-    with pytest.raises(InputError, match="--backends"):
-        reconcile(world, 1.0, TopologySettings(("kai", "kueue")))
-    assert "finalizers" not in world.get("ClusterTopology", None, "default")["metadata"]
+    both = TopologySettings(("kai", "kueue"))
+    report = reconcile(world, 1.0, both)
+    assert report.failures == 0
+    wanted = {"Topology.kai.scheduler": _expected(world, "Topology", backend="kai"), "Topology.kueue.x-k8s.io": _expected(world, "Topology", backend="kueue")}
+    for key, expected in wanted.items():
+        assert {("Topology", o["metadata"]["name"]): o["spec"] for o in _owned(world, key)} == expected
+        assert report.count("create", key) == 1
+    assert {o["apiVersion"].partition("/")[0] for key in wanted for o in world.list(key)} == {"kai.scheduler", "kueue.x-k8s.io"}
+    assert reconcile(world, 2.0, both).writes == 0
+    [kai] = world.list("Topology.kai.scheduler")
+    [kueue] = world.list("Topology.kueue.x-k8s.io")
+    world.delete("Topology.kai.scheduler", None, kai["metadata"]["name"])
+    report = reconcile(world, 3.0, both)
+    assert report.count("create", "Topology.kai.scheduler") == 1 and report.count("create", "Topology.kueue.x-k8s.io") == 0
+    assert world.list("Topology.kueue.x-k8s.io") == [kueue], "Kueue's Topology was left as it was"
 
 
 def test_a_node_joining_an_existing_rack_renders_nothing_again_and_writes_only_the_status():
@@ -382,4 +396,4 @@ def test_objects_applied_from_tandem_render_are_taken_over_not_called_foreign(ba
 
 
 def _kind(backend):
-    return {"volcano": "HyperNode", "kai": "Topology", "koordinator": "ClusterNetworkTopology"}[backend]
+    return {"volcano": "HyperNode", "kai": "Topology.kai.scheduler", "koordinator": "ClusterNetworkTopology"}[backend]

@@ -18,10 +18,11 @@ from tandem.topology_controller.refusal import Refusal
 class CreateObject:
     obj: Object
     why: str = ""
+    kind: str = ""  # the kind's key, where it is not the object's plain kind (`Topology.kai.scheduler`)
 
     @property
     def target(self) -> tuple[str, str]:
-        return (self.obj["kind"], self.obj["metadata"]["name"])
+        return (self.kind or self.obj["kind"], self.obj["metadata"]["name"])
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ from tandem.topology_controller.actions import (
     TopologyDecisions,
 )
 from tandem.topology_controller.desired import Rendered, desired_objects
-from tandem.topology_controller.kinds import owned_kinds, render_keys
+from tandem.topology_controller.kinds import key_of, owned_kinds, render_keys
 from tandem.topology_controller.observe import TopologyState, World
 from tandem.topology_controller.ownership import FINALIZER, FLAVORS_ANNOTATION, owner_topology
 from tandem.topology_controller.refusal_gate import RefusalGate, refused_message
@@ -197,7 +197,7 @@ def _converge(
     wanted: dict[tuple[str, str], tuple[str, Object]] = {}  # (kind, name) -> (topology, object)
     for topology, _, rendered in renders:
         for obj in rendered.objects:
-            target = (obj["kind"], obj["metadata"]["name"])
+            target = (key_of(obj), obj["metadata"]["name"])
             other = wanted.get(target)
             if other is not None:
                 of(topology)[1].append(Finding("NameTaken", f"{target[0]} {target[1]} is also wanted by ClusterTopology {other[0]!r}, which keeps it"))
@@ -212,7 +212,7 @@ def _converge(
             continue
         current = world.owned.get(kind, {}).get(name)
         if current is None:
-            writes.append(CreateObject(obj, why=f"{kind} {name} is missing"))
+            writes.append(CreateObject(obj, why=f"{kind} {name} is missing", kind=kind))
             continue
         if memo.agreed(target, obj, current):
             in_step[target] = (obj, current)

@@ -21,6 +21,7 @@ from tandem.api.resources import ClusterTopology
 from tandem.backends.registry import get_backend
 from tandem.cluster.ports import Object
 from tandem.errors import InputError
+from tandem.topology_controller.kinds import key_of
 from tandem.topology_controller.ownership import owner_reference, ownership_labels
 
 
@@ -45,7 +46,7 @@ def desired_objects(
     before = previous.made if previous is not None and previous.owner == owner else {}
     made: dict[tuple[str, str], tuple[Object, Object]] = {}
     for obj in objects:
-        target = (obj["kind"], obj["metadata"]["name"])
+        target = (key_of(obj), obj["metadata"]["name"])
         kept = before.get(target)
         made[target] = kept if kept is not None and kept[0] == obj else (obj, _own(obj, owner[0], raw))
     owned = tuple(made[target][1] for target in sorted(made))

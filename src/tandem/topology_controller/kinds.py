@@ -6,20 +6,23 @@ whether the controller makes and deletes objects of the kind; Kueue's ResourceFl
 only patched where a ClusterTopology asks (`tandem.dev/kueue-resource-flavors`), never
 created or deleted.
 
-KAI's and Kueue's `Topology` share a kind name, and tandem's ports, memory store, local
-API server and Kubernetes adapter name objects by kind alone: `--backends` with both is
-refused (`reconcile.check_settings`) until kinds are qualified by group.
+KAI's and Kueue's `Topology` share a kind name, so both are named by their group-qualified
+key (`Topology.kai.scheduler`, `Topology.kueue.x-k8s.io`; `tandem.cluster.kind_keys`) in
+every port call and world, and both backends can be kept by one controller. The other
+kinds keep their plain names.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from tandem.backends.kai import TOPOLOGY_API_VERSION as KAI_TOPOLOGY
 from tandem.backends.koordinator import TOPOLOGY_API_VERSION as KOORDINATOR_TOPOLOGY
 from tandem.backends.kueue import TOPOLOGY_API_VERSION as KUEUE_TOPOLOGY
 from tandem.api.resources import ClusterTopology
 from tandem.backends.volcano import HYPERNODE_API_VERSION, tier_levels
+from tandem.cluster.kind_keys import group_of, object_key, qualified
 
 
 @dataclass(frozen=True)
@@ -29,24 +32,34 @@ class BackendKind:
     plural: str
     namespaced: bool = False
     owned: bool = True  # made and deleted by the controller (else only patched where asked)
+    qualified: bool = False  # named `Kind.group`: another backend's kind has the same name
+
+    @property
+    def key(self) -> str:
+        """How the ports name the kind: `HyperNode`, or `Topology.kai.scheduler` when qualified."""
+        return qualified(self.kind, group_of(self.api_version)) if self.qualified else self.kind
 
 
 RESOURCE_FLAVOR = BackendKind("ResourceFlavor", KUEUE_TOPOLOGY, "resourceflavors", owned=False)
 
 BACKEND_KINDS: dict[str, tuple[BackendKind, ...]] = {
     "volcano": (BackendKind("HyperNode", HYPERNODE_API_VERSION, "hypernodes"),),
-    "kai": (BackendKind("Topology", KAI_TOPOLOGY, "topologies"),),
-    "kueue": (BackendKind("Topology", KUEUE_TOPOLOGY, "topologies"), RESOURCE_FLAVOR),
+    "kai": (BackendKind("Topology", KAI_TOPOLOGY, "topologies", qualified=True),),
+    "kueue": (BackendKind("Topology", KUEUE_TOPOLOGY, "topologies", qualified=True), RESOURCE_FLAVOR),
     "koordinator": (BackendKind("ClusterNetworkTopology", KOORDINATOR_TOPOLOGY, "clusternetworktopologies"),),
 }
 
-# Backends whose kinds share a name: at most one of each set may be enabled at once.
-CLASHING_KINDS: tuple[frozenset[str], ...] = (frozenset({"kai", "kueue"}),)
+QUALIFIED_KEYS = frozenset(k.key for kinds in BACKEND_KINDS.values() for k in kinds if k.qualified)
 
 
 def owned_kinds(backend: str) -> tuple[str, ...]:
-    """The kinds of `backend` the controller makes and deletes."""
-    return tuple(k.kind for k in BACKEND_KINDS[backend] if k.owned)
+    """The keys of the kinds of `backend` the controller makes and deletes."""
+    return tuple(k.key for k in BACKEND_KINDS[backend] if k.owned)
+
+
+def key_of(obj: Mapping[str, Any]) -> str:
+    """The key of a rendered or observed object's kind (`Topology.kueue.x-k8s.io`, `HyperNode`)."""
+    return object_key(obj, QUALIFIED_KEYS)
 
 
 NodeKeys = tuple[tuple[str, ...], frozenset[str]]  # (labels, those of which only presence matters)

@@ -52,7 +52,7 @@ class PassFigures(Protocol):
 def backend_of(kind: str) -> str:
     """The backend a kind belongs to (`tandem` for ClusterTopology, Event and anything else)."""
     for backend, kinds in sorted(BACKEND_KINDS.items()):
-        if any(k.kind == kind for k in kinds):
+        if any(k.key == kind for k in kinds):
             return backend
     return OWN
 

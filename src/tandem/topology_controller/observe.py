@@ -86,7 +86,7 @@ class World:
 def observed_kinds(backends: tuple[str, ...]) -> tuple[str, ...]:
     kinds = list(BASE_KINDS)
     for backend in sorted(backends):
-        kinds += [k.kind for k in BACKEND_KINDS[backend] if k.kind not in kinds]
+        kinds += [k.key for k in BACKEND_KINDS[backend] if k.key not in kinds]
     return tuple(kinds)
 
 
@@ -115,9 +115,9 @@ def observe(reader: Reader, backends: tuple[str, ...], memo: TopologyMemo | None
     for backend in sorted(backends):
         for kind in BACKEND_KINDS[backend]:
             if kind == RESOURCE_FLAVOR:
-                flavors = {name: obj for (_, name), obj in sorted(index.of_kind(kind.kind).items())}
+                flavors = {name: obj for (_, name), obj in sorted(index.of_kind(kind.key).items())}
             else:
-                owned[kind.kind], foreign[kind.kind] = _split(memo, kind.kind, changes)
+                owned[kind.key], foreign[kind.key] = _split(memo, kind.key, changes)
     memo.split = {kind: memo.split[kind] for kind in owned}
     return World(topologies, groups, dict(memo.paths), len(nodes), tuple(sorted(backends)), owned, foreign, flavors, memo)
 

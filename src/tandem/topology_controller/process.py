@@ -45,7 +45,7 @@ def register_backend_kinds(settings: TopologySettings) -> None:
     """Tell the Kubernetes adapter where the managed backends' kinds live in the REST API."""
     for backend in settings.backends:
         for kind in BACKEND_KINDS[backend]:
-            kinds.register(kinds.Kind(kind.kind, kind.api_version, kind.plural, namespaced=kind.namespaced))
+            kinds.register(kinds.Kind(kind.kind, kind.api_version, kind.plural, namespaced=kind.namespaced, qualified=kind.qualified))
 
 
 def run(config: TopologyControllerConfig, connect: Callable[[TopologyControllerConfig, Callable[..., None]], Cluster],

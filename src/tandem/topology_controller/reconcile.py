@@ -23,7 +23,7 @@ from tandem.errors import InputError, Problem
 from tandem.topology_controller.apply import Applied, WriteError, apply
 from tandem.topology_controller.actions import TopologyDecisions
 from tandem.topology_controller.decide import REFUSAL_RETRY_S, decide
-from tandem.topology_controller.kinds import BACKEND_KINDS, CLASHING_KINDS
+from tandem.topology_controller.kinds import BACKEND_KINDS
 from tandem.topology_controller.memo import TopologyMemo
 from tandem.topology_controller.observe import observe, observed_kinds
 from tandem.topology_controller.refusal import Refusal
@@ -89,11 +89,6 @@ def check_settings(settings: TopologySettings) -> list[Problem]:
     unknown = [b for b in settings.backends if b not in BACKEND_KINDS]
     if unknown:
         problems.append(Problem("--backends", f"unknown backend(s) {', '.join(unknown)}: choose from {', '.join(sorted(BACKEND_KINDS))}"))
-    for clash in CLASHING_KINDS:
-        if clash <= set(settings.backends):
-            problems.append(
-                Problem("--backends", f"{' and '.join(sorted(clash))} both name their kind `Topology`, which tandem cannot tell apart yet; run one of them per controller")
-            )
     if len(set(settings.backends)) != len(settings.backends):
         problems.append(Problem("--backends", "a backend is named twice"))
     return problems

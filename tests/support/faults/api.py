@@ -207,7 +207,7 @@ class ReplicaApi:
 
     def _own(self, answer: Object) -> Object:
         meta = answer["metadata"]
-        key = _key(self.store, answer["kind"], meta.get("namespace"), meta["name"])
+        key = _key(self.store, self.store.key_of(answer), meta.get("namespace"), meta["name"])
         self.own[key] = (int(meta["resourceVersion"]), answer, meta.get("uid", ""))
         return answer
 
