@@ -26,15 +26,17 @@ def names(objects: list[dict], kind: str) -> set[str]:
 @pytest.mark.parametrize(
     ("target", "deployments"),
     [("deploy", {"tandem-operator", "tandem-topology-controller"}), ("deploy/overlays/operator-only", {"tandem-operator"}),
-     ("deploy/overlays/topology-only", {"tandem-topology-controller"}), ("deploy/overlays/namespaced", {"tandem-operator", "tandem-topology-controller"})],
+     ("deploy/overlays/topology-only", {"tandem-topology-controller"}), ("deploy/overlays/topology-only-cert-manager", {"tandem-topology-controller"}),
+     ("deploy/overlays/namespaced", {"tandem-operator", "tandem-topology-controller"})],
 )
 def test_each_install_runs_the_controllers_it_names(target, deployments):
     objects = render(target)
     assert names(objects, "Deployment") == deployments
     assert names(objects, "CustomResourceDefinition") == {"clustertopologies.tandem.dev", "inferencegroups.tandem.dev"}
     assert names(objects, "Namespace") >= {"tandem-system"}
-    operator = "tandem-operator" in deployments
-    assert bool(names(objects, "ValidatingWebhookConfiguration")) == operator, "the webhook configuration comes with the operator"
+    # The operator's webhook where it runs (it reviews ClusterTopologies too); the topology controller's only where it runs alone.
+    webhook = "tandem-operator" if "tandem-operator" in deployments else "tandem-topology-controller"
+    assert names(objects, "ValidatingWebhookConfiguration") == {webhook}
     assert ("tandem-topology-controller" in names(objects, "ServiceAccount")) == ("tandem-topology-controller" in deployments)
     assert all(o["metadata"].get("namespace") in (None, "tandem-system", "serving") for o in objects)
 
@@ -53,10 +55,12 @@ def test_the_topology_controller_runs_as_a_well_kept_controller_should():
                                             "capabilities": {"drop": ["ALL"]}}
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz" and container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["resources"]["requests"] and container["resources"]["limits"]
-    assert {p["containerPort"] for p in container["ports"]} == {8080, 8081}, "no webhook port: it serves probes and metrics"
+    assert {p["containerPort"] for p in container["ports"]} == {8080, 8081, 9443}, "probes, metrics and, alone, its ClusterTopology webhook"
+    assert container["args"][-2:] == ["--webhook-port=9443", "--webhook-cert-dir=/certs"]
+    assert spec["priorityClassName"] == "tandem-topology-controller", "its webhook fails closed: its pods are scheduled first"
     assert names(objects, "PodDisruptionBudget") == {"tandem-topology-controller"}
     assert names(objects, "NetworkPolicy") == {"tandem-topology-controller"}
-    assert names(objects, "Service") == {"tandem-topology-metrics"}
+    assert names(objects, "Service") == {"tandem-topology-metrics", "tandem-topology-webhook"}
 
 
 def _rules(path) -> dict[str, set[tuple[str, str, str]]]:

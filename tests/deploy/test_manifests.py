@@ -58,17 +58,18 @@ def _pod_spec(objects: list[dict], name: str = "tandem-operator") -> dict:
     return _deployment(objects, name)["spec"]["template"]
 
 
-WITH_OPERATOR = [t for t in TARGETS if t not in ("deploy/overlays/local", "deploy/overlays/topology-only")]
+TOPOLOGY_ONLY = ("deploy/overlays/topology-only", "deploy/overlays/topology-only-cert-manager")
+WITH_OPERATOR = [t for t in TARGETS if t not in ("deploy/overlays/local", *TOPOLOGY_ONLY)]
 WITH_TOPOLOGY = [t for t in TARGETS if t not in ("deploy/overlays/local", "deploy/overlays/operator-only")]
 
 
 @needs_kubectl
-@pytest.mark.parametrize("target", WITH_OPERATOR)
-def test_the_webhooks_pods_are_scheduled_first(target):
+@pytest.mark.parametrize(("target", "deployment"), [(t, "tandem-operator") for t in WITH_OPERATOR] + [(t, "tandem-topology-controller") for t in TOPOLOGY_ONLY])
+def test_the_webhooks_pods_are_scheduled_first(target, deployment):
     """A fail-closed webhook blocks every write of tandem's kinds while none of its pods runs:
     they carry a priority class the install ships (above ordinary workloads, below system-*)."""
     objects = render(target)
-    name = _pod_spec(objects)["spec"]["priorityClassName"]
+    name = _pod_spec(objects, deployment)["spec"]["priorityClassName"]
     shipped = next(o for o in objects if o["kind"] == "PriorityClass" and o["metadata"]["name"] == name)
     assert 0 < shipped["value"] <= 1_000_000_000 and not shipped.get("globalDefault"), "a user class: at most 1e9, never the default"
 
@@ -128,3 +129,14 @@ def test_the_cert_manager_overlay_injects_the_ca():
     certificate = next(o for o in objects if o["kind"] == "Certificate")
     assert certificate["spec"]["secretName"] == "tandem-webhook-tls"
     assert "tandem-webhook.tandem-system.svc" in certificate["spec"]["dnsNames"]
+
+
+@needs_kubectl
+def test_the_topology_only_cert_manager_overlay_injects_the_ca_into_the_topology_controllers_webhook():
+    objects = render("deploy/overlays/topology-only-cert-manager")
+    [webhook] = [o for o in objects if o["kind"] == "ValidatingWebhookConfiguration"]
+    assert webhook["metadata"]["name"] == "tandem-topology-controller"
+    assert webhook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "tandem-system/tandem-topology-webhook"
+    [certificate] = [o for o in objects if o["kind"] == "Certificate"]
+    assert certificate["metadata"]["name"] == "tandem-topology-webhook" and certificate["spec"]["secretName"] == "tandem-topology-webhook-tls"
+    assert "tandem-topology-webhook.tandem-system.svc" in certificate["spec"]["dnsNames"]

@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 KUBECTL = shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on this machine (kubectl kustomize renders deploy/)")
 TARGETS = ["deploy", "deploy/overlays/local", "deploy/overlays/cert-manager", "deploy/overlays/namespaced", "deploy/overlays/operator-only",
-           "deploy/overlays/topology-only"]
+           "deploy/overlays/topology-only", "deploy/overlays/topology-only-cert-manager"]
 
 
 def rendered_text(target: str) -> str:
