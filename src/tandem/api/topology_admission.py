@@ -15,7 +15,7 @@ the topology controller's), as a pure function of the review's objects and the g
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from pydantic import ValidationError
 
@@ -51,7 +51,7 @@ def review_topology(
 
 def users(name: str, groups: list[dict[str, Any]]) -> list[str]:
     """`namespace/name` of every group naming the topology `name`, sorted."""
-    return sorted(_key(g) for g in groups if _topology_name(g) == name)
+    return sorted(_key(g) for g in groups if named_topology(g) == name)
 
 
 def _checked(obj: dict[str, Any]) -> tuple[ClusterTopology | None, list[Problem]]:
@@ -67,7 +67,7 @@ def _broken_groups(new: ClusterTopology, old: ClusterTopology | None, groups: li
     """A problem per group naming `new` that the change breaks: found against the new levels,
     not against the old ones (or, with no valid old topology, not without one)."""
     out: list[Problem] = []
-    for raw in sorted((g for g in groups if _topology_name(g) == new.metadata.name), key=_key):
+    for raw in sorted((g for g in groups if named_topology(g) == new.metadata.name), key=_key):
         try:
             group = InferenceGroup.model_validate({k: v for k, v in raw.items() if k != "status"})
         except ValidationError:
@@ -94,7 +94,8 @@ def _review_delete(old: dict[str, Any], groups: list[dict[str, Any]]) -> list[Pr
     ]
 
 
-def _topology_name(group: dict[str, Any]) -> str:
+def named_topology(group: Mapping[str, Any]) -> str:
+    """The ClusterTopology a raw InferenceGroup names: `spec.topologyName`, or `default`."""
     spec = group.get("spec")
     name = spec.get("topologyName") if isinstance(spec, dict) else None
     return name if isinstance(name, str) and name else DEFAULT_TOPOLOGY

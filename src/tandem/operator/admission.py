@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from tandem.api.kube import Node
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
-from tandem.api.topology_admission import DEFAULT_TOPOLOGY, review_topology
+from tandem.api.topology_admission import named_topology, review_topology
 from tandem.cluster.payloads import as_pod
 from tandem.cluster.pods import pod_failed
 from tandem.cluster.ports import Reader
@@ -126,7 +126,7 @@ def _onto_a_topology_going(group: InferenceGroup, old: dict[str, Any], reader: R
     moment would be left naming nothing. A group already naming it keeps being admitted (it
     holds the deletion until it goes or moves)."""
     name = group.spec.topology_name
-    if ((old.get("spec") or {}).get("topologyName", DEFAULT_TOPOLOGY) if old else None) == name:
+    if old and named_topology(old) == name:
         return []
     try:
         topology = reader.get("ClusterTopology", None, name)

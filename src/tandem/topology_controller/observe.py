@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from tandem.api.loading import validation_problems
 from tandem.api.resources import ClusterTopology
-from tandem.api.topology_admission import DEFAULT_TOPOLOGY
+from tandem.api.topology_admission import named_topology
 from tandem.api.validation import check_topology
 from tandem.cluster.index import Change
 from tandem.cluster.ports import Object, Reader
@@ -105,7 +105,7 @@ def observe(reader: Reader, backends: tuple[str, ...], memo: TopologyMemo | None
         memo.paths[keys] = NodePaths.of(keys[0], ((name, _labels(obj)) for (_, name), obj in nodes.items()), keys[1])
     memo.keep_only({t.name for t in topologies}, in_use)
     groups = tuple(
-        GroupUse(namespace or "default", name, str((obj.get("spec") or {}).get("topologyName") or DEFAULT_TOPOLOGY))
+        GroupUse(namespace or "default", name, named_topology(obj))
         for (namespace, name), obj in sorted(index.of_kind("InferenceGroup").items())
         if isinstance(obj.get("spec"), dict)
     )
