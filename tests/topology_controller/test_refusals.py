@@ -50,10 +50,10 @@ class _Refusing:
         return self.world.delete(kind, namespace, name, **options)
 
 
-def _world():
+def _world(nodes=None):
     world = store()
     world.create(topology())
-    for n in rack_nodes(2, 2, 2):
+    for n in nodes if nodes is not None else rack_nodes(2, 2, 2):
         world.create(n)
     return world
 
@@ -185,3 +185,19 @@ def test_what_observe_and_decide_hand_on_is_only_what_is_read():
 
     assert [f.name for f in fields(GroupUse)] == ["namespace", "name", "topology"]  # no raw spec nobody reads
     assert [f.name for f in fields(TopologyDecisions)] == ["topologies", "held"]  # no log notes nobody sets
+
+
+def test_a_pass_with_thousands_of_refusals_warns_of_the_first_few_and_counts_the_rest(caplog):
+    """RBAC missing for HyperNodes at scale: the first pass is refused every create; the log
+    gets WARNED_PER_PASS warnings and one line counting the rest, not a line per object."""
+    from tandem.topology_controller.runner import WARNED_PER_PASS
+
+    world = _world(rack_nodes(4, 8, 1))
+    cluster = _Refusing(world, {("create", "HyperNode"): Forbidden("cannot create")})
+    controller = TopologyController(cluster, lambda: 0.0, VOLCANO)
+    with caplog.at_level(logging.WARNING, logger="tandem.topology"):
+        controller.tick(0.0)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    refused = len(set(_creates(cluster)))
+    assert refused > WARNED_PER_PASS + 5
+    assert len(warned) == WARNED_PER_PASS + 1 and warned[-1].startswith(f"and {refused - WARNED_PER_PASS} more failed writes")

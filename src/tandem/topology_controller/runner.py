@@ -30,6 +30,7 @@ from tandem.topology_controller.reconcile import TopologyMemo, TopologyPassRepor
 
 log = logging.getLogger("tandem.topology")
 BATCH_WINDOW_S = 0.2
+WARNED_PER_PASS = 20  # failed writes a pass logs as warnings; the rest are counted, each at DEBUG
 
 
 @dataclass
@@ -61,8 +62,12 @@ class TopologyController(PassLoop[TopologyPassReport]):
                    "held": report.held, "skipped": report.skipped, "events_dropped": report.events_dropped, "requeue_after": report.requeue_after}
         fresh = report.fresh_errors
         log.log(logging.INFO if report.writes or fresh else logging.DEBUG, "pass", extra=figures)
-        for error in fresh:
+        for error in fresh[:WARNED_PER_PASS]:
             log.warning("%s", error, exc_info=error.cause)
+        if len(fresh) > WARNED_PER_PASS:  # RBAC missing for a kind at 65,536 nodes: thousands at once
+            log.warning("and %d more failed writes in this pass (each topology's status says which)", len(fresh) - WARNED_PER_PASS)
+        for error in fresh[WARNED_PER_PASS:]:
+            log.debug("%s", error)
         for error in report.known:
             log.debug("%s (refused again, told before)", error)
         failed = {str(error) for error in report.errors}
