@@ -80,6 +80,11 @@ CASES = [
     ("maxSkew 10%", lambda g: g["spec"]["coordination"].update(scaling={"maxSkew": "10%"}), []),
     ("surge and unavailable both 0", lambda g: g["spec"]["coordination"].update(rollingUpdate={"maxSurge": 0}),
      ["maxSurge and maxUnavailable cannot both be 0: the update could never move"]),
+    ("qosClass without a backend (native)", lambda g: g["spec"].setdefault("scheduler", {}).update(qosClass="LS"),
+     ["qosClass is Koordinator's QoS class: only for backend koordinator"]),
+    ("qosClass for volcano", lambda g: g["spec"].setdefault("scheduler", {}).update(backend="volcano", qosClass="BE"),
+     ["qosClass is Koordinator's QoS class: only for backend koordinator"]),
+    ("qosClass for koordinator", lambda g: g["spec"].setdefault("scheduler", {}).update(backend="koordinator", qosClass="LSR"), []),
     ("surge 0, unavailable 1", lambda g: g["spec"]["coordination"].update(rollingUpdate={"maxSurge": "0%", "maxUnavailable": 1}), []),
 ]
 

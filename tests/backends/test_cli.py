@@ -114,3 +114,49 @@ def test_validate_reports_problems_of_the_backend_each_group_names(run_cli, exam
     assert accepted.exit_code == 0, accepted.stderr
     assert accepted.stdout.strip() == "ok: 64 node(s), 0 pod(s), 1 topology(ies), 1 group(s)"
     assert all(line.startswith("warning: ") for line in accepted.stderr.strip().splitlines())
+
+
+def _write(tmp_path: Path, name: str, objects: list[dict]) -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(objects), encoding="utf-8")
+    return path
+
+
+def _scheduler_group(**scheduler: object) -> dict:
+    from support.builders import group, role
+
+    g = group("llama", [role("prefill", 2, 2, gpus=8), role("decode", 1, 1, gpus=8)], required="rack")
+    g["spec"]["scheduler"] = scheduler
+    return g
+
+
+def test_validate_refuses_what_koordinator_cannot_honour_and_a_qos_class_elsewhere(run_cli, tmp_path: Path) -> None:
+    from support.builders import cluster
+
+    koord = _scheduler_group(backend="koordinator", qosClass="LS")
+    koord["spec"]["roles"][0]["template"]["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]
+    koord["spec"]["roles"][1]["template"]["metadata"] = {"annotations": {"grove.io/auto-mnnvl": "enabled"}}
+    volcano = _scheduler_group(backend="volcano", qosClass="BE")
+    volcano["metadata"]["name"] = "other"
+    nodes = _write(tmp_path, "cluster.yaml", cluster("rack=2,host=4"))
+    for objects, expected in (
+        ([koord], ["spec.roles[0].template.spec.resourceClaims", 'spec.roles[1].template.metadata.annotations["grove.io/auto-mnnvl"]']),
+        ([volcano], ["spec.scheduler.qosClass"]),
+    ):
+        result = run_cli("validate", nodes, _write(tmp_path, "groups.yaml", objects))
+        assert result.exit_code == 2 and result.exception is None
+        assert [line.split(": ")[2] for line in result.stderr.splitlines() if line.startswith("error: ")] == expected
+
+
+def test_render_takes_the_queue_from_the_group_before_the_cli_option(run_cli, tmp_path: Path) -> None:
+    from support.builders import cluster
+
+    nodes = _write(tmp_path, "cluster.yaml", cluster("rack=2,host=4"))
+    own = _write(tmp_path, "own.yaml", [_scheduler_group(backend="volcano", queue="team-a")])
+    plain = _write(tmp_path, "plain.yaml", [_scheduler_group(backend="volcano")])
+    for path, expected in ((own, "team-a"), (plain, "from-cli")):
+        result = run_cli("render", path, "--cluster", nodes, "--queue", "from-cli")
+        assert result.exit_code == 0, result.stderr
+        groups = [d for d in yaml.safe_load_all(result.stdout) if d and d["kind"] == "PodGroup"]
+        assert groups and {g["spec"]["queue"] for g in groups} == {expected}
+    assert "a group's own queue wins" in " ".join(run_cli("render", "--help").stdout.split())

@@ -229,3 +229,47 @@ def test_a_group_may_not_newly_name_a_topology_being_deleted():
     elsewhere = copy.deepcopy(g)
     elsewhere["spec"]["topologyName"] = "other"
     assert not review(request(moved, "UPDATE", old=elsewhere), cluster.snapshot()).allowed, "nor move onto it"
+
+
+def _koordinator_group() -> dict:
+    g = group("koord", [role("prefill", 2, 1, gpus=8), role("decode", 1, 1, gpus=8)], required="rack")  # prefill has an extra
+    g["spec"]["scheduler"] = {"backend": "koordinator"}
+    return g
+
+
+def test_what_the_backend_only_approximates_comes_back_as_warnings_worded_as_tandem_validate_words_them():
+    from tandem.api.resources import ClusterTopology, InferenceGroup
+    from tandem.backends.registry import get_backend
+
+    store = world(shape="block=1,rack=2,host=4")
+    g = _koordinator_group()
+    verdict = review(request(g), store.snapshot())
+    topology = ClusterTopology.model_validate(store.get("ClusterTopology", None, "default"))
+    expected = [str(p) for p in get_backend("koordinator").warnings(InferenceGroup.model_validate(g), topology)]
+    assert verdict.allowed and expected
+    assert list(verdict.warnings) == expected
+    assert verdict.response()["response"]["warnings"] == expected
+    assert [w.split(": ")[0] for w in expected] == ["spec.roles[0].replicas"]  # minimums before extras
+
+
+def test_koordinator_refuses_dra_claims_and_the_mnnvl_annotation_with_their_paths():
+    store = world(shape="block=1,rack=2,host=4")
+    g = _koordinator_group()
+    g["spec"]["roles"][0]["template"]["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]
+    g["spec"]["roles"][1]["template"]["metadata"] = {"annotations": {"grove.io/auto-mnnvl": "enabled"}}
+    verdict = review(request(g), store.snapshot())
+    assert not verdict.allowed
+    assert [p.split(": ")[0] for p in verdict.problems] == [
+        "spec.roles[0].template.spec.resourceClaims",
+        'spec.roles[1].template.metadata.annotations["grove.io/auto-mnnvl"]',
+    ]
+    g["spec"]["scheduler"] = {"backend": "kai"}
+    assert review(request(g), store.snapshot()).allowed
+
+
+def test_a_qos_class_for_another_backend_is_refused_at_its_path():
+    store = world(shape="block=1,rack=2,host=4")
+    g = _koordinator_group()
+    g["spec"]["scheduler"] = {"backend": "volcano", "qosClass": "LS", "queue": "team-a"}
+    verdict = review(request(g), store.snapshot())
+    assert [p.split(": ")[0] for p in verdict.problems] == ["spec.scheduler.qosClass"]

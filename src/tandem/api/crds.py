@@ -44,6 +44,7 @@ _VALIDATORS: dict[Any, dict[str, Any]] = {
     base._dns1123_label: {"maxLength": 63, "pattern": base._DNS1123_LABEL.pattern},
     base._dns1123_subdomain: {"maxLength": 253, "pattern": base._DNS1123_SUBDOMAIN.pattern},
     resources._label_key: {"maxLength": 316, "pattern": resources._LABEL_KEY.pattern},
+    resources._queue_name: {"maxLength": 63, "pattern": base._DNS1123_SUBDOMAIN.pattern},
     resources._int_or_percent_type: {},  # only narrows the error message; the union is the type
     # 0 or more, or one to three digits worth 0..100 and "%", exactly as _PERCENT and its check.
     resources._int_or_percent: {"minimum": 0, "pattern": r"^([0-9]{1,2}|0[0-9]{2}|100)%$"},
@@ -77,6 +78,10 @@ CEL_RULES: dict[str, list[dict[str, str]]] = {
          "message": "minReplicas must be <= replicas", "fieldPath": ".minReplicas"},
         {"rule": "!has(self.workerTemplate) || (has(self.podsPerReplica) && self.podsPerReplica > 1)",
          "message": "workerTemplate is only used when podsPerReplica > 1", "fieldPath": ".workerTemplate"},
+    ],
+    ".spec.scheduler": [
+        {"rule": "!has(self.qosClass) || (has(self.backend) && self.backend == 'koordinator')",
+         "message": "qosClass is Koordinator's QoS class: only for backend koordinator", "fieldPath": ".qosClass"},
     ],
     ".spec.coordination.scaling": [
         {"rule": f"!{_zero('maxSkew', False)}", "message": "maxSkew must be at least 1 (or 1%): scaling could never start",
@@ -190,6 +195,8 @@ DESCRIPTIONS = {
     "RollingUpdate.maxSkew": "How far roles may be apart during an update: an integer or a percentage.",
     "SchedulerSpec.backend": "tandem's own engine (native) or the scheduler whose objects the group is translated into.",
     "SchedulerSpec.gangTimeoutSeconds": "A unit not all Scheduled/Ready by then is released and requeued.",
+    "SchedulerSpec.queue": "The scheduler queue the group's pods go to: the Volcano or KAI Queue, or the Kueue LocalQueue (in the group's namespace); default: `tandem render --queue`, else `default`. Unused by native, koordinator and workload-api.",
+    "SchedulerSpec.qosClass": "Koordinator's QoS class for the group's pods (label koordinator.sh/qosClass): LSE, LSR, LS, BE or SYSTEM; only with backend koordinator.",
     "SchedulerSpec.provisioningClassName": "Ask for nodes for a unit that does not fit with a ProvisioningRequest (autoscaling.x-k8s.io/v1) of this class, e.g. best-effort-atomic-scale-up.autoscaling.x-k8s.io; default: the operator's --provisioning-class (none: off).",
     "AutoscalingSpec.policy": "How the replicas are chosen; the policy's block must be present.",
     "AutoscalingSpec.prefillRole": "The managed prefill role.",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -96,6 +96,8 @@ class PodSpec(KubeModel):
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
     node_name: str | None = None
+    # DRA claims, kept so a backend that cannot honour them (koordinator) can refuse them.
+    resource_claims: list[dict[str, Any]] = Field(default_factory=list)
 
     def requests(self) -> dict[str, int]:
         """Effective pod requests, as kube-scheduler computes them.

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BeforeValidator, Field
 
 from tandem.api.autoscaling import AutoscalingSpec
-from tandem.api.base import DNSLabel, DNSSubdomain, Int32, NonNegativeInt, PositiveInt, StrictModel, Timestamp
+from tandem.api.base import DNSLabel, _dns1123_subdomain, DNSSubdomain, Int32, NonNegativeInt, PositiveInt, StrictModel, Timestamp
 from tandem.api.kube import PodTemplateSpec
 
 API_VERSION = "tandem.dev/v1alpha1"
@@ -50,6 +50,16 @@ def _label_key(value: str) -> str:
 
 IntOrPercent = Annotated[int | str, BeforeValidator(_int_or_percent_type), AfterValidator(_int_or_percent)]
 LabelKey = Annotated[str, Field(strict=True), AfterValidator(_label_key)]
+
+
+def _queue_name(value: str) -> str:
+    """A queue's name: the object's (a DNS-1123 subdomain) and a label value's (63 characters)."""
+    if len(value) > 63:
+        raise ValueError(f"must be at most 63 characters (KAI and Kueue carry it as a label value), got {len(value)}")
+    return _dns1123_subdomain(value)
+
+
+QueueName = Annotated[str, Field(strict=True), AfterValidator(_queue_name)]
 
 
 # ----------------------------------------------------------------------------- metadata
@@ -196,6 +206,13 @@ class SchedulerSpec(StrictModel):
     # ProvisioningRequest of this class (docs/provisioning.md); absent: the operator's
     # --provisioning-class, if any.
     provisioning_class_name: DNSSubdomain | None = None
+    # The scheduler's queue: Volcano/KAI Queue, Kueue LocalQueue (absent: `tandem render
+    # --queue`, else `default`). A DNS-1123 subdomain, as each of those objects' names, and at
+    # most 63 characters: KAI and Kueue carry it as a label value.
+    queue: QueueName | None = None
+    # Koordinator's QoS class, the pod label koordinator.sh/qosClass; the values koordinator-sh/
+    # koordinator apis/extension/qos.go accepts (QoSLSE .. QoSSystem). Only for backend koordinator.
+    qos_class: Literal["LSE", "LSR", "LS", "BE", "SYSTEM"] | None = None
 
 
 class InferenceGroupSpec(StrictModel):

@@ -59,10 +59,18 @@ def hostname_above_narrowest(topology: ClusterTopology) -> list[int]:
 
 def check_group(group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
     """All cross-field rules; topology rules only when the named topology is known."""
-    problems = _check_roles(group) + _check_affinity(group) + _check_coordination(group) + _check_autoscaling(group)
+    problems = _check_roles(group) + _check_affinity(group) + _check_coordination(group) + _check_autoscaling(group) + _check_scheduler(group)
     if topology is not None:
         problems += _check_against_topology(group, topology)
     return problems
+
+
+def _check_scheduler(group: InferenceGroup) -> list[Problem]:
+    """Settings of one backend named with another (also a CEL rule in the CRD)."""
+    scheduler = group.spec.scheduler
+    if scheduler.qos_class is not None and scheduler.backend != "koordinator":
+        return [Problem("spec.scheduler.qosClass", f"is Koordinator's QoS class: only for backend 'koordinator', not {scheduler.backend!r}")]
+    return []
 
 
 def _check_roles(group: InferenceGroup) -> list[Problem]:

@@ -69,6 +69,10 @@ class Backend(ABC):
     def __init__(self, options: BackendOptions | None = None) -> None:
         self.options = options or BackendOptions()
 
+    def queue(self, group: InferenceGroup) -> str:
+        """The queue `group`'s pods go to: the group's `spec.scheduler.queue` wins over the CLI's `--queue`."""
+        return group.spec.scheduler.queue or self.options.queue
+
     @property
     def label(self) -> str:
         """How the capability matrix names this backend (a column)."""

@@ -101,7 +101,7 @@ class KaiBackend(Backend):
         return [self._pod_group(group, unit, topology) for unit in range(group.spec.replicas)]
 
     def _pod_group(self, group: InferenceGroup, unit: int, topology: ClusterTopology | None) -> dict[str, Any]:
-        spec: dict[str, Any] = {"queue": self.options.queue}
+        spec: dict[str, Any] = {"queue": self.queue(group)}
         minimum = sum(role.minimum * role.pods_per_replica for role in group.spec.roles)
         if minimum > 0:
             spec["minMember"] = minimum  # the CRD wants >= 1; no minimum at all leaves it unset
@@ -127,7 +127,7 @@ class KaiBackend(Backend):
             "metadata": {
                 "name": unit_object_name(group, unit),
                 "namespace": group.metadata.namespace,
-                "labels": dict(sorted({**unit_selector(group, unit), QUEUE_LABEL: self.options.queue}.items())),
+                "labels": dict(sorted({**unit_selector(group, unit), QUEUE_LABEL: self.queue(group)}.items())),
             },
             "spec": spec,
         }
@@ -137,7 +137,7 @@ class KaiBackend(Backend):
         pod["metadata"].setdefault("annotations", {})[GROUP_ANNOTATION] = unit_object_name(group, unit)
         labels = pod["metadata"].setdefault("labels", {})
         labels[SUBGROUP_LABEL] = leaf_name(role, replica)
-        labels[QUEUE_LABEL] = self.options.queue
+        labels[QUEUE_LABEL] = self.queue(group)
         add_preferred_affinity(pod, group, topology)
         add_exclusive_anti_affinity(pod, group, topology)
 

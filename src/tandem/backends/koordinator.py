@@ -38,7 +38,7 @@ from tandem.backends.base import (
 )
 from tandem.backends.pods import pod_identity
 from tandem.backends.topology_levels import LevelProblem, group_problems, refuse_levels
-from tandem.errors import Problem
+from tandem.errors import Problem, key_path
 
 API_VERSION = "scheduling.sigs.k8s.io/v1alpha1"
 TOPOLOGY_API_VERSION = "scheduling.koordinator.sh/v1alpha1"
@@ -52,6 +52,15 @@ NODE_LAYER = "NodeTopologyLayer"
 CLUSTER_LAYER = "ClusterTopologyLayer"
 # koord-scheduler reads the ClusterNetworkTopology of this name.
 TOPOLOGY_NAME = "default"
+# The pod label of Koordinator's QoS class (koordinator-sh/koordinator apis/extension: LabelPodQoS).
+QOS_LABEL = "koordinator.sh/qosClass"
+# Grove GREP-537 (ai-dynamo/grove PR #562, docs/proposals/537-koordinator-scheduler-backend,
+# "Scope and Limitations"): MNNVL depends on NVIDIA DRA ComputeDomains and ResourceClaims,
+# which Koordinator's DeviceShare model does not honour, so the backend rejects workloads
+# annotated `grove.io/auto-mnnvl: enabled`; GREP-417 later named the same opt-in
+# `grove.io/mnnvl-group: <group>` ("none" opts out). Both are refused, and so are DRA claims.
+AUTO_MNNVL_ANNOTATION = "grove.io/auto-mnnvl"
+MNNVL_GROUP_ANNOTATION = "grove.io/mnnvl-group"
 
 
 def layer_name(topology: ClusterTopology | None, level: str) -> str:
@@ -107,7 +116,8 @@ class KoordinatorBackend(Backend):
         }
 
     def extra_problems(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
-        return group_problems(topology, _layer_clashes(topology)) if topology is not None else []
+        layers = group_problems(topology, _layer_clashes(topology)) if topology is not None else []
+        return _device_problems(group) + layers
 
     # ------------------------------------------------------------------ group objects
 
@@ -159,6 +169,8 @@ class KoordinatorBackend(Backend):
     def _decorate(self, pod: dict[str, Any], group: InferenceGroup, topology: ClusterTopology | None) -> None:
         unit, role, _, _ = pod_identity(pod)
         pod["metadata"].setdefault("labels", {})[POD_GROUP_LABEL] = unit_object_name(group, unit, role)
+        if group.spec.scheduler.qos_class is not None:
+            pod["metadata"]["labels"][QOS_LABEL] = group.spec.scheduler.qos_class
         add_preferred_affinity(pod, group, topology)
         add_exclusive_anti_affinity(pod, group, topology)
 
@@ -190,6 +202,31 @@ class KoordinatorBackend(Backend):
                 "spec": {"networkTopologySpec": entries},
             }
         ]
+
+
+def _device_problems(group: InferenceGroup) -> list[Problem]:
+    """DRA claims and the MNNVL opt-in in any pod template: Koordinator cannot honour them (GREP-537)."""
+    problems = []
+    for index, role in enumerate(group.spec.roles):
+        templates = [("template", role.template)] + ([("workerTemplate", role.worker_template)] if role.worker_template else [])
+        for field, template in templates:
+            path = f"spec.roles[{index}].{field}"
+            if template.spec.resource_claims:
+                problems.append(Problem(
+                    f"{path}.spec.resourceClaims",
+                    "backend 'koordinator' cannot honour DRA resource claims: koord-scheduler allocates devices "
+                    "through its DeviceShare model, not DRA (Grove GREP-537); remove them, or use another backend",
+                ))
+            annotations = template.metadata.annotations
+            mnnvl = [key for key in (AUTO_MNNVL_ANNOTATION, MNNVL_GROUP_ANNOTATION)
+                     if key in annotations and annotations[key] not in ("disabled", "none")]
+            for key in mnnvl:
+                problems.append(Problem(
+                    f"{path}.metadata.annotations{key_path(key)}",
+                    "backend 'koordinator' cannot honour MNNVL: it needs DRA ComputeDomains, which Koordinator "
+                    "does not schedule (Grove GREP-537); remove the annotation, or use another backend",
+                ))
+    return problems
 
 
 def _layer_clashes(topology: ClusterTopology) -> list[LevelProblem]:

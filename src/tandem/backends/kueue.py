@@ -246,7 +246,7 @@ class KueueBackend(Backend):
             if request:
                 entry["topologyRequest"] = request | {"podIndexLabel": KUEUE_POD_INDEX_LABEL}
             pod_sets.append(entry)
-        spec: dict[str, Any] = {"queueName": self.options.queue, "podSets": pod_sets}
+        spec: dict[str, Any] = {"queueName": self.queue(group), "podSets": pod_sets}
         class_name = priority_class_name(group.spec.priority)
         if class_name:
             spec["priorityClassRef"] = {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": class_name}
@@ -263,7 +263,7 @@ class KueueBackend(Backend):
         shape = podset_of(group, role_name, index)
         workload = unit_object_name(group, unit)
         labels = pod["metadata"].setdefault("labels", {})
-        labels[QUEUE_LABEL] = self.options.queue
+        labels[QUEUE_LABEL] = self.queue(group)
         labels[GROUP_LABEL] = workload
         labels[PREBUILT_LABEL] = workload
         offset = index_offsets(unit_podsets(group), group_name_needed(group))[shape.name]

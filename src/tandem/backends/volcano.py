@@ -191,7 +191,7 @@ class VolcanoBackend(Backend):
         if network:
             spec["networkTopology"] = network
         spec |= priority_class_field(group.spec.priority)
-        spec["queue"] = self.options.queue
+        spec["queue"] = self.queue(group)
         policies = []
         for role in roles:
             if role.pods_per_replica == 1:

@@ -175,7 +175,7 @@ def render(
     workload_api_version: Annotated[
         str, typer.Option("--workload-api-version", help="scheduling.k8s.io version for workload-api: v1alpha3, v1beta1, v1alpha2 or v1alpha1.")
     ] = "v1alpha3",
-    queue: Annotated[str, typer.Option("--queue", help="Volcano/KAI queue or Kueue LocalQueue the pods go to.")] = "default",
+    queue: Annotated[str, typer.Option("--queue", help="Volcano/KAI queue or Kueue LocalQueue the pods go to, for groups without spec.scheduler.queue (a group's own queue wins).")] = "default",
     capabilities: Annotated[bool, typer.Option("--capabilities", help="Print the capability matrix (docs/capabilities.md) and exit.")] = False,
 ) -> None:
     """Print the YAML to `kubectl apply` to run groups on another scheduler (see docs/backends.md)."""

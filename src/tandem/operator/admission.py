@@ -10,8 +10,9 @@ is refused naming the group, and so is deleting it while groups name it.
 A write of an InferenceGroup's scale subresource (`kubectl scale ig`, an HPA) is checked
 as the group it would make: the stored group with the new `spec.replicas`.
 
-Two answers are not refusals but warnings (`kubectl apply` prints them and the object is
-admitted): a group whose minimum could never fit the cluster's nodes even if they were
+Some answers are not refusals but warnings (`kubectl apply` prints them and the object is
+admitted): what the group's scheduler backend keeps only approximately (the same lines
+`tandem validate` prints as `warning:`); a group whose minimum could never fit the cluster's nodes even if they were
 all empty (the engine's UnschedulableAndUnresolvable), which would otherwise sit Pending
 for ever without a word; and a group naming a ClusterTopology that does not exist yet
 (it may be applied next).
@@ -34,6 +35,7 @@ from tandem.api.kube import Node
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.api.topology_admission import named_topology, review_topology
+from tandem.backends.registry import get_backend
 from tandem.cluster.payloads import as_pod
 from tandem.cluster.pods import pod_failed
 from tandem.cluster.ports import Reader
@@ -96,6 +98,9 @@ def _review_group(uid: str, obj: dict[str, Any], operation: str, old: dict[str, 
         problems += [p for p in beyond_capacity(typed, snapshot) if p.path not in said]  # a unit built for each
     if problems:
         return Verdict(uid, False, tuple(str(p) for p in problems))
+    if typed is not None and name in topologies:
+        # What the backend keeps only approximately, worded as `tandem validate` prints it.
+        warnings += [str(p) for p in get_backend(typed.spec.scheduler.backend).warnings(typed, topologies[name])]
     if typed is not None and snapshot is not None and name in topologies:
         warnings += _never_fits(typed, topologies[name], snapshot)
     return Verdict(uid, True, (), tuple(warnings))
