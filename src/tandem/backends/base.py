@@ -57,7 +57,7 @@ SupportKind = TypeVar("SupportKind", Full, Approximate, Unsupported)
 class BackendOptions:
     """Cluster-specific choices a backend needs and the InferenceGroup does not say."""
 
-    queue: str = "default"  # Volcano/KAI queue, Kueue LocalQueue
+    queue: str = "default"  # Volcano/KAI queue, Kueue LocalQueue, for a group without spec.scheduler.queue
     workload_api_version: str = "v1alpha3"  # scheduling.k8s.io version for workload-api
 
 
