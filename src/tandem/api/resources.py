@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BeforeValidator, Field
 
 from tandem.api.autoscaling import AutoscalingSpec
-from tandem.api.base import DNSLabel, _dns1123_subdomain, DNSSubdomain, Int32, NonNegativeInt, PositiveInt, StrictModel, Timestamp
+from tandem.api.base import DNSLabel, DNSSubdomain, Int32, NonNegativeInt, PositiveInt, StrictModel, Timestamp, _dns1123_subdomain
 from tandem.api.kube import PodTemplateSpec
 
 API_VERSION = "tandem.dev/v1alpha1"
