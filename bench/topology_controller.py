@@ -134,7 +134,8 @@ def run(nodes: int, repeats: int, backends: tuple[str, ...], progress: Progress)
         node["metadata"]["labels"].update({HOSTNAME_LABEL: name, RACK_LABEL: rack, BLOCK_LABEL: block})
         return node
 
-    def measure(label: str, change: Callable[[int], None]) -> dict[str, Any]:
+    def passes_after(label: str, change: Callable[[int], None]) -> list[dict[str, Any]]:
+        """`repeats` times: the change, the pass it needs (timed), and a check that the next writes nothing."""
         nonlocal now
         rows = []
         progress.update(task, description=f"{len(names)} nodes: {label}")
@@ -144,6 +145,10 @@ def run(nodes: int, repeats: int, backends: tuple[str, ...], progress: Progress)
             now += 1.0
             assert run_pass(now)["objects_written"] == 0  # up to date after one pass
             now += 1.0
+        return rows
+
+    def measure(label: str, change: Callable[[int], None]) -> dict[str, Any]:
+        rows = passes_after(label, change)
         out = {"suite": "topology-controller", "case": "node-event", "event": label, **sizes, "repeats": repeats}
         for key in ("ms", "observe_ms", "decide_ms", "apply_ms", "objects_written", "hypernodes_written"):
             out.update(_summary(rows, key))
@@ -162,14 +167,7 @@ def run(nodes: int, repeats: int, backends: tuple[str, ...], progress: Progress)
         for _ in range(HOSTS_PER_RACK):
             store.create(new_node(f"rack-new-{i}", label_of(names[0])[BLOCK_LABEL]))
 
-    rack_rows = []
-    progress.update(task, description=f"{len(names)} nodes: racks added")
-    for i in range(repeats):
-        add_rack(i)
-        rack_rows.append(run_pass(now))
-        now += 1.0
-        assert run_pass(now)["objects_written"] == 0
-        now += 1.0
+    rack_rows = passes_after("racks added", add_rack)
     total = len(store.snapshot().list("HyperNode")) if "volcano" in backends else 0
     rack = {"suite": "topology-controller", "case": "rack-added", **sizes, "hosts_per_rack": HOSTS_PER_RACK, "repeats": repeats,
             "hypernodes_total": total, "passes_to_settle": passes, "settle_s": round(settle_s, 1), "goal_ms_at_65536_nodes": 1000}

@@ -17,8 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from tandem.cluster.ports import ApiError, NotFound, Writer
-from tandem.cluster.writes import WriteError
-from tandem.cluster.writes import RecordEvent
+from tandem.cluster.writes import RecordEvent, WriteError
 from tandem.topology_controller.actions import (
     CreateObject,
     DeleteObject,
