@@ -179,6 +179,20 @@ def test_a_pass_after_the_first_lists_no_node_not_even_for_its_metrics():
     assert f"tandem_topology_nodes {float(len(store.list('Node')))}" in controller.metrics.exposition().decode()
 
 
+def test_the_unlabeled_gauge_follows_the_pass_and_a_topology_gone_drops_its_series():
+    store = world()
+    store.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "bare", "labels": {}}, "spec": {}, "status": {}})
+    controller = TopologyController(store, HandClock(), TopologySettings())
+    assert controller.tick(0.0) is not None
+    exposition = controller.metrics.exposition().decode()
+    unlabeled = store.get("ClusterTopology", None, "default")["status"]["unlabeledNodes"]
+    assert unlabeled >= 1 and f'tandem_topology_unlabeled_nodes{{topology="default"}} {float(unlabeled)}' in exposition
+    store.patch("ClusterTopology", None, "default", {"metadata": {"finalizers": None}})
+    store.delete("ClusterTopology", None, "default")
+    controller.changed()
+    assert controller.tick(1.0) is not None
+    assert "tandem_topology_unlabeled_nodes{" not in controller.metrics.exposition().decode()
+
 def test_the_process_runs_passes_serves_its_metrics_and_releases_its_own_lease(caplog):
     store = world()
     config = TopologyControllerConfig(leader_elect=True, identity="topo", metrics_port=free_port(), health_port=free_port(), bind_host="127.0.0.1")

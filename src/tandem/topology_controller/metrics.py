@@ -8,7 +8,7 @@
 | tandem_topology_write_failures_total | counter | |
 | tandem_topology_topologies | gauge | (ClusterTopologies seen by the last pass) |
 | tandem_topology_nodes | gauge | (nodes seen by the last pass) |
-| tandem_topology_unlabeled_nodes | gauge | topology (nodes lacking one of its levels' labels, from its status) |
+| tandem_topology_unlabeled_nodes | gauge | topology (nodes lacking one of its levels' labels, as its status counts them) |
 | tandem_topology_leader | gauge | (1 when this process holds its Lease) |
 | tandem_topology_leader_election_errors_total | counter | code |
 | tandem_topology_last_successful_pass_timestamp_seconds | gauge | |
@@ -29,7 +29,6 @@ from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTO
 from prometheus_client import Counter as PromCounter
 from prometheus_client.exposition import generate_latest
 
-from tandem.cluster.ports import Reader
 from tandem.topology_controller.kinds import BACKEND_KINDS
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -47,6 +46,15 @@ class PassFigures(Protocol):
 
     @property
     def by_kind(self) -> Iterable[tuple[tuple[str, str], int]]: ...  # successful writes: ((verb, kind), count)
+
+    @property
+    def topologies(self) -> int: ...
+
+    @property
+    def nodes(self) -> int: ...
+
+    @property
+    def unlabeled(self) -> Iterable[tuple[str, int]]: ...  # (topology, nodes lacking one of its level labels)
 
 
 def backend_of(kind: str) -> str:
@@ -90,18 +98,16 @@ class TopologyMetrics:
         if report.failures:
             self.failures.inc(report.failures)
 
-    def observe_cluster(self, reader: Reader, nodes: int) -> None:
-        """Topologies, nodes (as the pass counted them: listing every node again would cost
-        more than the pass) and each topology's unlabeled nodes, as the pass left them; a
-        topology that is gone loses its series."""
-        topologies = reader.list("ClusterTopology")
-        self.topologies.set(len(topologies))
-        self.nodes.set(nodes)
+    def observe_cluster(self, report: PassFigures) -> None:
+        """Topologies, nodes and each topology's unlabeled nodes, as the pass counted them
+        (reading the cluster again would cost more than the pass); a topology that is gone
+        loses its series."""
+        self.topologies.set(report.topologies)
+        self.nodes.set(report.nodes)
         present = set()
-        for topology in topologies:
-            name = str(topology["metadata"]["name"])
+        for name, unlabeled in report.unlabeled:
             present.add(name)
-            self.unlabeled.labels(topology=name).set(int((topology.get("status") or {}).get("unlabeledNodes") or 0))
+            self.unlabeled.labels(topology=name).set(unlabeled)
         for gone in sorted(self._unlabeled_series - present):
             self.unlabeled.remove(gone)
         self._unlabeled_series = present

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from tandem.api.topology_status import EXAMPLES
 from tandem.cluster.ports import Cluster
 from tandem.errors import InputError, Problem
 from tandem.topology_controller.apply import Applied, WriteError, apply
@@ -25,7 +26,7 @@ from tandem.topology_controller.actions import TopologyDecisions
 from tandem.topology_controller.decide import REFUSAL_RETRY_S, decide
 from tandem.topology_controller.kinds import BACKEND_KINDS
 from tandem.topology_controller.memo import TopologyMemo
-from tandem.topology_controller.observe import observe, observed_kinds
+from tandem.topology_controller.observe import World, observe, observed_kinds
 from tandem.topology_controller.refusal import Refusal
 from tandem.topology_controller.refusal_gate import refusal_target, write_key
 
@@ -46,6 +47,7 @@ class TopologySettings:
 class TopologyPassReport:
     topologies: int
     nodes: int = 0  # nodes the pass saw (the metrics' gauge: no list of every node after each pass)
+    unlabeled: tuple[tuple[str, int], ...] = ()  # (topology, nodes lacking one of its level labels), by name
     created: int = 0
     patched: int = 0
     deleted: int = 0
@@ -112,7 +114,17 @@ def reconcile(cluster: Cluster, now: float, settings: TopologySettings = Topolog
         requeue_after = REFUSAL_REQUEUE_S
     elif memo is not None and memo.refused:
         requeue_after = max(min(r.at for r in memo.refused.values()) + settings.refusal_retry - now, 0.0)
-    return _report(len(world.topologies), world.nodes, applied, known, len(decisions.held), requeue_after)
+    return _report(len(world.topologies), world.nodes, _unlabeled(world), applied, known, len(decisions.held), requeue_after)
+
+
+def _unlabeled(world: World) -> tuple[tuple[str, int], ...]:
+    """Per topology, the nodes its status counts as unlabeled (the per-level counts are kept
+    per change, so this costs no walk over the nodes); 0 for one whose levels do not parse."""
+    out = []
+    for state in world.topologies:
+        counts = world.paths[state.level_keys].counts(EXAMPLES) if state.level_keys is not None else None
+        out.append((state.name, 0 if counts is None else counts.total - counts.placeable))
+    return tuple(out)
 
 
 def _remember_refusals(memo: TopologyMemo, decisions: TopologyDecisions, applied: Applied, now: float) -> tuple[list[WriteError], bool]:
@@ -134,10 +146,11 @@ def _remember_refusals(memo: TopologyMemo, decisions: TopologyDecisions, applied
     return known, {(t, r.key) for t, r in kept.items()} != {(t, r.key) for t, r in before.items()}
 
 
-def _report(topologies: int, nodes: int, applied: Applied, known: list[WriteError], held: int, requeue_after: float | None) -> TopologyPassReport:
+def _report(topologies: int, nodes: int, unlabeled: tuple[tuple[str, int], ...], applied: Applied, known: list[WriteError], held: int, requeue_after: float | None) -> TopologyPassReport:
     return TopologyPassReport(
         topologies=topologies,
         nodes=nodes,
+        unlabeled=unlabeled,
         known=tuple(known),
         held=held,
         requeue_after=requeue_after,

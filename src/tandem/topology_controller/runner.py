@@ -52,7 +52,7 @@ class TopologyController(PassLoop[TopologyPassReport]):
 
     def _observe(self, report: TopologyPassReport, elapsed: float) -> None:
         self.metrics.observe_pass(report, elapsed)
-        self.metrics.observe_cluster(self.cluster.snapshot(), report.nodes)
+        self.metrics.observe_cluster(report)
 
     def _log(self, report: TopologyPassReport, elapsed: float) -> None:
         """The pass's figures (at DEBUG when it wrote nothing and nothing new failed), then a
