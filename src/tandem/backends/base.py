@@ -159,9 +159,25 @@ class Backend(ABC):
             return [priority_class(group.spec.priority)]
         return []
 
-    @abstractmethod
     def group_objects(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[dict[str, Any]]:
-        """The scheduler's own objects for the group (PodGroups, Workloads, ...), without pods."""
+        """The scheduler's own objects for the group (PodGroups, Workloads, ...), without pods:
+        those of the whole group, then each unit's."""
+        objects = self.shared_objects(group, topology)
+        for unit in range(group.spec.replicas):
+            objects += self.unit_objects(group, topology, unit)
+        return objects
+
+    def shared_objects(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[dict[str, Any]]:
+        """The scheduler's objects for the group as a whole (the Workload API's Workload), none by default."""
+        return []
+
+    @abstractmethod
+    def unit_objects(
+        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None
+    ) -> list[dict[str, Any]]:
+        """The scheduler's objects for one unit. The operator passes the unit's current step as
+        `group` (`step_view`), so a gang's minimum is what the step admitted, not the target;
+        `manifest` is the group as written, for a backend that copies pod templates."""
 
     @abstractmethod
     def render_topology(self, topology: ClusterTopology, nodes: Sequence[Node]) -> list[dict[str, Any]]:
@@ -206,6 +222,19 @@ class Backend(ABC):
                 f"({', '.join(sorted(levels))}) for backend {self.label!r}; add it with --cluster",
             )
         ]
+
+
+def step_view(group: InferenceGroup, admitted: Mapping[str, int], extent: Mapping[str, int] | None = None) -> InferenceGroup:
+    """`group` as one unit's current step, for its gang objects: each role's minimum no more
+    than its `admitted` replicas (a gang never waits for replicas coordination holds back),
+    and its replicas up to `extent` (the highest admitted index + 1, so an object named per
+    replica exists for each admitted one; `admitted` when not given)."""
+    extent = admitted if extent is None else extent
+    roles = []
+    for role in group.spec.roles:
+        count, reach = admitted.get(role.name, 0), extent.get(role.name, admitted.get(role.name, 0))
+        roles.append(role.model_copy(update={"replicas": max(reach, count), "min_replicas": min(role.minimum, count)}))
+    return group.model_copy(update={"spec": group.spec.model_copy(update={"roles": roles})})
 
 
 def referenced_levels(group: InferenceGroup) -> set[str]:

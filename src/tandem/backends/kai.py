@@ -28,6 +28,7 @@ from tandem.backends.base import (
     PREFERRED_AFFINITY_AS_POD_AFFINITY,
     Approximate,
     Backend,
+    Manifest,
     Full,
     Support,
     Unsupported,
@@ -97,8 +98,10 @@ class KaiBackend(Backend):
 
     # ------------------------------------------------------------------ group objects
 
-    def group_objects(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[dict[str, Any]]:
-        return [self._pod_group(group, unit, topology) for unit in range(group.spec.replicas)]
+    def unit_objects(
+        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None
+    ) -> list[dict[str, Any]]:
+        return [self._pod_group(group, unit, topology)]
 
     def _pod_group(self, group: InferenceGroup, unit: int, topology: ClusterTopology | None) -> dict[str, Any]:
         spec: dict[str, Any] = {"queue": self.queue(group)}

@@ -26,6 +26,7 @@ from tandem.backends.base import (
     PREFERRED_AFFINITY_AS_POD_AFFINITY,
     Approximate,
     Backend,
+    Manifest,
     Full,
     Support,
     Unsupported,
@@ -121,37 +122,38 @@ class KoordinatorBackend(Backend):
 
     # ------------------------------------------------------------------ group objects
 
-    def group_objects(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[dict[str, Any]]:
+    def unit_objects(
+        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None
+    ) -> list[dict[str, Any]]:
         objects = []
         namespace = group.metadata.namespace
         network = self._network_spec(group, topology)
-        for unit in range(group.spec.replicas):
-            members = [f"{namespace}/{unit_object_name(group, unit, role.name)}" for role in group.spec.roles]
-            for role in group.spec.roles:
-                annotations = {
-                    GROUPS_ANNOTATION: json.dumps(members, separators=(",", ":")),
-                    MODE_ANNOTATION: "Strict",
-                    TOTAL_ANNOTATION: str(role.replicas * role.pods_per_replica),
+        members = [f"{namespace}/{unit_object_name(group, unit, role.name)}" for role in group.spec.roles]
+        for role in group.spec.roles:
+            annotations = {
+                GROUPS_ANNOTATION: json.dumps(members, separators=(",", ":")),
+                MODE_ANNOTATION: "Strict",
+                TOTAL_ANNOTATION: str(role.replicas * role.pods_per_replica),
+            }
+            if network is not None:
+                annotations[NETWORK_ANNOTATION] = network
+            spec: dict[str, Any] = {
+                "minMember": role.minimum * role.pods_per_replica,
+                "scheduleTimeoutSeconds": group.spec.scheduler.gang_timeout_seconds,
+            }
+            objects.append(
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": "PodGroup",
+                    "metadata": {
+                        "name": unit_object_name(group, unit, role.name),
+                        "namespace": namespace,
+                        "labels": unit_selector(group, unit, role.name),
+                        "annotations": dict(sorted(annotations.items())),
+                    },
+                    "spec": spec,
                 }
-                if network is not None:
-                    annotations[NETWORK_ANNOTATION] = network
-                spec: dict[str, Any] = {
-                    "minMember": role.minimum * role.pods_per_replica,
-                    "scheduleTimeoutSeconds": group.spec.scheduler.gang_timeout_seconds,
-                }
-                objects.append(
-                    {
-                        "apiVersion": API_VERSION,
-                        "kind": "PodGroup",
-                        "metadata": {
-                            "name": unit_object_name(group, unit, role.name),
-                            "namespace": namespace,
-                            "labels": unit_selector(group, unit, role.name),
-                            "annotations": dict(sorted(annotations.items())),
-                        },
-                        "spec": spec,
-                    }
-                )
+            )
         return objects
 
     @staticmethod

@@ -211,8 +211,11 @@ class KueueBackend(Backend):
 
     # ------------------------------------------------------------------ group objects
 
-    def group_objects(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[dict[str, Any]]:
-        return self._group_and_pods(group, topology, None)[0]
+    def unit_objects(
+        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None
+    ) -> list[dict[str, Any]]:
+        pods = [self.prepare_pod(pod, group, topology) for pod in unit_pods(group, unit, manifest)]
+        return [self._workload(group, topology, unit, pods)] if pods else []  # a Workload needs at least one PodSet
 
     def applied_objects(self, group: InferenceGroup, topology: ClusterTopology | None, manifest: Manifest | None) -> list[dict[str, Any]]:
         """The Workloads are built from the prepared pods, so each PodSet's template is its pods' spec."""

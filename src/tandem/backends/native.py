@@ -43,6 +43,11 @@ class NativeBackend(Backend):
                 raw["workerTemplate"] = modelled_template(role.worker_template)
         return [dumped]
 
+    def unit_objects(
+        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None
+    ) -> list[dict[str, Any]]:
+        return []  # tandem's controller places the group itself
+
     def topology_problems(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[Problem]:
         return []  # the group is applied as written; tandem's controller reads the topology itself
 

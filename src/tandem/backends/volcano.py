@@ -38,6 +38,7 @@ from tandem.backends.base import (
     PREFERRED_AFFINITY_AS_POD_AFFINITY,
     Approximate,
     Backend,
+    Manifest,
     Full,
     Support,
     Unsupported,
@@ -178,8 +179,10 @@ class VolcanoBackend(Backend):
 
     # ------------------------------------------------------------------ group objects
 
-    def group_objects(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[dict[str, Any]]:
-        return [self._pod_group(group, unit, topology) for unit in range(group.spec.replicas)]
+    def unit_objects(
+        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None
+    ) -> list[dict[str, Any]]:
+        return [self._pod_group(group, unit, topology)]
 
     def _pod_group(self, group: InferenceGroup, unit: int, topology: ClusterTopology | None) -> dict[str, Any]:
         roles = group.spec.roles

@@ -41,6 +41,7 @@ from tandem.backends.base import (
     Approximate,
     Backend,
     BackendOptions,
+    Manifest,
     Full,
     Support,
     Unsupported,
@@ -178,11 +179,13 @@ class WorkloadApiBackend(Backend):
 
     # ------------------------------------------------------------------ group objects
 
-    def group_objects(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[dict[str, Any]]:
-        objects = [self._workload(group, topology)]
-        for unit in range(group.spec.replicas):
-            objects += self._runtime_objects(group, unit, topology)
-        return objects
+    def shared_objects(self, group: InferenceGroup, topology: ClusterTopology | None) -> list[dict[str, Any]]:
+        return [self._workload(group, topology)]
+
+    def unit_objects(
+        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None
+    ) -> list[dict[str, Any]]:
+        return self._runtime_objects(group, unit, topology)
 
     def _workload(self, group: InferenceGroup, topology: ClusterTopology | None) -> dict[str, Any]:
         spec: dict[str, Any] = {
