@@ -19,3 +19,24 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             out[key] = merge_patch(out.get(key), value)
     return out
+
+
+SAME: Any = object()  # what `merge_diff` answers when nothing differs
+
+
+def merge_diff(current: Any, wanted: Any) -> Any:
+    """The merge patch taking `current` to `wanted`, or `SAME` when they are equal: keys
+    `wanted` lacks are nulled, mappings are compared key by key, anything else replaced."""
+    if current == wanted:
+        return SAME
+    if not isinstance(current, Mapping) or not isinstance(wanted, Mapping):
+        return wanted
+    out: dict[str, Any] = {}
+    for key, value in wanted.items():
+        part = merge_diff(current.get(key), value) if key in current else value
+        if part is not SAME:
+            out[key] = part
+    for key in current:
+        if key not in wanted:
+            out[key] = None
+    return out

@@ -41,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from tandem.api.merge import SAME, merge_diff
 from tandem.api.timestamps import seconds
 from tandem.api.topology_status import EXAMPLES
 from tandem.backends.koordinator import TOPOLOGY_NAME as KOORDINATOR_TOPOLOGY_NAME
@@ -248,8 +249,8 @@ def _patch(current: Object, wanted: Object) -> dict[str, Any] | None:
     # another topology, Koordinator's, loses the other's)
     topology_refs = [r for r in refs if r.get("kind") == "ClusterTopology"]
     has_ref = len(topology_refs) == 1 and topology_refs[0].get("uid") == ours["uid"]
-    spec_patch = _diff(current.get("spec"), wanted.get("spec"))
-    if not label_patch and has_ref and spec_patch is _SAME:
+    spec_patch = merge_diff(current.get("spec"), wanted.get("spec"))
+    if not label_patch and has_ref and spec_patch is SAME:
         return None
     body: dict[str, Any] = {}
     if label_patch or not has_ref:
@@ -258,29 +259,9 @@ def _patch(current: Object, wanted: Object) -> dict[str, Any] | None:
             body["metadata"]["labels"] = label_patch
         if not has_ref:
             body["metadata"]["ownerReferences"] = [r for r in refs if r.get("kind") != "ClusterTopology"] + [ours]
-    if spec_patch is not _SAME:
+    if spec_patch is not SAME:
         body["spec"] = spec_patch
     return body
-
-
-_SAME = object()
-
-
-def _diff(current: Any, wanted: Any) -> Any:
-    """The RFC 7386 merge patch taking `current` to `wanted` (`_SAME` when equal)."""
-    if current == wanted:
-        return _SAME
-    if not isinstance(current, Mapping) or not isinstance(wanted, Mapping):
-        return wanted
-    out: dict[str, Any] = {}
-    for key, value in wanted.items():
-        part = _diff(current.get(key), value) if key in current else value
-        if part is not _SAME:
-            out[key] = part
-    for key in current:
-        if key not in wanted:
-            out[key] = None
-    return out
 
 
 def _flavors(world: World, plan: _Plan, topology_name: str) -> None:
