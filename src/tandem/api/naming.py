@@ -12,6 +12,7 @@ REVISION_LABEL = LABEL_PREFIX + "revision"  # the template revision a pod was ma
 # On pods of a group with `spec.topology.exclusive`: the level, so later plans know which
 # domains running exclusive units hold.
 EXCLUSIVE_LABEL = LABEL_PREFIX + "exclusive"
+BACKEND_LABEL = LABEL_PREFIX + "backend"  # on a delegated group's pods: the scheduler they were made for
 MAX_POD_NAME = 63
 # The extended resource tandem counts as GPUs (capacity figures, serving, autoscaling budgets).
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -4,8 +4,8 @@ A delegated group's gang objects (PodGroups, Workloads, ...) are namespaced and 
 the group; the operator lists, watches, creates, merge-patches and deletes exactly these
 (and RBAC grants exactly these, one kustomize component per backend: deploy/components/).
 Three schedulers call their gang `PodGroup` and two call theirs `Workload`, so every kind
-here is named by its group-qualified key (`PodGroup.scheduling.volcano.sh`;
-`tandem.cluster.kind_keys`) in every port call and world.
+here is named by its group-qualified key (`PodGroup.scheduling.volcano.sh`,
+as `tandem.cluster.kind_keys` names kinds) in every port call and world.
 
 A backend is live when the API server serves every kind it needs (its CRDs are installed
 and established, or, for the Workload API, the built-in group is enabled); the operator
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 from tandem.backends import kai, koordinator, kueue, volcano
 from tandem.backends.workload_api import DEFAULT_VERSION, GROUP as WORKLOAD_API_GROUP
-from tandem.cluster.kind_keys import group_of, qualified
 
 
 @dataclass(frozen=True)
@@ -36,11 +35,11 @@ class DelegatedKind:
     @property
     def key(self) -> str:
         """How the ports name the kind: `PodGroup.scheduling.volcano.sh`; `PriorityClass`."""
-        return qualified(self.kind, self.group) if self.qualified else self.kind
+        return f"{self.kind}.{self.group}" if self.qualified else self.kind  # as `cluster.kind_keys.qualified` names it
 
     @property
     def group(self) -> str:
-        return group_of(self.api_version)
+        return self.api_version.rpartition("/")[0]
 
     @property
     def crd(self) -> str:
@@ -79,3 +78,6 @@ def kind_by_key(key: str) -> DelegatedKind:
             if kind.key == key:
                 return kind
     raise KeyError(key)
+
+
+ALL_KEYS = delegated_keys(DELEGATED_BACKENDS)  # every gang kind of every delegated backend

@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable, Mapping
 
 from tandem.api.naming import GROUP_LABEL
+from tandem.backends.delegated_kinds import ALL_KEYS as GANG_KINDS
 from tandem.cluster.ports import NotFound, Object, Reader
 
 Name = tuple[str, str]  # (namespace or "", name)
 GroupKey = tuple[str, str]  # (namespace, group name)
 # The kinds whose objects belong to a group by its label (besides its pods): its headless
-# Service and peers files, and (when provisioning is on) the capacity requests of its units.
-COMPANION_KINDS = ("Service", "ConfigMap", "PodTemplate", "ProvisioningRequest")
+# Service and peers files, (when provisioning is on) the capacity requests of its units, and
+# (when it is delegated) its scheduler's gang objects.
+COMPANION_KINDS = ("Service", "ConfigMap", "PodTemplate", "ProvisioningRequest", *GANG_KINDS)
 
 
 @dataclass(frozen=True)

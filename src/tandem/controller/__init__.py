@@ -6,6 +6,7 @@ package exports; its modules are its own (an import-linter contract keeps them s
 """
 
 from tandem.controller.autoscaler import AutoscaleReport, Metrics, autoscale
+from tandem.controller.delegation import DelegationSettings
 from tandem.controller.observe import OBSERVED_KINDS
 from tandem.controller.provisioning import PROVISIONING_KINDS, ProvisioningSettings
 from tandem.controller.reconcile import Change, Memo, PassReport, Placer, WriteError, reconcile
@@ -14,6 +15,7 @@ from tandem.controller.validity import group_problems, topologies_of
 __all__ = [
     "AutoscaleReport",
     "Change",
+    "DelegationSettings",
     "Memo",
     "Metrics",
     "OBSERVED_KINDS",

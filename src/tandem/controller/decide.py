@@ -54,7 +54,9 @@ from collections import Counter
 from tandem.api.group_status import RECONCILE_KEYS, UNIT_STATES, InferenceGroupStatus, RoleStatus, UnitState, UnitStatus, list_units, worded
 from tandem.api.merge import merge_patch
 from tandem.api.naming import GROUP_LABEL, PEERS_FILE, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
-from tandem.api.resources import InferenceGroup
+from tandem.api.resources import ClusterTopology, InferenceGroup
+from tandem.backends.base import Backend
+from tandem.cluster.kind_keys import object_key
 from tandem.api.timestamps import rfc3339, seconds
 from tandem.cluster.writes import RecordEvent
 from tandem.controller.actions import Action, CreateObject, Decisions, DeleteObject, GroupActions, PatchObject, PatchStatus
@@ -63,6 +65,19 @@ from tandem.cluster.payloads import PodPayload, as_object, as_pod
 from tandem.cluster.pods import assigned_node, pod_failed, pod_index
 from tandem.cluster.ports import Object, ObjectRef
 from tandem.cluster.replicas import UnitRead, creation_of, creations_whole, is_functional, minimum_placed, replicas_of_unit, unit_replicas
+from tandem.controller.backend_words import Words, unit_words
+from tandem.backends.delegated_kinds import ALL_KEYS as GANG_KINDS
+from tandem.controller.delegation import (
+    NATIVE,
+    DelegationSettings,
+    admission_patch,
+    delegated_pod,
+    desired_gang_objects,
+    gang_writes,
+    liveness,
+    pod_backend,
+    priority_class_for,
+)
 from tandem.controller.domains import unit_domain
 from tandem.controller.event_digest import digest
 from tandem.controller.health import Health, verdict
@@ -84,9 +99,16 @@ PodKey = tuple[str, str]  # (namespace, name)
 _AFTER_DEADLINE_S = 1e-3
 
 
-def decide(state: ClusterState, now: float, placer: Placer = place, provisioning: ProvisioningSettings = ProvisioningSettings()) -> Decisions:
+def decide(
+    state: ClusterState,
+    now: float,
+    placer: Placer = place,
+    provisioning: ProvisioningSettings = ProvisioningSettings(),
+    delegation: DelegationSettings = DelegationSettings(),
+) -> Decisions:
     expected = _Expected(state.pods)  # pods as they will be
     drafts, deadlines = [], []
+    classes: set[str] = set()  # PriorityClasses this pass creates (one create per name, whichever group asks first)
     skipped = 0
     capacities: dict[str, Capacity] = {}  # per topology, built when first needed this pass
     recovery = Recovery(state.memo.placement, state.topologies, dict(state.topology_versions))
@@ -100,11 +122,17 @@ def decide(state: ClusterState, now: float, placer: Placer = place, provisioning
             continue
         draft = _Draft(group, inputs)
         if group.valid:
+            name = draft.typed.spec.scheduler.backend
+            draft.unavailable = liveness(name, delegation, state.served)
+            if name != NATIVE and draft.unavailable is None:
+                draft.backend = delegation.backend(name)
+                draft.topology = state.topologies.get(draft.typed.spec.topology_name)
+        if draft.acting:
             # the revision hashes the roles, their pods and templates; the rest is what replicas are read against
             spec = (group.raw["metadata"].get("uid"), draft.revision, draft.before.creations, draft.replace_missing)
             draft.reads = _Reads(spec, state.memo.unit_reads.get(group.key))
         drafts.append(draft)
-        if group.valid:
+        if draft.acting:
             # With provisioning, nodes of another shape may come: the unit asks for them instead.
             asks_nodes = provisioning.enabled and provisioning.class_for(draft.typed) is not None
             draft.never_fit = None if asks_nodes else _never_fit(state, draft.typed, capacities)
@@ -113,10 +141,13 @@ def decide(state: ClusterState, now: float, placer: Placer = place, provisioning
             _coordinate(draft, now, expected, recovery)
     placed, notes, ran, idle = _place(state, drafts, now, expected, placer, recovery)
     for draft in drafts:
-        if draft.group.valid:
+        if draft.acting:
+            _delegate(draft, expected, state, classes)
             _provision(draft, now, expected, provisioning)
             _note_room(draft, expected)
             _status(draft, now, expected, state)
+        elif draft.unavailable is not None:
+            _invalid(draft, now, *draft.unavailable)
         else:
             _invalid(draft, now)
         draft.actions = digest(draft.actions)  # one event per (type, reason): after the last use of `pod_write`
@@ -239,6 +270,15 @@ class _Draft:
     verdicts: dict[int, str] = field(default_factory=dict)  # the engine's words for a unit it could not place whole
     faults: list[tuple[str, str]] = field(default_factory=list)  # (reason, message): what keeps the group Degraded
     never_fit: str | None = None  # why no unit could ever fit the nodes (`fit.py`): then none is created
+    unavailable: tuple[str, str] | None = None  # (reason, message): its backend is not enabled or not served (`delegation.liveness`)
+    backend: Backend | None = None  # the scheduler a delegated group is handed to; None: tandem's engine places it
+    topology: ClusterTopology | None = None  # the group's ClusterTopology, for its backend
+    words: dict[int, Words] = field(default_factory=dict)  # per unit, what its scheduler says of it (delegated groups)
+
+    @property
+    def acting(self) -> bool:
+        """Whether the pass acts for the group: it is valid and its scheduler is there."""
+        return self.group.valid and self.unavailable is None
 
     @property
     def typed(self) -> InferenceGroup:
@@ -393,7 +433,8 @@ def _coordinate(draft: _Draft, now: float, expected: _Expected, recovery: Recove
     for unit in range(typed.spec.replicas):
         replicas, pods_of = draft.replicas(by_unit.get(unit, []))
         # a replica completed beside its surviving pods only where it stays whole, else Failed
-        replicas, repairs = recovery.repair(typed, replicas, pods_of)
+        # (a delegated replica's missing pods are made again and its scheduler places them)
+        replicas, repairs = recovery.repair(typed, replicas, pods_of) if draft.backend is None else (replicas, {})
         saved = before.unit(unit)
         memory = coordination_of(saved.coordination) if saved is not None else CoordinationStatus()
         retry_after = seconds(saved.retry_after) if saved is not None and saved.retry_after else None
@@ -420,7 +461,7 @@ def _coordinate(draft: _Draft, now: float, expected: _Expected, recovery: Recove
         for ungate in decision.ungate:
             for pod in pods_of.get((ungate.role, ungate.index), []):
                 meta = pod["metadata"]
-                patch = {"metadata": {"annotations": {ADMITTED: "true"}}}
+                patch = admission_patch(pod, draft.backend is not None)
                 draft.pod_write[_pod_key(pod)] = len(draft.actions)
                 draft.actions.append(
                     PatchObject("Pod", meta.get("namespace"), meta["name"], patch, meta.get("resourceVersion"), "admitted by the step")
@@ -451,10 +492,13 @@ def _coordinate(draft: _Draft, now: float, expected: _Expected, recovery: Recove
 
 def _create_pods(draft: _Draft, pods: list[PodPayload], now: float, expected: _Expected, why: str) -> None:
     """Create a replica's pods workers first, its leader last (`replicas_of_unit` reads a
-    replica cut short by a crash from that order)."""
+    replica cut short by a crash from that order). A delegated group's pods are made as its
+    scheduler needs them (`delegation.delegated_pod`)."""
+    if draft.backend is not None:
+        pods = [delegated_pod(pod, draft.backend, draft.typed, draft.topology) for pod in pods]
     for pod in reversed(pods):
         pod["metadata"]["creationTimestamp"] = rfc3339(now)  # what the server will stamp; read by status
-        pod["metadata"]["annotations"][CREATION] = str(draft.creation)
+        pod["metadata"].setdefault("annotations", {})[CREATION] = str(draft.creation)
         draft.pod_write[_pod_key(pod)] = len(draft.actions)
         draft.actions.append(CreateObject(_without_server_fields(pod), why))
         expected[_pod_key(pod)] = pod
@@ -498,7 +542,7 @@ def _place(
 ) -> tuple[int, list[str], bool, tuple[Any, ...] | None]:
     """Pods placed, notes for the log, whether the engine ran and, if it did and placed
     nothing, the inputs of that placement (for the memo to keep)."""
-    valid = [d for d in drafts if d.group.valid]
+    valid = [d for d in drafts if d.acting]
     # Only a group's own pods wait for tandem's gate, and a group skipped as settled has none.
     candidates = {key for d in valid for key in (*map(_pod_key, d.group.pods), *d.pod_write)}
     waiting = {key: expected[key] for key in sorted(candidates) if key in expected and _waits_for_placement(expected[key])}
@@ -675,6 +719,77 @@ def _note_room(draft: _Draft, expected: _Expected) -> None:
             draft.decisions[unit] = dataclasses.replace(decision, reason=reason, status=status)
 
 
+# ----------------------------------------------------------------------------- 4b. delegate
+
+
+def _delegate(draft: _Draft, expected: _Expected, state: ClusterState, classes: set[str]) -> None:
+    """A delegated group's gang objects, brought to each unit's step as this pass leaves it
+    (`delegation`), and what its scheduler says of each unit (`backend_words`). Creates and
+    patches go before the pass's first pod write (a pod finds its gang ready), deletes last."""
+    backend = draft.backend
+    observed = [c for c in draft.group.companions if object_key(c, GANG_KINDS) in GANG_KINDS]
+    if backend is None:
+        if not observed:
+            return
+        name = NATIVE  # handed back to tandem's engine: other schedulers' objects go with their last pods
+    else:
+        name = backend.name
+    typed = draft.typed
+    admitted: dict[int, dict[str, tuple[int, ...]]] = {}
+    remaining: dict[str, set[int]] = {}
+    bound: set[int] = set()
+    by_unit = _pods_after(draft, expected)
+    for unit in range(typed.spec.replicas):
+        replicas, pods_of = draft.replicas(by_unit.get(unit, []))
+        indexes: dict[str, list[int]] = {r.name: [] for r in typed.spec.roles}
+        for replica in replicas:
+            members = pods_of.get((replica.role, replica.index), [])
+            if replica.phase not in ("Gated", "Failed") and replica.role in indexes and all(pod_backend(p) == name for p in members):
+                indexes[replica.role].append(replica.index)
+        admitted[unit] = {role: tuple(sorted(found)) for role, found in indexes.items()}
+    for unit, pods in by_unit.items():
+        for pod in pods:
+            remaining.setdefault(pod_backend(pod), set()).add(unit)
+            if pod_backend(pod) == name and pod["spec"].get("nodeName"):
+                bound.add(unit)
+    ahead: list[Action] = []
+    if backend is not None:
+        desired, refusal = desired_gang_objects(draft.group.raw, typed, draft.topology, backend, admitted)
+        if refusal is not None:
+            draft.faults.append(("BackendRefused", f"backend {name!r} would not render the group's objects: {refusal}"))
+            return
+        wanted_class = priority_class_for(typed, backend, state.priority_classes)
+        if wanted_class is not None and wanted_class["metadata"]["name"] not in classes:
+            classes.add(wanted_class["metadata"]["name"])
+            ahead.append(CreateObject(wanted_class, f"PriorityClass for spec.priority {typed.spec.priority}"))
+    else:
+        desired = []
+    creates, deletes = gang_writes(draft.group.raw, desired, observed, name, remaining, bound)
+    ahead += creates
+    at = next((i for i, a in enumerate(draft.actions) if isinstance(a, (CreateObject, PatchObject, DeleteObject)) and a.target[0] == "Pod"), len(draft.actions))
+    draft.actions[at:at] = ahead
+    draft.pod_write = {key: index + len(ahead) if index >= at else index for key, index in draft.pod_write.items()}
+    draft.actions += deletes
+    if backend is None:
+        return
+    objects_of: dict[int, list[Object]] = {}
+    for obj in observed:
+        unit_label = (obj["metadata"].get("labels") or {}).get(UNIT_LABEL)
+        if unit_label is not None and unit_label.isdigit():
+            objects_of.setdefault(int(unit_label), []).append(obj)
+    for unit, pods in by_unit.items():
+        waiting = [p for p in pods if pod_backend(p) == name and not p["spec"].get("nodeName") and not pod_failed(p) and not _held(p)]
+        if waiting:
+            words = unit_words(name, objects_of.get(unit, []), waiting)
+            if words is not None:
+                draft.words[unit] = words
+
+
+def _held(pod: PodPayload) -> bool:
+    """Held back by coordination: tandem's gate, not yet admitted."""
+    return any(g.get("name") == GATE for g in pod.get("spec", {}).get("schedulingGates", []))
+
+
 # ----------------------------------------------------------------------------- 5. provision
 
 
@@ -819,6 +934,10 @@ def _unit_state(draft: _Draft, unit: int, decision: Decision, pods: list[PodPayl
                 return "Unschedulable", draft.verdicts[unit]
         elif saved is not None and saved.state == "Unschedulable":  # listed without its words beyond the first 100: still so
             return "Unschedulable", saved.reason
+    if draft.backend is not None:
+        delegated = _delegated_state(draft, unit, pods, saved)
+        if delegated is not None:
+            return delegated
     if decision.state == "Complete":
         return "Complete", decision.reason
     if waiting:
@@ -826,6 +945,23 @@ def _unit_state(draft: _Draft, unit: int, decision: Decision, pods: list[PodPayl
     if any(assigned_node(p) and not p["spec"].get("nodeName") and not pod_failed(p) for p in pods):
         return "Pending", "pods placed, waiting to be bound"
     return "Progressing", decision.reason
+
+
+def _delegated_state(draft: _Draft, unit: int, pods: list[PodPayload], saved: UnitStatus | None) -> tuple[UnitState, str] | None:
+    """A delegated unit whose admitted pods wait for their scheduler: Unschedulable in its
+    words when it refuses them (a Warning event when its words change), else Pending."""
+    assert draft.backend is not None
+    waiting = [p for p in pods if not p["spec"].get("nodeName") and not pod_failed(p) and not _held(p)]
+    if not waiting:
+        return None
+    words = draft.words.get(unit)
+    if words is None:
+        return "Pending", f"pods wait for {draft.backend.name} to place them"
+    if not words.unschedulable:
+        return "Pending", words.message
+    if saved is None or saved.reason != words.message:
+        draft.event("Warning", "Unschedulable", f"unit {unit}: {words.message}")
+    return "Unschedulable", words.message
 
 
 def _counted(units: list[UnitStatus]) -> dict[str, int]:
@@ -871,18 +1007,19 @@ def _never_fit(state: ClusterState, group: InferenceGroup, capacities: dict[str,
     return never_fits(group, capacities[topology.metadata.name])
 
 
-def _invalid(draft: _Draft, now: float) -> None:
-    """Say what is wrong, once per change; touch nothing else."""
+def _invalid(draft: _Draft, now: float, reason: str = "InvalidSpec", message: str | None = None) -> None:
+    """Say what is wrong (the spec's problems, or why its scheduler is not there), once per
+    change; touch nothing else."""
     raw = draft.group.raw
     generation = int(raw["metadata"].get("generation", 1))
-    message = "; ".join(str(p) for p in draft.group.problems)
+    message = "; ".join(str(p) for p in draft.group.problems) if message is None else message
     before = read_status(raw)
-    accepted = condition(before.conditions, "Accepted", False, "InvalidSpec", message, now, generation)
+    accepted = condition(before.conditions, "Accepted", False, reason, message, now, generation)
     others = [c for c in before.conditions if c.type != "Accepted"]
     update = {"conditions": [accepted, *others], "observed_generation": generation, "state": "Invalid", "message": message}
     status = before.model_copy(update=update)
     if _patch_status(draft, status, ("conditions", "observedGeneration", "state", "message")):
-        draft.event("Warning", "InvalidSpec", message)
+        draft.event("Warning", reason, message)
 
 
 def _patch_status(draft: _Draft, status: InferenceGroupStatus, keys: tuple[str, ...]) -> bool:

@@ -48,7 +48,8 @@ from tandem.cluster.replicas import UnitRead, replicas_of_unit
 def revision_of(group: InferenceGroup, raw: GroupPayload) -> str:
     """A short hash of everything that defines the pods: each role's templates as written
     in `raw` (every field: the typed model keeps only what placement reads, so a new
-    argument or environment variable must come from the manifest) and pods per replica."""
+    argument or environment variable must come from the manifest), pods per replica, and
+    the scheduler a delegated group's pods are made for."""
     written = {r.get("name"): r for r in raw["spec"]["roles"]}
     roles = [
         {
@@ -59,7 +60,11 @@ def revision_of(group: InferenceGroup, raw: GroupPayload) -> str:
         }
         for r in group.spec.roles
     ]
-    return hashlib.sha256(json.dumps(roles, sort_keys=True).encode()).hexdigest()[:10]
+    backend = group.spec.scheduler.backend
+    # A delegated group's pods are its scheduler's: a change of backend is a new revision, a
+    # rolling hand-over (a native group's revision is as it always was).
+    hashed: Any = roles if backend == "native" else {"roles": roles, "backend": backend}
+    return hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def replica_pods(group: GroupPayload, typed: InferenceGroup, unit: int, role: str, replica: int, revision: str, admitted: bool) -> list[PodPayload]:

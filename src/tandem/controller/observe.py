@@ -67,6 +67,10 @@ class ClusterState:
     topology_versions: tuple[tuple[str, str], ...] = ()
     memo: Memo = field(default_factory=Memo, compare=False, repr=False)  # validated models, by version
     services: Mapping[Name, Object] = field(default_factory=dict)  # every Service, by (namespace, name): the index's
+    # The delegated backends' kinds the API server serves (`Discovery.served`), and the
+    # PriorityClasses (by ("", name)) a delegated group's priority may need.
+    served: frozenset[str] = frozenset()
+    priority_classes: Mapping[Name, Object] = field(default_factory=dict)
 
     def settled_key(self, group: GroupState) -> tuple[Any, ...] | None:
         """What deciding `group` read, as versions: its inputs, the ClusterTopologies and
@@ -74,7 +78,7 @@ class ClusterState:
         if group.inputs is None:
             return None
         named = self.service_named_like(group)
-        return (*group.inputs, self.topology_versions, None if named is None else named["metadata"].get("resourceVersion"))
+        return (*group.inputs, self.topology_versions, None if named is None else named["metadata"].get("resourceVersion"), self.served)
 
     def service_named_like(self, group: GroupState) -> Object | None:
         """The Service with the name the group's headless Service has, if one exists (it
@@ -87,10 +91,13 @@ class ClusterState:
         return {("InferenceGroup", g.raw["metadata"].get("uid", ""), g.raw["metadata"].get("resourceVersion", "")) for g in self.groups}
 
 
-def observe(reader: Reader, memo: Memo | None = None, kinds: tuple[str, ...] = OBSERVED_KINDS) -> ClusterState:
+def observe(
+    reader: Reader, memo: Memo | None = None, kinds: tuple[str, ...] = OBSERVED_KINDS, served: frozenset[str] = frozenset()
+) -> ClusterState:
     """`memo` remembers the index and validated models across passes (see `memo.py`); the
     state is the same without it, only dearer. `kinds`: what to read, OBSERVED_KINDS and
-    whatever an option adds (the ProvisioningRequests and PodTemplates of provisioning)."""
+    whatever an option adds (the ProvisioningRequests and PodTemplates of provisioning,
+    the gang kinds of delegated backends that are `served`)."""
     memo = Memo() if memo is None else memo
     index = memo.index
     changes = index.refresh(reader, kinds)
@@ -109,7 +116,8 @@ def observe(reader: Reader, memo: Memo | None = None, kinds: tuple[str, ...] = O
         memo.groups = (stamp, tuple(groups), tuple(deleting))
     _, kept, gone = memo.groups
     return ClusterState(
-        kept, topologies, index.of_kind("Node"), as_pods(index.of_kind("Pod")), gone, topology_versions, memo, index.of_kind("Service")
+        kept, topologies, index.of_kind("Node"), as_pods(index.of_kind("Pod")), gone, topology_versions, memo, index.of_kind("Service"),
+        served, index.of_kind("PriorityClass"),
     )
 
 

@@ -19,6 +19,7 @@ from tandem.controller.actions import Decisions
 from tandem.controller.apply import PassReport, apply, refused
 from tandem.controller.changes import Change
 from tandem.controller.decide import Placer, decide
+from tandem.controller.delegation import DelegationSettings
 from tandem.controller.memo import Memo, Rejection
 from tandem.controller.observe import OBSERVED_KINDS, observe
 from tandem.controller.provisioning import ProvisioningSettings
@@ -28,20 +29,37 @@ __all__ = ["Change", "Memo", "PassReport", "Placer", "WriteError", "reconcile"]
 
 
 def reconcile(
-    cluster: Cluster, now: float, placer: Placer = place, memo: Memo | None = None, provisioning: ProvisioningSettings = ProvisioningSettings()
+    cluster: Cluster,
+    now: float,
+    placer: Placer = place,
+    memo: Memo | None = None,
+    provisioning: ProvisioningSettings = ProvisioningSettings(),
+    delegation: DelegationSettings = DelegationSettings(),
 ) -> PassReport:
     """One pass; `placer` is the engine (a baseline can stand in, to compare policies);
     `memo`, kept by the caller across passes, spares re-validating unchanged objects;
     `provisioning`, whether units that do not fit ask for nodes (the world must then serve
-    `provisioning.kinds` too)."""
-    state = observe(cluster.snapshot(), memo, OBSERVED_KINDS + provisioning.kinds)
-    decisions = decide(state, now, placer, provisioning)
+    `provisioning.kinds` too); `delegation`, the schedulers groups may be handed to (their
+    kinds are read where the world serves them: `served`)."""
+    served = served_kinds(cluster, delegation.kinds)
+    kinds = OBSERVED_KINDS + provisioning.kinds + tuple(k for k in delegation.kinds if k in served)
+    state = observe(cluster.snapshot(), memo, kinds, served)
+    decisions = decide(state, now, placer, provisioning, delegation)
     report = apply(cluster, decisions, now)
     _refusals(report, decisions, memo)
     if memo is not None:
         memo.remember(decisions.memory)
         memo.sweep(state.live_groups, lambda: [g.key for g in state.groups], len(state.groups))
     return report
+
+
+def served_kinds(cluster: Cluster, kinds: tuple[str, ...]) -> frozenset[str]:
+    """Which of `kinds` the world serves now (`Discovery.served`); a world that cannot say
+    is taken to serve them all."""
+    if not kinds:
+        return frozenset()
+    served = getattr(cluster, "served", None)
+    return frozenset(kinds) if served is None else frozenset(served(kinds))
 
 
 # A pass that learns of a refusal, or of its end, is followed by one this soon: it writes
