@@ -273,3 +273,15 @@ def test_a_qos_class_for_another_backend_is_refused_at_its_path():
     g["spec"]["scheduler"] = {"backend": "volcano", "qosClass": "LS", "queue": "team-a"}
     verdict = review(request(g), store.snapshot())
     assert [p.split(": ")[0] for p in verdict.problems] == ["spec.scheduler.qosClass"]
+
+
+def test_a_change_of_backend_is_admitted_with_a_warning_that_it_is_a_rolling_hand_over():
+    store = world(shape="block=1,rack=2,host=4")
+    old = group("llama", [role("prefill", 1, 1, gpus=8), role("decode", 1, 1, gpus=8)])
+    new = copy.deepcopy(old)
+    new["spec"]["scheduler"] = {"backend": "volcano"}
+    verdict = review(request(new, "UPDATE", old), store.snapshot())
+    handed = [w for w in verdict.warnings if w.startswith("spec.scheduler.backend")]
+    assert verdict.allowed and len(handed) == 1
+    assert "'native' to 'volcano'" in handed[0] and "rolling update" in handed[0]
+    assert not [w for w in review(request(new, "UPDATE", new), store.snapshot()).warnings if w.startswith("spec.scheduler.backend")]

@@ -297,6 +297,13 @@ def operator_command(
         typer.Option("--provisioning-class", help="Implies --provisioning; the class for groups that name none (e.g. best-effort-atomic-scale-up.autoscaling.x-k8s.io).",
                      show_default=False),
     ] = None,
+    backends: Annotated[
+        list[str],
+        typer.Option("--backends", help="Hand groups naming these schedulers to them: volcano, kai, koordinator, kueue, workload-api (comma list, or repeated; default: none, every group is placed by tandem's engine)."),
+    ] = [],  # noqa: B006 - typer reads the default
+    queue: Annotated[
+        str, typer.Option("--queue", help="Volcano/KAI queue or Kueue LocalQueue for a delegated group without spec.scheduler.queue.")
+    ] = "default",
 ) -> None:
     """Run the controller against a Kubernetes API: informers, passes, leader election, metrics."""
 
@@ -313,16 +320,19 @@ def operator_command(
             except ValueError as exc:
                 raise InputError(Problem("--provisioning-class", str(exc))) from None
         settings = ProvisioningSettings(enabled=provisioning or provisioning_class is not None, default_class=provisioning_class)
+        delegation = _delegation_settings(backends, queue)
         configure(log_format.value)
         shared = _process_fields(kubeconfig, leader_elect, lease_namespace, lease_duration, identity, metrics_port, health_port, resync, webhook_port,
                                  webhook_cert_dir, manage_webhook_config, webhook_host)
-        config = OperatorConfig(namespaces=tuple(namespace), provisioning=settings, **shared)
+        config = OperatorConfig(namespaces=tuple(namespace), provisioning=settings, delegation=delegation, **shared)
 
         def connect(cfg: OperatorConfig, changed):  # type: ignore[no-untyped-def]
-            # the informers re-list on their own period; --resync is how often a pass runs
+            # the informers re-list on their own period; --resync is how often a pass runs; a
+            # delegated backend's kinds are optional: watched once the API server serves them
             kinds = OBSERVED_KINDS + cfg.provisioning.kinds
-            return connect_kube(cfg.kubeconfig, lambda source: KubeCluster.connect(source, kinds=kinds, namespaces=cfg.namespaces,
-                                                                                  scopes=informer_scopes(cfg.namespaces), on_change=changed))
+            return connect_kube(cfg.kubeconfig, lambda source: KubeCluster.connect(source, kinds=kinds, optional_kinds=cfg.delegation.kinds,
+                                                                                  namespaces=cfg.namespaces, scopes=informer_scopes(cfg.namespaces),
+                                                                                  on_change=changed))
 
         raise typer.Exit(run_operator(config, connect))
 
@@ -378,6 +388,27 @@ def topology_controller_command(
         raise typer.Exit(run_controller(config, connect))
 
     guard(run)
+
+
+def _delegation_settings(backends: list[str], queue: str):  # type: ignore[no-untyped-def]
+    """`--backends volcano,kai` or repeated (a kustomize component adds one each): known
+    delegated backends only, each once, sorted; `--queue` a DNS-1123 subdomain."""
+    from tandem.backends.delegated_kinds import DELEGATED_BACKENDS
+    from tandem.controller import DelegationSettings
+
+    names: set[str] = set()
+    for value in backends:
+        for name in (part.strip() for part in value.split(",")):
+            if not name:
+                continue
+            if name not in DELEGATED_BACKENDS:
+                raise InputError(Problem("--backends", f"unknown backend {name!r} (known: {', '.join(DELEGATED_BACKENDS)}; 'native' needs no flag)"))
+            names.add(name)
+    try:
+        _dns1123_subdomain(queue)
+    except ValueError as exc:
+        raise InputError(Problem("--queue", str(exc))) from None
+    return DelegationSettings(backends=tuple(sorted(names)), queue=queue)
 
 
 def _topology_settings(backends: list[str]):  # type: ignore[no-untyped-def]

@@ -17,7 +17,9 @@ all empty (the engine's UnschedulableAndUnresolvable), which would otherwise sit
 for ever without a word; and a group naming a ClusterTopology that does not exist yet
 (it may be applied next).
 
-On update, one rule only holds across versions: a role's `podsPerReplica` may not change
+On update, a change of `spec.scheduler.backend` is admitted with a warning: the group is
+handed over to the new scheduler as a rolling update, unit by unit (`controller/delegation.py`).
+One rule only holds across versions: a role's `podsPerReplica` may not change
 while pods of that role exist, because a replica's pods are created once and a replica
 with a different size would be a different replica; scale the role to zero first, or
 make a new role.
@@ -103,7 +105,24 @@ def _review_group(uid: str, obj: dict[str, Any], operation: str, old: dict[str, 
         warnings += [str(p) for p in get_backend(typed.spec.scheduler.backend).warnings(typed, topologies[name])]
     if typed is not None and snapshot is not None and name in topologies:
         warnings += _never_fits(typed, topologies[name], snapshot)
+    if typed is not None and operation == "UPDATE":
+        warnings += _handed_over(typed, old)
     return Verdict(uid, True, (), tuple(warnings))
+
+
+def _handed_over(group: InferenceGroup, old: dict[str, Any]) -> list[str]:
+    """A change of scheduler is admitted and done as a rolling update (docs/backends.md):
+    said, so whoever applies it knows its pods are replaced unit by unit."""
+    scheduler = (old.get("spec") or {}).get("scheduler")
+    before = (scheduler.get("backend") if isinstance(scheduler, dict) else None) or "native"
+    after = group.spec.scheduler.backend
+    if before == after:
+        return []
+    return [
+        f"spec.scheduler.backend: changes from {before!r} to {after!r}: the group is handed over as a rolling update, "
+        f"its replicas replaced unit by unit with pods for {after!r} (coordination.rollingUpdate paces it); "
+        f"{before!r} keeps placing what it placed until each is replaced"
+    ]
 
 
 def _across_versions(group: InferenceGroup, old: dict[str, Any], reader: Reader) -> list[Problem]:

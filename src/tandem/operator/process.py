@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from tandem.cluster.ports import Cluster
-from tandem.controller import ProvisioningSettings
+from tandem.controller import DelegationSettings, ProvisioningSettings
 from tandem.operator.runner import Operator
 from tandem.runtime import webhook_config
 from tandem.runtime.leader import LeaderElector
@@ -32,13 +32,16 @@ class OperatorConfig(ProcessConfig):
     namespaces: tuple[str, ...] = ()
     # Units that do not fit ask for nodes with ProvisioningRequests (docs/provisioning.md): off by default.
     provisioning: ProvisioningSettings = field(default_factory=ProvisioningSettings)
+    # Groups naming these schedulers are handed to them (docs/backends.md): none by default.
+    delegation: DelegationSettings = field(default_factory=DelegationSettings)
 
 
 def run(config: OperatorConfig, connect: Callable[[OperatorConfig, Callable[..., None]], Cluster], stop: threading.Event | None = None) -> int:
     """Run until SIGTERM/SIGINT (or `stop`); returns the exit status."""
 
     def start(cluster: Cluster, clock: Callable[[], float], elector: LeaderElector | None) -> Operator:
-        return Operator(cluster, clock, elector, PassSchedule(resync=config.resync), on_synced=_freeze_heap, provisioning=config.provisioning)
+        return Operator(cluster, clock, elector, PassSchedule(resync=config.resync), on_synced=_freeze_heap, provisioning=config.provisioning,
+                        delegation=config.delegation)
 
     return run_process(config, lambda changed: connect(config, changed), start, _admission, "operator", {}, stop, log)
 

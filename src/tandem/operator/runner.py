@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from tandem.cluster.ports import Cluster
-from tandem.controller import Memo, PassReport, ProvisioningSettings, reconcile
+from tandem.controller import DelegationSettings, Memo, PassReport, ProvisioningSettings, reconcile
 from tandem.operator.metrics import OperatorMetrics
 from tandem.placement import place
 from tandem.runtime.leader import LeaderElector
@@ -51,10 +51,11 @@ class Operator(PassLoop[PassReport]):
     # it has built (the caches) out of the garbage collector's reach (see process.py).
     on_synced: Callable[[], None] | None = None
     provisioning: ProvisioningSettings = field(default_factory=ProvisioningSettings)  # off unless asked
+    delegation: DelegationSettings = field(default_factory=DelegationSettings)  # no scheduler but tandem's unless asked
     log = log
 
     def _pass(self, now: float) -> PassReport:
-        return reconcile(self.cluster, now, self._timed_place, self.memo, self.provisioning)
+        return reconcile(self.cluster, now, self._timed_place, self.memo, self.provisioning, self.delegation)
 
     def _observe(self, report: PassReport, elapsed: float) -> None:
         self.metrics.observe_pass(report, elapsed)
