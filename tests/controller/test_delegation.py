@@ -10,10 +10,12 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from support.builders import group, role
 from support.controller_world import kubelet, over_committed
 from support.delegated_world import Served, delegated_store, toy_scheduler
+from support.fuzz import examples
 from tandem.api.naming import ADMITTED, BACKEND_LABEL, GATE, HOSTNAME_LABEL, REVISION_LABEL
 from tandem.backends.delegated_kinds import DELEGATED_KINDS
 from tandem.cluster.memory import MemoryStore
@@ -195,3 +197,59 @@ def test_a_non_zero_priority_gets_its_priority_class_once_for_two_groups():
     assert not report.errors
     assert [c["metadata"]["name"] for c in store.list("PriorityClass")] == ["tandem-priority-50"]
     assert {p["spec"]["priorityClassName"] for p in store.list("Pod")} == {"tandem-priority-50"}
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(
+    backend=st.sampled_from(["volcano", "kai", "koordinator"]),
+    counts=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 2)), min_size=1, max_size=4),
+    held=st.lists(st.booleans(), min_size=4, max_size=4),
+    skew=st.integers(1, 3),
+)
+def test_no_gang_ever_asks_for_more_than_coordination_admitted_and_no_admitted_pod_lacks_its_gang(backend, counts, held, skew):
+    g = _group(backend, prefill=1, decode=1, minimum=(1, 1), replicas=2)
+    g["spec"]["coordination"] = {"scaling": {"maxSkew": skew}}
+    store = delegated_store(g, shape="block=1,rack=2,host=6")
+    now = 0.0
+    for (prefill, decode), hold in zip(counts, held):
+        raw = _stored(store)
+        raw["spec"]["roles"][0]["replicas"], raw["spec"]["roles"][1]["replicas"] = prefill, decode
+        raw["spec"]["roles"][0]["minReplicas"], raw["spec"]["roles"][1]["minReplicas"] = min(1, prefill), min(1, decode)
+        store.update(raw)
+        for _ in range(12):
+            reconcile(store, now, delegation=ALL)
+            _check_gangs(store, backend)
+            toy_scheduler(store, ("volcano", "kai", "koordinator") if hold else ())
+            now += 1.0
+
+
+def _check_gangs(store: MemoryStore, backend: str) -> None:
+    key = DELEGATED_KINDS[backend][0].key
+    objects = {o["metadata"]["name"]: o for o in store.list(key)}
+    admitted: dict[str, int] = {}
+    for pod in store.list("Pod"):
+        meta = pod["metadata"]
+        if (meta.get("annotations") or {}).get(ADMITTED) != "true" or meta.get("deletionTimestamp"):
+            continue
+        labels = meta["labels"]
+        unit, role = labels["tandem.dev/unit"], labels["tandem.dev/role"]
+        gang = f"llama-{unit}-{role}" if backend == "koordinator" else f"llama-{unit}"
+        assert gang in objects, f"admitted pod {meta['name']} has no {key} {gang}"
+        admitted[gang] = admitted.get(gang, 0) + 1
+        assert not pod["spec"].get("schedulingGates"), "an admitted pod is the scheduler's"
+        if backend == "kai":
+            leaves = {s["name"] for s in objects[gang]["spec"]["subGroups"]}
+            assert f"{role}.{labels['tandem.dev/replica']}" in leaves, f"admitted pod {meta['name']} has no KAI subgroup"
+    for name, obj in objects.items():
+        minimum = obj["spec"].get("minMember", 0)
+        assert minimum <= admitted.get(name, 0), f"{key} {name} asks for {minimum} pods, {admitted.get(name, 0)} admitted"
+        if backend == "koordinator":
+            total = int(obj["metadata"]["annotations"]["gang.scheduling.koordinator.sh/total-number"])
+            assert admitted.get(name, 0) <= total <= max(admitted.get(name, 0), 1) * 2, f"{name}: total {total} is the step's, not the target's"
+        if backend == "kai":
+            for leaf in obj["spec"]["subGroups"]:
+                if "parent" in leaf:
+                    role, index = leaf["name"].split(".")
+                    assert any(p["metadata"]["labels"]["tandem.dev/role"] == role and int(p["metadata"]["labels"]["tandem.dev/replica"]) >= int(index)
+                               and p["metadata"]["labels"]["tandem.dev/unit"] == name.rsplit("-", 1)[1] for p in store.list("Pod")
+                               if (p["metadata"].get("annotations") or {}).get(ADMITTED) == "true"), f"KAI subgroup {leaf['name']} of {name} is beyond what was admitted"
