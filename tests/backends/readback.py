@@ -11,6 +11,7 @@ replicas, the minimum and the pods per replica, and the levels of the packs it e
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -236,8 +237,11 @@ def kai(objects: list[dict[str, Any]], topology: ClusterTopology, roles: list[st
 
 
 def kueue(objects: list[dict[str, Any]], topology: ClusterTopology, roles: list[str]) -> list[Shape]:
-    """One prebuilt Workload per unit. Its PodSets give the counts and levels; a pod joins a
-    PodSet by its role-hash, and its rank is the label its pod-group-pod-index-label names."""
+    """Prebuilt Workloads, each a pod group Kueue admits whole: per unit a base `<group>-<unit>`
+    (the minimums) and an extra `<base>-<role>-<replica>` per replica beyond them. Kueue relates
+    none of them; the names say which unit an extra belongs to. A Workload's PodSets give the
+    counts and levels; a pod joins its Workload by pod-group-name, a PodSet by its role-hash, and
+    its rank is the label its pod-group-pod-index-label names (ranks restart per Workload)."""
     prefix = "kueue.x-k8s.io/"
     (kueue_topology,) = _kind(objects, "Topology", "kueue.x-k8s.io")
     assert [level["nodeLabel"] for level in kueue_topology["spec"]["levels"]] == [lv.node_label for lv in topology.spec.levels]
@@ -245,22 +249,28 @@ def kueue(objects: list[dict[str, Any]], topology: ClusterTopology, roles: list[
     for pod in _kind(objects, "Pod"):
         labels = pod["metadata"]["labels"]
         assert labels[prefix + "prebuilt-workload-name"] == labels[prefix + "pod-group-name"]
+        assert {"name": "kueue.x-k8s.io/admission"} in pod["spec"]["schedulingGates"], "Kueue, not kube-scheduler, releases the pod"
         pods_of[labels[prefix + "prebuilt-workload-name"]].append(pod)
     workloads = _kind(objects, "Workload", "kueue.x-k8s.io")
     assert {w["metadata"]["name"] for w in workloads} == set(pods_of), "one Workload per pod group"
-    shapes = []
-    for workload in sorted(workloads, key=lambda w: int(w["metadata"]["name"].rsplit("-", 1)[1])):
-        pods = pods_of[workload["metadata"]["name"]]
+    base_of: dict[str, str] = {}  # Workload -> its unit's base name (`<group>-<unit>`)
+    for workload in workloads:
+        name = workload["metadata"]["name"]
+        extra = next((m for r in roles if (m := re.fullmatch(rf"(.+-\d+)-{re.escape(r)}-\d+", name))), None)
+        base_of[name] = extra.group(1) if extra else name
+    by_unit: dict[str, dict[str, Any]] = defaultdict(lambda: {"base": {}, "all": defaultdict(set), "pods": {}, "required": set(), "preferred": set()})
+    for workload in workloads:
+        name = workload["metadata"]["name"]
+        pods = pods_of[name]
         pod_sets = workload["spec"]["podSets"]
         names = [ps["name"] for ps in pod_sets]
         assert names == sorted(names), "Kueue compares PodSets in name order"
         assert {p["metadata"]["annotations"][prefix + "pod-group-total-count"] for p in pods} == {str(sum(ps["count"] for ps in pod_sets))}
-        shape = Shape()
+        unit = by_unit[base_of[name]]
         members: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for pod in pods:
             members[pod["metadata"]["annotations"][prefix + "role-hash"]].append(pod)
-        per_role: dict[str, dict[str, Any]] = defaultdict(lambda: {"pods": 0, "replicas": set()})
-        offsets = _group_offsets(pod_sets)
+        offsets = group_offsets(pod_sets)
         for ps in pod_sets:
             request = ps.get("topologyRequest", {})
             in_set = members[ps["name"]]
@@ -271,27 +281,39 @@ def kueue(objects: list[dict[str, Any]], topology: ClusterTopology, roles: list[
                 assert pod["spec"] == ps["template"]["spec"], "a PodSet is a set of identical pods"
                 assert _pod_request(pod) == {k: v for k, v in request.items() if k != "podIndexLabel"}
                 role = pod["metadata"]["labels"]["tandem.dev/role"]
-                per_role[role]["pods"] += 1
-                per_role[role]["replicas"].add(pod["metadata"]["labels"]["tandem.dev/replica"])
+                replica = pod["metadata"]["labels"]["tandem.dev/replica"]
+                unit["all"][role].add(replica)
+                unit["pods"].setdefault(role, defaultdict(int))[replica] += 1
+                if name == base_of[name]:
+                    unit["base"].setdefault(role, set()).add(replica)
             if "podSetSliceRequiredTopology" in request:
                 size = request["podSetSliceSize"]
                 (role,) = {pod["metadata"]["labels"]["tandem.dev/role"] for pod in in_set}
-                shape.role_required[role] = _by_label(topology, request["podSetSliceRequiredTopology"])
+                unit.setdefault("role_required", {})[role] = _by_label(topology, request["podSetSliceRequiredTopology"])
                 slices: dict[int, list[str]] = defaultdict(list)  # consecutive ranks: what Kueue puts in one slice
                 for pod in in_set:
                     slices[(rank(pod) - offsets[ps["name"]]) // size].append(pod["metadata"]["labels"]["tandem.dev/replica"])
                 assert all(len(got) == size and len(set(got)) == 1 for got in slices.values()), f"a slice is not one replica: {dict(slices)}"
-        shape.unit_required, shape.unit_preferred = _unit_levels(pod_sets, topology)
+        if name != base_of[name]:
+            assert len({pod["metadata"]["labels"]["tandem.dev/replica"] for pod in pods}) == 1, "an extra is one replica"
+        required, preferred = _unit_levels(pod_sets, topology)
+        unit["required"].add(required)
+        unit["preferred"].add(preferred)
+    shapes = []
+    for base in sorted(by_unit, key=lambda n: int(n.rsplit("-", 1)[1])):
+        unit = by_unit[base]
+        assert len(unit["required"]) == 1 and len(unit["preferred"]) == 1, "every pod group of a unit is packed at the unit's level"
+        shape = Shape(unit_required=unit["required"].pop(), unit_preferred=unit["preferred"].pop(), role_required=unit.get("role_required", {}))
         for role in roles:
-            found = per_role.get(role)
-            replicas = len(found["replicas"]) if found else 0
-            pods_per_replica = found["pods"] // replicas if replicas else 0
-            shape.roles[role] = RoleShape(replicas, replicas, pods_per_replica)  # admitted whole: minimum is everything
+            replicas = len(unit["all"].get(role, ()))
+            pods_per_replica = max(unit["pods"][role].values()) if replicas else 0
+            minimum = len(unit["base"].get(role, ()))  # admitted whole with the unit's base
+            shape.roles[role] = RoleShape(replicas, minimum, pods_per_replica)
         shapes.append(shape)
     return shapes
 
 
-def _group_offsets(pod_sets: list[dict[str, Any]]) -> dict[str, int]:
+def group_offsets(pod_sets: list[dict[str, Any]]) -> dict[str, int]:
     """What Kueue's topology ungater subtracts from pod indexes: in a group of two PodSets (in
     Workload order) the one with more pods, the second on a tie, continues after the other."""
     offsets = {ps["name"]: 0 for ps in pod_sets}

@@ -238,6 +238,11 @@ def _kueue_pod_rules(metadata: dict[str, Any]) -> list[str]:
         problems.append("prebuilt workload and pod group should be equal")
     if (KUEUE + "pod-group-total-count" in annotations) != bool(group):
         problems.append("both the pod-group-total-count annotation and the pod-group-name label should be set")
+    index_label = annotations.get(KUEUE + "pod-group-pod-index-label")
+    if index_label and group and not int(labels[index_label]) < int(annotations[KUEUE + "pod-group-total-count"]):
+        # The webhook copies it to kueue.x-k8s.io/pod-group-pod-index; the pod controller wants it
+        # below the total count (validatePodGroupMetadata, ReadUIntFromLabelBelowBound).
+        problems.append(f"pod index {labels[index_label]} is not below the pod group's total count")
     return problems
 
 

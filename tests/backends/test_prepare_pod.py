@@ -47,23 +47,31 @@ def test_each_scheduler_gets_its_name_membership_and_priority(small_cluster: Inp
     assert kai["metadata"]["labels"]["kai.scheduler/subgroup-name"] == "decode.1"
     assert kai["metadata"]["labels"]["kai.scheduler/queue"] == "team-a"
 
+    # decode replica 1 is beyond decode's minimum (1): its own pod group, a prebuilt Workload of
+    # its two pods, ranked from 0; Kueue's admission gate holds it until Kueue admits that group.
     kueue = prepared("kueue", decode_worker)
     assert "schedulerName" not in kueue["spec"]
-    assert kueue["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] == "pd-1"
+    assert kueue["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}]
+    assert kueue["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] == "pd-1-decode-1"
+    assert kueue["metadata"]["labels"]["kueue.x-k8s.io/prebuilt-workload-name"] == "pd-1-decode-1"
     assert kueue["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
     annotations = kueue["metadata"]["annotations"]
-    assert annotations["kueue.x-k8s.io/pod-group-total-count"] == "5"
+    assert annotations["kueue.x-k8s.io/pod-group-total-count"] == "2"
     assert annotations["kueue.x-k8s.io/podset-required-topology"] == "network.tandem.dev/rack"
-    assert annotations["kueue.x-k8s.io/podset-group-name"] == "pd-1"
+    assert "kueue.x-k8s.io/podset-group-name" not in annotations  # one PodSet: nothing to group
     assert annotations["kueue.x-k8s.io/podset-slice-required-topology"] == "kubernetes.io/hostname"
     assert annotations["kueue.x-k8s.io/podset-slice-size"] == "2"
     assert annotations["kueue.x-k8s.io/role-hash"] == "decode"
-    # The prebuilt Workload it adopts, and its index: replica 1, pod 1 of 2 -> rank 1 x 2 + 1, after
-    # the one prefill pod of its PodSet group (Kueue numbers a group's two PodSets as one sequence).
-    assert kueue["metadata"]["labels"]["kueue.x-k8s.io/prebuilt-workload-name"] == "pd-1"
     assert annotations["kueue.x-k8s.io/pod-group-pod-index-label"] == "tandem.dev/podset-index"
-    assert kueue["metadata"]["labels"]["tandem.dev/podset-index"] == "4"
-    assert prepared("kueue", prefill)["metadata"]["labels"]["tandem.dev/podset-index"] == "0"
+    assert kueue["metadata"]["labels"]["tandem.dev/podset-index"] == "1"
+    # The minimums (prefill 0, decode 0) are the base pod group pd-1 of 3 pods: a leader and
+    # workers joined by podSetGroupName, numbered as one sequence (the one prefill pod first).
+    base = {f"{pod['metadata']['labels']['tandem.dev/role']}-{pod['metadata']['labels']['tandem.dev/replica']}-{pod['metadata']['labels']['tandem.dev/pod-index']}": prepared("kueue", pod) for pod in pods[:3]}
+    assert {name: pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] for name, pod in base.items()} == dict.fromkeys(base, "pd-1")
+    assert {name: pod["metadata"]["labels"]["tandem.dev/podset-index"] for name, pod in base.items()} == {"prefill-0-0": "0", "decode-0-0": "1", "decode-0-1": "2"}
+    assert all(pod["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] == "3" for pod in base.values())
+    assert all(pod["metadata"]["annotations"]["kueue.x-k8s.io/podset-group-name"] == "pd-1" for pod in base.values())
+    assert prepared("kueue", kueue)["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}]  # once
 
     assert prepared("workload-api", decode_worker)["spec"]["schedulingGroup"] == {"podGroupName": "pd-1-decode-1"}
     assert prepared("workload-api", decode_worker, workload_api_version="v1beta1")["spec"]["schedulingGroup"] == {"podGroupName": "pd-1-decode"}

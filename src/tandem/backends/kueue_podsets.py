@@ -1,4 +1,4 @@
-"""The PodSets a unit becomes in Kueue, and each pod's rank inside its PodSet.
+"""The PodSets of a Kueue Workload (a unit's base, or one extra replica), and each pod's rank inside its PodSet.
 
 A PodSet is a set of identical pods: a role, or, for a role whose workers have their own
 template, its leaders and its workers apart. Kueue needs two things tandem computes here:
@@ -55,24 +55,31 @@ def splits(role: Role) -> bool:
     return role.worker_template is not None and role.pods_per_replica > 1
 
 
-def role_podsets(role: Role) -> list[PodSetShape]:
-    if role.replicas == 0:
+def role_podsets(role: Role, replicas: int) -> list[PodSetShape]:
+    """The PodSets `replicas` replicas of `role` make (none for no replicas)."""
+    if replicas == 0:
         return []
     if not splits(role):
-        return [PodSetShape(podset_name(role.name), role.name, "replica", role.pods_per_replica, role.replicas)]
+        return [PodSetShape(podset_name(role.name), role.name, "replica", role.pods_per_replica, replicas)]
     return [
-        PodSetShape(podset_name(role.name), role.name, "leader", 1, role.replicas),
-        PodSetShape(podset_name(role.name, "workers"), role.name, "workers", role.pods_per_replica - 1, role.replicas),
+        PodSetShape(podset_name(role.name), role.name, "leader", 1, replicas),
+        PodSetShape(podset_name(role.name, "workers"), role.name, "workers", role.pods_per_replica - 1, replicas),
     ]
 
 
-def unit_podsets(group: InferenceGroup) -> list[PodSetShape]:
-    """Every PodSet of one unit, sorted by name (Kueue's own order)."""
-    return sorted((shape for role in group.spec.roles for shape in role_podsets(role)), key=lambda shape: shape.name)
+def by_name(shapes: list[PodSetShape]) -> list[PodSetShape]:
+    """PodSets sorted by name (Kueue's own order)."""
+    return sorted(shapes, key=lambda shape: shape.name)
 
 
-def podset_of(group: InferenceGroup, role: str, pod_index: int) -> PodSetShape:
-    return next(shape for shape in role_podsets(group.role(role)) if shape.holds(pod_index))
+def base_podsets(group: InferenceGroup) -> list[PodSetShape]:
+    """The PodSets of a unit's base Workload: each role's minimum, sorted by name."""
+    return by_name([shape for role in group.spec.roles for shape in role_podsets(role, role.minimum)])
+
+
+def podset_of(shapes: list[PodSetShape], role: str, pod_index: int) -> PodSetShape:
+    """The PodSet among `shapes` that holds pod `pod_index` of a replica of `role`."""
+    return next(shape for shape in shapes if shape.role == role and shape.holds(pod_index))
 
 
 def leader_and_workers(shapes: list[PodSetShape]) -> bool:
