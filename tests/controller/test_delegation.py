@@ -253,3 +253,22 @@ def _check_gangs(store: MemoryStore, backend: str) -> None:
                     assert any(p["metadata"]["labels"]["tandem.dev/role"] == role and int(p["metadata"]["labels"]["tandem.dev/replica"]) >= int(index)
                                and p["metadata"]["labels"]["tandem.dev/unit"] == name.rsplit("-", 1)[1] for p in store.list("Pod")
                                if (p["metadata"].get("annotations") or {}).get(ADMITTED) == "true"), f"KAI subgroup {leaf['name']} of {name} is beyond what was admitted"
+
+
+def test_a_kueue_unit_keeps_its_base_pod_group_at_the_minimum_its_pods_were_made_for():
+    store = delegated_store(_group("kueue", prefill=3, decode=1, minimum=(2, 1)))
+    reconcile(store, 0.0, delegation=ALL)
+    workloads = {w["metadata"]["name"]: w for w in store.list("Workload.kueue.x-k8s.io")}
+    assert sorted(workloads) == ["llama-0"]  # the minimums first: the extra replica's pod group comes with its step
+    base = sum(s["count"] for s in workloads["llama-0"]["spec"]["podSets"])
+    members = [p for p in store.list("Pod") if p["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] == "llama-0"]
+    assert base == len(members) == 2 + 2
+    assert {p["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] for p in members} == {str(base)}
+    # a base replica lost before any pod is bound: the base is not made smaller than its pods' count
+    lost = next(p for p in members if p["metadata"]["labels"]["tandem.dev/role"] == "prefill")
+    store.delete("Pod", "serving", lost["metadata"]["name"])
+    reconcile(store, 1.0, delegation=ALL)
+    reconcile(store, 2.0, delegation=ALL)
+    base_now = store.get("Workload.kueue.x-k8s.io", "serving", "llama-0")
+    assert sum(s["count"] for s in base_now["spec"]["podSets"]) == base
+    assert all("kueue.x-k8s.io/admission" in [g["name"] for g in p["spec"]["schedulingGates"]] for p in store.list("Pod"))

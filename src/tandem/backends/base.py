@@ -65,6 +65,9 @@ class Backend(ABC):
     name: ClassVar[str]  # exactly as spec.scheduler.backend spells it
     scheduler_name: ClassVar[str | None] = None  # pod spec.schedulerName; None keeps the default scheduler
     renders_priority_class: ClassVar[bool] = True
+    # Whether a pod's gang is chosen by the spec's minimum when the pod is made (Kueue: the
+    # base pod group holds the replicas below it), so its gang objects keep that minimum.
+    fixed_minimums: ClassVar[bool] = False
 
     def __init__(self, options: BackendOptions | None = None) -> None:
         self.options = options or BackendOptions()
@@ -224,16 +227,21 @@ class Backend(ABC):
         ]
 
 
-def step_view(group: InferenceGroup, admitted: Mapping[str, int], extent: Mapping[str, int] | None = None) -> InferenceGroup:
+def step_view(
+    group: InferenceGroup, admitted: Mapping[str, int], extent: Mapping[str, int] | None = None, keep_minimums: bool = False
+) -> InferenceGroup:
     """`group` as one unit's current step, for its gang objects: each role's minimum no more
     than its `admitted` replicas (a gang never waits for replicas coordination holds back),
     and its replicas up to `extent` (the highest admitted index + 1, so an object named per
-    replica exists for each admitted one; `admitted` when not given)."""
+    replica exists for each admitted one; `admitted` when not given). With `keep_minimums`
+    (a backend whose pods name their gang by the spec's minimum: `Backend.fixed_minimums`)
+    each role keeps its minimum, and at least that many replicas."""
     extent = admitted if extent is None else extent
     roles = []
     for role in group.spec.roles:
         count, reach = admitted.get(role.name, 0), extent.get(role.name, admitted.get(role.name, 0))
-        roles.append(role.model_copy(update={"replicas": max(reach, count), "min_replicas": min(role.minimum, count)}))
+        minimum = role.minimum if keep_minimums else min(role.minimum, count)
+        roles.append(role.model_copy(update={"replicas": max(reach, count, minimum), "min_replicas": minimum}))
     return group.model_copy(update={"spec": group.spec.model_copy(update={"roles": roles})})
 
 

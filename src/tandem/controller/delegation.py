@@ -134,7 +134,8 @@ def desired_gang_objects(
             indexes = admitted[unit]
             if not any(indexes.values()):
                 continue
-            view = step_view(group, {r: len(ix) for r, ix in indexes.items()}, {r: max(ix) + 1 for r, ix in indexes.items() if ix})
+            counts, extent = {r: len(ix) for r, ix in indexes.items()}, {r: max(ix) + 1 for r, ix in indexes.items() if ix}
+            view = step_view(group, counts, extent, keep_minimums=backend.fixed_minimums)
             objects += backend.unit_objects(view, topology, unit, raw)
         if objects:
             objects = backend.shared_objects(group, topology) + objects
