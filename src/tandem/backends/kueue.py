@@ -118,6 +118,7 @@ EXTRAS_PACKED_APART = (
 class KueueBackend(Backend):
     name = "kueue"
     scheduler_name = None  # Kueue gates and admits; kube-scheduler binds within Kueue's node choice
+    fixed_minimums = True  # a pod below its role's minimum joins the base pod group for good
 
     def capabilities(self) -> Mapping[str, Support]:
         whole = "Kueue admits a Workload whole (no minCount)"
