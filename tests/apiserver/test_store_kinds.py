@@ -52,3 +52,28 @@ def test_a_kind_registered_qualified_is_keyed_apart_from_its_namesakes_in_other_
     store.delete("Topology.kueue.x-k8s.io", None, "t")
     assert [e.type for e in store.watch("Topology.kueue.x-k8s.io", start)] == ["ADDED", "DELETED"]
     assert store.get("Topology.kai.scheduler", None, "t")["spec"] == {"n": 3}
+
+
+def test_a_store_serves_the_built_in_kinds_and_those_registered_until_forgotten():
+    store = MemoryStore()
+    assert store.served(("Pod", "PriorityClass", "InferenceGroup", "PodGroup.scheduling.volcano.sh")) == {"Pod", "PriorityClass", "InferenceGroup"}
+    store.register_kind("PodGroup.scheduling.volcano.sh", cluster_scoped=False, status=True)
+    assert store.served(("PodGroup.scheduling.volcano.sh", "PodGroup.scheduling.run.ai")) == {"PodGroup.scheduling.volcano.sh"}
+    store.forget_kind("PodGroup.scheduling.volcano.sh")
+    assert store.served(("PodGroup.scheduling.volcano.sh",)) == frozenset()
+    store.forget_kind("Pod")
+    assert store.served(("Pod",)) == {"Pod"}, "a built-in kind is not a CRD's to take away"
+
+
+def test_the_api_servers_store_serves_a_crds_kind_while_the_crd_is_stored(client, server):
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "podgroups.scheduling.volcano.sh"},
+        "spec": {"group": "scheduling.volcano.sh", "scope": "Namespaced", "names": {"kind": "PodGroup", "plural": "podgroups"},
+                 "versions": [{"name": "v1beta1", "served": True, "storage": True,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+    }
+    assert server.state.store.served(("PodGroup", "ServiceAccount")) == {"ServiceAccount"}
+    assert client.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd).code == 201
+    assert server.state.store.served(("PodGroup",)) == {"PodGroup"}, "keyed plain: no other group serves a PodGroup here"
+    assert client.delete("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/podgroups.scheduling.volcano.sh").code == 200
+    assert server.state.store.served(("PodGroup",)) == frozenset()

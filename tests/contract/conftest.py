@@ -11,6 +11,10 @@
 - `kube-over-fakeapi`: the same adapter against the small API of `tests/kube/fakeapi.py`
   (the server the adapter's own tests inject faults into).
 
+A CRD is installed in a world with `install_crd` (the memory store registers its kind, an
+API server is sent the CRD) and removed with `remove_crd`; the delegated backends' kinds
+are the adapter's optional kinds, served while their CRDs are installed.
+
 The adapter reads its informers' caches, which trail the server for what the server does
 on its own (a cascade, a finalizer's release); its worlds wait in `snapshot()` until the
 caches hold what the server holds (`tests/kube/worlds.py`). Every test in this directory
@@ -79,6 +83,23 @@ def permissive_crd(kind: str, plural: str, scope: str, status: bool, group: str 
         "metadata": {"name": f"{plural}.{group}"},
         "spec": {"group": group, "scope": scope, "names": {"kind": kind, "plural": plural}, "versions": [version]},
     }
+
+
+def install_crd(world: object, crd: dict) -> None:
+    """Have `world` serve the kind of `crd`, keyed `Kind.group`."""
+    if isinstance(world, MemoryStore):
+        spec = crd["spec"]
+        has_status = any("status" in (v.get("subresources") or {}) for v in spec["versions"])
+        world.register_kind(f"{spec['names']['kind']}.{spec['group']}", cluster_scoped=spec["scope"] == "Cluster", status=has_status)
+    else:
+        world.create(crd)  # type: ignore[attr-defined]
+
+
+def remove_crd(world: object, crd: dict) -> None:
+    if isinstance(world, MemoryStore):
+        world.forget_kind(f"{crd['spec']['names']['kind']}.{crd['spec']['group']}")
+    else:
+        world.delete("CustomResourceDefinition", None, crd["metadata"]["name"])  # type: ignore[attr-defined]
 
 
 WORLDS: dict[str, Callable[[], ContextManager[object]]] = {

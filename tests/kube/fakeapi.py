@@ -5,6 +5,9 @@ apiVersion/kind as a real server sends them), watch (resourceVersion, bookmarks,
 timeoutSeconds, chunked JSON lines), get, create, merge patch (the precondition taken
 from `metadata.resourceVersion` in the body) of an object or its /status, and delete
 with DeleteOptions. The store gives the semantics (conflicts, generation, cascades).
+A resource it does not serve is a 404, as on a real server. A CustomResourceDefinition
+created through it serves its kind (its storage version, keyed `Kind.group` as tandem
+registers delegated kinds) until it is deleted, which takes the kind's objects with it.
 
 Test controls: `fail(...)` answers the next matching requests with an error;
 `compact()` makes every older resourceVersion too old to watch from (410, as after etcd
@@ -29,7 +32,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from tandem.cluster.kind_keys import key_of
 from tandem.cluster.memory import MemoryStore
-from tandem.errors import ApiError, BadRequest, Gone
+from tandem.errors import ApiError, BadRequest, Gone, NotFound
 
 PLURALS = {
     ("", "pods"): ("Pod", "v1"),
@@ -44,7 +47,9 @@ PLURALS = {
     # one kind name in two groups, kept apart under their qualified keys (tandem.cluster.kind_keys)
     ("kai.scheduler", "topologies"): ("Topology", "kai.scheduler/v1alpha1"),
     ("kueue.x-k8s.io", "topologies"): ("Topology", "kueue.x-k8s.io/v1beta2"),
+    ("apiextensions.k8s.io", "customresourcedefinitions"): ("CustomResourceDefinition", "apiextensions.k8s.io/v1"),
 }
+CRD_KIND = "CustomResourceDefinition"
 QUALIFIED = ("Topology.kai.scheduler", "Topology.kueue.x-k8s.io")  # cluster-scoped, no status
 
 
@@ -83,11 +88,12 @@ class Route:
     namespace: str | None
     name: str | None
     subresource: str | None
+    qualified: tuple[str, ...] = QUALIFIED
 
     @property
     def key(self) -> str:
         """The store's name for the kind (`Topology.kai.scheduler` where qualified)."""
-        return key_of(self.api_version, self.kind, QUALIFIED)
+        return key_of(self.api_version, self.kind, self.qualified)
 
 
 @dataclass
@@ -104,6 +110,7 @@ class FakeApi:
         self._epoch = 0  # end_watches() bumps it
         self._bookmarks = 0  # bookmark() bumps it
         self._pages: dict[str, list[Any]] = {}
+        self.custom: dict[tuple[str, str], tuple[str, str]] = {}  # served by a CRD: (group, plural) -> (kind, apiVersion)
         handler = type("Handler", (_Handler,), {"api": self})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
@@ -146,6 +153,32 @@ class FakeApi:
             out = fn(*args, **kwargs)
             self.lock.notify_all()
             return out
+
+    def route(self, path: str) -> Route:
+        with self.lock:
+            served = {**PLURALS, **self.custom}
+            qualified = (*QUALIFIED, *(f"{kind}.{group}" for (group, _), (kind, _) in self.custom.items()))
+        return _route(path, served, qualified)
+
+    def crd_written(self, crd: dict[str, Any]) -> None:
+        """Serve the kind of a CRD just stored (with the lock held), keyed `Kind.group`."""
+        spec = crd.get("spec") or {}
+        group, names = spec.get("group", ""), spec.get("names") or {}
+        version = next((v["name"] for v in spec.get("versions") or [] if v.get("storage")), "v1")
+        self.custom[(group, names.get("plural", ""))] = (names.get("kind", ""), f"{group}/{version}")
+        status = any("status" in (v.get("subresources") or {}) for v in spec.get("versions") or [])
+        self.store.register_kind(f"{names.get('kind')}.{group}", cluster_scoped=spec.get("scope") == "Cluster", status=status)
+
+    def crd_deleting(self, name: str) -> None:
+        """Stop serving a CRD's kind and delete its objects (with the lock held)."""
+        plural, _, group = name.partition(".")
+        served = self.custom.pop((group, plural), None)
+        if served is None:
+            return
+        key = f"{served[0]}.{group}"
+        for obj in self.store.list(key):
+            self.store.delete(key, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+        self.store.forget_kind(key)
 
     def seen(self, method: str | None = None, path: str = "") -> list[Seen]:
         return [r for r in list(self.requests) if (method is None or r.method == method) and path in r.path]
@@ -200,7 +233,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._status(fault.code, fault.reason or "Injected", f"injected {fault.code}", fault.headers)
             return
         try:
-            route = _route(url.path)
+            route = api.route(url.path)
             if watch:
                 self._watch(route, params, epoch)
                 return
@@ -222,7 +255,10 @@ class _Handler(BaseHTTPRequestHandler):
                         body["metadata"]["namespace"] = route.namespace
                     if body.get("kind") != route.kind:
                         raise BadRequest(f"kind {body.get('kind')!r} posted to {route.kind}")
-                    return store.create(body)
+                    created = store.create(body)
+                    if route.kind == CRD_KIND:
+                        api.crd_written(created)
+                    return created
                 if method == "PATCH":
                     if self.headers.get("Content-Type") != "application/merge-patch+json":
                         raise ApiError(f"unsupported patch type {self.headers.get('Content-Type')}")
@@ -237,6 +273,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if method == "DELETE":
                     options = body or {}
                     pre = options.get("preconditions") or {}
+                    if route.kind == CRD_KIND and route.name:
+                        api.crd_deleting(route.name)
                     store.delete(
                         route.key, route.namespace, route.name, uid=pre.get("uid"), resource_version=pre.get("resourceVersion"),
                         propagation=options.get("propagationPolicy") or "Background",
@@ -350,7 +388,7 @@ def _error_event(since: int, compacted: int) -> dict[str, Any]:
     return {"type": "ERROR", "object": _status_body(410, "Expired", f"too old resource version: {since} ({compacted})")}
 
 
-def _route(path: str) -> Route:
+def _route(path: str, served: dict[tuple[str, str], tuple[str, str]], qualified: tuple[str, ...]) -> Route:
     parts = [unquote(p) for p in path.strip("/").split("/")]
     if parts[:2] == ["api", "v1"]:
         group, version, rest = "", "v1", parts[2:]
@@ -361,7 +399,7 @@ def _route(path: str) -> Route:
     namespace = None
     if len(rest) >= 3 and rest[0] == "namespaces":
         namespace, rest = rest[1], rest[2:]
-    if not rest or (group, rest[0]) not in PLURALS:
-        raise BadRequest(f"unknown resource in {path}")
-    kind, api_version = PLURALS[(group, rest[0])]
-    return Route(kind, api_version, namespace, rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None)
+    if not rest or (group, rest[0]) not in served:
+        raise NotFound(f"the server could not find the requested resource ({path})")
+    kind, api_version = served[(group, rest[0])]
+    return Route(kind, api_version, namespace, rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None, qualified)

@@ -290,3 +290,49 @@ def test_own_deletes_leave_at_once_and_late_modifications_do_not_bring_them_back
     informer.deleted(NS, "b")
     _event(informer, "ADDED", "b", "17")
     assert _versions(informer)["b"] == "17", "a newer ADDED after our delete: created again by someone"
+
+
+VOLCANO_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "podgroups.scheduling.volcano.sh"},
+    "spec": {"group": "scheduling.volcano.sh", "scope": "Namespaced", "names": {"kind": "PodGroup", "plural": "podgroups"},
+             "versions": [{"name": "v1beta1", "served": True, "storage": True}]},
+}
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def test_an_optional_kind_not_served_is_synced_and_empty_says_so_once_and_looks_again(api, api_rest, caplog):
+    caplog.set_level("INFO", logger="tandem.kube")
+    seen = []
+    informer = Informer(api_rest, kind_of("PodGroup.scheduling.volcano.sh"), optional=True, recheck=0.01,
+                        on_change=lambda kind, type_, obj: seen.append((type_, obj["metadata"]["name"])), **FAST).start()
+    try:
+        assert informer.wait_synced(5), "a kind whose CRD is missing does not hold the start back"
+        wait_until(lambda: len(api.seen("GET", "/podgroups")) >= 5, what="several looks")
+        assert informer.serving is False and names(informer) == []
+        said = [r.getMessage() for r in caplog.records if r.name == "tandem.kube"]
+        assert len(said) == 1 and "does not serve" in said[0], said
+
+        api_rest.request("POST", CRDS, body=VOLCANO_CRD)
+        wait_until(lambda: informer.serving, what="served once its CRD is there")
+        group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "g", "namespace": NS}}
+        api_rest.request("POST", "/apis/scheduling.volcano.sh/v1beta1/namespaces/serving/podgroups", body=group)
+        wait_until(lambda: names(informer) == ["g"], what="its object")
+
+        api_rest.request("DELETE", f"{CRDS}/podgroups.scheduling.volcano.sh")
+        api.end_watches()  # the watch ends; watching again answers 404: list again, and that says unserved
+        wait_until(lambda: informer.serving is False, what="unserved once its CRD is gone")
+        assert names(informer) == [] and ("DELETED", "g") in seen
+        assert informer.has_synced()
+    finally:
+        informer.stop()
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "tandem.kube"]
+    assert [level for level, _ in said] == ["INFO", "INFO", "WARNING"], said
+
+
+def test_a_required_kind_not_served_is_never_synced(api_rest):
+    informer = Informer(api_rest, kind_of("PodGroup.scheduling.volcano.sh"), **FAST).start()
+    try:
+        assert not informer.wait_synced(0.3), "a kind the process cannot do without holds the start back"
+        assert informer.serving is None
+    finally:
+        informer.stop()

@@ -7,7 +7,7 @@ import copy
 
 from tandem.api.kube import Node, Pod
 from tandem.cluster.pods import assigned_node, pod_failed, pod_ready
-from tandem.kube.trim import LAST_APPLIED, trim_node, trim_object, trim_pod
+from tandem.kube.trim import LAST_APPLIED, trim_crd, trim_node, trim_object, trim_pod, trimmer
 
 FAT_POD = {
     "apiVersion": "v1",
@@ -98,3 +98,26 @@ def test_other_kinds_keep_everything_but_managed_fields():
              "spec": {"replicas": 2}, "status": {"observedGeneration": 1}}
     assert trim_object(group) == {"kind": "InferenceGroup", "metadata": {"name": "g", "annotations": {"a": "b"}},
                                   "spec": {"replicas": 2}, "status": {"observedGeneration": 1}}
+
+
+def test_a_crd_keeps_which_kind_it_serves_and_loses_its_schemas():
+    """The CRD watch only needs to know a kind is (or is no longer) served: schemas, often
+    hundreds of kilobytes each, stay out of the cache."""
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "podgroups.scheduling.volcano.sh", "resourceVersion": "9", "managedFields": [{}]},
+        "spec": {"group": "scheduling.volcano.sh", "scope": "Namespaced", "names": {"kind": "PodGroup", "plural": "podgroups"},
+                 "conversion": {"strategy": "None"},
+                 "versions": [{"name": "v1beta1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {"type": "object"}},
+                               "subresources": {"status": {}}}]},
+        "status": {"conditions": [{"type": "Established", "status": "True"}], "storedVersions": ["v1beta1"]},
+    }
+    assert trimmer("CustomResourceDefinition") is trim_crd
+    assert trim_crd(crd) == {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "podgroups.scheduling.volcano.sh", "resourceVersion": "9"},
+        "spec": {"group": "scheduling.volcano.sh", "scope": "Namespaced", "names": {"kind": "PodGroup", "plural": "podgroups"},
+                 "versions": [{"name": "v1beta1", "served": True, "storage": True}]},
+        "status": {"conditions": [{"type": "Established", "status": "True"}]},
+    }
+    assert "schema" in crd["spec"]["versions"][0], "the server's object is not changed"

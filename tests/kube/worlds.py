@@ -3,7 +3,9 @@
 A `KubeCluster` reads from informer caches, which trail the server; the contract suite
 writes and at once reads back. `ReadYourWrites.snapshot()` therefore waits, after any
 write of its own, until every informer's cache holds exactly what a fresh list of the
-server holds, (namespace, name) -> resourceVersion for every object. Versions are only
+server holds, (namespace, name) -> resourceVersion for every object, and every optional
+kind's informer agrees with the server on whether the kind is served (`served()` waits
+alike, so a CRD created or deleted is seen at once). Versions are only
 compared for equality (they are opaque), and a delete, which has no version to wait for,
 and what the server did in its wake (a cascade) are covered alike. The production adapter
 reads its own writes but not the server's side effects at once (docs/kube.md).
@@ -22,7 +24,8 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable, Mapping
 
-from tandem.cluster.ports import EventType, Object, ObjectRef, Propagation
+from tandem.backends.delegated_kinds import DELEGATED_BACKENDS, delegated_keys
+from tandem.cluster.ports import EventType, NotFound, Object, ObjectRef, Propagation
 from tandem.kube import kinds
 from tandem.kube.cluster import KubeCluster
 from tandem.kube.rest import Rest
@@ -35,6 +38,8 @@ TWINS = (
 
 # What the contract suite reads: a pass's kinds and Events, and the twins; the Lease is read live.
 CONTRACT_KINDS = ("InferenceGroup", "ClusterTopology", "Node", "Pod", "Service", "ConfigMap", "Event", *(k.key for k in TWINS))
+# Watched as the operator watches them: served only while their CRDs are installed.
+OPTIONAL_KINDS = delegated_keys(DELEGATED_BACKENDS)
 
 
 class ReadYourWrites(KubeCluster):
@@ -51,6 +56,12 @@ class ReadYourWrites(KubeCluster):
             self._dirty = False
         return super().snapshot()
 
+    def served(self, kinds: Iterable[str]) -> frozenset[str]:
+        if self._dirty:
+            self.wait_caught_up(self.catch_up)
+            self._dirty = False
+        return super().served(kinds)
+
     def wait_caught_up(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while True:
@@ -65,10 +76,18 @@ class ReadYourWrites(KubeCluster):
         """Per kind, the objects whose cached version differs from the server's: name -> (cached, server)."""
         out: dict[str, dict[str, tuple[str | None, str | None]]] = {}
         for informer in self.informers:
-            answer = self.rest.request("GET", informer.kind.path(informer.namespace))
-            server = {_key(o): _version(o) for o in answer.get("items") or []}
+            try:
+                answer = self.rest.request("GET", informer.kind.path(informer.namespace))
+            except NotFound:
+                if not informer.optional:
+                    raise
+                answer = None  # not served: its informer must say so
+            server = {_key(o): _version(o) for o in (answer or {}).get("items") or []}
             with self._lock:
                 cached = {key: _version(o) for key, o in informer.items.items()}
+                serving = informer.serving
+            if serving is not (answer is not None):
+                out.setdefault(informer.kind.key, {})["(served)"] = (str(serving), str(answer is not None))
             if server != cached:
                 diff = {f"{ns}/{name}": (cached.get((ns, name)), server.get((ns, name))) for ns, name in set(server) | set(cached)
                         if cached.get((ns, name)) != server.get((ns, name))}
@@ -99,10 +118,11 @@ class ReadYourWrites(KubeCluster):
         super().record_event(involved, type, reason, message)
 
 
-def kube_over_http(base_url: str, *, kinds: Iterable[str] = CONTRACT_KINDS, catch_up: float = 5.0, sync: float = 10.0, **options: Any) -> ReadYourWrites:
+def kube_over_http(base_url: str, *, kinds: Iterable[str] = CONTRACT_KINDS, optional_kinds: Iterable[str] = OPTIONAL_KINDS,
+                   catch_up: float = 5.0, sync: float = 10.0, **options: Any) -> ReadYourWrites:
     """A started `ReadYourWrites` cluster against the API at `base_url` (no authentication),
     its informers listed; `stop()` it when done."""
-    world = ReadYourWrites(Rest.connect(base_url, trust_env=False), kinds=kinds, catch_up=catch_up, **options)
+    world = ReadYourWrites(Rest.connect(base_url, trust_env=False), kinds=kinds, optional_kinds=optional_kinds, catch_up=catch_up, **options)
     world.start()
     if not world.wait_synced(sync):
         world.stop()

@@ -97,6 +97,9 @@ class _Failing:
     def snapshot(self):
         return self.store.snapshot()
 
+    def served(self, kinds):
+        return self.store.served(kinds)
+
     def create(self, obj):
         raise Conflict("injected")
 

@@ -105,6 +105,9 @@ class FaultyWriter:
     def snapshot(self):
         return self.store.snapshot()
 
+    def served(self, kinds):
+        return self.store.served(kinds)
+
     def _gate(self, verb: str, what: str) -> None:
         error = self.fail(self.writes, verb)
         self.writes += 1

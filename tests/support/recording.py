@@ -31,6 +31,9 @@ class Recording:
 
         return Reader()
 
+    def served(self, kinds):
+        return self.store.served(kinds)  # the informers' lists say so: no permission of its own
+
     def create(self, obj):
         self.note(self.store.key_of(obj), "create")
         return self.store.create(obj)

@@ -166,6 +166,8 @@ class Registry:
             )
         for resource in resources:
             self.add(replace(resource, qualified_key=qualify))
+        for gone in {r.key for r in before if r.storage} - {r.key for r in self._resources.values() if r.storage}:
+            self.store.forget_kind(gone)  # no longer served: the store's `served` says so
 
     def lookup(self, group: str, version: str, plural: str) -> Resource | None:
         return self._resources.get((group, version, plural))

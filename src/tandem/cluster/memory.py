@@ -11,6 +11,10 @@
   on `update` and change only `status` on `update_status`. Which kinds have one, and which
   are cluster-scoped, is per store: `register_kind` adds one (the local API server
   registers each CustomResourceDefinition's kind).
+- `served(kinds)` (the `Discovery` port) says which kinds it serves: the built-in ones
+  (`BUILT_IN`: what every Kubernetes API server serves, and tandem's own kinds) and
+  those registered; `forget_kind` stops serving one (its CRD was deleted), as a world
+  without a backend's CRDs does not serve that backend's kinds.
 - Objects are keyed by kind name, or by `Kind.group` for a kind registered under that
   qualified key (`cluster/kind_keys.py`): KAI's and Kueue's `Topology` are two kinds here,
   `Topology.kai.scheduler` and `Topology.kueue.x-k8s.io`. Every method's `kind` is that key.
@@ -54,6 +58,11 @@ from tandem.cluster.selectors import matches, matches_fields, parse, parse_field
 STATUS_SUBRESOURCE = frozenset({"Pod", "Node", "InferenceGroup", "ClusterTopology"})
 CLUSTER_SCOPED = frozenset({"Node", "ClusterTopology", "Namespace", "CustomResourceDefinition"})
 HISTORY = 10_000
+# Served by every store without registering (`served`): Kubernetes' own kinds and tandem's.
+BUILT_IN = frozenset({
+    "Pod", "Node", "Namespace", "Service", "Endpoints", "ConfigMap", "Secret", "PodTemplate", "Event", "Lease",
+    "PriorityClass", "CustomResourceDefinition", "ValidatingWebhookConfiguration", "InferenceGroup", "ClusterTopology",
+})
 EVENT_SOURCE = "tandem"
 
 
@@ -133,6 +142,7 @@ class MemoryStore:
         self._status = set(status_subresource)
         self._cluster_scoped = frozenset(cluster_scoped)
         self._qualified: frozenset[str] = frozenset()  # kinds keyed `Kind.group`
+        self._registered: set[str] = set()  # served besides BUILT_IN (`register_kind`)
         self._objects: dict[tuple[str, str, str], Object] = {}
         self._shared = False  # a snapshot holds `_objects`: copy it before the next write
         self._events: deque[Event] = deque(maxlen=history)
@@ -157,6 +167,16 @@ class MemoryStore:
             self._status.discard(kind)
         if is_qualified(kind):
             self._qualified = self._qualified | {kind}
+        self._registered.add(kind)
+
+    def forget_kind(self, kind: str) -> None:
+        """Stop serving `kind` (its CRD is gone): `served` leaves it out. Its scope, status
+        subresource and key stay as registered, so registering it again serves it alike."""
+        self._registered.discard(kind)
+
+    def served(self, kinds: Iterable[str]) -> frozenset[str]:
+        """Which of `kinds` this store serves: the built-in ones and those registered."""
+        return frozenset(kind for kind in kinds if kind in BUILT_IN or kind in self._registered)
 
     def key_of(self, obj: Mapping[str, Any]) -> str:
         """The key an object is stored under: its kind, or `Kind.group` if registered so."""

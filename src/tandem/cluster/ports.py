@@ -13,6 +13,11 @@ another group also uses (`Topology.kai.scheduler`, `Topology.kueue.x-k8s.io`).
 - `Writer`: create; JSON merge patch (RFC 7386) of an object or of its `/status`, with an
   optional resourceVersion precondition; delete with uid and resourceVersion
   preconditions and a propagation policy; events, aggregated by the world.
+- `Discovery`: which kinds the API server serves right now (`served`). A kind a CRD
+  brings (a scheduler backend's PodGroup) is served only while that CRD is installed; a
+  world answers from what it knows without a request (the memory store: its registered
+  kinds and the built-in ones; `KubeCluster`: whether each kind's informer lists it), so
+  a pass may ask every time. The controller writes a kind only while it is served.
 
 Watching and binding are not here: they belong to the worlds that need them (the
 simulator's kubelet binds, the operator's informers watch).
@@ -21,7 +26,7 @@ simulator's kubelet binds, the operator's informers watch).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Protocol
+from typing import Any, Iterable, Literal, Mapping, Protocol
 
 from tandem.errors import (  # re-exported: the controller's callers catch these
     AlreadyExists,
@@ -47,6 +52,7 @@ __all__ = [
     "ApiError",
     "Cluster",
     "Conflict",
+    "Discovery",
     "EventType",
     "Forbidden",
     "Gone",
@@ -112,7 +118,15 @@ class Writer(Protocol):
     def record_event(self, involved: ObjectRef, type: EventType, reason: str, message: str) -> None: ...
 
 
-class Cluster(Writer, Protocol):
-    """A world as the controller sees it: a snapshot to read for each pass, and a writer."""
+class Discovery(Protocol):
+    def served(self, kinds: Iterable[str]) -> frozenset[str]:
+        """Which of `kinds` (keys, `cluster/kind_keys.py`) the world serves now: a kind
+        whose CRD is not installed is not, and neither is one the world cannot tell about."""
+        ...
+
+
+class Cluster(Writer, Discovery, Protocol):
+    """A world as the controller sees it: a snapshot to read for each pass, a writer, and
+    which kinds it serves."""
 
     def snapshot(self) -> Reader: ...

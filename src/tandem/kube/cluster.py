@@ -6,6 +6,14 @@ as its informer last heard it, all at one instant, and nothing changes under it.
 straight to the API (`writer.py`). Kinds in `live_kinds` (the Lease) are not watched but
 read from the API on each call.
 
+Optional kinds (`optional_kinds`: the delegated scheduler backends' PodGroups and
+Workloads) are watched like the others but may not be served, their CRDs not installed:
+such an informer counts as synced with an empty cache and looks again every `recheck`
+seconds, and at once when a CustomResourceDefinition is added or changed (the cluster
+then watches CRDs too); a served one whose CRD is deleted lists again, finds the kind gone
+and empties its cache. `served(kinds)` (the `Discovery` port) answers from the informers:
+a kind is served when each of its informers' last list found it, so a pass asks for free.
+
 Consistency: a snapshot may lag the server for what others change, but it reads this
 process's own writes: each write's answer goes into its informer's cache at once (see
 `informer.py`), as the in-memory store does, so a pass never acts on the state before the
@@ -24,7 +32,7 @@ import httpx2
 
 from tandem.cluster.ports import EventType, Object, ObjectRef, Propagation
 from tandem.kube.informer import Informer, Journal, OnChange
-from tandem.kube.kinds import key_of, kind_of
+from tandem.kube.kinds import CRD_KEY, key_of, kind_of
 from tandem.kube.reader import CacheReader, Key, LiveReader
 from tandem.kube.rest import Rest, Source, as_rest
 from tandem.kube.writer import KubeWriter
@@ -36,6 +44,7 @@ class KubeCluster:
         rest: Rest | httpx2.Client,
         *,
         kinds: Iterable[str],
+        optional_kinds: Iterable[str] = (),
         namespaces: Iterable[str] = (),
         scopes: Mapping[str, Iterable[str]] | None = None,
         live_kinds: Iterable[str] = ("Lease",),
@@ -47,8 +56,10 @@ class KubeCluster:
     ):
         """`rest`: a `Rest`, or an `httpx2.Client` whose `base_url` is the API server.
         `namespaces` limits every namespaced kind (empty: all namespaces); `scopes` limits
-        single kinds (`{"Lease": ["tandem-system"]}`); `informer_options` go to each
-        `Informer` (page_size, read_grace, backoff, clock)."""
+        single kinds (`{"Lease": ["tandem-system"]}`); `optional_kinds` are watched too but
+        may not be served (a CRD not installed: see the module docstring), and bring a
+        watch of CustomResourceDefinitions; `informer_options` go to each `Informer`
+        (page_size, read_grace, backoff, clock, recheck)."""
         self.rest = as_rest(rest)
         self._owns_rest = isinstance(rest, Rest)
         self.writer = writer or KubeWriter(self.rest)
@@ -57,7 +68,9 @@ class KubeCluster:
         self.journal = Journal()  # every informer's changes, numbered (guarded by the lock)
         self._live = LiveReader(self.rest)
         self.live_kinds = frozenset(live_kinds)
-        self.kinds = tuple(dict.fromkeys(k for k in kinds if k not in self.live_kinds))
+        self.optional_kinds = frozenset(optional_kinds) - self.live_kinds
+        watched = (*kinds, *sorted(self.optional_kinds), *((CRD_KEY,) if self.optional_kinds else ()))
+        self.kinds = tuple(dict.fromkeys(k for k in watched if k not in self.live_kinds))
         limited = {kind: tuple(spaces) for kind, spaces in (scopes or {}).items()}
         self.informers: list[Informer] = []
         for name in self.kinds:
@@ -74,6 +87,7 @@ class KubeCluster:
                         on_change=self._changed,
                         resync=resync,
                         watch_timeout=watch_timeout,
+                        optional=name in self.optional_kinds,
                         **informer_options,
                     )
                 )
@@ -167,6 +181,19 @@ class KubeCluster:
         caches = {kind: parts[0] if len(parts) == 1 else {k: v for part in parts for k, v in part.items()} for kind, parts in by_kind.items()}
         return CacheReader(caches, self._live, self.live_kinds, journal=(self.journal, self._lock, seq))
 
+    # ------------------------------------------------------------------ Discovery
+
+    def served(self, kinds: Iterable[str]) -> frozenset[str]:
+        """Which of `kinds` the API server serves, as the informers last found: a watched
+        kind whose every informer listed it (an optional kind whose CRD is missing does not;
+        nor does a kind before its first list), and the kinds read live (built-in). A kind
+        this cluster does not watch is not known to be served: watch it to ask."""
+        found: dict[str, bool] = {}
+        with self._lock:
+            for informer in self.informers:
+                found[informer.kind.key] = found.get(informer.kind.key, True) and informer.serving is True
+        return frozenset(kind for kind in kinds if kind in self.live_kinds or found.get(kind, False))
+
     # ------------------------------------------------------------------ Writer
 
     def create(self, obj: Object) -> Object:
@@ -218,7 +245,22 @@ class KubeCluster:
         return None
 
     def _changed(self, kind: str, event_type: str, obj: Object) -> None:
+        if kind == CRD_KEY and self.optional_kinds:
+            self._crd_changed(event_type, obj)
         hook = self.on_change
         if hook is not None:
             hook(kind, event_type, obj)
+
+    def _crd_changed(self, event_type: str, crd: Object) -> None:
+        """A CRD added or changed may serve an unserved optional kind: those look again now.
+        One deleted (or being deleted) takes its kind away: that kind's informers list again."""
+        name = str((crd.get("metadata") or {}).get("name") or "")
+        going = event_type == "DELETED" or bool((crd.get("metadata") or {}).get("deletionTimestamp"))
+        for informer in self.informers:
+            if not informer.optional:
+                continue
+            if going and f"{informer.kind.plural}.{informer.kind.group}" == name:
+                informer.recheck_now(watching=True)
+            elif not going:
+                informer.recheck_now()
 

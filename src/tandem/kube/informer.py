@@ -7,6 +7,15 @@
       resync due (every `resync` seconds) -> list again
     any other failure -> back off (doubling, capped; longer if the server says Retry-After)
 
+An optional kind (a scheduler backend's PodGroup: `optional=True`) may not be served at
+all, its CRD not installed: a 404 on its list makes it unserved, not failed. It counts as
+synced with an empty cache (so it never holds a process's start back), says so in one
+log line (and one when it is served again), and looks again on a slow timer (`recheck`
+seconds) or at once when told (`recheck_now`: a CRD was added or changed). A served kind
+whose CRD is deleted (its watch or re-list answers 404) becomes unserved the same way:
+its cache empties, a DELETED change for each object. `serving` is the state: None until
+the first list, then whether the last list found the kind served.
+
 One thread per informer, blocking I/O: the Writer the controller calls is synchronous, a
 thread per kind is a handful of threads, and a blocked read is ended by shutting its
 socket down (`stop`), with the read time-out as a backstop. An asyncio loop would have
@@ -52,7 +61,7 @@ from typing import Any, Callable, Mapping
 import httpx2
 import msgspec
 
-from tandem.cluster.ports import ApiError, Gone, Object
+from tandem.cluster.ports import ApiError, Gone, NotFound, Object
 from tandem.kube.errors import status_error
 from tandem.kube.kinds import Kind
 from tandem.kube.rest import Rest, Stream, as_rest
@@ -106,9 +115,14 @@ class Informer:
         clock: Callable[[], float] = time.monotonic,
         on_delay: Callable[[str, float], None] | None = None,
         wall: Callable[[], float] = time.time,
+        optional: bool = False,
+        recheck: float = 60.0,
     ):
         self.rest = as_rest(rest)
         self.kind = kind
+        self.optional = optional  # may not be served (its CRD not installed): a 404 is a state, not a failure
+        self.recheck = recheck  # seconds between looks at an unserved optional kind
+        self.serving: bool | None = None  # guarded by `lock`: None until it has listed, then whether the last list found the kind
         self.namespace = namespace if kind.namespaced else None
         self.lock = lock or threading.Lock()
         self.on_change = on_change
@@ -131,6 +145,7 @@ class Informer:
         self._down_since: float | None = clock()  # None while a watch is open
         self._synced = threading.Event()
         self._stopped = threading.Event()
+        self._look_again = threading.Event()  # `recheck_now`: list again without waiting
         self._stream: Stream | None = None
         self._thread: threading.Thread | None = None
         self._listed_at = 0.0
@@ -150,8 +165,20 @@ class Informer:
 
     def signal_stop(self) -> None:
         self._stopped.set()
+        self._look_again.set()
         stream = self._stream
         if stream is not None:
+            stream.abort()
+
+    def recheck_now(self, *, watching: bool = False) -> None:
+        """List again now: an unserved kind at once, not at its next timer; with `watching`,
+        a served one too, ending its watch (its CRD was deleted: the list says whether the
+        kind is still served)."""
+        if self.serving is not False and not watching:
+            return
+        self._look_again.set()
+        stream = self._stream
+        if stream is not None and watching:
             stream.abort()
 
     @property
@@ -183,12 +210,23 @@ class Informer:
         failures = 0
         while not self._stopped.is_set():
             try:
-                self._list()
+                self._look_again.clear()  # a recheck asked for from here on lists once more
+                try:
+                    self._list()
+                except NotFound:
+                    if not self.optional:
+                        raise
+                    failures = 0
+                    self._unserved()
+                    self._look_again.wait(self.recheck)
+                    continue
                 failures = 0
                 self._watch()
             except ApiError as exc:
                 if self._stopped.is_set():
                     break
+                if self._down_since is None:
+                    self._down_since = self.clock()
                 failures += 1
                 # 404 on a list: the server does not serve the kind at all (a CRD not installed)
                 hint = " (the API server does not serve this kind: is its CRD installed?)" if exc.code == 404 else ""
@@ -243,8 +281,26 @@ class Informer:
 
     def _list(self) -> None:
         objects, version = self._list_pages()
-        fresh = {_key(o): self._prepare(o) for o in objects}
+        self.lists += 1
+        self._listed_at = self.clock()
+        if self._replace({_key(o): self._prepare(o) for o in objects}, version, serving=True) is False:
+            log.info("informer %s: the API server serves this kind now", self.kind.key, extra={"kind": self.kind.key})
+
+    def _unserved(self) -> None:
+        """The server does not serve the kind (404 on its list): nothing of it exists. Empty
+        the cache (a DELETED change for each object it held) and count as synced."""
+        was = self._replace({}, "", serving=False)
+        self._down_since = None  # not disconnected: there is nothing to watch
+        if was is not False:
+            level = logging.WARNING if was else logging.INFO  # served until now: its CRD was deleted
+            log.log(level, "informer %s: the API server does not serve this kind (is its CRD installed?); "
+                    "looking again when a CRD changes, or in %gs", self.kind.key, self.recheck, extra={"kind": self.kind.key})
+
+    def _replace(self, fresh: dict[Key, Object], version: str, *, serving: bool) -> bool | None:
+        """Make `fresh` the cache, as of `version`, and `serving` the state, together (under
+        the lock); report what changed. Returns the state before."""
         with self.lock:
+            was, self.serving = self.serving, serving
             for key, at in list(self.deleted_here.items()):
                 if key not in fresh:
                     del self.deleted_here[key]  # the server agrees
@@ -255,8 +311,6 @@ class Informer:
             for key in old.keys() | fresh.keys():
                 if old.get(key) is None or fresh.get(key) is None or _version(old[key]) != _version(fresh[key]):
                     self.journal.add(self.kind.key, key)
-        self.lists += 1
-        self._listed_at = self.clock()
         self._heard()
         self._synced.set()
         for key, obj in old.items():
@@ -268,6 +322,7 @@ class Informer:
                 self._notify("ADDED", obj)
             elif _version(before) != _version(obj):
                 self._notify("MODIFIED", obj)
+        return was
 
     def _list_pages(self) -> tuple[list[Mapping[str, Any]], str]:
         """Every page of one consistent list; an expired continue token starts over unpaged."""
@@ -291,6 +346,8 @@ class Informer:
         """Watch until a re-list is due (410, resync) or the informer stops."""
         failures = 0
         while not self._stopped.is_set():
+            if self._look_again.is_set():
+                return  # `recheck_now` ended the watch: list again
             remaining = self._listed_at + self.resync - self.clock() if self.resync > 0 else math.inf  # 0: never resync
             if remaining <= 0:
                 return
@@ -308,10 +365,10 @@ class Informer:
                     for line in stream.lines():
                         if not self._event(line):
                             return  # 410 in the stream: list again
-            except Gone:
-                return
+            except (Gone, NotFound):
+                return  # list again: a 404 says the kind is no longer served (its CRD deleted)
             except ApiError as exc:
-                if self._stopped.is_set():
+                if self._stopped.is_set() or self._look_again.is_set():
                     return
                 if exc.code == 504:
                     continue  # a silent watch timed out: watch again

@@ -5,8 +5,11 @@ plain kind name, or `Kind.group` for a kind registered `qualified` because anoth
 uses its name (KAI's and Kueue's `Topology`); the API addresses them by group, version,
 plural and scope. This table is the one place that knows the mapping, so no discovery
 request is needed at start-up and an unknown kind fails before any request is sent (400,
-terminal: a bug in the caller). `register` adds one (a backend's PodGroup); `key_of` finds
-an object's key from its own `apiVersion` and `kind`.
+terminal: a bug in the caller). `register` adds one; `key_of` finds an object's key from
+its own `apiVersion` and `kind`. The delegated backends' kinds (`backends/delegated_kinds.py`:
+PodGroups, Workloads, PriorityClass) are here too, each under its group-qualified key; the
+operator watches them as optional kinds (served only while their CRDs are installed),
+and the CustomResourceDefinitions to notice when one is (`cluster.py`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import quote
 
+from tandem.backends.delegated_kinds import DELEGATED_KINDS, PRIORITY_CLASS
 from tandem.cluster.kind_keys import is_qualified, object_key, qualified
 from tandem.errors import BadRequest
 
@@ -91,5 +95,12 @@ for _kind in (
     Kind("ProvisioningRequest", "autoscaling.x-k8s.io/v1", "provisioningrequests", namespaced=True, status=True),
     # the operator registers its admission webhook (operator/process.py)
     Kind("ValidatingWebhookConfiguration", "admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", namespaced=False),
+    # watched alongside optional kinds: a CRD added or changed has them look again (trim.py keeps its names)
+    Kind("CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False, status=True),
 ):
     register(_kind)
+
+for _delegated in (*(k for kinds in DELEGATED_KINDS.values() for k in kinds), PRIORITY_CLASS):
+    register(Kind(_delegated.kind, _delegated.api_version, _delegated.plural, _delegated.namespaced, _delegated.status, _delegated.qualified))
+
+CRD_KEY = "CustomResourceDefinition"

@@ -5,8 +5,10 @@ reads (environment, volumes, probes, container statuses, managed fields). A Pod 
 fields the controller (`controller/manifests.py`, `controller/decide.py`, `cluster/replicas.py`), the placement models
 (`api/kube.py`: requests, init containers, overhead, node selector, tolerations) and the
 peers file (`status.podIP`) read; every object loses `metadata.managedFields` and the
-`last-applied-configuration` annotation; a Node loses its image list. A trimmed object is a
-new dict: the one the server sent is not changed.
+`last-applied-configuration` annotation; a Node loses its image list; a
+CustomResourceDefinition keeps only what says which kind it serves (group, names, scope,
+versions without their schemas, conditions), not its schemas, often the biggest objects in a
+cluster. A trimmed object is a new dict: the one the server sent is not changed.
 
 Trimmed objects are for reading: nothing tandem writes is built from a cached Pod (patches
 name only what they change), so a dropped field is never written back as absent.
@@ -71,7 +73,23 @@ def trim_node(node: Mapping[str, Any]) -> Object:
     return out
 
 
-TRIMS: dict[str, Callable[[Mapping[str, Any]], Object]] = {"Pod": trim_pod, "Node": trim_node}
+CRD_SPEC = ("group", "names", "scope")
+CRD_VERSION = ("name", "served", "storage")
+
+
+def trim_crd(crd: Mapping[str, Any]) -> Object:
+    out: Object = {k: crd[k] for k in ("apiVersion", "kind") if k in crd}
+    out["metadata"] = trim_metadata(crd.get("metadata") or {}, POD_METADATA)
+    spec = crd.get("spec") or {}
+    out["spec"] = {k: spec[k] for k in CRD_SPEC if k in spec}
+    out["spec"]["versions"] = [{k: v[k] for k in CRD_VERSION if k in v} for v in spec.get("versions") or []]
+    status = crd.get("status") or {}
+    if "conditions" in status:
+        out["status"] = {"conditions": status["conditions"]}
+    return out
+
+
+TRIMS: dict[str, Callable[[Mapping[str, Any]], Object]] = {"Pod": trim_pod, "Node": trim_node, "CustomResourceDefinition": trim_crd}
 
 
 def trimmer(kind: str) -> Callable[[Mapping[str, Any]], Object]:

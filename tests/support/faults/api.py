@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from support.controller_world import Crash
 from tandem.cluster.memory import MemoryStore, Snapshot
@@ -116,6 +116,10 @@ class ReplicaApi:
             elif key in objects and objects[key]["metadata"].get("uid") == uid:
                 del objects[key]
         return LaggingReader(Snapshot(objects, version, base._cluster_scoped), self)
+
+    def served(self, kinds: Iterable[str]) -> frozenset[str]:
+        """The store's: which kinds are served does not lag (the informers' state, not their caches)."""
+        return self.store.served(kinds)
 
     def live_get(self, kind: str, namespace: str | None, name: str) -> Object:
         fault = self.faults.error()

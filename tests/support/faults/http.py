@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from support.controller_world import Crash
 from support.faults.api import Faults as StormFaults
@@ -125,6 +125,9 @@ class HttpReplicaApi:
 
     def snapshot(self) -> Any:
         return self.cluster.snapshot()
+
+    def served(self, kinds: Iterable[str]) -> frozenset[str]:
+        return self.cluster.served(kinds)
 
     def crash_after(self, writes: int) -> None:
         self.crash_at = self.writes + writes
