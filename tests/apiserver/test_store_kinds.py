@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from tandem.cluster.memory import CLUSTER_SCOPED, STATUS_SUBRESOURCE, MemoryStore
+from tandem.cluster.memory import BUILT_IN, CLUSTER_SCOPED, STATUS_SUBRESOURCE, MemoryStore
 from tandem.errors import Invalid, NotFound
 
 
@@ -77,3 +79,20 @@ def test_the_api_servers_store_serves_a_crds_kind_while_the_crd_is_stored(client
     assert server.state.store.served(("PodGroup",)) == {"PodGroup"}, "keyed plain: no other group serves a PodGroup here"
     assert client.delete("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/podgroups.scheduling.volcano.sh").code == 200
     assert server.state.store.served(("PodGroup",)) == frozenset()
+
+
+CRD_KINDS = ("PodGroup.scheduling.volcano.sh", "PodGroup.scheduling.run.ai", "Workload.kueue.x-k8s.io", "Widget")
+
+
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from(CRD_KINDS))), st.sets(st.sampled_from((*CRD_KINDS, "Pod", "Lease"))))
+def test_served_is_the_built_in_kinds_and_the_last_word_on_each_registered_one(steps, asked):
+    """Whatever order kinds are registered and forgotten in, a kind is served iff it is built
+    in or its last step registered it; and only kinds asked about are answered."""
+    store, last = MemoryStore(), {}
+    for register, kind in steps:
+        if register:
+            store.register_kind(kind, cluster_scoped=False, status=True)
+        else:
+            store.forget_kind(kind)
+        last[kind] = register
+    assert store.served(asked) == {k for k in asked if k in BUILT_IN or last.get(k, False)}
