@@ -180,3 +180,21 @@ def test_a_pod_created_with_kubectl_is_bound_to_its_hostname_and_becomes_ready(s
     assert "Status:" in described and "Pending" in described
     assert server.kubectl("delete", "pod", "engine-0", "no-room", "-n", NS).returncode == 0
     assert server.kubectl("get", "pods", "-n", NS).stdout == ""
+
+
+PODGROUP_CRD = REPO / ".." / "shared" / "schemas" / "volcano" / "scheduling.volcano.sh_podgroups.yaml"
+
+
+@pytest.mark.skipif(not PODGROUP_CRD.is_file(), reason=f"Volcano's PodGroup CRD is not at {PODGROUP_CRD} (../shared/schemas)")
+def test_a_schedulers_kind_is_served_only_while_its_crd_is_applied(server):
+    """What makes a delegated backend live in the operator (docs/kube.md, optional kinds)."""
+    before = server.kubectl("get", "--raw", "/apis/scheduling.volcano.sh/v1beta1/podgroups", check=False)
+    assert before.returncode != 0 and "NotFound" in before.stderr, "no CRD: the collection is a 404"
+    assert "created" in server.kubectl("apply", "-f", str(PODGROUP_CRD)).stdout
+    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "pg", "namespace": NS},
+             "spec": {"minMember": 2}}
+    server.kubectl("apply", "-f", "-", stdin=json.dumps(group))
+    listed = json.loads(server.kubectl("get", "--raw", f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{NS}/podgroups").stdout)
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["pg"]
+    server.kubectl("delete", "crd", "podgroups.scheduling.volcano.sh")
+    assert server.kubectl("get", "--raw", "/apis/scheduling.volcano.sh/v1beta1/podgroups", check=False).returncode != 0
