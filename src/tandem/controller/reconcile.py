@@ -54,12 +54,8 @@ def reconcile(
 
 
 def served_kinds(cluster: Cluster, kinds: tuple[str, ...]) -> frozenset[str]:
-    """Which of `kinds` the world serves now (`Discovery.served`); a world that cannot say
-    is taken to serve them all."""
-    if not kinds:
-        return frozenset()
-    served = getattr(cluster, "served", None)
-    return frozenset(kinds) if served is None else frozenset(served(kinds))
+    """Which of `kinds` the world serves now (`Discovery.served`): none asked, none read."""
+    return frozenset(cluster.served(kinds)) if kinds else frozenset()
 
 
 # A pass that learns of a refusal, or of its end, is followed by one this soon: it writes
