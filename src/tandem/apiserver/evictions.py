@@ -23,6 +23,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from tandem.schedulers.fit import tolerates
+
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
 NO_EXECUTE = "NoExecute"
@@ -55,20 +57,6 @@ def no_execute_taints(node: Mapping[str, Any]) -> frozenset[Taint]:
             elif status != "True":
                 out.add(Taint(UNREACHABLE, "", NO_EXECUTE))
     return frozenset(out)
-
-
-def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """Kubernetes' `Toleration.ToleratesTaint`: effect (empty: any), key (empty with
-    Exists: any), then Exists or an equal value."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != (taint.get("key") or ""):
-        return False
-    if toleration.get("operator") == "Exists":
-        return True
-    return (toleration.get("operator") or "Equal") == "Equal" and bool(key) and (toleration.get("value") or "") == (taint.get("value") or "")
 
 
 def eviction_time(taints: Mapping[Taint, float], tolerations: Sequence[Mapping[str, Any]]) -> float | None:

@@ -34,15 +34,19 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tandem.api.naming import HOSTNAME_LABEL
 from tandem.api.quantity import parse_quantity
 from tandem.api.timestamps import rfc3339
-from tandem.apiserver.evictions import Taint, eviction_time, no_execute_taints, tolerates
+from tandem.apiserver.evictions import Taint, eviction_time, no_execute_taints
 from tandem.apiserver.server_state import State
 from tandem.apiserver.step_thread import StepThread, Stepped
 from tandem.cluster.payloads import as_pod
 from tandem.cluster.pods import pod_ready
 from tandem.errors import ApiError
+from tandem.backends.delegated_kinds import DELEGATED_KINDS
+from tandem.schedulers.fit import Amounts, NodeIndex, add, first_fit, pod_requests
+from tandem.schedulers.apply import apply_decision
+from tandem.schedulers.run import RUNS_ON, kube_scheduler_binds, schedule
+from tandem.schedulers.shared import World
 
 
 
@@ -76,17 +80,21 @@ class Kubelet(Stepped):
         snapshot = self.state.store.snapshot()
         wall = self.state.clock()  # taints are timed on the server's clock, as the objects' stamps are
         self._follow_nodes(snapshot, wall)
+        served = self._served()
+        delegated = bool(served) and self._delegated(snapshot, served, wall)
+        if delegated:
+            snapshot = self.state.store.snapshot()  # the stand-ins wrote: read their binds before fitting the rest
         pods = snapshot.list("Pod")
         gone = self._collect_orphans(pods)
         evicted, next_eviction = self._evict(pods, wall)
         gone |= evicted
-        wrote = bool(gone)
+        wrote = bool(gone) or delegated
         if gone:
             pods = [p for p in pods if p["metadata"]["uid"] not in gone]
         work = [p for p in pods if self._needs_work(p)]
         due: list[float] = [] if next_eviction is None else [next_eviction]
         used: dict[str, Amounts] | None = None
-        placement: _Nodes | None = None
+        placement: NodeIndex | None = None
         for pod in sorted(work, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["namespace"], p["metadata"]["name"])):
             meta, spec = pod["metadata"], pod.get("spec") or {}
             uid = meta["uid"]
@@ -96,18 +104,20 @@ class Kubelet(Stepped):
                         self._eligible.pop(uid, None)
                         wrote |= self._scheduled_condition(pod, "False", "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates")
                         continue
+                    if not kube_scheduler_binds(pod, set(served)):
+                        continue  # another scheduler's pod (or a Workload API gang's): its stand-in binds it
                     first = self._eligible.setdefault(uid, now)
                     if now - first < self.bind_latency:
                         due.append(first + self.bind_latency - now)
                         continue
                     if used is None or placement is None:
-                        used, placement = self._used(pods), _Nodes(list(self._nodes.values()))
-                    node, why = _first_fit(pod, placement, used, self._requests(pod))
+                        used, placement = self._used(pods), NodeIndex(list(self._nodes.values()))
+                    node, why = first_fit(pod, placement, used, self._requests(pod))
                     if node is None:
                         wrote |= self._scheduled_condition(pod, "False", "Unschedulable", why)
                         continue
                     pod = self.state.store.bind(meta["namespace"], meta["name"], node)
-                    _add(used[node], self._requests(pod))
+                    add(used[node], self._requests(pod))
                     wrote = True
                 if (uid not in self._started or (pod.get("status") or {}).get("phase") != "Running") and self._run_pod(pod, now):
                     pod = self.state.store.get("Pod", meta["namespace"], meta["name"])
@@ -129,6 +139,31 @@ class Kubelet(Stepped):
         if wrote:
             self.state.changed()
         return min(due) if due else None
+
+    # ------------------------------------------------------------------ delegated schedulers
+
+    def _served(self) -> dict[str, list[str]]:
+        """Per backend whose gang kind this server serves (its CRD installed), the store keys
+        of its kinds that are served."""
+        out: dict[str, list[str]] = {}
+        for backend, kinds in DELEGATED_KINDS.items():
+            keys = {kind.kind: resource.key for kind in kinds if (resource := self.state.registry.for_kind(kind.kind, kind.group)) is not None}
+            if RUNS_ON[backend] in keys:
+                out[backend] = sorted(keys.values())
+        return out
+
+    def _delegated(self, snapshot: Any, served: dict[str, list[str]], now: float) -> bool:
+        """Run the served schedulers' stand-ins (`tandem.schedulers`) and apply what they
+        decide; whether anything was written."""
+        queues = self.state.registry.for_kind("LocalQueue", "kueue.x-k8s.io")
+        world = World(
+            pods=snapshot.list("Pod"),
+            nodes=list(self._nodes.values()),
+            gangs={backend: [o for key in keys for o in snapshot.list(key)] for backend, keys in served.items()},
+            now=now,
+            local_queues=None if queues is None else snapshot.list(queues.key),
+        )
+        return apply_decision(self.state.store, schedule(world), lambda pod, reason, message: self._scheduled_condition(pod, "False", reason, message))
 
     def _follow_nodes(self, snapshot: Any, now: float) -> None:
         """Bring the nodes, and when each NoExecute taint appeared, up to date with what
@@ -208,7 +243,7 @@ class Kubelet(Stepped):
         uid = pod["metadata"]["uid"]
         known = self._known.get(uid)
         if known is None:
-            known = self._known[uid] = _requests(pod)
+            known = self._known[uid] = pod_requests(pod)
         return known
 
     def _used(self, pods: list[dict[str, Any]]) -> dict[str, Amounts]:
@@ -216,7 +251,7 @@ class Kubelet(Stepped):
         for pod in pods:
             node = (pod.get("spec") or {}).get("nodeName")
             if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-                _add(used[node], self._requests(pod))
+                add(used[node], self._requests(pod))
         return used
 
     # ------------------------------------------------------------------ status writes
@@ -310,96 +345,3 @@ def _host_ip(node: str) -> str:
     """A stable made-up address per node name, on this machine (127.20.0.0/16)."""
     digest = sum((i + 1) * ord(ch) for i, ch in enumerate(node))
     return f"127.20.{digest // 254 % 256}.{digest % 254 + 1}"
-
-
-# ----------------------------------------------------------------------------- scheduling
-
-Amounts = dict[str, int]  # resource name -> milli-units
-
-
-def _requests(pod: dict[str, Any]) -> Amounts:
-    out: Amounts = defaultdict(int)
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        for name, value in ((container.get("resources") or {}).get("requests") or {}).items():
-            try:
-                out[name] += parse_quantity(value)
-            except ValueError:
-                continue
-    out["pods"] += 1000
-    return out
-
-
-def _add(total: Amounts, more: Amounts) -> None:
-    for name, amount in more.items():
-        total[name] = total.get(name, 0) + amount
-
-
-class _Nodes:
-    """The nodes by name, and by host name (the selector tandem writes), for one step."""
-
-    def __init__(self, nodes: list[dict[str, Any]]):
-        self.ordered = sorted(nodes, key=lambda n: n["metadata"]["name"])
-        self.by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for node in self.ordered:
-            host = (node["metadata"].get("labels") or {}).get(HOSTNAME_LABEL)
-            if host is not None:
-                self.by_host[host].append(node)
-
-
-def _first_fit(pod: dict[str, Any], nodes: _Nodes, used: dict[str, Amounts], wanted: Amounts) -> tuple[str | None, str]:
-    """The first node by name the pod may go to, or None and why not."""
-    spec = pod.get("spec") or {}
-    selector = spec.get("nodeSelector") or {}
-    reasons: dict[str, int] = defaultdict(int)
-    candidates = nodes.ordered
-    if HOSTNAME_LABEL in selector:  # only nodes of that host name can match: the others are counted as not matching
-        candidates = nodes.by_host.get(selector[HOSTNAME_LABEL], [])
-        if len(nodes.ordered) > len(candidates):
-            reasons["didn't match Pod's node affinity/selector"] += len(nodes.ordered) - len(candidates)
-    for node in candidates:
-        name = node["metadata"]["name"]
-        labels = node["metadata"].get("labels") or {}
-        if any(labels.get(k) != v for k, v in selector.items()):
-            reasons["didn't match Pod's node affinity/selector"] += 1
-        elif not _node_ready(node):
-            reasons["node(s) were not ready"] += 1
-        elif (node.get("spec") or {}).get("unschedulable"):
-            reasons["node(s) were unschedulable"] += 1
-        elif not _tolerated(node, spec.get("tolerations") or []):
-            reasons["node(s) had untolerated taint"] += 1
-        else:
-            short = _short(wanted, used.get(name, {}), (node.get("status") or {}).get("allocatable") or {})
-            if short is None:
-                return name, ""
-            reasons[f"Insufficient {short}"] += 1
-    detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
-    return None, f"0/{len(nodes.ordered)} nodes are available" + (f": {detail}." if detail else ".")
-
-
-def _short(wanted: Amounts, used: Amounts, allocatable: dict[str, Any]) -> str | None:
-    """The first resource the node lacks for `wanted`, or None when it fits."""
-    for name, amount in sorted(wanted.items()):
-        if name not in allocatable:
-            if amount > 0 and name != "pods":
-                return name
-            continue
-        try:
-            capacity = parse_quantity(allocatable[name])
-        except ValueError:
-            continue
-        if used.get(name, 0) + amount > capacity:
-            return name
-    return None
-
-
-def _node_ready(node: dict[str, Any]) -> bool:
-    return all(c.get("status") == "True" for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready")
-
-
-def _tolerated(node: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
-    for taint in (node.get("spec") or {}).get("taints") or []:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        if not any(tolerates(t, taint) for t in tolerations):
-            return False
-    return True

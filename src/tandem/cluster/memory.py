@@ -178,6 +178,11 @@ class MemoryStore:
         """Which of `kinds` this store serves: the built-in ones and those registered."""
         return frozenset(kind for kind in kinds if kind in BUILT_IN or kind in self._registered)
 
+    def serves(self, kind: str) -> bool:
+        """Whether `kind` was registered under its qualified key (`register_kind`): how the
+        simulator knows which delegated schedulers' kinds its world has."""
+        return kind in self._qualified
+
     def key_of(self, obj: Mapping[str, Any]) -> str:
         """The key an object is stored under: its kind, or `Kind.group` if registered so."""
         return object_key(obj, self._qualified)
