@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tandem.backends import kai, koordinator, kueue, volcano
-from tandem.schedulers.apply import apply_decision
 from tandem.schedulers.kueue import ADMISSION_GATE
 from tandem.schedulers.run import first_fit_pass, schedule
 from tandem.schedulers.shared import Decision, World
@@ -64,8 +64,6 @@ def kai_pod(name: str, group: str, leaf: str, gpus: int = 4) -> dict[str, Any]:
 
 
 def koord_group(name: str, min_member: int, members: list[str] | None = None) -> dict[str, Any]:
-    import json
-
     annotations = {koordinator.GROUPS_ANNOTATION: json.dumps([f"{NS}/{m}" for m in members])} if members else {}
     return {"apiVersion": koordinator.API_VERSION, "kind": "PodGroup", "metadata": {"name": name, "namespace": NS, "annotations": annotations},
             "spec": {"minMember": min_member}}
@@ -153,5 +151,3 @@ class Store:
                 return c["reason"], c["message"]
         return None
 
-
-__all__ = ["apply_decision"]

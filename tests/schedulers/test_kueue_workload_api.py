@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schedulers.helpers import Store, composite, kueue_pod, node, pod_group, wa_pod, workload
 from tandem.schedulers import kueue
-from tandem.schedulers.run import first_fit_pass
+from tandem.schedulers.run import first_fit_pass, schedule
 from tandem.schedulers.shared import World
 
 
@@ -46,8 +46,6 @@ def test_kueue_waits_for_the_whole_pod_group_and_admits_by_priority():
 
 def test_kueue_says_when_the_local_queue_does_not_exist():
     world = World([kueue_pod("d-0", "g", queue="missing")], [node("n-0")], {"kueue": [workload("g", {"decode": 1}, queue="missing")]}, 0.0, [])
-    from tandem.schedulers.run import schedule
-
     decision = schedule(world)
     (write,) = decision.statuses
     assert _conditions(dict(write.object)) == {"QuotaReserved": ("False", "Inadmissible", "LocalQueue missing doesn't exist")}

@@ -99,9 +99,6 @@ class Placement:
     errors: Mapping[PodKey, Mapping[str, int]] = field(default_factory=dict)  # pods that fit nowhere: reason counts
     ready: bool = False  # the gang's minimums are met once `binds` are done
 
-    def bound_count(self, gang: Gang) -> int:
-        return len(gang.bound) + len(self.binds)
-
 
 def place(gang: Gang, nodes: NodeIndex, used: dict[str, Amounts]) -> Placement:
     """Bind `gang`'s pending pods all-or-nothing against `used` (updated in place when kept)."""

@@ -139,9 +139,8 @@ class Kubelet:
             except ApiError:
                 continue
             key = (bind.namespace, bind.name, uid)
-            if ("bind",) + key in self._scheduled:
-                continue
-            self._scheduled.add(("bind",) + key)
+            if key in self._planned:
+                continue  # its bind event is pending; a bind that failed (node gone NotReady) may be planned again
             self._planned[key] = bind.node
             self.loop.schedule(self.loop.now + self.bind_latency_s, "bind", namespace=bind.namespace, name=bind.name, uid=uid, node=bind.node)
 
