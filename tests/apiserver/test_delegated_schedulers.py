@@ -8,6 +8,7 @@ import yaml
 
 from apiserver.helpers import NS, Client, Clock, pod, small_cluster
 from backends.schemas import SCHEMAS, SKIP_REASON
+from tandem.apiserver.kinds import Resource
 from tandem.apiserver.kubelets import Kubelet
 from tandem.apiserver.server import ApiServer
 from tandem.backends import kueue, volcano
@@ -28,7 +29,7 @@ def world():
             with server.state.lock:
                 return kubelet.step()
 
-        yield Client(server.url), clock, step
+        yield Client(server.url), clock, step, server.state
 
 
 def _install(client: Client, path: str) -> None:
@@ -41,7 +42,7 @@ def _bound(client: Client, *names: str) -> dict[str, str | None]:
 
 
 def test_kube_schedulers_stand_in_binds_only_pods_naming_the_default_scheduler(world):
-    client, clock, step = world
+    client, clock, step, _ = world
     for name, scheduler in (("mine", None), ("named", "default-scheduler"), ("volcanos", "volcano"), ("kais", "kai-scheduler")):
         body = pod(name, gpus=4)
         if scheduler:
@@ -58,7 +59,7 @@ def test_kube_schedulers_stand_in_binds_only_pods_naming_the_default_scheduler(w
 
 @needs_schemas
 def test_volcano_places_a_pod_group_whole_once_its_crd_is_installed(world):
-    client, clock, step = world
+    client, clock, step, _ = world
     _install(client, "volcano/scheduling.volcano.sh_podgroups.yaml")
     groups = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{NS}/podgroups"
     assert client.post(groups, {"apiVersion": volcano.API_VERSION, "kind": "PodGroup", "metadata": {"name": "g-0"}, "spec": {"minMember": 3}}).code == 201
@@ -81,7 +82,7 @@ def test_volcano_places_a_pod_group_whole_once_its_crd_is_installed(world):
 
 @needs_schemas
 def test_kueue_admits_a_workload_lifts_its_gate_and_kube_scheduler_binds_after(world):
-    client, clock, step = world
+    client, clock, step, _ = world
     _install(client, "kueue/kueue.x-k8s.io_workloads.yaml")
     workloads = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NS}/workloads"
     podset = {"name": "decode", "count": 2, "template": {"spec": {"containers": [{"name": "engine", "image": "vllm"}]}}}
@@ -100,3 +101,22 @@ def test_kueue_admits_a_workload_lifts_its_gate_and_kube_scheduler_binds_after(w
     clock.now += 1.0
     step()
     assert None not in _bound(client, "q-0", "q-1").values(), "kube-scheduler's stand-in binds them after its latency"
+
+
+def test_a_served_workload_api_gang_is_placed_whole_not_pod_by_pod(world):
+    client, clock, step, server_state = world
+    with server_state.lock:
+        server_state.registry.add(Resource("scheduling.k8s.io", "v1alpha3", "podgroups", "PodGroup", True, "podgroup", status=True))
+        server_state.store.create({"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "PodGroup", "metadata": {"name": "g", "namespace": NS},
+                                   "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}})
+    for i in range(3):
+        body = pod(f"w-{i}", gpus=8)
+        body["spec"]["schedulingGroup"] = {"podGroupName": "g"}
+        client.post(PODS, body)
+    step()
+    clock.now += 1.0
+    step()
+    assert set(_bound(client, "w-0", "w-1", "w-2").values()) == {None}, "kube-scheduler's first fit would have bound two of three"
+    with server_state.lock:
+        (group,) = server_state.store.list("PodGroup")
+    assert group["status"]["conditions"][0]["type"] == "PodGroupInitiallyScheduled"
