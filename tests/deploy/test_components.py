@@ -5,12 +5,10 @@ no secrets, nothing but what keeps topologies."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import yaml
 
-from support.deploy import REPO, needs_kubectl, render
+from support.deploy import REPO, needs_kubectl, render, with_components
 from support.recording import Recording
 from tandem.topology_controller.kinds import BACKEND_KINDS
 
@@ -107,19 +105,10 @@ def test_a_backends_component_grants_exactly_its_kinds(backend):
         assert verbs == wanted, (kind.kind, verbs)
 
 
-def _with_components(tmp_path, base: str, components: list[str]) -> list[dict]:
-    """An install that includes deploy/'s `base` and adds components, as a user's overlay does."""
-    up = os.path.relpath(REPO / "deploy", tmp_path)
-    lines = ["apiVersion: kustomize.config.k8s.io/v1beta1", "kind: Kustomization", "resources:", f"  - {up}/{base}", "components:"]
-    lines += [f"  - {up}/components/{c}" for c in components]
-    (tmp_path / "kustomization.yaml").write_text("\n".join(lines) + "\n")
-    return render(str(tmp_path))
-
-
 @needs_kubectl
 @pytest.mark.parametrize("backends", [["volcano"], ["volcano", "kai", "koordinator"], ["kueue"]], ids=["volcano", "three", "kueue"])
 def test_backend_components_add_their_flag_and_bind_their_role_and_the_cli_takes_the_flags(tmp_path, backends, run_cli):
-    objects = _with_components(tmp_path, "overlays/topology-only", [f"topology-{b}" for b in backends])
+    objects = with_components(tmp_path, "overlays/topology-only", [f"topology-{b}" for b in backends])
     [deployment] = [o for o in objects if o["kind"] == "Deployment"]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert [a for a in args if a.startswith("--backends")] == [f"--backends={b}" for b in backends]
@@ -134,7 +123,7 @@ def test_backend_components_add_their_flag_and_bind_their_role_and_the_cli_takes
 
 @needs_kubectl
 def test_kai_and_kueue_components_together_are_taken_by_the_controller(tmp_path, run_cli):
-    objects = _with_components(tmp_path, "overlays/topology-only", ["topology-kai", "topology-kueue"])
+    objects = with_components(tmp_path, "overlays/topology-only", ["topology-kai", "topology-kueue"])
     [deployment] = [o for o in objects if o["kind"] == "Deployment"]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert [a for a in args if a.startswith("--backends")] == ["--backends=kai", "--backends=kueue"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -23,3 +24,37 @@ def rendered_text(target: str) -> str:
 
 def render(target: str) -> list[dict]:
     return [doc for doc in yaml.safe_load_all(rendered_text(target)) if doc]
+
+
+def write_install(directory: Path, base: str, components: list[str]) -> str:
+    """A user's own kustomization in `directory`: deploy/'s `base` (deploy, or an overlay) as a
+    resource, and components added; returns the directory to render."""
+    up = os.path.relpath(REPO / "deploy", directory)
+    lines = ["apiVersion: kustomize.config.k8s.io/v1beta1", "kind: Kustomization", "resources:", f"  - {os.path.join(up, base)}", "components:"]
+    lines += [f"  - {up}/components/{c}" for c in components]
+    (directory / "kustomization.yaml").write_text("\n".join(lines) + "\n")
+    return str(directory)
+
+
+def with_components(directory: Path, base: str, components: list[str]) -> list[dict]:
+    """The objects of `write_install`'s install."""
+    return render(write_install(directory, base, components))
+
+
+Grant = tuple[str, str, str, str]  # (namespace, or "" across the cluster; API group; resource; verb)
+
+
+def grants(objects: list[dict], service_account: str, namespace: str = "tandem-system") -> set[Grant]:
+    """What the rendered install grants one ServiceAccount: every rule of every role bound to
+    it, scoped by the binding (a ClusterRoleBinding: the cluster; a RoleBinding: its namespace)."""
+    roles = {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objects if o["kind"] in ("Role", "ClusterRole")}
+    out: set[Grant] = set()
+    subject = {"kind": "ServiceAccount", "name": service_account, "namespace": namespace}
+    for binding in objects:
+        if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding") or subject not in binding.get("subjects", []):
+            continue
+        scope = binding["metadata"].get("namespace", "") if binding["kind"] == "RoleBinding" else ""
+        ref = binding["roleRef"]
+        role = roles[(ref["kind"], scope if ref["kind"] == "Role" else "", ref["name"])]
+        out |= {(scope, g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    return out
