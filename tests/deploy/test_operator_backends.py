@@ -1,8 +1,8 @@
 """The operator's delegated backends are opt-in, one kustomize component each
 (deploy/components/operator-<backend>): a backend's gang kinds are granted only when its
 component is in the install, with exactly the verbs the operator uses on them (informers and
-merge patches: list, watch, create, patch, delete; no get, no update, no status: the
-scheduler writes that), plus what any delegated backend needs across the cluster (the CRDs,
+merge patches: list, watch, create, patch, delete, without patch for the kinds the scheduler
+keeps immutable; no get, no update, no status: the scheduler writes that), plus what any delegated backend needs across the cluster (the CRDs,
 read; PriorityClasses, created when missing). The kinds come from the code's own list,
 `tandem.backends.delegated_kinds`, so a kind added there and not granted here fails."""
 
@@ -11,17 +11,23 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from support.deploy import REPO, TARGETS, Grant, grants, needs_kubectl, render, with_components
-from tandem.backends.delegated_kinds import DELEGATED_BACKENDS, DELEGATED_KINDS, PRIORITY_CLASS
+from support.deploy import REPO, TARGETS, Grant, component_rules, grants, needs_kubectl, render, with_components
+from tandem.backends.delegated_kinds import DELEGATED_BACKENDS, DELEGATED_KINDS, PRIORITY_CLASS, DelegatedKind
+from tandem.controller.delegation import IMMUTABLE_KEYS
 from tandem.operator.scope import CLUSTER_WIDE_READS
 
 COMPONENTS = REPO / "deploy" / "components"
-GANG_VERBS = ("list", "watch", "create", "patch", "delete")
+
+
+def gang_verbs(kind: DelegatedKind) -> set[str]:
+    """Informers read; a kind the scheduler lets change is merge-patched, one it keeps
+    immutable (`IMMUTABLE_KEYS`) is replaced, never patched."""
+    return {"list", "watch", "create", "delete"} | (set() if kind.key in IMMUTABLE_KEYS else {"patch"})
 
 
 def gang_grants(backend: str, namespace: str = "") -> set[Grant]:
     """The backend's namespaced gang kinds, granted across the cluster ("") or in one namespace."""
-    return {(namespace, kind.group, kind.plural, verb) for kind in DELEGATED_KINDS[backend] for verb in GANG_VERBS}
+    return {(namespace, kind.group, kind.plural, verb) for kind in DELEGATED_KINDS[backend] for verb in gang_verbs(kind)}
 
 
 # Once any backend is enabled: is a backend live (its CRDs established), and the PriorityClass a group's spec.priority names.
@@ -61,9 +67,9 @@ def test_a_backends_kinds_are_granted_only_with_its_component(tmp_path, backend)
 @pytest.mark.parametrize("backend", DELEGATED_BACKENDS)
 def test_a_backends_component_has_no_wildcard_no_secret_and_every_rule_says_why(backend):
     directory = COMPONENTS / f"operator-{backend}"
-    rules = [rule for path in (directory / "rbac.yaml",) for doc in yaml.safe_load_all(path.read_text()) if doc for rule in doc.get("rules", [])]
+    rules = component_rules(directory)
+    assert rules
     patches = yaml.safe_load((directory / "kustomization.yaml").read_text())["patches"]
-    rules += [op["value"] for p in patches for op in yaml.safe_load(p["patch"]) if op["path"] == "/rules/-"]
     for rule in rules:
         assert not [x for field in ("apiGroups", "resources", "verbs") for x in rule[field] if "*" in x], rule
         assert "secrets" not in rule["resources"]
@@ -83,7 +89,7 @@ INSTALLS = [(".", ["volcano", "kai"]), (".", ["kueue", "workload-api"]), (".", l
 
 @needs_kubectl
 @pytest.mark.parametrize(("base", "backends"), INSTALLS, ids=[f"{'deploy' if b == '.' else b.rpartition('/')[2]}+{'+'.join(bs)}" for b, bs in INSTALLS])
-def test_components_together_render_valid_objects_and_grant_the_union(tmp_path, base, backends):
+def test_components_together_render_valid_objects_grant_the_union_and_the_cli_takes_the_flags(tmp_path, base, backends, run_cli):
     from backends.schemas import schema_problems
 
     alone = operator(render(f"deploy/{base}"))
@@ -98,6 +104,11 @@ def test_components_together_render_valid_objects_and_grant_the_union(tmp_path, 
     for role in (o for o in objects if o["kind"] in ("Role", "ClusterRole")):
         keys = [yaml.safe_dump(rule, sort_keys=True) for rule in role["rules"]]
         assert len(keys) == len(set(keys)), f"{role['metadata']['name']}: a rule twice"
+    # The rendered arguments are what `tandem operator` takes: it gets as far as connecting.
+    [deployment] = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "tandem-operator"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    result = run_cli(*args, "--kubeconfig", tmp_path / "absent", "--metrics-port", "0", "--health-port", "0")
+    assert result.exit_code == 2 and result.stderr.startswith("error: --kubeconfig: cannot connect"), result.stderr
 
 
 @needs_kubectl
@@ -114,7 +125,7 @@ def test_namespaced_the_gang_kinds_are_granted_where_the_operator_watches_them(t
         reads = {"list", "watch"}
         read_in = "" if kind.key in CLUSTER_WIDE_READS else "serving"
         assert {(s, v) for s, g, r, v in granted if (g, r) == (kind.group, kind.plural)} == {(read_in, v) for v in reads} | {
-            ("serving", v) for v in set(GANG_VERBS) - reads}, kind.key
+            ("serving", v) for v in gang_verbs(kind) - reads}, kind.key
     assert {(g, r) for s, g, r, _ in granted if s == ""} >= {(g, r) for _, g, r, _ in CLUSTER_GRANTS}
     for backend in DELEGATED_BACKENDS:
         assert ("ClusterRole", f"tandem-operator-{backend}") in roles

@@ -10,9 +10,10 @@ import yaml
 
 from support.builders import group, role
 from support.controller_world import design_group, kubelet, world
-from support.deploy import REPO
+from support.deploy import REPO, component_rules
 from support.recording import Recording
 from tandem.api.timestamps import rfc3339
+from tandem.backends.delegated_kinds import DELEGATED_BACKENDS, DELEGATED_KINDS, PRIORITY_CLASS
 from tandem.controller import PROVISIONING_KINDS, ProvisioningSettings
 from tandem.controller.observe import OBSERVED_KINDS
 from tandem.controller.reconcile import reconcile
@@ -140,3 +141,78 @@ def test_the_namespaced_overlay_grants_the_same_permissions_split_by_scope():
         for line in path.read_text().splitlines():
             if line.strip().startswith("verbs:"):
                 assert "#" in line, f"a rule without the code path that needs it: {line.strip()}"
+
+
+def delegated_permissions():
+    """A story of delegated groups, one per backend, under an operator run with every
+    `--backends`: made ready with a priority class, scaled up and down (gang objects patched,
+    or replaced where the scheduler keeps them immutable), handed over to another backend, and
+    scaled to nothing; every (group, resource, verb) noted."""
+    from support.controller_world import kubelet
+    from support.delegated_world import delegated_store, toy_scheduler
+    from tandem.controller import DelegationSettings
+
+    settings = DelegationSettings(backends=DELEGATED_BACKENDS)
+    resources = RESOURCES | {k.key: (k.group, k.plural) for kinds in DELEGATED_KINDS.values() for k in kinds}
+    resources[PRIORITY_CLASS.key] = (PRIORITY_CLASS.group, PRIORITY_CLASS.plural)
+    resources["CustomResourceDefinition"] = ("apiextensions.k8s.io", "customresourcedefinitions")
+    groups = []
+    for index, backend in enumerate(DELEGATED_BACKENDS):
+        # minimums equal to the targets: every backend takes them (Kueue admits a unit whole)
+        g = group(f"g-{backend}", [role("prefill", 2, 2, gpus=8), role("decode", 1, 1, gpus=8, pods=2)], replicas=2, priority=10 + index)
+        g["spec"]["scheduler"] = {"backend": backend}
+        groups.append(g)
+    store = delegated_store(*groups, shape="block=2,rack=4,host=12")  # room for every group at its largest
+    cluster = Recording(store, resources)
+    now = 0.0
+
+    def passes(count: int = 200) -> None:
+        """Until every group is Ready again (its scheduler has placed all it asked)."""
+        nonlocal now
+        for _ in range(count):
+            reconcile(cluster, now, delegation=settings)
+            kubelet(store)
+            toy_scheduler(store)
+            now += 1.0
+            if all(store.get("InferenceGroup", "serving", g["metadata"]["name"]).get("status", {}).get("state") == "Ready" for g in groups):
+                break
+        assert all(store.get("InferenceGroup", "serving", g["metadata"]["name"])["status"]["state"] == "Ready" for g in groups)
+
+    passes()
+    for g in groups:
+        name = g["metadata"]["name"]
+        store.patch("InferenceGroup", "serving", name, {"spec": {"roles": [dict(r, replicas=r["replicas"] + 1, minReplicas=r["replicas"] + 1)
+                                                                    for r in store.get("InferenceGroup", "serving", name)["spec"]["roles"]]}})
+    passes()
+    for g in groups:
+        store.patch("InferenceGroup", "serving", g["metadata"]["name"], {"spec": {"replicas": 1}})
+    passes()
+    backends = list(DELEGATED_BACKENDS)
+    for g, backend in zip(groups, backends[1:] + backends[:1]):  # each handed over to the next backend
+        store.patch("InferenceGroup", "serving", g["metadata"]["name"], {"spec": {"scheduler": {"backend": backend}}})
+    passes()
+    for g in groups:
+        store.patch("InferenceGroup", "serving", g["metadata"]["name"], {"spec": {"replicas": 0}})
+    passes()
+    assert not [key for kinds in DELEGATED_KINDS.values() for k in kinds for key in [k.key] if store.list(key)], "every gang object gone with its units"
+    # The informers list and watch every kind a pass reads, and, with any backend enabled, the
+    # CustomResourceDefinitions that say which of those kinds the API server serves.
+    for kind in (*settings.kinds, "CustomResourceDefinition"):
+        cluster.note(kind, "list")
+        cluster.note(kind, "watch")
+    return cluster.used
+
+
+def test_delegated_groups_use_exactly_what_the_backends_components_add():
+    """Checked both ways, as the base role is: the operator's roles and every backend's
+    component (deploy/components/operator-<backend>) grant all the story uses, and nothing a
+    component adds goes unused."""
+    used = delegated_permissions()
+    base = granted_permissions()
+    added = set()
+    for backend in DELEGATED_BACKENDS:
+        for rule in component_rules(REPO / "deploy" / "components" / f"operator-{backend}"):
+            added |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    assert not added & base, "a component adds only what the base lacks"
+    assert not used - (base | added), f"delegated groups use permissions no role grants: {sorted(used - (base | added))}"
+    assert not added - used, f"the components grant permissions delegated groups never use: {sorted(added - used)}"

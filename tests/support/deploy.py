@@ -58,3 +58,13 @@ def grants(objects: list[dict], service_account: str, namespace: str = "tandem-s
         role = roles[(ref["kind"], scope if ref["kind"] == "Role" else "", ref["name"])]
         out |= {(scope, g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
     return out
+
+
+def component_rules(directory: Path) -> list[dict]:
+    """Every RBAC rule a component brings, read from its files: its roles' rules and those its
+    patches add to other roles (`add /rules/-`)."""
+    rules = [rule for path in sorted(directory.glob("*.yaml")) if path.name != "kustomization.yaml"
+             for doc in yaml.safe_load_all(path.read_text()) if doc and doc.get("kind") in ("Role", "ClusterRole") for rule in doc["rules"]]
+    for patch in (yaml.safe_load((directory / "kustomization.yaml").read_text()).get("patches") or []):
+        rules += [op["value"] for op in yaml.safe_load(patch.get("patch", "[]")) if op.get("op") == "add" and op.get("path") == "/rules/-"]
+    return rules
