@@ -13,7 +13,7 @@ from support.controller_world import design_group, kubelet, world
 from support.deploy import REPO, component_rules
 from support.recording import Recording
 from tandem.api.timestamps import rfc3339
-from tandem.backends.delegated_kinds import DELEGATED_BACKENDS, DELEGATED_KINDS, PRIORITY_CLASS
+from tandem.backends.delegated_kinds import DELEGATED_BACKENDS, DELEGATED_KINDS
 from tandem.controller import PROVISIONING_KINDS, ProvisioningSettings
 from tandem.controller.observe import OBSERVED_KINDS
 from tandem.controller.reconcile import reconcile
@@ -152,10 +152,12 @@ def delegated_permissions():
     from support.delegated_world import delegated_store, toy_scheduler
     from tandem.controller import DelegationSettings
 
+    from tandem.kube.kinds import CRD_KEY, kind_of
+
     settings = DelegationSettings(backends=DELEGATED_BACKENDS)
-    resources = RESOURCES | {k.key: (k.group, k.plural) for kinds in DELEGATED_KINDS.values() for k in kinds}
-    resources[PRIORITY_CLASS.key] = (PRIORITY_CLASS.group, PRIORITY_CLASS.plural)
-    resources["CustomResourceDefinition"] = ("apiextensions.k8s.io", "customresourcedefinitions")
+    # KubeCluster watches the enabled backends' kinds as optional, and with them the CRDs (CRD_KEY)
+    watched = (*settings.kinds, CRD_KEY)
+    resources = RESOURCES | {key: (kind_of(key).api_version.rpartition("/")[0], kind_of(key).plural) for key in watched}
     groups = []
     for index, backend in enumerate(DELEGATED_BACKENDS):
         # minimums equal to the targets: every backend takes them (Kueue admits a unit whole)
@@ -196,7 +198,7 @@ def delegated_permissions():
     assert not [key for kinds in DELEGATED_KINDS.values() for k in kinds for key in [k.key] if store.list(key)], "every gang object gone with its units"
     # The informers list and watch every kind a pass reads, and, with any backend enabled, the
     # CustomResourceDefinitions that say which of those kinds the API server serves.
-    for kind in (*settings.kinds, "CustomResourceDefinition"):
+    for kind in watched:
         cluster.note(kind, "list")
         cluster.note(kind, "watch")
     return cluster.used
