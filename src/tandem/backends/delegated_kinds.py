@@ -29,7 +29,7 @@ class DelegatedKind:
     api_version: str
     plural: str
     namespaced: bool = True
-    status: bool = True  # the scheduler writes a status (subresource) the operator reads
+    status: bool = True  # its CRD has a status subresource (the scheduler writes the status; the operator only reads it)
     qualified: bool = True  # named `Kind.group`: three schedulers call their gang PodGroup
 
     @property
@@ -50,9 +50,9 @@ class DelegatedKind:
 WORKLOAD_API_VERSION = f"{WORKLOAD_API_GROUP}/{DEFAULT_VERSION}"
 
 DELEGATED_KINDS: dict[str, tuple[DelegatedKind, ...]] = {
-    "volcano": (DelegatedKind("PodGroup", volcano.API_VERSION, "podgroups"),),
+    "volcano": (DelegatedKind("PodGroup", volcano.API_VERSION, "podgroups", status=False),),  # no status subresource in its CRD
     "kai": (DelegatedKind("PodGroup", kai.API_VERSION, "podgroups"),),
-    "koordinator": (DelegatedKind("PodGroup", koordinator.API_VERSION, "podgroups"),),
+    "koordinator": (DelegatedKind("PodGroup", koordinator.API_VERSION, "podgroups", status=False),),  # nor here
     "kueue": (DelegatedKind("Workload", kueue.API_VERSION, "workloads"),),
     "workload-api": (
         DelegatedKind("Workload", WORKLOAD_API_VERSION, "workloads"),

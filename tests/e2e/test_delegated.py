@@ -1,0 +1,146 @@
+"""Delegated groups as a cluster runs them (issue 27): `tandem apiserver` with the stand-in of
+each scheduler (it runs once the scheduler's CRDs are applied), `tandem operator --backends X`,
+and the real kubectl for everything a user does.
+
+Per backend: a group naming it is not accepted while the API server lacks its CRDs (the
+condition names them); `kubectl apply` of the upstream CRDs from ../shared/schemas makes the
+backend live without restarting anything; the scheduler places the pods tandem made for it
+(its scheduler name, no tandem gate, no node chosen by tandem), with the gang objects owned by
+the group; a unit beyond the cluster's room waits with the scheduler's own words in `kubectl
+describe ig`; deleting the group takes its gang objects with it.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+from backends.schemas import SCHEMAS, SKIP_REASON
+from e2e.processes import KUBECTL, NO_KUBECTL, ApiServer, start_apiserver, start_operator, wait_for
+from tandem.topology.generate import generate_cluster
+
+pytestmark = [pytest.mark.skipif(KUBECTL is None, reason=NO_KUBECTL), pytest.mark.skipif(not SCHEMAS.is_dir(), reason=SKIP_REASON)]
+NS, NAME = "serving", "llama"
+SETTLE_S = 60.0
+SHAPE = [("block", 1), ("rack", 2), ("host", 4)]  # 8 nodes of 8 GPUs: two units of four pods, not three
+CRDS = {
+    "volcano": ["volcano/scheduling.volcano.sh_podgroups.yaml"],
+    "kai": ["kai/scheduling.run.ai_podgroups.yaml", "kai/scheduling.run.ai_queues.yaml"],
+    "koordinator": ["koordinator/scheduling.sigs.k8s.io_podgroups.yaml"],
+    "kueue": ["kueue/kueue.x-k8s.io_workloads.yaml", "kueue/kueue.x-k8s.io_localqueues.yaml", "kueue/kueue.x-k8s.io_clusterqueues.yaml"],
+}
+GANGS = {"volcano": "podgroups.scheduling.volcano.sh", "kai": "podgroups.scheduling.run.ai",
+         "koordinator": "podgroups.scheduling.sigs.k8s.io", "kueue": "workloads.kueue.x-k8s.io"}
+SCHEDULER_NAMES = {"volcano": "volcano", "kai": "kai-scheduler", "koordinator": "koord-scheduler", "kueue": "default-scheduler"}
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[tuple[ApiServer, Path]]:
+    topology, nodes = generate_cluster(SHAPE, 8)
+    (tmp_path / "nodes.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": nodes}))
+    (tmp_path / "topology.yaml").write_text(yaml.safe_dump(topology))
+    server = start_apiserver(tmp_path, "--cluster", str(tmp_path / "nodes.yaml"), "--no-crds", "--ready-after", "0.2")
+    try:
+        yield server, tmp_path
+    finally:
+        assert server.stop() == 0, "SIGTERM ends the server cleanly"
+
+
+def _group(backend: str) -> dict[str, Any]:
+    engine = {"name": "engine", "image": "vllm/vllm-openai:v0.11.0", "resources": {"requests": {"nvidia.com/gpu": "8"}}}
+    return {
+        "apiVersion": "tandem.dev/v1alpha1",
+        "kind": "InferenceGroup",
+        "metadata": {"name": NAME, "namespace": NS},
+        "spec": {
+            "topologyName": "default",
+            "replicas": 1,
+            "scheduler": {"backend": backend},
+            "roles": [
+                {"name": "prefill", "replicas": 2, "minReplicas": 1, "template": {"spec": {"containers": [engine]}}},
+                {"name": "decode", "replicas": 1, "minReplicas": 1, "podsPerReplica": 2, "template": {"spec": {"containers": [engine]}}},
+            ],
+        },
+    }
+
+
+QUEUES = [
+    {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "gpus"}, "spec": {"namespaceSelector": {}}},
+    {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "default", "namespace": NS}, "spec": {"clusterQueue": "gpus"}},
+]
+
+
+def _unit_reason(server: ApiServer, words: str) -> str | None:
+    return next((u["reason"] for u in (_stored(server).get("status") or {}).get("units", []) if words in u.get("reason", "")), None)
+
+
+def _stored(server: ApiServer) -> dict[str, Any]:
+    return json.loads(server.kubectl("get", "ig", NAME, "-n", NS, "-o", "json").stdout)
+
+
+def _condition(group: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in (group.get("status") or {}).get("conditions", []) if c["type"] == kind), None)
+
+
+def _pods(server: ApiServer) -> list[dict[str, Any]]:
+    return json.loads(server.kubectl("get", "pods", "-n", NS, "-l", f"tandem.dev/group={NAME}", "-o", "json").stdout)["items"]
+
+
+def _ready_group(server: ApiServer, units: int) -> dict[str, Any] | None:
+    group = _stored(server)
+    return group if _ready(group, units) else None
+
+
+def _ready(group: dict[str, Any], units: int) -> bool:
+    status = group.get("status") or {}
+    return status.get("state") == "Ready" and status.get("functionalUnits") == units
+
+
+@pytest.mark.parametrize("backend", sorted(CRDS))
+def test_a_delegated_group_waits_for_its_schedulers_crds_is_placed_by_it_and_says_why_a_unit_waits(world, backend):
+    server, work = world
+    server.kubectl("apply", "-k", "deploy/crds")
+    operator = start_operator(server, work, "solo", "--backends", backend, "--resync", "30")
+    server.kubectl("apply", "-f", str(work / "topology.yaml"))
+    server.kubectl("create", "namespace", NS)
+    server.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(_group(backend)))
+
+    accepted = wait_for(lambda: _condition(_stored(server), "Accepted"), SETTLE_S, "the Accepted condition")
+    assert (accepted["status"], accepted["reason"]) == ("False", "BackendNotServed")
+    assert GANGS[backend] in accepted["message"]
+    assert _pods(server) == [], "nothing is made for a scheduler that is not there"
+
+    for path in CRDS[backend]:
+        server.kubectl("apply", "--server-side", "-f", str(SCHEMAS / path))
+    if backend == "kueue":  # Kueue admits only through a LocalQueue: it says so until there is one
+        words = wait_for(lambda: _unit_reason(server, "LocalQueue default doesn't exist"), SETTLE_S, "Kueue to name the missing LocalQueue")
+        assert words.startswith("kueue Workload llama-0: quota not reserved (Inadmissible)")
+        server.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(QUEUES))
+    group = wait_for(lambda: _ready_group(server, 1), SETTLE_S, f"{backend} to place the group")
+    pods = _pods(server)
+    assert len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods)
+    for pod in pods:
+        assert pod["spec"].get("schedulerName", "default-scheduler") == SCHEDULER_NAMES[backend]
+        assert pod["metadata"]["labels"]["tandem.dev/backend"] == backend
+        assert "kubernetes.io/hostname" not in (pod["spec"].get("nodeSelector") or {}), "the scheduler chose the node, not tandem"
+    gangs = json.loads(server.kubectl("get", GANGS[backend], "-n", NS, "-o", "json").stdout)["items"]
+    assert gangs and all(ref["uid"] == group["metadata"]["uid"] for g in gangs for ref in g["metadata"]["ownerReferences"])
+
+    server.kubectl("scale", "ig", NAME, "-n", NS, "--replicas=3")
+    waiting = wait_for(lambda: next((u for u in (_stored(server).get("status") or {}).get("units", []) if u["state"] == "Unschedulable"), None),
+                       SETTLE_S, f"{backend} to refuse the unit that does not fit")
+    assert backend in waiting["reason"], "the scheduler's own words, naming it"
+    described = server.kubectl("describe", "ig", NAME, "-n", NS).stdout
+    assert "Unschedulable" in described and backend in described
+    wait_for(lambda: (_stored(server).get("status") or {}).get("functionalUnits") == 2, SETTLE_S, "the two units that fit to be functional")
+
+    server.kubectl("delete", "ig", NAME, "-n", NS)
+    wait_for(lambda: not json.loads(server.kubectl("get", GANGS[backend], "-n", NS, "-o", "json").stdout)["items"], SETTLE_S,
+             "the gang objects to go with the group")
+    operator.process.send_signal(signal.SIGTERM)
+    assert operator.process.wait(timeout=15) == 0, operator.log()
