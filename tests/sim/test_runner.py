@@ -60,3 +60,20 @@ def test_a_group_due_after_the_end_has_no_figures_and_breaks_no_summary():
     scenario = Scenario(cluster=scenario.cluster, arrivals=[*scenario.arrivals, (1900.0, late)], duration_s=600.0, seed=0)
     figures = summarize(scenario, simulate(scenario))
     assert sorted(figures["groups"]) == ["serving/llama-70b", "serving/llama-8b"]
+
+
+def test_delegated_groups_run_in_the_simulator_beside_native_ones_and_survive_a_rack_failure():
+    scenario = _scenario()
+    volcano = group("on-volcano", [role("prefill", 2, 1, gpus=8), role("decode", 1, 1, gpus=8, pods=2)], replicas=2)
+    volcano["spec"]["scheduler"] = {"backend": "volcano"}
+    kai = group("on-kai", [role("prefill", 1, 1, gpus=8), role("decode", 1, 1, gpus=8)])
+    kai["spec"]["scheduler"] = {"backend": "kai"}
+    scenario = Scenario(cluster=scenario.cluster, arrivals=[*scenario.arrivals, (60.0, volcano), (90.0, kai)],
+                        faults=scenario.faults, duration_s=1800.0, seed=0)
+    result = simulate(scenario)
+    assert all(not s.over_capacity for s in result.samples), "tandem's engine and the schedulers' stand-ins never over-commit a node together"
+    final = result.samples[-1]
+    assert final.functional == {"serving/llama-70b": 2, "serving/llama-8b": 2, "serving/on-volcano": 2, "serving/on-kai": 1}
+    pods = result.store.list("Pod", "serving", labels={"tandem.dev/group": "on-volcano"})
+    assert pods and {p["spec"]["schedulerName"] for p in pods} == {"volcano"}
+    assert result.store.list("PodGroup.scheduling.volcano.sh")

@@ -25,7 +25,8 @@ import numpy as np
 from tandem.cluster.index import ClusterIndex, GroupKey
 from tandem.cluster.memory import MemoryStore
 from tandem.controller import autoscale
-from tandem.controller import Memo, Placer, reconcile
+from tandem.backends.delegated_kinds import DELEGATED_BACKENDS, DELEGATED_KINDS, PRIORITY_CLASS
+from tandem.controller import DelegationSettings, Memo, Placer, reconcile
 from tandem.placement import place
 from tandem.sim.events import EventLoop
 from tandem.sim.load import LoadDriver, ServingLoad
@@ -121,10 +122,17 @@ class Result:
     scale_events: dict[str, list[tuple[float, dict[str, int]]]] = field(default_factory=dict)
 
 
+DELEGATION = DelegationSettings(backends=DELEGATED_BACKENDS)
+
+
 def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None, placer: Placer = place) -> Result:
     """Run `scenario`; `placer` is the placement policy the controller uses (the engine by default)."""
     loop = EventLoop()
     store = MemoryStore(clock=lambda: loop.now)
+    # Every scheduler a group may be handed to runs here (its stand-in: `tandem.schedulers`),
+    # as in a cluster whose operator runs with --backends for all of them.
+    for kind in (*(k for kinds in DELEGATED_KINDS.values() for k in kinds), PRIORITY_CLASS):
+        store.register_kind(kind.key, cluster_scoped=not kind.namespaced, status=kind.status)
     kubelet = Kubelet(store, loop, np.random.default_rng(scenario.seed), scenario.bind_latency_s, scenario.startup)
     for obj in scenario.cluster:
         store.create(obj)
@@ -199,7 +207,7 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
             _sync(driver, view, loop.now, synced)
             samples.append(_sample(view, sampler, loop.now))
             continue
-        report = reconcile(store, loop.now, placer, memo)
+        report = reconcile(store, loop.now, placer, memo, delegation=DELEGATION)
         passes += 1
         log += [(loop.now, line) for line in report.events]
         _react(view, store, kubelet, sampler)
