@@ -27,6 +27,10 @@ For each valid group, in order:
    for what the current step admits. A pod created in
    this pass is created already placed (`nodeSelector` on `kubernetes.io/hostname`,
    without tandem's gate); an existing one gets the same in one preconditioned patch.
+4b. **Delegate** (a group whose `scheduler.backend` is not `native`): its pods were made
+   as its scheduler needs them and leave tandem's gate once admitted (step 4 never places
+   them); each unit's gang objects are brought to the unit's step (`delegation`), and what
+   the scheduler says of a waiting unit (`backend_words`) is kept for its status.
 5. **Provision** (off by default): a unit the engine could not place asks the cluster's
    node autoscaler for its minimum with a ProvisioningRequest (see `provisioning`).
 6. **Status**: the typed status of what the group will be after these writes, merge-
@@ -37,8 +41,9 @@ For each valid group, in order:
 
 A group's events are folded into one per type and reason (`event_digest`).
 
-An invalid group (see `validity`) gets only an `Accepted=False` condition and a Warning
-event; its pods are left as they are.
+An invalid group (see `validity`), or one whose scheduler is not enabled or not served
+(`delegation.liveness`), gets only an `Accepted=False` condition and a Warning event; its
+pods are left as they are.
 """
 
 from __future__ import annotations
