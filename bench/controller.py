@@ -1,6 +1,6 @@
 """Controller pass cost on settled clusters; prints one JSON object per case on stdout.
 
-    python bench/controller.py [--sizes 1000,10000,65536] [--repeats 20]
+    python bench/controller.py [--sizes 1000,10000,65536] [--repeats 20] [--backend native|volcano|kai|koordinator]
 
 For each size: a generated cluster (blocks of 10 racks of 25 hosts, 8 GPUs each, 500
 millicores and 1 GiB allocatable per host besides), three other pods bound on every
@@ -21,6 +21,12 @@ and the operator keep it:
   events (median and largest of 5 batches); and one node going NotReady alone (10 passes);
 - `memory`: the process's peak RSS over the whole run (building, settling, everything
   above), and its RSS at the end, with the store, index, memo and snapshot held.
+
+With `--backend` other than `native`, every group is delegated to that scheduler (issue
+27): the pass writes its gang objects and pods as the scheduler needs them and places
+nothing itself; a toy scheduler here binds each handed-over pod to the first node with
+room (the schedulers' stand-ins are not what is measured). `new-group` then counts the
+pods created, not placed.
 
 In process, over the memory store (no HTTP: `bench/operator_http.py` measures that). The
 store plays the operator's informer caches too, so it keeps each object as they keep it:
@@ -48,7 +54,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from support.builders import container, group, role  # noqa: E402
-from tandem.api.naming import GATE, HOSTNAME_LABEL  # noqa: E402
+from tandem.api.naming import BACKEND_LABEL, GATE, HOSTNAME_LABEL  # noqa: E402
+from tandem.backends.delegated_kinds import DELEGATED_KINDS, PRIORITY_CLASS  # noqa: E402
+from tandem.controller import DelegationSettings  # noqa: E402
 from tandem.cluster.memory import MemoryStore  # noqa: E402
 from tandem.controller.observe import observe  # noqa: E402
 from tandem.controller.reconcile import Memo, reconcile  # noqa: E402
@@ -65,8 +73,24 @@ class InformerShapedStore(MemoryStore):
         return super()._write(key, trimmer(key[0])(obj), kind_of_event)
 
 
-def _group(index: int) -> dict:
-    return group(f"g{index:05d}", [role("prefill", 4, 1, gpus=2), role("decode", 3, 1, gpus=2, pods=2)], required="rack")
+def _group(index: int, backend: str = "native") -> dict:
+    made = group(f"g{index:05d}", [role("prefill", 4, 1, gpus=2), role("decode", 3, 1, gpus=2, pods=2)], required="rack")
+    made["spec"]["scheduler"] = {"backend": backend}
+    return made
+
+
+class Scheduler:
+    """The toy scheduler of a delegated run: each handed-over pod to the first node with
+    room (2-GPU pods on 8-GPU nodes), remembering how full each node is."""
+
+    def __init__(self, nodes: list[str], gpus: int = 8):
+        self.nodes, self.free, self.cursor = nodes, {name: gpus for name in nodes}, 0
+
+    def place(self, need: int) -> str:
+        while self.free[self.nodes[self.cursor]] < need:
+            self.cursor += 1
+        self.free[self.nodes[self.cursor]] -= need
+        return self.nodes[self.cursor]
 
 
 def _daemon(node: str, name: str) -> dict:
@@ -75,14 +99,18 @@ def _daemon(node: str, name: str) -> dict:
     return pod
 
 
-def kubelet(store: MemoryStore) -> int:
-    """Bind every pod tandem placed to its node and make every bound tandem pod Ready."""
+def kubelet(store: MemoryStore, scheduler: Scheduler | None = None) -> int:
+    """Bind every pod tandem placed to its node (and, with a `scheduler`, every pod handed
+    to one to the node it picks) and make every bound tandem pod Ready."""
     changes = 0
     for pod in store.snapshot().list("Pod", labels="tandem.dev/group"):
         spec, meta = pod["spec"], pod["metadata"]
         gated = any(g.get("name") == GATE for g in spec.get("schedulingGates", []))
         if not gated and not spec.get("nodeName") and spec.get("nodeSelector", {}).get(HOSTNAME_LABEL):
             store.bind(meta["namespace"], meta["name"], spec["nodeSelector"][HOSTNAME_LABEL])
+            changes += 1
+        elif scheduler is not None and not spec.get("schedulingGates") and not spec.get("nodeName") and BACKEND_LABEL in meta["labels"]:
+            store.bind(meta["namespace"], meta["name"], scheduler.place(2))
             changes += 1
         elif spec.get("nodeName") and not pod.get("status", {}).get("conditions"):
             store.patch_status("Pod", meta["namespace"], meta["name"],
@@ -91,24 +119,28 @@ def kubelet(store: MemoryStore) -> int:
     return changes
 
 
-def settle(store: MemoryStore, memo: Memo, now: float) -> tuple[float, int]:
+def settle(store: MemoryStore, memo: Memo, now: float, delegation: DelegationSettings, scheduler: Scheduler | None) -> tuple[float, int]:
     passes = 0
     while True:
-        report = reconcile(store, now, memo=memo)
-        moved = kubelet(store)
+        report = reconcile(store, now, memo=memo, delegation=delegation)
+        moved = kubelet(store, scheduler)
         passes += 1
         now += 1.0
         if not moved and not report.writes:
             return now, passes
 
 
-def run(nodes: int, repeats: int, progress: Progress) -> list[dict]:
+def run(nodes: int, repeats: int, progress: Progress, backend: str = "native") -> list[dict]:
     blocks = max(1, -(-nodes // 250))
     topology, node_objects = generate_cluster([("block", blocks), ("rack", 10), ("host", 25)], 8)
     node_objects = node_objects[:nodes]
     for node in node_objects:
         node["status"]["allocatable"].update({"cpu": "500", "memory": "2000Gi"})
     store = InformerShapedStore()
+    delegation = DelegationSettings() if backend == "native" else DelegationSettings(backends=(backend,))
+    for kind in (*DELEGATED_KINDS.get(backend, ()), PRIORITY_CLASS):
+        store.register_kind(kind.key, cluster_scoped=not kind.namespaced, status=kind.status)
+    scheduler = None if backend == "native" else Scheduler([node["metadata"]["name"] for node in node_objects])
     groups = len(node_objects) // 10
     task = progress.add_task(f"{len(node_objects)} nodes: building", total=1 + len(node_objects) + groups)
     store.create(topology)
@@ -118,38 +150,38 @@ def run(nodes: int, repeats: int, progress: Progress) -> list[dict]:
             store.create(_daemon(node["metadata"]["name"], name))
         progress.advance(task)
     for index in range(groups):
-        store.create(_group(index))
+        store.create(_group(index, backend))
         progress.advance(task)
     names = [node["metadata"]["name"] for node in node_objects]
     del node_objects, topology  # the store holds the cluster now, as a real one would
     progress.update(task, description=f"{len(names)} nodes: settling", total=None)
     memo = Memo()
     start = time.perf_counter()
-    now, passes = settle(store, memo, 0.0)
+    now, passes = settle(store, memo, 0.0, delegation, scheduler)
     settle_s = time.perf_counter() - start
     progress.remove_task(task)
     gc.collect()
     gc.freeze()  # as `tandem operator` does once its informers have synced (operator/process.py)
     snapshot = store.snapshot()
     pods = len(snapshot.list("Pod"))
-    sizes = {"nodes": len(names), "groups": groups, "pods": pods}
+    sizes = {"backend": backend, "nodes": len(names), "groups": groups, "pods": pods}
 
     steady = []
     for _ in range(repeats):
         begin = time.perf_counter()
-        report = reconcile(store, now, memo=memo)
+        report = reconcile(store, now, memo=memo, delegation=delegation)
         steady.append((time.perf_counter() - begin) * 1000)
         assert report.writes == 0
     arrivals, created = [], 0
     for index in range(repeats):
-        store.create(_group(groups + index))
+        store.create(_group(groups + index, backend))
         now += 1.0
         begin = time.perf_counter()
-        report = reconcile(store, now, memo=memo)
+        report = reconcile(store, now, memo=memo, delegation=delegation)
         arrivals.append((time.perf_counter() - begin) * 1000)
         created += report.count("create", "Pod")
-        assert report.placed > 0
-        now, _ = settle(store, memo, now + 1.0)
+        assert report.placed > 0 if scheduler is None else report.count("create", "Pod") > 0
+        now, _ = settle(store, memo, now + 1.0, delegation, scheduler)
     events = _events(store, memo, names)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     end_mb = _current_rss_mb()
@@ -224,10 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,65536")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--backend", default="native", choices=("native", "volcano", "kai", "koordinator"))
     args = parser.parse_args(argv)
     with Progress(console=Console(stderr=True), transient=True) as progress:
         for size in (int(s) for s in args.sizes.split(",")):
-            for row in run(size, args.repeats, progress):
+            for row in run(size, args.repeats, progress, args.backend):
                 print(json.dumps(row), flush=True)
     return 0
 
