@@ -50,6 +50,9 @@ def unit_words(backend: str, gang_objects: Iterable[Object], pods: Iterable[PodP
 def _refusal(obj: Object) -> str | None:
     status = obj.get("status") or {}
     conditions = {c.get("type"): c for c in _dicts(status.get("conditions"))}
+    admitted = conditions.get("Admitted")
+    if admitted is not None and admitted.get("status") == "True":
+        return None  # Kueue let it go (an Evicted condition left from before is history)
     evicted = conditions.get("Evicted")
     if evicted is not None and evicted.get("status") == "True":
         return _said("evicted", evicted)
