@@ -300,3 +300,21 @@ def test_a_refused_write_is_logged_once_as_a_warning_and_the_event_once(caplog):
     assert (degraded["status"], degraded["reason"]) == ("True", "WriteRejected")
     text = operator.metrics.exposition().decode()
     assert 'tandem_group_condition{condition="Degraded",group="llama",namespace="serving"} 1.0' in text
+
+
+def test_the_metrics_say_which_scheduler_places_each_group_and_whether_each_backend_is_live():
+    from prometheus_client.exposition import generate_latest
+
+    from support.delegated_world import Served, delegated_store
+    from tandem.controller import DelegationSettings
+
+    g = design_group()
+    g["spec"]["scheduler"] = {"backend": "volcano"}
+    store = delegated_store(g)
+    served = Served(store, ("PodGroup.scheduling.volcano.sh",))
+    clock = Clock()
+    operator = Operator(served, clock, delegation=DelegationSettings(backends=("kai", "volcano")))
+    operator.tick(clock.now)
+    text = generate_latest(operator.metrics.registry).decode()
+    assert 'tandem_group_backend{backend="volcano",group="llama",namespace="serving"} 1.0' in text
+    assert 'tandem_backend_served{backend="volcano"} 1.0' in text and 'tandem_backend_served{backend="kai"} 0.0' in text

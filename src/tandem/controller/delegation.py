@@ -65,6 +65,10 @@ class DelegationSettings:
         keys = delegated_keys(self.backends)
         return (*keys, PRIORITY_CLASS.key) if keys else ()
 
+    def backend_kinds(self, name: str) -> tuple[str, ...]:
+        """The gang kinds backend `name` needs served to be live."""
+        return tuple(kind.key for kind in DELEGATED_KINDS[name])
+
     def backend(self, name: str) -> Backend:
         return get_backend(name, BackendOptions(queue=self.queue))
 
@@ -79,7 +83,7 @@ def liveness(backend: str, settings: DelegationSettings, served: frozenset[str])
             f"spec.scheduler.backend: backend {backend!r} is not enabled in this operator "
             f"(run it with --backends {backend}; deploy/components/operator-{backend} does, with its RBAC)",
         )
-    missing = [kind.crd for kind in DELEGATED_KINDS[backend] if kind.key not in served]
+    missing = [kind.crd for kind in DELEGATED_KINDS[backend] if kind.key not in served]  # as `backend_kinds` lists them
     if missing:
         how = "enable that API group in the API server" if backend == "workload-api" else f"install {backend}'s CRDs"
         return (

@@ -69,6 +69,10 @@ class OperatorMetrics:
         self.role_replicas = Gauge("tandem_group_role_replicas", "A role's replicas over all units: desired, scheduled, ready, updated.",
                                    ["namespace", "group", "role", "kind"], registry=r)
         self.conditions = Gauge("tandem_group_condition", "1 when the group's condition is True, else 0.", ["namespace", "group", "condition"], registry=r)
+        self.group_backend = Gauge("tandem_group_backend", "1 for the scheduler that places the group (spec.scheduler.backend).",
+                                   ["namespace", "group", "backend"], registry=r)
+        self.backend_served = Gauge("tandem_backend_served", "Per backend of --backends: 1 when the API server serves every kind it needs.",
+                                    ["backend"], registry=r)
         self.unit_states, self.unit_operations = rollout_gauges(r)
         self._group_versions: dict[tuple[str, str], str | None] = {}  # the resourceVersion each group's series were set from
         self._group_series: dict[tuple[str, str], set[tuple[Gauge, tuple[str, ...]]]] = {}
@@ -108,6 +112,11 @@ class OperatorMetrics:
                 waiting += 1
         self.gated.set(waiting)
 
+    def observe_backends(self, served: dict[str, bool]) -> None:
+        """Whether each enabled backend is live (its kinds served), as the last pass found it."""
+        for backend, live in served.items():
+            self.backend_served.labels(backend=backend).set(1 if live else 0)
+
     def observe_groups(self, reader: Reader) -> None:
         """Per group, units and per-role replicas wanted and had, and its conditions, from
         what the pass wrote. Only a group whose object changed (its resourceVersion) is read
@@ -145,6 +154,9 @@ class OperatorMetrics:
                 values.append((self.role_replicas, (namespace, name, role.get("name", ""), kind), value))
         for condition in status.get("conditions") or []:
             values.append((self.conditions, (namespace, name, condition.get("type", "")), 1 if condition.get("status") == "True" else 0))
+        scheduler = spec.get("scheduler")
+        backend = scheduler.get("backend") if isinstance(scheduler, dict) else None
+        values.append((self.group_backend, (namespace, name, str(backend or "native")), 1))
         values += rollout_series(self.unit_states, self.unit_operations, namespace, name, status)
         for gauge, labels, value in values:
             gauge.labels(*labels).set(value)

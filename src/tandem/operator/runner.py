@@ -62,6 +62,9 @@ class Operator(PassLoop[PassReport]):
         snapshot = self.cluster.snapshot()
         self.metrics.observe_cluster(snapshot)
         self.metrics.observe_groups(snapshot)
+        if self.delegation.backends:
+            served = self.cluster.served(self.delegation.kinds)
+            self.metrics.observe_backends({b: all(k in served for k in self.delegation.backend_kinds(b)) for b in self.delegation.backends})
 
     def _log(self, report: PassReport, elapsed: float) -> None:
         """A line per decision that changed something (a replica created and placed, peers
