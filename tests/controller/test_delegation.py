@@ -278,3 +278,43 @@ def test_a_kueue_unit_keeps_its_base_pod_group_at_the_minimum_its_pods_were_made
     volcano, _ = desired_gang_objects(_stored(store), volcano_typed, None, ALL.backend("volcano"), short)
     assert volcano[0]["spec"]["minMember"] == 1 + 2
     assert all("kueue.x-k8s.io/admission" in [g["name"] for g in p["spec"]["schedulingGates"]] for p in store.list("Pod"))
+
+
+def test_a_delegated_unit_left_partly_bound_past_the_gang_timeout_is_released_and_made_again():
+    g = _group("volcano")
+    g["spec"]["scheduler"]["gangTimeoutSeconds"] = 30
+    store = delegated_store(g)
+    now = 0.0
+    reconcile(store, now, delegation=ALL)
+    first = {p["metadata"]["uid"] for p in store.list("Pod")}
+    node = store.list("Node")[0]["metadata"]["name"]
+    for pod in store.list("Pod"):  # the scheduler binds the prefill pod only (a scheduler that gangs nothing)
+        if pod["metadata"]["labels"]["tandem.dev/role"] == "prefill":
+            store.bind("serving", pod["metadata"]["name"], node)
+    released = False
+    for _ in range(80):
+        now += 1.0
+        reconcile(store, now, delegation=ALL)
+        released |= any(e["reason"] == "GangTimeout" for e in store.list("Event"))
+        if released:
+            break
+    assert released, "the gang timeout holds for a delegated unit too"
+    reconcile(store, now + 1.0, delegation=ALL)
+    _run(store, store, now + 200.0)
+    assert not first & {p["metadata"]["uid"] for p in store.list("Pod")}, "made again whole"
+    assert _stored(store)["status"]["state"] == "Ready"
+
+
+def test_a_failed_delegated_pod_costs_its_whole_replica_which_comes_back_for_the_same_scheduler():
+    store = delegated_store(_group("koordinator"))
+    now = _run(store, store)
+    decode = sorted(p["metadata"]["name"] for p in store.list("Pod") if p["metadata"]["labels"]["tandem.dev/role"] == "decode")
+    worker = store.get("Pod", "serving", decode[-1])
+    worker["status"] = {"phase": "Failed", "reason": "Error"}
+    store.update_status(worker)
+    _run(store, store, now)
+    after = [p for p in store.list("Pod") if p["metadata"]["labels"]["tandem.dev/role"] == "decode"]
+    assert len(after) == 2 and all(p["status"]["phase"] == "Running" for p in after)
+    assert worker["metadata"]["uid"] not in {p["metadata"]["uid"] for p in after}
+    assert {p["spec"]["schedulerName"] for p in after} == {"koord-scheduler"}
+    assert any(e["reason"] == "ReplicaReplaced" for e in store.list("Event"))
