@@ -60,7 +60,7 @@ def _refusal(obj: Object) -> str | None:
     if reserved is not None and reserved.get("status") == "False":
         return _said("quota not reserved", reserved)
     unschedulable = conditions.get("Unschedulable")
-    if unschedulable is not None and unschedulable.get("status") == "True":
+    if unschedulable is not None and unschedulable.get("status") == "True" and not _later(conditions.get("Scheduled"), unschedulable):
         return _said("unschedulable", unschedulable)
     pool = [c for c in _dicts(status.get("schedulingConditions")) if c.get("status", "True") == "True" and c.get("message")]
     if pool:
@@ -68,11 +68,21 @@ def _refusal(obj: Object) -> str | None:
     return None
 
 
+def _later(scheduled: Mapping[str, Any] | None, unschedulable: Mapping[str, Any]) -> bool:
+    """Volcano keeps one condition per type: an `Unschedulable` from before stays beside a
+    `Scheduled=True` written since (RFC 3339 times of one writer compare as text; a tie, or
+    times missing, read as the scheduled one being the later, as Volcano writes it last)."""
+    if scheduled is None or scheduled.get("status") != "True":
+        return False
+    return str(scheduled.get("lastTransitionTime") or "") >= str(unschedulable.get("lastTransitionTime") or "")
+
+
 def _pod_unscheduled(pod: PodPayload) -> str | None:
     if pod.get("spec", {}).get("nodeName") or pod["metadata"].get("deletionTimestamp"):
         return None
     for condition in _dicts((pod.get("status") or {}).get("conditions")):
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" and condition.get("reason") != "SchedulingGated":
+        # (Volcano's `Schedulable` says a node was found, naming it: no refusal, and no words that change every pass)
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" and condition.get("reason") not in ("SchedulingGated", "Schedulable"):
             return _said(str(condition.get("reason") or "not scheduled"), condition)
     return None
 

@@ -964,7 +964,9 @@ def _delegated_state(draft: _Draft, unit: int, pods: list[PodPayload], saved: Un
         return "Pending", f"pods wait for {draft.backend.name} to place them"
     if not words.unschedulable:
         return "Pending", words.message
-    if saved is None or saved.reason != words.message:
+    # (a unit beyond the status's listed words keeps its state without them: no change)
+    unlisted = saved is not None and saved.state == "Unschedulable" and not saved.reason
+    if saved is None or (saved.reason != words.message and not unlisted):
         draft.event("Warning", "Unschedulable", f"unit {unit}: {words.message}")
     return "Unschedulable", words.message
 

@@ -28,11 +28,13 @@ Pure: the group, its pods and objects in, objects and writes out.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from tandem.api.merge import SAME, merge_diff
-from tandem.api.naming import ADMITTED, BACKEND_LABEL, GATE, GROUP_LABEL, UNIT_LABEL
+from tandem.api.naming import ADMITTED, BACKEND_LABEL, GATE, GROUP_LABEL, LABEL_PREFIX, UNIT_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.backends.base import Backend, BackendOptions, step_view
 from tandem.backends.delegated_kinds import ALL_KEYS, DELEGATED_KINDS, PRIORITY_CLASS, delegated_keys
@@ -46,6 +48,7 @@ from tandem.controller.manifests import owner_reference
 from tandem.errors import InputError
 
 NATIVE = "native"
+RENDERED_ANNOTATION = LABEL_PREFIX + "rendered"  # on a gang object: a digest of what tandem rendered for it
 # Kinds whose spec the scheduler refuses to change once made (Kueue: "podSets cannot be
 # changed"; the Workload API's objects are immutable in their alpha versions).
 IMMUTABLE_KEYS = frozenset({"Workload.kueue.x-k8s.io", "Workload.scheduling.k8s.io", "CompositePodGroup.scheduling.k8s.io", "PodGroup.scheduling.k8s.io"})
@@ -149,8 +152,14 @@ def desired_gang_objects(
 
 
 def _owned(obj: Object, raw: GroupPayload) -> Object:
+    """`obj` labelled and owned as the group's, and stamped with a digest of what tandem
+    rendered (`RENDERED_ANNOTATION`): the API server and the scheduler fill in fields of
+    their own (Kueue's `spec.active`, defaults of every CRD), so the stored object is
+    compared with the rendering by that digest, never field by field."""
     meta = dict(obj["metadata"])
     meta["labels"] = dict(sorted({**(meta.get("labels") or {}), GROUP_LABEL: raw["metadata"]["name"]}.items()))
+    rendered = json.dumps({"spec": obj.get("spec"), "labels": meta["labels"], "annotations": meta.get("annotations") or {}}, sort_keys=True)
+    meta["annotations"] = dict(sorted({**(meta.get("annotations") or {}), RENDERED_ANNOTATION: hashlib.sha256(rendered.encode()).hexdigest()[:16]}.items()))
     meta["ownerReferences"] = [dict(owner_reference(raw))]
     return {**obj, "metadata": meta}
 
@@ -215,7 +224,12 @@ def priority_class_for(group: InferenceGroup, backend: Backend, existing: Mappin
 
 
 def _patch(have: Object, want: Object) -> dict[str, object] | None:
-    """What of `want` the stored object lacks: spec, tandem's labels and annotations, the owner."""
+    """None while the stored object carries the digest of this very rendering; else what
+    brings it there: the spec (a field the server defaulted and tandem does not render is
+    nulled, and defaulted again by the server), tandem's labels and annotations."""
+    digest = (want["metadata"].get("annotations") or {}).get(RENDERED_ANNOTATION)
+    if digest is not None and (have["metadata"].get("annotations") or {}).get(RENDERED_ANNOTATION) == digest:
+        return None
     body: dict[str, object] = {}
     spec = merge_diff(have.get("spec"), want.get("spec"))
     if spec is not SAME:
