@@ -19,6 +19,9 @@ from tandem.controller.memo import MemoUpdate
 class CreateObject:
     obj: Object
     why: str = ""
+    # A delegated group's gang object: if its create fails, the group's pods are not created
+    # or admitted in this pass (its scheduler would meet pods without their gang).
+    gathers_pods: bool = False
 
     @property
     def target(self) -> tuple[str, str | None, str]:

@@ -2,7 +2,9 @@
 
 A failed write of one group never stops another group. Inside a group the actions run
 in order; a write that depends on an object whose create failed is skipped, and so is a
-status patch that records the pass's creates (`PatchStatus.after_creates`) when any failed.
+status patch that records the pass's creates (`PatchStatus.after_creates`) when any failed,
+and every pod create and admission after a delegated group's gang object failed to be made
+(`CreateObject.gathers_pods`).
 A replica's pods are created together or not at all as far as apply can see to it: once a
 create or a delete of one of its pods failed, no more of its pods are created in the pass
 (a replacement created beside a pod whose delete failed, or a worker without its leader,
@@ -93,6 +95,7 @@ def apply(writer: Writer, decisions: Decisions, now: float | None = None) -> Pas
 def _apply_group(writer: Writer, group: GroupActions, report: PassReport, done: list[Write]) -> None:
     failed: set[tuple[str, str | None, str]] = set()  # objects whose create failed
     halted: set[tuple[str | None, str]] = set()  # replicas (namespace, name prefix) with a failed create or delete
+    gangless = False  # a gang object's create failed: no pod of the group is made or admitted after it
     where = f"{group.namespace}/{group.name}"
     fence = group.fence
     for position, action in enumerate(group.actions):
@@ -112,7 +115,7 @@ def _apply_group(writer: Writer, group: GroupActions, report: PassReport, done: 
             continue
         if action.target in failed or (isinstance(action, PatchStatus) and action.after_creates and failed) or (
             isinstance(action, CreateObject) and _replica(action) in halted
-        ):
+        ) or (gangless and action.target[0] == "Pod" and not isinstance(action, DeleteObject)):
             report.skipped += 1
             if isinstance(action, CreateObject):
                 failed.add(action.target)  # not made: what depends on it waits too
@@ -128,6 +131,7 @@ def _apply_group(writer: Writer, group: GroupActions, report: PassReport, done: 
             _fail(report, where, action, exc)
             if isinstance(action, CreateObject):
                 failed.add(action.target)
+                gangless |= action.gathers_pods
             if isinstance(action, (CreateObject, DeleteObject)) and _replica(action) is not None:
                 halted.add(_replica(action))  # type: ignore[arg-type]
 

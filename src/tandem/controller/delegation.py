@@ -189,7 +189,7 @@ def gang_writes(
         want, have = wanted[target], stored.get(target)
         key, name = target
         if have is None:
-            ahead.append(CreateObject(want, f"{backend} {want['kind']} for {_scope(want)}"))
+            ahead.append(CreateObject(want, f"{backend} {want['kind']} for {_scope(want)}", gathers_pods=True))
             continue
         patch = _patch(have, want)
         if patch is None:
