@@ -19,13 +19,14 @@ from typing import Any, ClassVar, Iterator, Mapping, Sequence, TypeVar
 
 from tandem.api.kube import Node
 from tandem.api.naming import EXCLUSIVE_LABEL, GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
-from tandem.api.resources import ClusterTopology, InferenceGroup
+from tandem.api.resources import ClusterTopology, InferenceGroup, Role
 from tandem.backends.features import FEATURES, Feature, Usage
 from tandem.backends.pods import pod_identity, unit_pods
 from tandem.backends.priority import priority_class, priority_class_name, priority_problems
 from tandem.errors import InputError, Problem
 
 Manifest = Mapping[str, Any]
+Replicas = Mapping[str, Sequence[int]]  # per role, the replica indexes a unit's objects are for
 
 
 @dataclass(frozen=True)
@@ -176,11 +177,15 @@ class Backend(ABC):
 
     @abstractmethod
     def unit_objects(
-        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None
+        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None,
+        replicas: Replicas | None = None,
     ) -> list[dict[str, Any]]:
         """The scheduler's objects for one unit. The operator passes the unit's current step as
-        `group` (`step_view`), so a gang's minimum is what the step admitted, not the target;
-        `manifest` is the group as written, for a backend that copies pod templates."""
+        `group` (`step_view`), so a gang's minimum is what the step admitted, not the target,
+        and as `replicas` the indexes admitted per role (a replica replaced in a rolling update
+        takes a free index, not the next one): an object or entry per replica is made for
+        those (`replica_indexes`), and its minimum counts the lowest of them. `manifest` is the
+        group as written, for a backend that copies pod templates."""
 
     @abstractmethod
     def render_topology(self, topology: ClusterTopology, nodes: Sequence[Node]) -> list[dict[str, Any]]:
@@ -243,6 +248,13 @@ def step_view(
         minimum = role.minimum if keep_minimums else min(role.minimum, count)
         roles.append(role.model_copy(update={"replicas": max(reach, count, minimum), "min_replicas": minimum}))
     return group.model_copy(update={"spec": group.spec.model_copy(update={"roles": roles})})
+
+
+def replica_indexes(role: Role, replicas: Replicas | None) -> list[int]:
+    """The indexes of `role`'s replicas a unit's objects are for: those given, else 0..replicas-1."""
+    if replicas is None or role.name not in replicas:
+        return list(range(role.replicas))
+    return sorted(replicas[role.name])
 
 
 def referenced_levels(group: InferenceGroup) -> set[str]:

@@ -28,14 +28,16 @@ from tandem.backends.base import (
     PREFERRED_AFFINITY_AS_POD_AFFINITY,
     Approximate,
     Backend,
-    Manifest,
     Full,
+    Manifest,
+    Replicas,
     Support,
     Unsupported,
     add_exclusive_anti_affinity,
     add_preferred_affinity,
     controller_only,
     node_label,
+    replica_indexes,
     unit_object_name,
     unit_selector,
 )
@@ -99,11 +101,12 @@ class KaiBackend(Backend):
     # ------------------------------------------------------------------ group objects
 
     def unit_objects(
-        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None
+        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None,
+        replicas: Replicas | None = None,
     ) -> list[dict[str, Any]]:
-        return [self._pod_group(group, unit, topology)]
+        return [self._pod_group(group, unit, topology, replicas)]
 
-    def _pod_group(self, group: InferenceGroup, unit: int, topology: ClusterTopology | None) -> dict[str, Any]:
+    def _pod_group(self, group: InferenceGroup, unit: int, topology: ClusterTopology | None, replicas: Replicas | None = None) -> dict[str, Any]:
         spec: dict[str, Any] = {"queue": self.queue(group)}
         minimum = sum(role.minimum * role.pods_per_replica for role in group.spec.roles)
         if minimum > 0:
@@ -115,9 +118,10 @@ class KaiBackend(Backend):
         subgroups: list[dict[str, Any]] = []
         for role in group.spec.roles:
             subgroups.append({"name": role.name})
-            for replica in range(role.replicas):
+            indexes = replica_indexes(role, replicas)
+            for position, replica in enumerate(indexes):
                 leaf: dict[str, Any] = {"name": leaf_name(role.name, replica), "parent": role.name}
-                if replica < role.minimum:
+                if position < role.minimum:  # the lowest indexes there are: after an update, not always 0..
                     leaf["minMember"] = role.pods_per_replica
                 leaf_constraint = _constraint(role.topology.pack, topology, group.spec.topology_name) if role.pods_per_replica > 1 else None
                 if leaf_constraint:

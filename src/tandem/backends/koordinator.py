@@ -26,8 +26,9 @@ from tandem.backends.base import (
     PREFERRED_AFFINITY_AS_POD_AFFINITY,
     Approximate,
     Backend,
-    Manifest,
     Full,
+    Manifest,
+    Replicas,
     Support,
     Unsupported,
     add_exclusive_anti_affinity,
@@ -123,7 +124,8 @@ class KoordinatorBackend(Backend):
     # ------------------------------------------------------------------ group objects
 
     def unit_objects(
-        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None
+        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None,
+        replicas: Replicas | None = None,
     ) -> list[dict[str, Any]]:
         objects = []
         namespace = group.metadata.namespace

@@ -53,6 +53,7 @@ from tandem.backends.base import (
     Backend,
     Full,
     Manifest,
+    Replicas,
     Support,
     Unsupported,
     controller_only,
@@ -228,7 +229,8 @@ class KueueBackend(Backend):
     # ------------------------------------------------------------------ group objects
 
     def unit_objects(
-        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None
+        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None,
+        replicas: Replicas | None = None,
     ) -> list[dict[str, Any]]:
         """The unit's base Workload (when a role has a minimum), then one Workload per extra replica.
         Pass the same `group` (the unit's step view) to `prepare_pod`, so each pod names the Workload

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 from tandem.api.kube import Node
 from tandem.api.naming import GATE
 from tandem.api.resources import API_VERSION, ClusterTopology, InferenceGroup
-from tandem.backends.base import Backend, Full, Manifest, Support
+from tandem.backends.base import Backend, Full, Manifest, Replicas, Support
 from tandem.backends.features import FEATURE_IDS
 from tandem.backends.pods import modelled_template
 from tandem.errors import Problem
@@ -44,7 +44,8 @@ class NativeBackend(Backend):
         return [dumped]
 
     def unit_objects(
-        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None
+        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None,
+        replicas: Replicas | None = None,
     ) -> list[dict[str, Any]]:
         return []  # tandem's controller places the group itself
 

@@ -38,8 +38,9 @@ from tandem.backends.base import (
     PREFERRED_AFFINITY_AS_POD_AFFINITY,
     Approximate,
     Backend,
-    Manifest,
     Full,
+    Manifest,
+    Replicas,
     Support,
     Unsupported,
     add_exclusive_anti_affinity,
@@ -180,7 +181,8 @@ class VolcanoBackend(Backend):
     # ------------------------------------------------------------------ group objects
 
     def unit_objects(
-        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None
+        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None,
+        replicas: Replicas | None = None,
     ) -> list[dict[str, Any]]:
         return [self._pod_group(group, unit, topology)]
 

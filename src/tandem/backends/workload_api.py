@@ -41,14 +41,16 @@ from tandem.backends.base import (
     Approximate,
     Backend,
     BackendOptions,
-    Manifest,
     Full,
+    Manifest,
+    Replicas,
     Support,
     Unsupported,
     add_exclusive_anti_affinity,
     add_preferred_affinity,
     controller_only,
     node_label,
+    replica_indexes,
     unit_object_name,
     unit_selector,
 )
@@ -183,9 +185,10 @@ class WorkloadApiBackend(Backend):
         return [self._workload(group, topology)]
 
     def unit_objects(
-        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None
+        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None,
+        replicas: Replicas | None = None,
     ) -> list[dict[str, Any]]:
-        return self._runtime_objects(group, unit, topology)
+        return self._runtime_objects(group, unit, topology, replicas)
 
     def _workload(self, group: InferenceGroup, topology: ClusterTopology | None) -> dict[str, Any]:
         spec: dict[str, Any] = {
@@ -244,7 +247,7 @@ class WorkloadApiBackend(Backend):
             spec["schedulingConstraints"] = _topology_constraint(topology, required)
         return spec | priority_class_field(group.spec.priority)
 
-    def _runtime_objects(self, group: InferenceGroup, unit: int, topology: ClusterTopology | None) -> list[dict[str, Any]]:
+    def _runtime_objects(self, group: InferenceGroup, unit: int, topology: ClusterTopology | None, replicas: Replicas | None = None) -> list[dict[str, Any]]:
         if self.profile.runtime_ref is None:
             return []  # v1alpha1: pods name the Workload and their pod group directly
         if not self.profile.hierarchical:
@@ -277,7 +280,7 @@ class WorkloadApiBackend(Backend):
                     role.name,
                 )
             )
-            for replica in range(role.replicas):
+            for replica in replica_indexes(role, replicas):
                 objects.append(
                     self._object(
                         "PodGroup",

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from tandem.api.merge import SAME, merge_diff
-from tandem.api.naming import ADMITTED, BACKEND_LABEL, GATE, GROUP_LABEL, LABEL_PREFIX, UNIT_LABEL
+from tandem.api.naming import ADMITTED, BACKEND_LABEL, GATE, GROUP_LABEL, LABEL_PREFIX, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.backends.base import Backend, BackendOptions, step_view
 from tandem.backends.delegated_kinds import ALL_KEYS, DELEGATED_KINDS, PRIORITY_CLASS, delegated_keys
@@ -143,12 +143,24 @@ def desired_gang_objects(
                 continue
             counts, extent = {r: len(ix) for r, ix in indexes.items()}, {r: max(ix) + 1 for r, ix in indexes.items() if ix}
             view = step_view(group, counts, extent, keep_minimums=backend.fixed_minimums)
-            objects += backend.unit_objects(view, topology, unit, raw)
+            made = backend.unit_objects(view, topology, unit, raw, replicas=indexes)
+            objects += [obj for obj in made if _for_admitted(obj, indexes)]
         if objects:
             objects = backend.shared_objects(group, topology) + objects
     except InputError as exc:
         return [], str(exc)
     return [_owned(obj, raw) for obj in objects], None
+
+
+def _for_admitted(obj: Object, indexes: Mapping[str, tuple[int, ...]]) -> bool:
+    """An object a renderer made for one replica (labelled with its role and index, as a
+    Kueue extra is) only while that replica is admitted: a step view's replicas reach the
+    highest admitted index, and the indexes below it need not all be admitted."""
+    labels = obj["metadata"].get("labels") or {}
+    role, replica = labels.get(ROLE_LABEL), labels.get(REPLICA_LABEL)
+    if role is None or replica is None or not replica.isdigit():
+        return True
+    return int(replica) in indexes.get(role, ())
 
 
 def _owned(obj: Object, raw: GroupPayload) -> Object:
