@@ -93,7 +93,7 @@ from tandem.controller.observe import ClusterState, GroupState
 from tandem.controller.provisioning import PROVISIONING_KINDS, ProvisioningSettings, UnitNeed, plan_provisioning
 from tandem.controller.recovery import Recovery
 from tandem.controller.status_patch import coordination_of, condition, memory_of, owned_patch, read_status, unchanged
-from tandem.coordination.model import CoordinationStatus, Decision, Observed, UnitSpec, backoff_seconds
+from tandem.coordination.model import CoordinationStatus, Decision, Observed, Replica, UnitSpec, backoff_seconds
 from tandem.coordination.planner import next_step
 from tandem.placement import Plan, place
 from tandem.placement.demand import PlacedReplica, UnitDemand, units_from_group
@@ -279,6 +279,7 @@ class _Draft:
     backend: Backend | None = None  # the scheduler a delegated group is handed to; None: tandem's engine places it
     topology: ClusterTopology | None = None  # the group's ClusterTopology, for its backend
     words: dict[int, Words] = field(default_factory=dict)  # per unit, what its scheduler says of it (delegated groups)
+    queued: set[int] = field(default_factory=set)  # units with a replica its scheduler queues (`_queue_time`)
 
     @property
     def acting(self) -> bool:
@@ -451,6 +452,8 @@ def _coordinate(draft: _Draft, now: float, expected: _Expected, recovery: Recove
             if retry_after is not None and unit not in draft.released:
                 draft.deadlines.append(retry_after)
             continue
+        if draft.backend is not None and memory.step_started is not None:
+            memory = _queue_time(draft, unit, memory, _queued(replicas, pods_of), spec.step_timeout, now)
         decision = next_step(spec, Observed(tuple(replicas), memory), now)
         draft.decisions[unit] = decision
         if decision.status.step_started is not None and decision.state == "Progressing":
@@ -493,6 +496,33 @@ def _coordinate(draft: _Draft, now: float, expected: _Expected, recovery: Recove
                 _create_pods(draft, pods, now, expected, f"unit {unit}: {create.role} replica {index}")
         if decision.state == "Stalled":
             draft.event("Warning", "Stalled", f"unit {unit}: {decision.reason}")
+
+
+def _queue_time(draft: _Draft, unit: int, memory: CoordinationStatus, queued: bool, timeout: float, now: float) -> CoordinationStatus:
+    """The step timeout times tandem's steps, not its scheduler's queue: releasing a replica
+    the scheduler queues would delete its gang object too, whose creation time is its place
+    in that queue (Kueue's, Volcano's). So while some admitted replica waits on the
+    scheduler, the step's clock starts again when the unit joins the queue and whenever it
+    would have run out (one status write per `stepTimeoutSeconds`, the unit saying why it
+    waits meanwhile), and once more when the scheduler lets the unit go, so what it placed
+    gets a whole step to become Ready. `blocked` carries the mark (`queued by <backend>`)."""
+    assert draft.backend is not None
+    mark = f"queued by {draft.backend.name}"
+    if queued:
+        draft.queued.add(unit)
+        if memory.blocked != mark or now - (memory.step_started or now) > timeout:
+            return dataclasses.replace(memory, step_started=now, blocked=mark)
+    elif memory.blocked == mark:
+        return dataclasses.replace(memory, step_started=now, blocked="")
+    return memory
+
+
+def _queued(replicas: list[Replica], pods_of: Mapping[tuple[str, int], list[PodPayload]]) -> bool:
+    """Whether some admitted replica waits on its scheduler: none of its pods bound, failed or held by tandem."""
+    return any(
+        r.phase == "Pending" and not any(p["spec"].get("nodeName") or pod_failed(p) or _held(p) for p in pods_of.get((r.role, r.index), []))
+        for r in replicas
+    )
 
 
 def _create_pods(draft: _Draft, pods: list[PodPayload], now: float, expected: _Expected, why: str) -> None:
@@ -712,7 +742,7 @@ def _note_room(draft: _Draft, expected: _Expected) -> None:
     for unit, decision in draft.decisions.items():
         if unit in draft.room:
             blocked, short = draft.room[unit]
-        elif decision.state == "Stalled" or any(_waits_for_placement(p) for p in by_unit.get(unit, [])):
+        elif decision.state == "Stalled" or unit in draft.queued or any(_waits_for_placement(p) for p in by_unit.get(unit, [])):
             blocked, short = decision.status.blocked, dict(decision.status.short)
         else:
             blocked, short = "", {}

@@ -1,4 +1,7 @@
-"""Review of issue 27's delegated groups: scenarios that show defects (review27)."""
+"""Delegated groups at their edges (issue 27): what a server default, a stale condition, a
+hand-over whose new replicas take the indexes the old ones left, a gang create that fails,
+a name two groups could share, a queue longer than the step timeout, a memo across passes
+and more than the listed units do to a delegated group. Each was a defect once."""
 
 from __future__ import annotations
 
