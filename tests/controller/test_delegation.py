@@ -318,3 +318,17 @@ def test_a_failed_delegated_pod_costs_its_whole_replica_which_comes_back_for_the
     assert worker["metadata"]["uid"] not in {p["metadata"]["uid"] for p in after}
     assert {p["spec"]["schedulerName"] for p in after} == {"koord-scheduler"}
     assert any(e["reason"] == "ReplicaReplaced" for e in store.list("Event"))
+
+
+def test_an_immutable_gang_its_scheduler_has_let_go_is_not_replaced_when_the_spec_changes():
+    store = delegated_store(_group("kueue"))
+    reconcile(store, 0.0, delegation=ALL)
+    (workload,) = store.list("Workload.kueue.x-k8s.io")
+    for pod in store.list("Pod"):  # Kueue admitted the Workload and lifted its gate; nothing bound yet
+        store.patch("Pod", "serving", pod["metadata"]["name"], {"spec": {"schedulingGates": None}})
+    raw = _stored(store)
+    raw["spec"]["scheduler"]["queue"] = "team-b"  # renders another Workload (its queueName)
+    store.update(raw)
+    for now in (1.0, 2.0, 3.0):
+        reconcile(store, now, delegation=ALL)
+    assert [w["metadata"]["uid"] for w in store.list("Workload.kueue.x-k8s.io")] == [workload["metadata"]["uid"]]

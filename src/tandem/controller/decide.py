@@ -785,7 +785,8 @@ def _delegate(draft: _Draft, expected: _Expected, state: ClusterState, classes: 
     for unit, pods in by_unit.items():
         for pod in pods:
             remaining.setdefault(pod_backend(pod), set()).add(unit)
-            if pod_backend(pod) == name and pod["spec"].get("nodeName"):
+            # bound, or let go by the scheduler (Kueue lifts its gate once it admits): the gang is in use
+            if pod_backend(pod) == name and (pod["spec"].get("nodeName") or not pod["spec"].get("schedulingGates")):
                 bound.add(unit)
     ahead: list[Action] = []
     if backend is not None:

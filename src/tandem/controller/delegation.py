@@ -189,9 +189,10 @@ def gang_writes(
     `observed`: the group's gang objects as read (any backend's); `remaining`: per backend,
     the units where its pods remain (another backend's objects of a unit go only with its
     last pod there; a shared one with its last pod in the group); `bound`: the units with a
-    bound pod of `backend`. A desired object of a kind the scheduler keeps immutable that
-    differs from the stored one is replaced (deleted now, made again by the next pass) only
-    while no pod of its unit is bound: a bound gang is left as it was made."""
+    pod of `backend` bound or let go by its scheduler (no gate left). A desired object of a
+    kind the scheduler keeps immutable that differs from the stored one is replaced
+    (deleted now, made again by the next pass) only while no pod of its unit is: a gang in
+    use is left as it was made."""
     uid = raw["metadata"].get("uid")
     stored = {(object_key(o, ALL_KEYS), o["metadata"]["name"]): o for o in observed if _ours(o, uid)}
     wanted = {(object_key(o, ALL_KEYS), o["metadata"]["name"]): o for o in desired}
