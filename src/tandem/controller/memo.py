@@ -48,6 +48,7 @@ class Memo:
     placement_keys: dict[tuple[str, tuple[str, str]], bytes] = field(default_factory=dict)  # digest of what the snapshot last read of each
     settled: dict[GroupKey, tuple[tuple[Hashable, ...], float, int | None]] = field(default_factory=dict)  # inputs, until, freed
     idle_placement: tuple[Any, ...] | None = None  # the inputs of the last placement, when it placed nothing
+    served: frozenset[str] = frozenset()  # the served kinds, kept as one object while they stay (settled keys compare it by identity)
     # What the group's last decision read of its units (decide's `_Reads`), for the next
     # decision of the same spec: a unit whose pods did not change is not read again.
     unit_reads: dict[GroupKey, Any] = field(default_factory=dict)

@@ -99,6 +99,9 @@ def observe(
     whatever an option adds (the ProvisioningRequests and PodTemplates of provisioning,
     the gang kinds of delegated backends that are `served`)."""
     memo = Memo() if memo is None else memo
+    if served != memo.served:
+        memo.served = served
+    served = memo.served  # the same object while the same kinds are served: every group's settled key holds it
     index = memo.index
     changes = index.refresh(reader, kinds)
     _follow(memo, changes)
