@@ -97,4 +97,4 @@ def _one_more_pass(world: World) -> int:
     """Writes of one more pass straight on the store at the final time (0 when settled)."""
     leader = world.leader()
     now = leader.clock(world.t) if leader is not None else world.replicas[0].clock(world.t)
-    return reconcile(world.store, now).writes
+    return reconcile(world.store, now, delegation=world.delegation).writes

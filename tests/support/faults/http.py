@@ -29,10 +29,13 @@ import random
 import time
 from typing import Any, Callable, Iterable
 
+import yaml
+
 from support.controller_world import Crash
 from support.faults.api import Faults as StormFaults
-from support.faults.schedule import EPOCH, Schedule
+from support.faults.schedule import EPOCH, SCHEMAS, Schedule, world_backends
 from support.faults.world import Replica, World, WorldStore
+from tandem.apiserver import verbs
 from tandem.apiserver.faults import Faults, Injected, Request
 from tandem.apiserver.server import ApiServer
 from tandem.cluster.ports import EventType, Object, ObjectRef, Propagation
@@ -42,6 +45,21 @@ from tandem.kube.cluster import KubeCluster
 from tandem.kube.rest import Rest
 
 CATCH_UP_S = 10.0
+# The CRDs each delegated backend's groups need served (as tests/e2e/test_delegated.py applies them).
+CRDS = {
+    "volcano": ["volcano/scheduling.volcano.sh_podgroups.yaml"],
+    "kai": ["kai/scheduling.run.ai_podgroups.yaml", "kai/scheduling.run.ai_queues.yaml"],
+    "koordinator": ["koordinator/scheduling.sigs.k8s.io_podgroups.yaml"],
+    "kueue": ["kueue/kueue.x-k8s.io_workloads.yaml", "kueue/kueue.x-k8s.io_localqueues.yaml", "kueue/kueue.x-k8s.io_clusterqueues.yaml"],
+}
+# Kueue admits a Workload only through a LocalQueue of its namespace (tandem names `default`).
+KUEUE_QUEUES = [
+    {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cluster"},
+     "spec": {"namespaceSelector": {}, "resourceGroups": []}},
+    {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "default", "namespace": "serving"},
+     "spec": {"clusterQueue": "cluster"}},
+]
+KIND_FIRST = ("get", "list", "patch", "patch_status", "delete", "list_with_version")  # methods naming a kind first
 WRITES = ("create", "update", "update_status", "patch", "patch_status", "delete", "bind", "record_event")
 
 
@@ -82,6 +100,27 @@ class LockedStore:
         self._state = server.state
         self._store = store
 
+    def key(self, key: str) -> str:
+        """The store's key for a kind named as the ports name it (`PodGroup.scheduling.volcano.sh`):
+        the server keys a CRD's kind by its bare name unless another group serves one of that
+        name when it is installed (`apiserver.kinds.Registry.replace_crd`)."""
+        kind, _, group = key.partition(".")
+        resource = self._state.registry.for_kind(kind, group) if group else None
+        return resource.key if resource is not None else key
+
+    def served(self, kinds: Iterable[str]) -> frozenset[str]:
+        return frozenset(k for k in kinds if self._store.served([self.key(k)]))
+
+    def serves(self, key: str) -> bool:
+        """Whether the server serves the kind (the simulator's kubelet runs a scheduler's stand-in then)."""
+        kind, _, group = key.partition(".")
+        with self._state.lock:
+            return bool(group) and self._state.registry.for_kind(kind, group) is not None
+
+    def snapshot(self) -> "KeyedSnapshot":
+        with self._state.lock:
+            return KeyedSnapshot(self._store.snapshot(), self)
+
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._store, name)
         if not callable(attr):
@@ -89,6 +128,8 @@ class LockedStore:
 
         def locked(*args: Any, **kwargs: Any) -> Any:
             with self._state.lock:
+                if name in KIND_FIRST and args:
+                    args = (self.key(args[0]), *args[1:])
                 out = attr(*args, **kwargs)
                 if name in WRITES:
                     self._state.changed()
@@ -100,6 +141,22 @@ class LockedStore:
     def kind_version(self) -> dict[str, int]:
         with self._state.lock:
             return dict(self._store.kind_version)
+
+
+class KeyedSnapshot:
+    """A snapshot of the served store read with the ports' kind names (`LockedStore.key`)."""
+
+    def __init__(self, snapshot: Any, store: LockedStore):
+        self._snapshot, self._store = snapshot, store
+
+    def list(self, kind: str, *args: Any, **kwargs: Any) -> list[Object]:
+        return self._snapshot.list(self._store.key(kind), *args, **kwargs)
+
+    def get(self, kind: str, *args: Any, **kwargs: Any) -> Object:
+        return self._snapshot.get(self._store.key(kind), *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._snapshot, name)
 
 
 class _Errors(logging.Handler):
@@ -209,10 +266,30 @@ class HttpWorld(World):
         logging.getLogger("tandem.apiserver").addHandler(self._errors)
         return LockedStore(self.server, store)
 
+    def _serve_backends(self) -> tuple[str, ...]:
+        """Install the schedulers' CRDs (../shared/schemas) as `kubectl apply` would, and Kueue's
+        LocalQueue `default` where groups live; none when the schemas are absent (the
+        schedule then names no delegated backend: `schedule.world_backends`)."""
+        backends = world_backends("http")
+        if not backends:
+            return ()
+        assert self.server is not None
+        state = self.server.state
+        with state.lock:
+            crds = state.registry.for_kind("CustomResourceDefinition")
+            assert crds is not None
+            for backend in backends:
+                for path in CRDS[backend]:
+                    verbs.create(state, crds, None, yaml.safe_load((SCHEMAS / path).read_text(encoding="utf-8")), {})
+            state.changed()
+        for obj in KUEUE_QUEUES:
+            self.store.create(obj)
+        return backends
+
     def _connect(self, replica: Replica) -> HttpReplicaApi:
         assert self.server is not None
-        cluster = KubeCluster(Rest.connect(self.server.url, timeout=5.0, trust_env=False), kinds=OBSERVED_KINDS, watch_timeout=5.0, backoff=(0.02, 0.2),
-                              read_grace=2.0, page_size=50)
+        cluster = KubeCluster(Rest.connect(self.server.url, timeout=5.0, trust_env=False), kinds=OBSERVED_KINDS, optional_kinds=self.delegation.kinds,
+                              watch_timeout=5.0, backoff=(0.02, 0.2), read_grace=2.0, page_size=50)
         cluster.start()
         if not cluster.wait_synced(CATCH_UP_S) and self.checker is not None:
             self.checker.violation("informer-stuck", f"{replica.identity}: the informers did not list within {CATCH_UP_S}s")
@@ -229,7 +306,7 @@ class HttpWorld(World):
         deadline = time.monotonic() + CATCH_UP_S
         while True:
             versions = self.store.kind_version
-            behind = [i.kind.kind for i in cluster.informers if _number(i.resource_version) < versions.get(i.kind.kind, 0)]
+            behind = [i.kind.key for i in cluster.informers if _number(i.resource_version) < versions.get(i.kind.key, 0)]
             if not behind:
                 break
             if time.monotonic() > deadline:

@@ -63,14 +63,16 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from support.builders import load
+from support.faults.delegated import NATIVE, DelegatedChecks, backend_of_group, backend_of_pod
 from support.faults.schedule import EPOCH
 from tandem.api.naming import GPU_RESOURCE, GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, REVISION_LABEL, ROLE_LABEL, UNIT_LABEL
-from tandem.api.naming import ADMITTED
+from tandem.api.naming import ADMITTED, HOSTNAME_LABEL
 from tandem.api.quantity import MILLI, parse_quantity
 from tandem.api.resources import InferenceGroup
 from tandem.api.timestamps import seconds
 from tandem.cluster.memory import Snapshot
 from tandem.cluster.pods import assigned_node, pod_failed, pod_gpus, pod_ready
+from tandem.controller import OBSERVED_KINDS
 from tandem.controller.decide import decide
 from tandem.controller.manifests import revision_of
 from tandem.controller.observe import observe
@@ -82,7 +84,7 @@ if TYPE_CHECKING:
     from support.faults.world import World
 
 SLACK_S = 3.0  # step granularity: a deadline seen at the next whole second, a pass after its event
-USER_CHANGES = ("create", "delete", "scale", "ratio", "template")
+USER_CHANGES = ("create", "delete", "scale", "ratio", "template", "backend")
 
 
 @dataclass(frozen=True)
@@ -231,6 +233,7 @@ class Checker:
         self.created = 0
         self.replaced = 0
         self.exercised: dict[str, int] = {"update_windows": 0, "scaling_windows": 0, "partial_units": 0, "waiting_for_room": 0, "fragmented": 0}
+        self.delegated = DelegatedChecks(self)
 
     # ------------------------------------------------------------------ reading the store
 
@@ -274,6 +277,7 @@ class Checker:
         self._windows(groups)
         self._blocked_reported(snapshot, groups)
         self._replicas_whole(snapshot, groups)
+        self.delegated.step(snapshot, groups)
 
     def _blocked_reported(self, snapshot: Snapshot, groups: dict[str, GroupNow]) -> None:
         """A pod waiting for a node past its step's timeout (plus a resync) has been said so."""
@@ -309,6 +313,9 @@ class Checker:
             del self._waiting[uid]
 
     def _capacity(self, snapshot: Snapshot) -> None:
+        """Delegated pods count once their scheduler bound them (they carry no hostname
+        selector); a bind the node has no room for is refused by the kubelet (`world`), and
+        judged there (`admission_refused`)."""
         used: dict[str, int] = {}
         for pod in snapshot.list("Pod"):
             node = assigned_node(pod)
@@ -323,6 +330,24 @@ class Checker:
                 if name not in self._over:  # once per time over
                     self.violation("capacity", f"node {name} holds {used[name]} GPUs of {have}")
         self._over = over
+
+    def admission_refused(self, pod: dict[str, Any], node: str, holders: list[dict[str, Any]]) -> None:
+        """The kubelet refused `pod` (no room on `node` beside `holders`). A race between two
+        schedulers is no fault: a holder placed by another scheduler (tandem's engine, a
+        delegated group's, or bound past both) was bound after `pod` was made, so the room
+        `pod` was given could be taken before its placer saw it. Otherwise one scheduler
+        over-committed the node on its own: a `capacity` violation."""
+        mine = _placer(pod)
+        made = seconds(pod["metadata"]["creationTimestamp"]) - EPOCH
+        bound_at = self.world.kubelet.bound_at
+        raced = [h for h in holders if _placer(h) != mine
+                 and bound_at.get(h["metadata"]["uid"], seconds(h["metadata"]["creationTimestamp"]) - EPOCH) >= made]
+        if raced:
+            self.exercised["admission_refused"] = self.exercised.get("admission_refused", 0) + 1
+            return
+        held = sum(pod_gpus(h) for h in holders)
+        self.violation("capacity", f"node {node}: {mine} bound {pod['metadata']['name']} ({pod_gpus(pod)} GPUs) beside {held} GPUs held "
+                                   f"by {sorted({_placer(h) for h in holders})} (refused by the kubelet)")
 
     def _partial_placement(self, groups: dict[str, GroupNow]) -> None:
         impaired = self.world.leaderless or self.world.storm_now() or self.world.stale_now()
@@ -359,7 +384,10 @@ class Checker:
 
     def _unbound_pods(self, groups: dict[str, GroupNow], impaired: bool) -> None:
         """A pod tandem placed (its gate lifted, a node chosen) and not bound is released
-        after the gang timeout: it must not hold its node longer (plus one resync)."""
+        after the gang timeout: it must not hold its node longer (plus one resync).
+        A delegated group's pods are placed by their scheduler, never by a hostname selector
+        (`delegated-pod`), so none is judged here: its scheduler holds no node for a pod
+        before it binds the gang's minimum whole, which `partial-placement` judges."""
         now: set[str] = set()
         for g in groups.values():
             if g.typed is None:
@@ -400,6 +428,10 @@ class Checker:
                     if any(p["metadata"]["labels"].get(REVISION_LABEL, "") == rep.revision for p in rep.members):
                         seen.add(key)
                     level = role.topology.pack.required
+                    if any(backend_of_pod(p) != NATIVE for p in rep.members):
+                        # Placed by a delegated scheduler: its stand-in does not imitate required
+                        # levels (tandem/schedulers/gang.py), so its rules are the gang's only.
+                        continue
                     nodes = [p["spec"].get("nodeName") for p in rep.members if not pod_failed(p)]
                     if level is None or len(nodes) < role.pods_per_replica or not all(n in labels_of for n in nodes):
                         continue
@@ -413,7 +445,7 @@ class Checker:
 
     def _left_behind(self, snapshot: Snapshot, groups: dict[str, GroupNow]) -> None:
         uids = {g.uid for g in groups.values()}
-        for kind in ("Pod", "Service", "ConfigMap"):
+        for kind in ("Pod", "Service", "ConfigMap", *self.delegated.keys):
             for obj in snapshot.list(kind, labels=GROUP_LABEL):
                 refs = obj["metadata"].get("ownerReferences") or []
                 if not any(ref.get("uid") in uids for ref in refs):
@@ -508,12 +540,12 @@ class Checker:
 
     def after_event(self, event: dict[str, Any]) -> None:
         kind = event["type"]
-        if kind not in ("template", "ratio") or event["group"] not in self._settled_before:
+        if kind not in ("template", "ratio", "backend") or event["group"] not in self._settled_before:
             return
         if any(start <= self.world.t < until for start, until, _ in self.world.failure_windows) and kind == "ratio":
             return
         before = self._settled_before[event["group"]]
-        if kind == "template":
+        if kind in ("template", "backend"):  # a change of backend is a rolling update too (the hand-over)
             self.windows.append(Window("update", before.uid, before.name, self.world.t, floor=before.functional()))
             self.exercised["update_windows"] += 1
         else:
@@ -587,7 +619,10 @@ class Checker:
         if not all(g.typed is None or (g.complete() and not _status_problems(g)) for g in groups.values()):
             return False
         now = self.world.replicas[0].clock(self.world.t)
-        return not any(group.actions for group in decide(observe(snapshot), now).groups)  # a pass would write nothing
+        delegation = self.world.delegation
+        served = frozenset(k for k in delegation.kinds if self.world.store.serves(k))
+        state = observe(snapshot, kinds=OBSERVED_KINDS + tuple(sorted(served)), served=served)
+        return not any(group.actions for group in decide(state, now, delegation=delegation).groups)  # a pass would write nothing
 
     def end(self, reconcile_once: Any) -> None:
         snapshot = self.world.store.snapshot()
@@ -611,7 +646,7 @@ class Checker:
                 continue
         node_lost = any(e["type"] == "node-loss" for e in self.world.schedule.events)
         for g in groups.values():
-            if g.typed is not None:
+            if g.typed is not None and backend_of_group(g.raw) == NATIVE:  # a delegated scheduler's stand-in ignores required levels
                 for problem in _affinity_broken(snapshot, g):
                     if node_lost:
                         # A `to` replica lost with its node is replaced where there is room;
@@ -620,8 +655,20 @@ class Checker:
                     else:
                         self.violation("required-affinity", f"{g.name}: {problem}")
         writes = reconcile_once()
+        self.delegated.end(snapshot, groups, settled=all(g.typed is None or g.settled() for g in groups.values()))
         if writes:
             self.violation("idempotent", f"a pass on the settled cluster wrote {writes} times")
+
+
+def _placer(pod: dict[str, Any]) -> str:
+    """Who chose the pod's node: tandem's engine (its hostname selector), a scheduler by name,
+    or nobody (bound at creation, as the world's filler pods are)."""
+    spec = pod.get("spec") or {}
+    if (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL):
+        return "tandem"
+    if pod["metadata"].get("namespace") == "filler":
+        return "filler"
+    return spec.get("schedulerName") or "default-scheduler"
 
 
 def _units_named(message: str) -> list[int]:

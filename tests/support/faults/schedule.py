@@ -30,10 +30,14 @@ Event types (`type`, then its fields):
 | `fill` | until | every node's free GPUs are taken by pods of another namespace (bound: capacity already used) until then: a rolling update that follows has no room for its surge |
 | `pod-delete` | which, pick | a pod of a group is deleted (eviction, preemption, `kubectl delete pod`): a `leader` (pod index 0 of a multi-pod replica, else of any) or a `worker`, the `pick`-th (modulo) of those alive, by name |
 | `node-delete` | node, recover_after | the Node is deleted and its pods with it (pod GC); it comes back (a new Node of that name) `recover_after` s later, at the latest at the end of the window |
+| `backend` | group, backend | `spec.scheduler.backend` changes (`native`, or a delegated scheduler): a new revision, handed over unit by unit (a rolling update) |
 
 Besides what the main draws give, each schedule draws, from a generator of its own (so
 the rest of the schedule is what it was without them), `recovery: ReplaceMissingPod` for
-some multi-pod roles and up to two pod or node deletions (`_replica_faults`).
+some multi-pod roles and up to two pod or node deletions (`_replica_faults`); and, from
+another (`_delegated`), a third of the groups handed to a delegated scheduler (Volcano,
+KAI, Koordinator, Kueue; the Workload API where the world serves it) and sometimes a
+change of a running group's backend.
 """
 
 from __future__ import annotations
@@ -46,11 +50,27 @@ from pathlib import Path
 from typing import Any
 
 from support.builders import cluster, group, role
+from tandem.controller.validity import group_problems, topologies_of
 
 VERSION = 1
 EPOCH = 1_764_000_000.0  # true time zero, as seconds since the epoch (timestamps look real)
 GPUS_PER_NODE = 8
 STORM_CODES = (409, 429, 500, 503, 504, "504-applied")
+# The schedulers a group may be handed to, per world: the memory world registers every
+# delegated kind; the local API server serves the CRDs installed from ../shared/schemas
+# (it has no Workload API), or none when they are absent.
+MEMORY_BACKENDS = ("volcano", "kai", "koordinator", "kueue", "workload-api")
+SCHEMAS = Path(__file__).resolve().parents[3] / ".." / "shared" / "schemas"
+HTTP_BACKENDS = ("volcano", "kai", "koordinator", "kueue")
+DELEGATED_SHARE = 1 / 3  # of the groups, named a delegated backend
+BACKEND_CHANGE = 0.4  # of the schedules with a group to change, a change of backend
+
+
+def world_backends(world: str) -> tuple[str, ...]:
+    """The delegated backends `world` serves (and its operator replicas enable)."""
+    if world == "memory":
+        return MEMORY_BACKENDS
+    return HTTP_BACKENDS if SCHEMAS.is_dir() else ()
 
 
 @dataclass
@@ -119,9 +139,10 @@ class Schedule:
 # ----------------------------------------------------------------------------- drawing
 
 
-def generate(seed: int, *, world: str = "memory", size: float = 1.0) -> Schedule:
+def generate(seed: int, *, world: str = "memory", size: float = 1.0, backends: tuple[str, ...] | None = None) -> Schedule:
     """The schedule of `seed`: the same seed always gives the same schedule. `size` scales
-    the fault window (smaller schedules, the same mixture)."""
+    the fault window (smaller schedules, the same mixture). `backends`: the delegated
+    schedulers its groups may name (by default, those `world` serves)."""
     rng = random.Random(f"tandem-faults-{seed}")
     racks, hosts = rng.choice([2, 3]), rng.choice([2, 3, 4])
     shape = f"block=1,rack={racks},host={hosts}"
@@ -148,6 +169,8 @@ def generate(seed: int, *, world: str = "memory", size: float = 1.0) -> Schedule
         events.append(_fault(rng, kind, window, nodes, rack_of, replicas, changed, world))
     _full_domain_update(seed, groups, window, events)
     events += _replica_faults(random.Random(f"tandem-faults-{seed}-replicas"), groups, window, nodes)
+    events += _delegated(random.Random(f"tandem-faults-{seed}-backends"), groups, window, world_backends(world) if backends is None else backends,
+                         shape, events)
     events.sort(key=lambda e: (e["at"], _ORDER.index(e["type"])))
     return Schedule(seed, shape, groups, events, replicas, clocks, window, world=world)
 
@@ -172,7 +195,7 @@ def _full_domain_update(seed: int, groups: dict[str, dict[str, Any]], window: fl
 
 
 _ORDER = ["create", "scale", "ratio", "template", "delete", "node-loss", "flap", "bind-outage", "startup-failures", "crash", "storm", "stale",
-          "failover", "watch-cut", "gone", "list-errors", "fill", "pod-delete", "node-delete"]
+          "failover", "watch-cut", "gone", "list-errors", "fill", "pod-delete", "node-delete", "backend"]
 
 
 def _groups(rng: random.Random, racks: int, hosts: int) -> dict[str, dict[str, Any]]:
@@ -327,6 +350,48 @@ def _replica_faults(rng: random.Random, groups: dict[str, dict[str, Any]], windo
         else:
             events.append({"at": at, "type": "pod-delete", "which": kind, "pick": rng.randrange(1000)})
     return events
+
+
+def _delegated(rng: random.Random, groups: dict[str, dict[str, Any]], window: float, backends: tuple[str, ...], shape: str,
+               events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A share of the groups named a delegated backend (spread over those of `backends` that
+    accept the group, as written and after each of its ratio changes), and in some schedules
+    a change of one group's backend while it runs: delegated to native or to another
+    scheduler, native to a delegated one (the rolling hand-over)."""
+    if not backends:
+        return []
+    topologies, _ = topologies_of([o for o in cluster(shape) if o["kind"] == "ClusterTopology"])
+    for name, manifest in sorted(groups.items()):
+        if rng.random() < DELEGATED_SHARE:
+            fitting = [b for b in backends if _accepts(manifest, b, [e for e in events if e.get("group") == name], topologies)]
+            if fitting:
+                manifest["spec"].setdefault("scheduler", {})["backend"] = rng.choice(fitting)
+    if rng.random() >= BACKEND_CHANGE:
+        return []
+    name = rng.choice(sorted(groups))
+    now = groups[name]["spec"].get("scheduler", {}).get("backend", "native")
+    at = float(rng.randint(25, max(26, int(window) - 25)))
+    later = [e for e in events if e.get("group") == name]
+    targets = [b for b in ("native", *backends) if b != now and _accepts(groups[name], b, later, topologies)]
+    return [{"at": at, "type": "backend", "group": name, "backend": rng.choice(targets)}] if targets else []
+
+
+def _accepts(manifest: dict[str, Any], backend: str, changes: list[dict[str, Any]], topologies: dict[str, Any]) -> bool:
+    """Whether `backend` accepts the group as written and after each of its ratio changes (a
+    group its scheduler cannot honour is not accepted: not what these schedules test)."""
+    candidate = copy.deepcopy(manifest)
+    candidate["spec"].setdefault("scheduler", {})["backend"] = backend
+    for change in [None, *sorted((e for e in changes if e["type"] == "ratio"), key=lambda e: e["at"])]:
+        if change is not None:
+            for r in candidate["spec"]["roles"]:
+                if r["name"] in change["replicas"]:
+                    r["replicas"] = int(change["replicas"][r["name"]])
+                    if r.get("minReplicas") is not None:
+                        r["minReplicas"] = min(r["minReplicas"], r["replicas"])
+        _, problems = group_problems(candidate, topologies)
+        if problems:
+            return False
+    return True
 
 
 def patched_template(manifest: dict[str, Any], revision: int) -> dict[str, Any]:

@@ -26,10 +26,13 @@ import numpy as np
 
 from support.controller_world import Crash
 from support.faults.api import Faults, ReplicaApi, Storm
-from support.faults.schedule import EPOCH, Schedule, patched_template
+from support.faults.schedule import EPOCH, MEMORY_BACKENDS, Schedule, patched_template
+from tandem.backends.delegated_kinds import DELEGATED_BACKENDS, DELEGATED_KINDS, PRIORITY_CLASS, delegated_keys
+from tandem.controller.delegation import DelegationSettings
 from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.cluster.memory import MemoryStore, Snapshot
 from tandem.api.naming import GPU_RESOURCE
+from tandem.api.quantity import MILLI, parse_quantity
 from tandem.cluster.pods import assigned_node, pod_failed, pod_gpus, pod_ready
 from tandem.controller.reconcile import Memo
 from tandem.errors import ApiError, NotFound
@@ -39,7 +42,7 @@ from tandem.runtime.schedule import PassSchedule
 from tandem.sim.events import EventLoop
 from tandem.sim.pod_lifecycle import Kubelet, Startup
 
-OBSERVED = ("InferenceGroup", "ClusterTopology", "Node", "Pod", "Service", "ConfigMap")
+OBSERVED = ("InferenceGroup", "ClusterTopology", "Node", "Pod", "Service", "ConfigMap", *delegated_keys(DELEGATED_BACKENDS))
 HISTORY_S = 16  # seconds of snapshots kept for reads that lag
 STARTUP = Startup(image_pull_s=2.0, model_load_median_s=6.0, model_load_sigma=0.5)
 
@@ -74,13 +77,18 @@ def _replica_of(pod: dict[str, Any]) -> tuple[str, ...]:
 class FaultyKubelet(Kubelet):
     """The simulator's kubelet, where a node can be down (a bind or a start waits for it, as
     kube-scheduler and the kubelet would), binds to some nodes can be stuck (an outage),
-    and pods can fail at start-up."""
+    and pods can fail at start-up. Its admission refuses a pod bound to a node without room
+    for it (the pod fails `OutOfnvidia.com/gpu`, as the kubelet's resource check does): two
+    schedulers (tandem's engine and a delegated group's) can each choose the same free GPUs
+    before either sees the other's bind; `refused` is told (the invariants judge it)."""
 
     is_down: Callable[[str], bool] = lambda node: False
     bind_stuck: Callable[[str], bool] = lambda node: False
     failure_rate: Callable[[], float] = lambda: 0.0
     chance: random.Random = field(default_factory=random.Random)
     start_failures: int = 0
+    refused: Callable[[dict, str, list[dict]], None] = lambda pod, node, holders: None
+    bound_at: dict[str, float] = field(default_factory=dict)  # pod uid -> when this kubelet bound it
 
     def handle(self, kind: str, data: dict) -> str | None:
         node = data.get("node")
@@ -92,6 +100,10 @@ class FaultyKubelet(Kubelet):
         if kind in ("bind", "ready") and node and (self.is_down(node) or (kind == "bind" and self.bind_stuck(node))):
             self.loop.schedule(self.loop.now + 1.0, kind, **data)  # once the node is back
             return None
+        if kind == "bind" and node:
+            refusal = self._admit(data, node)
+            if refusal is not None:
+                return refusal
         rate = self.failure_rate()
         if kind == "ready" and rate > 0 and self.chance.random() < rate:
             try:
@@ -104,7 +116,34 @@ class FaultyKubelet(Kubelet):
                 return None
             self.start_failures += 1
             return f"{data['name']} failed at start-up"
-        return super().handle(kind, data)
+        line = super().handle(kind, data)
+        if kind == "bind" and line:
+            self.bound_at[data["uid"]] = self.loop.now
+        return line
+
+    def _admit(self, data: dict, node: str) -> str | None:
+        """Refuse the bind when the node has no room left for the pod's GPUs: bound, then failed."""
+        try:
+            pod = self.store.get("Pod", data["namespace"], data["name"])
+            allocatable = parse_quantity(self.store.get("Node", None, node)["status"]["allocatable"].get(GPU_RESOURCE, 0)) // MILLI
+        except ApiError:
+            return None
+        if pod["metadata"]["uid"] != data["uid"] or pod_failed(pod) or pod["spec"].get("nodeName"):
+            return None
+        holders = [p for p in self.store.snapshot().list("Pod", fields=f"spec.nodeName={node}") if not pod_failed(p)]
+        if sum(pod_gpus(p) for p in holders) + pod_gpus(pod) <= allocatable:
+            return None
+        try:
+            self.store.bind(data["namespace"], data["name"], node)
+            pod = self.store.get("Pod", data["namespace"], data["name"])
+            pod["status"] = {"phase": "Failed", "reason": f"OutOf{GPU_RESOURCE}",
+                             "message": f"Pod was rejected: Node didn't have enough resource: {GPU_RESOURCE}"}
+            self.store.update_status(pod)
+        except ApiError:
+            return None
+        self._planned.pop((data["namespace"], data["name"], data["uid"]), None)
+        self.refused(pod, node, holders)
+        return f"{data['name']} refused by {node}'s kubelet: no room for its GPUs"
 
 
 @dataclass
@@ -136,6 +175,8 @@ class World:
         self.schedule = schedule
         self.t = 0.0
         self.store = self._make_store()
+        # Every operator replica runs with each backend the world serves enabled (`--backends`).
+        self.delegation = DelegationSettings(backends=self._serve_backends())
         for obj in schedule.cluster_objects():
             self.store.create(obj)
         self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tandem-system"}})
@@ -149,6 +190,7 @@ class World:
         self.kubelet = FaultyKubelet(
             self.store, self.loop, np.random.default_rng(schedule.seed), 1.0, {"*": STARTUP},
             is_down=lambda node: bool(self.down.get(node)), bind_stuck=self._bind_stuck, failure_rate=self._failure_rate, chance=random.Random(f"kubelet-{schedule.seed}"),
+            refused=lambda pod, node, holders: self.checker.admission_refused(pod, node, holders) if self.checker is not None else None,
         )
         clocks = schedule.clocks or [{"offset": 0.0, "rate": 1.0}]
         self.replicas = [Replica(i, float(c["offset"]), float(c["rate"])) for i, c in enumerate(clocks[: schedule.replicas])]
@@ -238,6 +280,13 @@ class World:
     def _make_store(self) -> Any:
         return WorldStore(clock=lambda: EPOCH + self.t)
 
+    def _serve_backends(self) -> tuple[str, ...]:
+        """Serve every delegated scheduler's kinds (their stand-ins then run in the kubelet);
+        the backends served."""
+        for kind in (*(k for b in MEMORY_BACKENDS for k in DELEGATED_KINDS[b]), PRIORITY_CLASS):
+            self.store.register_kind(kind.key, cluster_scoped=not kind.namespaced, status=kind.status)
+        return MEMORY_BACKENDS
+
     def _connect(self, replica: Replica) -> Any:
         """The replica's `Cluster`: its faulty view of the API."""
         return ReplicaApi(self.store, self.faults, self._snapshot_ago, on_delete=self._deleting, on_create=self._created,
@@ -265,7 +314,7 @@ class World:
         replica.api = api
         replica.operator = Operator(
             api, lambda: replica.clock(self.t), LeaderElector(api, config),
-            PassSchedule(debounce=0.0, min_interval=0.5, resync=self.schedule.resync), memo=Memo(),
+            PassSchedule(debounce=0.0, min_interval=0.5, resync=self.schedule.resync), memo=Memo(), delegation=self.delegation,
         )
         replica.seen = -1
         replica.restart_at = None
@@ -343,6 +392,10 @@ class World:
         if current is not None:
             self.store.patch("InferenceGroup", "serving", event["group"], patched_template(current, int(event["revision"])))
 
+    def _on_backend(self, event: dict[str, Any]) -> None:
+        if self._group(event["group"]) is not None:
+            self.store.patch("InferenceGroup", "serving", event["group"], {"spec": {"scheduler": {"backend": event["backend"]}}})
+
     def _on_node_loss(self, event: dict[str, Any]) -> None:
         fault = next(self._sequence)
         for node in event["nodes"]:
@@ -402,8 +455,8 @@ class World:
         snapshot = self.store.snapshot()
         used: dict[str, int] = {}
         for pod in snapshot.list("Pod"):
-            node = assigned_node(pod)
-            if node and not pod_failed(pod):
+            node = assigned_node(pod) or self.kubelet._planned.get((pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]))
+            if node and not pod_failed(pod):  # a scheduler's bind on its way takes its room too
                 used[node] = used.get(node, 0) + pod_gpus(pod)
         for node in snapshot.list("Node"):
             name = node["metadata"]["name"]
@@ -550,7 +603,7 @@ class World:
         all gone goes (a create that raced its group's deletion, from a cache that lagged)."""
         snapshot = self.store.snapshot()
         owners = {g["metadata"]["uid"] for g in snapshot.list("InferenceGroup")}
-        for kind in ("Pod", "Service", "ConfigMap"):
+        for kind in ("Pod", "Service", "ConfigMap", *delegated_keys(self.delegation.backends)):
             for obj in snapshot.list(kind, labels=GROUP_LABEL):
                 refs = obj["metadata"].get("ownerReferences") or []
                 if refs and not any(ref.get("uid") in owners for ref in refs):
