@@ -11,23 +11,36 @@ from pathlib import Path
 import pytest
 
 from support.faults.campaign import run
-from support.faults.schedule import Schedule, generate
+from support.faults.schedule import Schedule, generate, world_backends
 
 ROOT = Path(__file__).resolve().parents[2]
 FOUND = sorted((Path(__file__).parent / "found").glob("*.json"))
+# Schedules that find a bug not fixed yet (each file says what it finds): they must keep
+# failing until it is fixed (strict), then move to `found/` with what fixed it.
+KNOWN = sorted((Path(__file__).parent / "known").glob("*.json"))
+KAI_LEAF = "issue 27, open: KAI leaves of replaced indexes keep minMember (tests/faults/known/kai-leaf-of-a-replaced-index.json)"
+KUEUE_BASE = "issue 27, open: Kueue's base Workload counts replicas by index (tests/faults/known/kueue-base-workload-of-a-replaced-index.json)"
+# The seeds of the subset below that meet them (docs/reliability.md, what the campaign found):
+# skipped, not run to their end (the files above keep the bugs in sight, and fail once fixed).
+OPEN = {8: KUEUE_BASE, 16: KAI_LEAF, 20: KUEUE_BASE, 37: KAI_LEAF, 45: KAI_LEAF}
+OPEN_HTTP = {0: KAI_LEAF} if world_backends("http") else {}  # without ../shared/schemas, no delegated group over HTTP
+
+
+def _seeds(count: int, open_bugs: dict[int, str]) -> list:
+    return [pytest.param(seed, marks=pytest.mark.skip(reason=open_bugs[seed])) if seed in open_bugs else seed for seed in range(count)]
 
 
 def _explain(outcome) -> str:
     return "\n".join(f"t={v.at:.0f} {v.invariant}: {v.detail}" for v in outcome.violations)
 
 
-@pytest.mark.parametrize("seed", range(50))
+@pytest.mark.parametrize("seed", _seeds(50, OPEN))
 def test_a_seeded_schedule_over_the_memory_store_keeps_every_invariant(seed):
     outcome = run(generate(seed))
     assert outcome.ok, f"seed {seed}:\n{_explain(outcome)}"
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", _seeds(3, OPEN_HTTP))
 def test_a_seeded_schedule_over_http_keeps_every_invariant(seed):
     """Through the Kubernetes adapter against an API server that cuts watches, compacts (410)
     and answers 5xx."""
@@ -38,6 +51,13 @@ def test_a_seeded_schedule_over_http_keeps_every_invariant(seed):
 @pytest.mark.parametrize("path", FOUND, ids=[p.stem for p in FOUND])
 def test_a_schedule_that_once_found_a_bug_keeps_every_invariant(path):
     """Schedules the campaign failed on, kept as found (each says what it found and what fixed it)."""
+    outcome = run(Schedule.load(path))
+    assert outcome.ok, f"{path.name}:\n{_explain(outcome)}"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 27: delegated groups' gang objects after a rolling update (see each file)")
+@pytest.mark.parametrize("path", KNOWN, ids=[p.stem for p in KNOWN])
+def test_a_schedule_that_finds_an_open_bug_still_finds_it(path):
     outcome = run(Schedule.load(path))
     assert outcome.ok, f"{path.name}:\n{_explain(outcome)}"
 

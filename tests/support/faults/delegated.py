@@ -101,10 +101,12 @@ class DelegatedChecks:
         self.checker = checker
         self.keys = tuple(k.key for b in checker.world.delegation.backends for k in DELEGATED_KINDS[b])
         self._since: dict[tuple[str, ...], list[float]] = {}  # a mismatch -> [seen since, impaired seconds]
+        self._seen: str | None = None  # the store's version at the last look
 
     def step(self, snapshot: Snapshot, groups: dict[str, "GroupNow"]) -> None:
-        if not self.keys:
-            return
+        if not self.keys or (snapshot.resource_version == self._seen and not self._since):
+            return  # nothing changed, and no mismatch is being timed
+        self._seen = snapshot.resource_version
         objects = {key: snapshot.list(key) for key in self.keys}
         now: set[tuple[str, ...]] = set()
         for g in groups.values():

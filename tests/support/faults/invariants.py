@@ -234,6 +234,7 @@ class Checker:
         self.replaced = 0
         self.exercised: dict[str, int] = {"update_windows": 0, "scaling_windows": 0, "partial_units": 0, "waiting_for_room": 0, "fragmented": 0}
         self.delegated = DelegatedChecks(self)
+        self._looked_behind: str | None = None
 
     # ------------------------------------------------------------------ reading the store
 
@@ -444,6 +445,9 @@ class Checker:
         self._spread = spread
 
     def _left_behind(self, snapshot: Snapshot, groups: dict[str, GroupNow]) -> None:
+        if snapshot.resource_version == self._looked_behind:
+            return  # nothing changed since the last look (each object is reported once)
+        self._looked_behind = snapshot.resource_version
         uids = {g.uid for g in groups.values()}
         for kind in ("Pod", "Service", "ConfigMap", *self.delegated.keys):
             for obj in snapshot.list(kind, labels=GROUP_LABEL):
