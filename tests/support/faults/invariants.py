@@ -3,7 +3,12 @@
 After every step:
 
 - `capacity`: no node holds more GPUs than it has (pods bound to it, or placed on it by
-  tandem and not yet bound; failed pods hold nothing).
+  tandem and not yet bound; failed pods hold nothing), save the race of two schedulers
+  over one pool that the kubelet's admission settles (`admission_refused`).
+
+Delegated groups (issue 27) have invariants of their own (`delegated.py`: delegated-pod,
+gang-object, hand-over, and convergence at the end); the ones here judge their pods by
+their scheduler's rules where they assume tandem's engine placed a pod (see each).
 - `partial-placement`: no unit holds a node (a bound pod) without every role's minimum of
   complete replicas bound, and no pod placed by tandem stays unbound, for longer than its
   gang timeout plus one resync; the time the control plane
@@ -307,6 +312,12 @@ class Checker:
                                 for part in e["message"].split("; ") for u in _units_named(part)}
                 if states.get(unit) == "Stalled" or f"{g.name}/{unit}" in reported:
                     continue
+                backend = backend_of_pod(pod)
+                reason = next((u.get("reason") or "" for u in (g.raw.get("status") or {}).get("units") or [] if u.get("index") == unit), "")
+                if backend != NATIVE and states.get(unit) in ("Pending", "Unschedulable") and backend in reason:
+                    # Handed to its scheduler: the unit says so, in the scheduler's words when it
+                    # has any (a queued unit keeps its place; what the scheduler says is its own).
+                    continue
                 self.violation("blocked-unreported", f"{g.name} unit {unit}: pod {pod['metadata']['name']} waits for a node since "
                                                      f"t={clock[0]:.0f} and the unit is neither Stalled nor reported Unschedulable",
                                once=uid)
@@ -315,22 +326,35 @@ class Checker:
 
     def _capacity(self, snapshot: Snapshot) -> None:
         """Delegated pods count once their scheduler bound them (they carry no hostname
-        selector); a bind the node has no room for is refused by the kubelet (`world`), and
-        judged there (`admission_refused`)."""
-        used: dict[str, int] = {}
+        selector). A node over only because a scheduler other than tandem's engine bound
+        pods there after tandem chose it for pods not bound yet is the race two schedulers
+        over one pool have: the kubelet refuses the later bind, and judges it
+        (`admission_refused`)."""
+        on: dict[str, list[dict[str, Any]]] = {}
         for pod in snapshot.list("Pod"):
             node = assigned_node(pod)
             if node and not pod_failed(pod):
-                used[node] = used.get(node, 0) + pod_gpus(pod)
+                on.setdefault(node, []).append(pod)
         over = set()
         for node in snapshot.list("Node"):
             name = node["metadata"]["name"]
             have = parse_quantity(node["status"]["allocatable"].get(GPU_RESOURCE, 0)) // MILLI
-            if used.get(name, 0) > have:
+            used = sum(pod_gpus(p) for p in on.get(name, []))
+            if used > have:
                 over.add(name)
-                if name not in self._over:  # once per time over
-                    self.violation("capacity", f"node {name} holds {used[name]} GPUs of {have}")
+                if name not in self._over and used - self._raced(on[name]) > have:  # once per time over
+                    self.violation("capacity", f"node {name} holds {used} GPUs of {have}")
         self._over = over
+
+    def _raced(self, pods: list[dict[str, Any]]) -> int:
+        """GPUs on a node bound by another scheduler after tandem chose the node for a pod
+        not bound yet (the newest such choice is after that pod was made)."""
+        chosen = [seconds(p["metadata"]["creationTimestamp"]) - EPOCH for p in pods if not p["spec"].get("nodeName")]
+        if not chosen:
+            return 0
+        bound_at = self.world.kubelet.bound_at
+        return sum(pod_gpus(p) for p in pods if p["spec"].get("nodeName") and _placer(p) != "tandem"
+                   and bound_at.get(p["metadata"]["uid"], -1.0) >= min(chosen))
 
     def admission_refused(self, pod: dict[str, Any], node: str, holders: list[dict[str, Any]]) -> None:
         """The kubelet refused `pod` (no room on `node` beside `holders`). A race between two
