@@ -18,10 +18,9 @@ FOUND = sorted((Path(__file__).parent / "found").glob("*.json"))
 # Schedules that find a bug not fixed yet (each file says what it finds): they must keep
 # failing until it is fixed (strict), then move to `found/` with what fixed it.
 KNOWN = sorted((Path(__file__).parent / "known").glob("*.json"))
-KUEUE_BASE = "issue 27, open: Kueue's base Workload counts replicas by index (tests/faults/known/kueue-base-workload-of-a-replaced-index.json)"
 # The seeds of the subset below that meet them (docs/reliability.md, what the campaign found):
 # skipped, not run to their end (the files above keep the bugs in sight, and fail once fixed).
-OPEN = {8: KUEUE_BASE, 20: KUEUE_BASE}
+OPEN: dict[int, str] = {}
 
 
 def _seeds(count: int, open_bugs: dict[int, str]) -> list:

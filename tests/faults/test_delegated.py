@@ -45,8 +45,8 @@ def test_without_delegated_backends_a_seed_gives_the_schedule_it_gave_before():
 
 
 def test_admitted_pods_left_behind_tandems_gate_break_delegated_pod(monkeypatch):
-    def still_gated(pod, backend, group, topology):
-        out = delegated_pod(pod, backend, group, topology)
+    def still_gated(pod, backend, group, topology, alone=False):
+        out = delegated_pod(pod, backend, group, topology, alone)
         gates = out["spec"].get("schedulingGates") or []
         if (out["metadata"].get("annotations") or {}).get(ADMITTED) == "true" and not any(g["name"] == GATE for g in gates):
             out["spec"]["schedulingGates"] = [*gates, {"name": GATE}]

@@ -13,6 +13,10 @@ REVISION_LABEL = LABEL_PREFIX + "revision"  # the template revision a pod was ma
 # domains running exclusive units hold.
 EXCLUSIVE_LABEL = LABEL_PREFIX + "exclusive"
 BACKEND_LABEL = LABEL_PREFIX + "backend"  # on a delegated group's pods: the scheduler they were made for
+# On a pod made while its unit runs (a replacement, a step beyond the first, a hand-over):
+# "replica", its replica is a gang of its own, not part of the unit's first (minimum) gang.
+GANG_ANNOTATION = LABEL_PREFIX + "gang"
+OWN_GANG = "replica"
 MAX_POD_NAME = 63
 # The extended resource tandem counts as GPUs (capacity figures, serving, autoscaling budgets).
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, ClassVar, Collection, Iterator, Mapping, Sequence, TypeVar
 
 from tandem.api.kube import Node
 from tandem.api.naming import EXCLUSIVE_LABEL, GROUP_LABEL, ROLE_LABEL, UNIT_LABEL
@@ -178,14 +178,16 @@ class Backend(ABC):
     @abstractmethod
     def unit_objects(
         self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None,
-        replicas: Replicas | None = None,
+        replicas: Replicas | None = None, alone: Collection[tuple[str, int]] = (),
     ) -> list[dict[str, Any]]:
         """The scheduler's objects for one unit. The operator passes the unit's current step as
         `group` (`step_view`), so a gang's minimum is what the step admitted, not the target,
         and as `replicas` the indexes admitted per role (a replica replaced in a rolling update
         takes a free index, not the next one): an object or entry per replica is made for
-        those (`replica_indexes`), and its minimum counts the lowest of them. `manifest` is the
-        group as written, for a backend that copies pod templates."""
+        those (`replica_indexes`), and its minimum counts the lowest of them; `alone`, the
+        (role, index) of replicas made while their unit ran, each a gang of its own where the
+        backend's gangs depend on it (Kueue's base pod group). `manifest` is the group as
+        written, for a backend that copies pod templates."""
 
     @abstractmethod
     def render_topology(self, topology: ClusterTopology, nodes: Sequence[Node]) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from tandem.api.kube import Node
 from tandem.api.resources import ClusterTopology, InferenceGroup, Pack
@@ -102,7 +102,7 @@ class KaiBackend(Backend):
 
     def unit_objects(
         self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None,
-        replicas: Replicas | None = None,
+        replicas: Replicas | None = None, alone: Collection[tuple[str, int]] = (),
     ) -> list[dict[str, Any]]:
         return [self._pod_group(group, unit, topology, replicas)]
 

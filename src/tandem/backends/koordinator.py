@@ -16,7 +16,7 @@ Follows Grove's Koordinator backend (GREP-537):
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from tandem.api.kube import Node
 from tandem.api.naming import HOSTNAME_LABEL, topology_object_labels
@@ -125,7 +125,7 @@ class KoordinatorBackend(Backend):
 
     def unit_objects(
         self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None,
-        replicas: Replicas | None = None,
+        replicas: Replicas | None = None, alone: Collection[tuple[str, int]] = (),
     ) -> list[dict[str, Any]]:
         objects = []
         namespace = group.metadata.namespace

@@ -43,10 +43,10 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from tandem.api.kube import Node
-from tandem.api.naming import LABEL_PREFIX, REPLICA_LABEL, ROLE_LABEL
+from tandem.api.naming import GANG_ANNOTATION, OWN_GANG, LABEL_PREFIX, REPLICA_LABEL, ROLE_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.backends.base import (
     Approximate,
@@ -61,7 +61,7 @@ from tandem.backends.base import (
     unit_selector,
 )
 from tandem.backends.features import Feature
-from tandem.backends.kueue_gangs import PodGang, base_gang, gang_of, has_extras, unit_gangs
+from tandem.backends.kueue_gangs import PodGang, base_gang, extra_gang, gang_of, has_extras, unit_gangs
 from tandem.backends.kueue_podsets import PodSetShape, base_podsets, leader_and_workers, role_podsets, splits
 from tandem.backends.pods import pod_identity, unit_pods
 from tandem.backends.priority import priority_class_name
@@ -230,13 +230,13 @@ class KueueBackend(Backend):
 
     def unit_objects(
         self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None,
-        replicas: Replicas | None = None,
+        replicas: Replicas | None = None, alone: Collection[tuple[str, int]] = (),
     ) -> list[dict[str, Any]]:
         """The unit's base Workload (when a role has a minimum), then one Workload per extra replica.
         Pass the same `group` (the unit's step view) to `prepare_pod`, so each pod names the Workload
         rendered here for its replica; a Workload's PodSets cannot change, so one whose counts
         differ from what exists is a new Workload (delete, then create)."""
-        workloads, _ = self._unit_workloads_and_pods(group, topology, unit, manifest)
+        workloads, _ = self._unit_workloads_and_pods(group, topology, unit, manifest, replicas, alone)
         return workloads
 
     def applied_objects(self, group: InferenceGroup, topology: ClusterTopology | None, manifest: Manifest | None) -> list[dict[str, Any]]:
@@ -250,13 +250,27 @@ class KueueBackend(Backend):
         return self.priority_objects(group) + workloads + pods
 
     def _unit_workloads_and_pods(
-        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None
+        self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None,
+        replicas: Replicas | None = None, alone: Collection[tuple[str, int]] = (),
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        pods = [self.prepare_pod(pod, group, topology) for pod in unit_pods(group, unit, manifest)]
+        """The unit's Workloads and pods: each pod group that has a member among the replicas
+        (`replicas`: those admitted; all when None), a replica made `alone` in one of its own."""
+        own = set(alone)
+        pods = []
+        for pod in unit_pods(group, unit, manifest):
+            _, role, replica, _ = pod_identity(pod)
+            if (role, replica) in own:
+                pod["metadata"].setdefault("annotations", {})[GANG_ANNOTATION] = OWN_GANG
+            pods.append(self.prepare_pod(pod, group, topology))
+        wanted = None if replicas is None else {(role, index) for role, indexes in replicas.items() for index in indexes}
         members: dict[str, list[dict[str, Any]]] = {}
         for pod in pods:
-            members.setdefault(pod["metadata"]["labels"][PREBUILT_LABEL], []).append(pod)
-        workloads = [self._workload(group, topology, unit, gang, members[gang.name]) for gang in unit_gangs(group, unit)]
+            _, role, replica, _ = pod_identity(pod)
+            if wanted is None or (role, replica) in wanted:
+                members.setdefault(pod["metadata"]["labels"][PREBUILT_LABEL], []).append(pod)
+        gangs = unit_gangs(group, unit) + [extra_gang(group, unit, role, index) for role, index in sorted(own) if index < group.role(role).minimum]
+        # (a PodSet's template is the first pod of its role's shape, a member or not)
+        workloads = [self._workload(group, topology, unit, gang, pods) for gang in gangs if gang.name in members]
         return workloads, pods
 
     def _workload(
@@ -293,7 +307,8 @@ class KueueBackend(Backend):
 
     def _decorate(self, pod: dict[str, Any], group: InferenceGroup, topology: ClusterTopology | None) -> None:
         unit, role_name, replica, index = pod_identity(pod)
-        gang = gang_of(group, unit, role_name, replica)
+        alone = (pod["metadata"].get("annotations") or {}).get(GANG_ANNOTATION) == OWN_GANG
+        gang = gang_of(group, unit, role_name, replica, alone)
         shape = gang.podset(role_name, index)
         labels = pod["metadata"].setdefault("labels", {})
         labels[QUEUE_LABEL] = self.queue(group)

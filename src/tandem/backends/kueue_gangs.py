@@ -65,9 +65,11 @@ def extra_gang(group: InferenceGroup, unit: int, role: str, replica: int) -> Pod
     return PodGang(unit_object_name(group, unit, role, replica), tuple(shapes), replica, role)
 
 
-def gang_of(group: InferenceGroup, unit: int, role: str, replica: int) -> PodGang:
-    """The pod group a pod of `role`'s replica `replica` joins: the base below the role's minimum."""
-    if replica < group.role(role).minimum:
+def gang_of(group: InferenceGroup, unit: int, role: str, replica: int, alone: bool = False) -> PodGang:
+    """The pod group a pod of `role`'s replica `replica` joins: the base below the role's
+    minimum, unless the replica was made `alone` (while its unit ran: the base, counting
+    every minimum replica, would wait for pods that are not coming)."""
+    if replica < group.role(role).minimum and not alone:
         base = base_gang(group, unit)
         assert base is not None  # the role's minimum is in it
         return base

@@ -8,7 +8,7 @@ only its own gate. So rendering gives back the group itself, and a pod needs onl
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from tandem.api.kube import Node
 from tandem.api.naming import GATE
@@ -45,7 +45,7 @@ class NativeBackend(Backend):
 
     def unit_objects(
         self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None,
-        replicas: Replicas | None = None,
+        replicas: Replicas | None = None, alone: Collection[tuple[str, int]] = (),
     ) -> list[dict[str, Any]]:
         return []  # tandem's controller places the group itself
 

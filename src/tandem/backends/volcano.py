@@ -28,7 +28,7 @@
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from tandem.api.kube import Node
 from tandem.api.naming import HOSTNAME_LABEL, REPLICA_LABEL, topology_object_labels
@@ -182,7 +182,7 @@ class VolcanoBackend(Backend):
 
     def unit_objects(
         self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None,
-        replicas: Replicas | None = None,
+        replicas: Replicas | None = None, alone: Collection[tuple[str, int]] = (),
     ) -> list[dict[str, Any]]:
         return [self._pod_group(group, unit, topology)]
 

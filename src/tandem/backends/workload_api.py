@@ -29,7 +29,7 @@ closes), and a unit pack only fits a group with a single role.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from tandem.api.kube import Node
 from tandem.api.naming import GROUP_LABEL
@@ -186,7 +186,7 @@ class WorkloadApiBackend(Backend):
 
     def unit_objects(
         self, group: InferenceGroup, topology: ClusterTopology | None, unit: int, manifest: Manifest | None = None,
-        replicas: Replicas | None = None,
+        replicas: Replicas | None = None, alone: Collection[tuple[str, int]] = (),
     ) -> list[dict[str, Any]]:
         return self._runtime_objects(group, unit, topology, replicas)
 

@@ -80,6 +80,7 @@ from tandem.controller.delegation import (
     desired_gang_objects,
     gang_writes,
     liveness,
+    made_alone,
     pod_backend,
     priority_class_for,
 )
@@ -484,7 +485,8 @@ def _coordinate(draft: _Draft, now: float, expected: _Expected, recovery: Recove
                 admitted = any((p["metadata"].get("annotations") or {}).get(ADMITTED) == "true" for p in members)
                 have = {p["metadata"]["name"] for p in members}
                 missing = [p for p in replica_pods(raw, typed, unit, replica.role, replica.index, revision, admitted) if p["metadata"]["name"] not in have]
-                _create_pods(draft, missing, now, expected, f"unit {unit}: {replica.role} replica {replica.index} completed")
+                _create_pods(draft, missing, now, expected, f"unit {unit}: {replica.role} replica {replica.index} completed",
+                             alone=any(made_alone(p) for p in members))  # in its surviving pods' gang
             for index, node in repairs.get((replica.role, replica.index), {}).items():  # beside its surviving pods
                 name = pod_name(raw["metadata"]["name"], unit, replica.role, replica.index, index)
                 _assign(draft, expected[(raw["metadata"].get("namespace", "default"), name)], node, now, expected)
@@ -525,12 +527,16 @@ def _queued(replicas: list[Replica], pods_of: Mapping[tuple[str, int], list[PodP
     )
 
 
-def _create_pods(draft: _Draft, pods: list[PodPayload], now: float, expected: _Expected, why: str) -> None:
+def _create_pods(draft: _Draft, pods: list[PodPayload], now: float, expected: _Expected, why: str, alone: bool | None = None) -> None:
     """Create a replica's pods workers first, its leader last (`replicas_of_unit` reads a
     replica cut short by a crash from that order). A delegated group's pods are made as its
-    scheduler needs them (`delegation.delegated_pod`)."""
+    scheduler needs them (`delegation.delegated_pod`), `alone` (a gang of their own) when
+    their unit already runs, unless the caller says (a replica's missing pods join its gang)."""
     if draft.backend is not None:
-        pods = [delegated_pod(pod, draft.backend, draft.typed, draft.topology) for pod in pods]
+        if alone is None:  # made while its unit runs: a gang of its own where that matters (`delegated_pod`)
+            unit = int(pods[0]["metadata"]["labels"][UNIT_LABEL]) if pods else 0
+            alone = bool(_live_by_unit(draft.group, expected).get(unit))
+        pods = [delegated_pod(pod, draft.backend, draft.typed, draft.topology, alone) for pod in pods]
     for pod in reversed(pods):
         pod["metadata"]["creationTimestamp"] = rfc3339(now)  # what the server will stamp; read by status
         pod["metadata"].setdefault("annotations", {})[CREATION] = str(draft.creation)
@@ -771,6 +777,7 @@ def _delegate(draft: _Draft, expected: _Expected, state: ClusterState, classes: 
         name = backend.name
     typed = draft.typed
     admitted: dict[int, dict[str, tuple[int, ...]]] = {}
+    alone: dict[int, set[tuple[str, int]]] = {}
     remaining: dict[str, set[int]] = {}
     bound: set[int] = set()
     by_unit = _pods_after(draft, expected)
@@ -781,6 +788,8 @@ def _delegate(draft: _Draft, expected: _Expected, state: ClusterState, classes: 
             members = pods_of.get((replica.role, replica.index), [])
             if replica.phase not in ("Gated", "Failed") and replica.role in indexes and all(pod_backend(p) == name for p in members):
                 indexes[replica.role].append(replica.index)
+                if any(made_alone(p) for p in members):
+                    alone.setdefault(unit, set()).add((replica.role, replica.index))
         admitted[unit] = {role: tuple(sorted(found)) for role, found in indexes.items()}
     for unit, pods in by_unit.items():
         for pod in pods:
@@ -790,7 +799,7 @@ def _delegate(draft: _Draft, expected: _Expected, state: ClusterState, classes: 
                 bound.add(unit)
     ahead: list[Action] = []
     if backend is not None:
-        desired, refusal = desired_gang_objects(draft.group.raw, typed, draft.topology, backend, admitted)
+        desired, refusal = desired_gang_objects(draft.group.raw, typed, draft.topology, backend, admitted, alone)
         if refusal is not None:
             draft.faults.append(("BackendRefused", f"backend {name!r} would not render the group's objects: {refusal}"))
             return

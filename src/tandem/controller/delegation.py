@@ -28,13 +28,25 @@ Pure: the group, its pods and objects in, objects and writes out.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from tandem.api.merge import SAME, merge_diff
-from tandem.api.naming import ADMITTED, BACKEND_LABEL, GATE, GROUP_LABEL, LABEL_PREFIX, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
+from tandem.api.naming import (
+    ADMITTED,
+    BACKEND_LABEL,
+    GANG_ANNOTATION,
+    GATE,
+    GROUP_LABEL,
+    LABEL_PREFIX,
+    OWN_GANG,
+    REPLICA_LABEL,
+    ROLE_LABEL,
+    UNIT_LABEL,
+)
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.backends.base import Backend, BackendOptions, step_view
 from tandem.backends.delegated_kinds import ALL_KEYS, DELEGATED_KINDS, PRIORITY_CLASS, delegated_keys
@@ -96,9 +108,15 @@ def liveness(backend: str, settings: DelegationSettings, served: frozenset[str])
     return None
 
 
-def delegated_pod(pod: PodPayload, backend: Backend, group: InferenceGroup, topology: ClusterTopology | None) -> PodPayload:
+def delegated_pod(pod: PodPayload, backend: Backend, group: InferenceGroup, topology: ClusterTopology | None, alone: bool = False) -> PodPayload:
     """`pod` (from `manifests.replica_pods`) as `backend` needs it; admitted by coordination,
-    it carries no tandem gate (the backend places it), else tandem's gate holds it back."""
+    it carries no tandem gate (the backend places it), else tandem's gate holds it back.
+    `alone`: made while its unit runs, its replica is a gang of its own (`GANG_ANNOTATION`)
+    where the backend's gangs depend on it (`Backend.fixed_minimums`: Kueue's base pod
+    group counts the unit's first minimum, which a replacement would never complete)."""
+    if alone and backend.fixed_minimums:
+        pod = copy.deepcopy(pod)
+        pod["metadata"].setdefault("annotations", {})[GANG_ANNOTATION] = OWN_GANG
     out = backend.prepare_pod(pod, group, topology)
     meta, spec = out["metadata"], out["spec"]
     meta["labels"] = dict(sorted({**meta.get("labels", {}), BACKEND_LABEL: backend.name}.items()))
@@ -129,12 +147,19 @@ def pod_backend(pod: PodPayload) -> str:
 UnitAdmitted = Mapping[int, Mapping[str, tuple[int, ...]]]  # unit -> role -> admitted replica indexes
 
 
+def made_alone(pod: PodPayload) -> bool:
+    """Whether the pod's replica is a gang of its own (`delegated_pod`'s `alone`)."""
+    return (pod["metadata"].get("annotations") or {}).get(GANG_ANNOTATION) == OWN_GANG
+
+
 def desired_gang_objects(
-    raw: GroupPayload, group: InferenceGroup, topology: ClusterTopology | None, backend: Backend, admitted: UnitAdmitted
+    raw: GroupPayload, group: InferenceGroup, topology: ClusterTopology | None, backend: Backend, admitted: UnitAdmitted,
+    alone: Mapping[int, set[tuple[str, int]]] | None = None,
 ) -> tuple[list[Object], str | None]:
     """The backend's objects for each unit with admitted replicas, at the unit's step, and
-    the group's shared ones while any unit has some; owned by the group. The second value
-    is the renderer's refusal, should it refuse a group the checks accepted."""
+    the group's shared ones while any unit has some; owned by the group. `alone`: per unit,
+    the replicas made as gangs of their own. The second value is the renderer's refusal,
+    should it refuse a group the checks accepted."""
     objects: list[Object] = []
     try:
         for unit in sorted(admitted):
@@ -143,7 +168,7 @@ def desired_gang_objects(
                 continue
             counts, extent = {r: len(ix) for r, ix in indexes.items()}, {r: max(ix) + 1 for r, ix in indexes.items() if ix}
             view = step_view(group, counts, extent, keep_minimums=backend.fixed_minimums)
-            made = backend.unit_objects(view, topology, unit, raw, replicas=indexes)
+            made = backend.unit_objects(view, topology, unit, raw, replicas=indexes, alone=(alone or {}).get(unit, set()))
             objects += [obj for obj in made if _for_admitted(obj, indexes)]
         if objects:
             objects = backend.shared_objects(group, topology) + objects
