@@ -31,3 +31,14 @@ def test_a_provisioning_class_that_is_not_a_dns_subdomain_is_one_error_line_and_
     result = run_cli("operator", "--kubeconfig", tmp_path / "absent", "--provisioning-class", "Atomic_Scale_Up")
     assert result.exit_code == 2 and result.exception is None
     assert result.stderr.strip() == "error: --provisioning-class: 'Atomic_Scale_Up' is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')"
+
+
+def test_an_unknown_backend_or_a_bad_queue_is_one_error_line_and_exit_2(run_cli, tmp_path):
+    result = run_cli("operator", "--kubeconfig", tmp_path / "absent", "--backends", "volcano,slurm")
+    assert result.exit_code == 2 and result.exception is None
+    assert result.stderr.strip() == (
+        "error: --backends: unknown backend 'slurm' (known: volcano, kai, koordinator, kueue, workload-api; 'native' needs no flag)"
+    )
+    result = run_cli("operator", "--kubeconfig", tmp_path / "absent", "--backends", "kueue", "--queue", "Team_A")
+    assert result.exit_code == 2 and result.exception is None
+    assert result.stderr.strip().startswith("error: --queue: 'Team_A' is not a DNS-1123 subdomain")

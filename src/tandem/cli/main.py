@@ -391,42 +391,39 @@ def topology_controller_command(
 
 
 def _delegation_settings(backends: list[str], queue: str):  # type: ignore[no-untyped-def]
-    """`--backends volcano,kai` or repeated (a kustomize component adds one each): known
-    delegated backends only, each once, sorted; `--queue` a DNS-1123 subdomain."""
+    """`--backends` (`_backend_names`): delegated backends only; `--queue` a DNS-1123 subdomain."""
     from tandem.backends.delegated_kinds import DELEGATED_BACKENDS
     from tandem.controller import DelegationSettings
 
-    names: set[str] = set()
-    for value in backends:
-        for name in (part.strip() for part in value.split(",")):
-            if not name:
-                continue
-            if name not in DELEGATED_BACKENDS:
-                raise InputError(Problem("--backends", f"unknown backend {name!r} (known: {', '.join(DELEGATED_BACKENDS)}; 'native' needs no flag)"))
-            names.add(name)
+    names = _backend_names(backends, DELEGATED_BACKENDS, "; 'native' needs no flag")
     try:
         _dns1123_subdomain(queue)
     except ValueError as exc:
         raise InputError(Problem("--queue", str(exc))) from None
-    return DelegationSettings(backends=tuple(sorted(names)), queue=queue)
+    return DelegationSettings(backends=names, queue=queue)
 
 
-def _topology_settings(backends: list[str]):  # type: ignore[no-untyped-def]
-    """`--backends volcano,kai` or `--backends volcano --backends kai` (a kustomize component
-    adds one `--backends` each): known names only, each once, sorted; kai and kueue
-    together refused (their `Topology` kinds share a name)."""
-    from tandem.topology_controller.kinds import BACKEND_KINDS
-    from tandem.topology_controller.reconcile import TopologySettings, check_settings
-
+def _backend_names(values: list[str], known: tuple[str, ...] | list[str], hint: str = "") -> tuple[str, ...]:
+    """The names of `--backends volcano,kai` or `--backends volcano --backends kai` (a
+    kustomize component adds one each): each once, sorted; an unknown one is refused."""
     names: set[str] = set()
-    for value in backends:
+    for value in values:
         for name in (part.strip() for part in value.split(",")):
             if not name:
                 continue
-            if name not in BACKEND_KINDS:
-                raise InputError(Problem("--backends", f"unknown backend {name!r} (known: {', '.join(sorted(BACKEND_KINDS))})"))
+            if name not in known:
+                raise InputError(Problem("--backends", f"unknown backend {name!r} (known: {', '.join(known)}{hint})"))
             names.add(name)
-    settings = TopologySettings(backends=tuple(sorted(names)))
+    return tuple(sorted(names))
+
+
+def _topology_settings(backends: list[str]):  # type: ignore[no-untyped-def]
+    """`--backends` (`_backend_names`) of the topology controller; kai and kueue together
+    refused (their `Topology` kinds share a name)."""
+    from tandem.topology_controller.kinds import BACKEND_KINDS
+    from tandem.topology_controller.reconcile import TopologySettings, check_settings
+
+    settings = TopologySettings(backends=_backend_names(backends, sorted(BACKEND_KINDS)))
     problems = check_settings(settings)
     if problems:
         raise InputError(problems)

@@ -23,14 +23,13 @@ enough resources were found: ...`), here they are kube-scheduler's.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any, Mapping, Sequence
 
 from tandem.api.timestamps import rfc3339
 from tandem.backends.kai import GROUP_ANNOTATION, SUBGROUP_LABEL
 from tandem.schedulers.fit import Amounts, NodeIndex, unavailable_message
 from tandem.schedulers.gang import Gang, Need, Placement, Pod, place, pod_key
-from tandem.schedulers.shared import Bind, Decision, by_object, in_order, live, pod_conditions, scheduler_of, status_write, waiting
+from tandem.schedulers.shared import Bind, Decision, by_object, in_order, members_by_gang, pod_conditions, status_write, waiting
 
 SCHEDULER_NAME = "kai-scheduler"
 UNSCHEDULABLE_ON_NODE_POOL = "UnschedulableOnNodePool"
@@ -39,11 +38,7 @@ POD_SCHEDULING_ERRORS = "PodSchedulingErrors"
 
 
 def decide(groups: Sequence[Mapping[str, Any]], pods: Sequence[Pod], nodes: NodeIndex, used: dict[str, Amounts], now: float) -> Decision:
-    members: dict[tuple[str, str], list[Pod]] = defaultdict(list)
-    for pod in pods:
-        name = (pod["metadata"].get("annotations") or {}).get(GROUP_ANNOTATION)
-        if scheduler_of(pod) == SCHEDULER_NAME and name and live(pod):
-            members[(pod["metadata"]["namespace"], name)].append(pod)
+    members = members_by_gang(pods, SCHEDULER_NAME, lambda pod: (pod["metadata"].get("annotations") or {}).get(GROUP_ANNOTATION))
     decision = Decision()
     for key, group in sorted(by_object(groups).items()):
         gang = _gang(group, in_order(members.get(key, [])))

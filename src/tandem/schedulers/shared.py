@@ -8,8 +8,9 @@ them), a pod's PodScheduled condition when its reason or message changed.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from tandem.api.timestamps import rfc3339
 from tandem.schedulers.gang import Pod, PodKey, pod_key
@@ -83,6 +84,17 @@ class Decision:
 
 def scheduler_of(pod: Pod) -> str:
     return (pod.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER
+
+
+def members_by_gang(pods: Iterable[Pod], scheduler: str, gang_of: Callable[[Pod], str | None]) -> dict[tuple[str, str], list[Pod]]:
+    """The live pods of `scheduler`, by the (namespace, name) of the gang object `gang_of`
+    reads off each (an annotation, a label, a spec field); pods naming none are left out."""
+    members: dict[tuple[str, str], list[Pod]] = defaultdict(list)
+    for pod in pods:
+        name = gang_of(pod)
+        if name and scheduler_of(pod) == scheduler and live(pod):
+            members[(pod["metadata"]["namespace"], name)].append(pod)
+    return members
 
 
 def live(pod: Pod) -> bool:

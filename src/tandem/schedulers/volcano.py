@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 from tandem.backends.volcano import GROUP_ANNOTATION, TASK_ANNOTATION
 from tandem.schedulers.fit import Amounts, NodeIndex, unavailable_message
 from tandem.schedulers.gang import Gang, Need, Placement, Pod, WholeGroups, place, pod_key
-from tandem.schedulers.shared import Bind, Decision, by_object, in_order, live, merge_conditions, pod_conditions, scheduler_of, status_write, waiting
+from tandem.schedulers.shared import Bind, Decision, by_object, in_order, members_by_gang, merge_conditions, pod_conditions, status_write, waiting
 
 SCHEDULER_NAME = "volcano"
 UNSCHEDULABLE = "Unschedulable"
@@ -42,11 +42,7 @@ READY_REASON = "tasks in gang are ready to be scheduled"
 
 
 def decide(groups: Sequence[Mapping[str, Any]], pods: Sequence[Pod], nodes: NodeIndex, used: dict[str, Amounts], now: float) -> Decision:
-    members: dict[tuple[str, str], list[Pod]] = defaultdict(list)
-    for pod in pods:
-        name = (pod["metadata"].get("annotations") or {}).get(GROUP_ANNOTATION)
-        if scheduler_of(pod) == SCHEDULER_NAME and name and live(pod):
-            members[(pod["metadata"]["namespace"], name)].append(pod)
+    members = members_by_gang(pods, SCHEDULER_NAME, lambda pod: (pod["metadata"].get("annotations") or {}).get(GROUP_ANNOTATION))
     decision = Decision()
     session = str(int(now))
     for key, group in sorted(by_object(groups).items()):

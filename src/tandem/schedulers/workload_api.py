@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 
 from tandem.schedulers.fit import Amounts, NodeIndex, unavailable_message
 from tandem.schedulers.gang import AtLeast, Gang, Need, Placement, Pod, place, pod_key
-from tandem.schedulers.shared import DEFAULT_SCHEDULER, Bind, Decision, in_order, live, merge_conditions, pod_conditions, scheduler_of, status_write, waiting
+from tandem.schedulers.shared import Bind, DEFAULT_SCHEDULER, Decision, in_order, members_by_gang, merge_conditions, pod_conditions, status_write, waiting
 
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
 
@@ -49,11 +49,7 @@ def decide(
     used: dict[str, Amounts],
     now: float,
 ) -> Decision:
-    members: dict[tuple[str, str], list[Pod]] = defaultdict(list)
-    for pod in pods:
-        name = group_of(pod)
-        if name and scheduler_of(pod) == DEFAULT_SCHEDULER and live(pod):
-            members[(pod["metadata"]["namespace"], name)].append(pod)
+    members = members_by_gang(pods, DEFAULT_SCHEDULER, group_of)
     groups = {(g["metadata"]["namespace"], g["metadata"]["name"]): g for g in pod_groups}
     parents = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in composites}
     children: dict[tuple[str, str], list[tuple[str, tuple[str, str]]]] = defaultdict(list)  # parent -> (kind, key)
