@@ -20,14 +20,14 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from backends.schemas import SCHEMAS, SKIP_REASON
+from backends.schemas import SCHEMAS, SKIP_REASON, schema_problems
 from e2e.processes import KUBECTL, NO_KUBECTL, ApiServer, start_apiserver, start_operator, wait_for
 from tandem.topology.generate import generate_cluster
 
 pytestmark = [pytest.mark.skipif(KUBECTL is None, reason=NO_KUBECTL), pytest.mark.skipif(not SCHEMAS.is_dir(), reason=SKIP_REASON)]
 NS, NAME = "serving", "llama"
 SETTLE_S = 60.0
-SHAPE = [("block", 1), ("rack", 2), ("host", 4)]  # 8 nodes of 8 GPUs: two units of four pods, not three
+SHAPE = [("block", 1), ("rack", 2), ("host", 7)]  # 14 nodes of 8 GPUs: three units of four pods, not four; two units and both surges
 CRDS = {
     "volcano": ["volcano/scheduling.volcano.sh_podgroups.yaml"],
     "kai": ["kai/scheduling.run.ai_podgroups.yaml", "kai/scheduling.run.ai_queues.yaml"],
@@ -62,7 +62,7 @@ def _group(backend: str) -> dict[str, Any]:
             "replicas": 1,
             "scheduler": {"backend": backend},
             "roles": [
-                {"name": "prefill", "replicas": 2, "minReplicas": 1, "template": {"spec": {"containers": [engine]}}},
+                {"name": "prefill", "replicas": 2, "minReplicas": 2, "template": {"spec": {"containers": [engine]}}},
                 {"name": "decode", "replicas": 1, "minReplicas": 1, "podsPerReplica": 2, "template": {"spec": {"containers": [engine]}}},
             ],
         },
@@ -77,6 +77,12 @@ QUEUES = [
 
 def _unit_reason(server: ApiServer, words: str) -> str | None:
     return next((u["reason"] for u in (_stored(server).get("status") or {}).get("units", []) if words in u.get("reason", "")), None)
+
+
+def _as_written(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as a client would write it again: without what the server stamps."""
+    meta = {k: v for k, v in obj["metadata"].items() if k not in ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")}
+    return {**obj, "metadata": meta}
 
 
 def _stored(server: ApiServer) -> dict[str, Any]:
@@ -129,17 +135,44 @@ def test_a_delegated_group_waits_for_its_schedulers_crds_is_placed_by_it_and_say
         assert "kubernetes.io/hostname" not in (pod["spec"].get("nodeSelector") or {}), "the scheduler chose the node, not tandem"
     gangs = json.loads(server.kubectl("get", GANGS[backend], "-n", NS, "-o", "json").stdout)["items"]
     assert gangs and all(ref["uid"] == group["metadata"]["uid"] for g in gangs for ref in g["metadata"]["ownerReferences"])
+    assert [p for g in gangs for p in schema_problems(_as_written(g))] == [], "valid against the upstream CRD"
 
-    server.kubectl("scale", "ig", NAME, "-n", NS, "--replicas=3")
+    server.kubectl("scale", "ig", NAME, "-n", NS, "--replicas=4")
     waiting = wait_for(lambda: next((u for u in (_stored(server).get("status") or {}).get("units", []) if u["state"] == "Unschedulable"), None),
                        SETTLE_S, f"{backend} to refuse the unit that does not fit")
     assert backend in waiting["reason"], "the scheduler's own words, naming it"
     described = server.kubectl("describe", "ig", NAME, "-n", NS).stdout
     assert "Unschedulable" in described and backend in described
-    wait_for(lambda: (_stored(server).get("status") or {}).get("functionalUnits") == 2, SETTLE_S, "the two units that fit to be functional")
+    wait_for(lambda: (_stored(server).get("status") or {}).get("functionalUnits") == 3, SETTLE_S, "the three units that fit to be functional")
+
+    # a template change is a rolling update: every replica replaced, for the same scheduler, the units kept functional
+    server.kubectl("scale", "ig", NAME, "-n", NS, "--replicas=2")
+    wait_for(lambda: _ready_group(server, 2), SETTLE_S, "two units, Ready")
+    before = {p["metadata"]["labels"]["tandem.dev/revision"] for p in _pods(server)}
+    patch = [{"op": "add", "path": "/spec/roles/0/template/metadata", "value": {"annotations": {"rollout": "2"}}}]
+    server.kubectl("patch", "ig", NAME, "-n", NS, "--type=json", "-p", json.dumps(patch))
+    lowest = [2]
+
+    def rolled() -> bool:
+        group = _stored(server)
+        lowest[0] = min(lowest[0], (group.get("status") or {}).get("functionalUnits", 0))
+        pods = _pods(server)
+        revisions = {p["metadata"]["labels"]["tandem.dev/revision"] for p in pods}
+        return _ready(group, 2) and len(pods) == 8 and not revisions & before and all(p["spec"].get("nodeName") for p in pods)
+
+    try:
+        wait_for(rolled, SETTLE_S, "the rolling update to replace every replica")
+    except AssertionError:
+        status = _stored(server).get("status") or {}
+        pods = [(p["metadata"]["name"], p["metadata"]["labels"]["tandem.dev/revision"], p["spec"].get("nodeName"), p["metadata"].get("deletionTimestamp")) for p in _pods(server)]
+        raise AssertionError(f"not rolled: {status.get('state')} {[(u['index'], u['state'], u.get('reason')) for u in status.get('units', [])]} {pods} before={before}")
+    assert lowest[0] == 2, "no unit dropped below its minimums during the update (maxUnavailable 0, surge)"
+    assert {p["spec"].get("schedulerName", "default-scheduler") for p in _pods(server)} == {SCHEDULER_NAMES[backend]}
 
     server.kubectl("delete", "ig", NAME, "-n", NS)
     wait_for(lambda: not json.loads(server.kubectl("get", GANGS[backend], "-n", NS, "-o", "json").stdout)["items"], SETTLE_S,
              "the gang objects to go with the group")
+    wait_for(lambda: not _pods(server), SETTLE_S, "the pods to go with the group")
+    assert not json.loads(server.kubectl("get", "configmaps,services", "-n", NS, "-l", f"tandem.dev/group={NAME}", "-o", "json").stdout)["items"]
     operator.process.send_signal(signal.SIGTERM)
     assert operator.process.wait(timeout=15) == 0, operator.log()
