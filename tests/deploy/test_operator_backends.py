@@ -13,7 +13,7 @@ import yaml
 
 from support.deploy import REPO, TARGETS, Grant, component_rules, grants, needs_kubectl, render, with_components
 from tandem.backends.delegated_kinds import DELEGATED_BACKENDS, DELEGATED_KINDS, PRIORITY_CLASS, DelegatedKind
-from tandem.controller.delegation import IMMUTABLE_KEYS
+from tandem.backends.delegated_kinds import IMMUTABLE_KEYS
 from tandem.operator.scope import CLUSTER_WIDE_READS
 
 COMPONENTS = REPO / "deploy" / "components"

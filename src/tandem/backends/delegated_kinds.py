@@ -31,6 +31,10 @@ class DelegatedKind:
     namespaced: bool = True
     status: bool = True  # its CRD has a status subresource (the scheduler writes the status; the operator only reads it)
     qualified: bool = True  # named `Kind.group`: three schedulers call their gang PodGroup
+    # Whether the scheduler lets its spec change once made: an immutable one is replaced
+    # (delete, create), never patched (Kueue: "podSets cannot be changed"; the Workload
+    # API's objects in their alpha versions).
+    mutable: bool = True
 
     @property
     def key(self) -> str:
@@ -53,11 +57,11 @@ DELEGATED_KINDS: dict[str, tuple[DelegatedKind, ...]] = {
     "volcano": (DelegatedKind("PodGroup", volcano.API_VERSION, "podgroups", status=False),),  # no status subresource in its CRD
     "kai": (DelegatedKind("PodGroup", kai.API_VERSION, "podgroups"),),
     "koordinator": (DelegatedKind("PodGroup", koordinator.API_VERSION, "podgroups", status=False),),  # nor here
-    "kueue": (DelegatedKind("Workload", kueue.API_VERSION, "workloads"),),
+    "kueue": (DelegatedKind("Workload", kueue.API_VERSION, "workloads", mutable=False),),
     "workload-api": (
-        DelegatedKind("Workload", WORKLOAD_API_VERSION, "workloads"),
-        DelegatedKind("CompositePodGroup", WORKLOAD_API_VERSION, "compositepodgroups"),
-        DelegatedKind("PodGroup", WORKLOAD_API_VERSION, "podgroups"),
+        DelegatedKind("Workload", WORKLOAD_API_VERSION, "workloads", mutable=False),
+        DelegatedKind("CompositePodGroup", WORKLOAD_API_VERSION, "compositepodgroups", mutable=False),
+        DelegatedKind("PodGroup", WORKLOAD_API_VERSION, "podgroups", mutable=False),
     ),
 }
 
@@ -81,3 +85,4 @@ def kind_by_key(key: str) -> DelegatedKind:
 
 
 ALL_KEYS = delegated_keys(DELEGATED_BACKENDS)  # every gang kind of every delegated backend
+IMMUTABLE_KEYS = frozenset(kind.key for kinds in DELEGATED_KINDS.values() for kind in kinds if not kind.mutable)

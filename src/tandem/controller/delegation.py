@@ -49,7 +49,7 @@ from tandem.api.naming import (
 )
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.backends.base import Backend, BackendOptions, step_view
-from tandem.backends.delegated_kinds import ALL_KEYS, DELEGATED_KINDS, PRIORITY_CLASS, delegated_keys
+from tandem.backends.delegated_kinds import ALL_KEYS, DELEGATED_KINDS, IMMUTABLE_KEYS, PRIORITY_CLASS, delegated_keys
 from tandem.backends.priority import priority_class, priority_class_name
 from tandem.backends.registry import get_backend
 from tandem.cluster.kind_keys import object_key
@@ -61,9 +61,6 @@ from tandem.errors import InputError
 
 NATIVE = "native"
 RENDERED_ANNOTATION = LABEL_PREFIX + "rendered"  # on a gang object: a digest of what tandem rendered for it
-# Kinds whose spec the scheduler refuses to change once made (Kueue: "podSets cannot be
-# changed"; the Workload API's objects are immutable in their alpha versions).
-IMMUTABLE_KEYS = frozenset({"Workload.kueue.x-k8s.io", "Workload.scheduling.k8s.io", "CompositePodGroup.scheduling.k8s.io", "PodGroup.scheduling.k8s.io"})
 
 
 @dataclass(frozen=True)
