@@ -40,11 +40,11 @@ def definitions(version: str) -> dict[str, Any]:
     return json.loads((base / "_definitions.json").read_text())["$defs"]
 
 
-def structure(version: str) -> dict[str, Any]:
-    """The closure of PodTemplateSpec, descriptions dropped, refs local to the result."""
+def structure(version: str, roots: tuple[str, ...] = (ROOT,)) -> dict[str, Any]:
+    """The closure of PodTemplateSpec (or of `roots`), descriptions dropped, refs local to the result."""
     defs = definitions(version)
     kept: dict[str, Any] = {}
-    todo = [ROOT]
+    todo = list(roots)
     while todo:
         name = todo.pop()
         if name in kept:

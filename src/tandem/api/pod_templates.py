@@ -67,8 +67,14 @@ def template_problems(template: Any, path: str) -> list[Problem]:
 
 def findings(instance: Any, definition: str | None = None) -> list[Finding]:
     """Every way `instance` departs from PodTemplateSpec (or `definition`, e.g. `POD_SPEC`)."""
+    return validator_findings(_validator(definition), instance)
+
+
+def validator_findings(validator: Draft202012Validator, instance: Any) -> list[Finding]:
+    """Every way `instance` departs from `validator`'s schema (one of Kubernetes' own, shaped as
+    `schemas/pod_template_spec.json` is: the local API server checks the Workload API with it)."""
     out: list[Finding] = []
-    for error in _validator(definition).iter_errors(instance):
+    for error in validator.iter_errors(instance):
         out += _findings(error)
     return sorted(set(out), key=lambda f: (f.path(""), f.message))
 

@@ -9,6 +9,9 @@
   the result is validated (422 naming each field), then checked with the CRD's CEL rules
   (`cel.py`; on update against the old object), unless the schema found a problem that
   keeps the real server from running them.
+- The Workload API's kinds (`tandem apiserver --workload-api`) are checked against
+  Kubernetes' own schema of them (`workload_api.py`): pruned or refused as custom
+  resources are, status dropped on create.
 - Pods are checked against Kubernetes' PodSpec schema on create (`pod_checks.py`: a bad
   enum or type is a 422 naming the field; an unknown field is pruned with a warning, or
   refused under `fieldValidation=Strict`; those loaded from cluster files are not). Pods
@@ -30,7 +33,7 @@ import copy
 import re
 from typing import Any
 
-from tandem.apiserver import cel, crds, webhooks
+from tandem.apiserver import cel, crds, webhooks, workload_api
 from tandem.apiserver.evictions import with_default_tolerations
 from tandem.apiserver.error_status import InvalidObject
 from tandem.apiserver.kinds import Resource
@@ -66,6 +69,10 @@ def prepare_create(state: State, resource: Resource, obj: dict[str, Any], params
         if resource.status:
             obj.pop("status", None)
         warnings = check_custom(resource, obj, params)
+    elif resource.definition:
+        if resource.status:
+            obj.pop("status", None)
+        warnings = workload_api.check(resource, obj, _field_validation(params))
     elif resource.kind == POD_KIND:
         spec = obj.get("spec")
         if isinstance(spec, dict) and isinstance(spec.get("tolerations") or [], list):
@@ -87,6 +94,8 @@ def prepare_update(state: State, resource: Resource, new: dict[str, Any], curren
     """Check an object about to replace `current` (status already settled by the caller)."""
     if resource.custom:
         return check_custom(resource, new, params, current)
+    if resource.definition:
+        return workload_api.check(resource, new, _field_validation(params))
     if resource.kind == "Service":
         spec, old = new.setdefault("spec", {}), current.get("spec") or {}
         for field in ("clusterIP", "clusterIPs"):

@@ -62,6 +62,7 @@ class Resource:
     crd: str = ""  # the CustomResourceDefinition that defines it ("" for a built-in)
     storage: bool = True  # the version objects are stored at
     qualified_key: bool = False  # stored under `Kind.group`: another group serves a kind of this name
+    definition: str = ""  # a built-in kind checked against Kubernetes' own schema: its definition (`workload_api.py`)
 
     @property
     def key(self) -> str:

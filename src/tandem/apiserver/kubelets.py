@@ -144,7 +144,7 @@ class Kubelet(Stepped):
 
     def _served(self) -> dict[str, list[str]]:
         """Per backend whose gang kind this server serves (its CRD installed), the store keys
-        of its kinds that are served."""
+        of its kinds that are served (a CRD installed; the Workload API with `--workload-api`)."""
         out: dict[str, list[str]] = {}
         for backend, kinds in DELEGATED_KINDS.items():
             keys = {kind.kind: resource.key for kind in kinds if (resource := self.state.registry.for_kind(kind.kind, kind.group)) is not None}

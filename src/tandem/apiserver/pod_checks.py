@@ -25,17 +25,29 @@ _REASONS = {"enum": "FieldValueNotSupported", "type": "FieldValueTypeInvalid"}
 def check_pod(resource: Resource, obj: dict[str, Any], mode: str) -> list[str]:
     """Refuse (InvalidObject, BadRequest) or prune `obj` in place; the warnings to answer."""
     spec = obj.get("spec")
-    found = findings(spec, POD_SPEC)
+    return refuse_or_prune(resource, obj, spec, "spec", findings(spec, POD_SPEC), mode, _REASONS)
+
+
+def refuse_or_prune(
+    resource: Resource, obj: dict[str, Any], checked: Any, prefix: str, found: list[Finding], mode: str, reasons: dict[str, str],
+) -> list[str]:
+    """What the server does with the schema's `found` in `checked` (`obj`, or its part at
+    `prefix`): unknown fields refused under `Strict`, else pruned (in place; the warnings
+    to answer under `Warn`); findings of the kinds in `reasons` refused, 422, each field named."""
+
+    def where(finding: Finding) -> str:
+        return finding.path(prefix).lstrip(".")
+
     unknown = [f for f in found if f.kind == "unknown"]
     if unknown and mode == "Strict":
-        fields = ", ".join(f'unknown field "{f.path("spec")}"' for f in unknown)
+        fields = ", ".join(f'unknown field "{where(f)}"' for f in unknown)
         raise BadRequest(f'{resource.kind} in version "{resource.version}" cannot be handled as a {resource.kind}: strict decoding error: {fields}')
     for finding in sorted(unknown, key=lambda f: len(f.steps), reverse=True):
-        _prune(spec, finding)
-    causes = [Cause(f.path("spec"), _REASONS[f.kind], f.message) for f in found if f.kind in _REASONS]
+        _prune(checked, finding)
+    causes = [Cause(where(f), reasons[f.kind], f.message) for f in found if f.kind in reasons]
     if causes:
         raise InvalidObject(resource, (obj.get("metadata") or {}).get("name", ""), causes)
-    return [f'unknown field "{f.path("spec")}"' for f in unknown] if mode == "Warn" else []
+    return [f'unknown field "{where(f)}"' for f in unknown] if mode == "Warn" else []
 
 
 def _prune(node: Any, finding: Finding) -> None:

@@ -28,6 +28,7 @@ from tandem.apiserver.kubelets import Kubelet
 from tandem.apiserver.provisioner import Provisioner, install_crd
 from tandem.apiserver.routes import Route, route
 from tandem.apiserver.seed import seed
+from tandem.apiserver.workload_api import serve as serve_workload_api
 from tandem.apiserver.server_state import State
 from tandem.cluster.memory import MemoryStore
 from tandem.errors import ApiError, BadRequest, InternalError, NotFound
@@ -57,6 +58,7 @@ class ApiServer:
         faults: Faults | None = None,
         provisioner: bool = False,
         provision_after: float = 0.0,
+        workload_api: bool = False,
     ):
         """`objects` are stored first (`seed.cluster_objects`); `crds`: tandem's CRDs installed;
         `kubelet`: run the simulated kubelet (ready `ready_after` s after start, bound
@@ -65,7 +67,8 @@ class ApiServer:
         store of the caller's (empty), `faults` installs a fault-injection hook
         (`tandem.apiserver.faults`; None, the default and what `tandem apiserver` runs: no faults).
         `provisioner`: serve ProvisioningRequests and answer them with nodes, `provision_after`
-        seconds after accepting them (`provisioner.py`)."""
+        seconds after accepting them (`provisioner.py`). `workload_api`: serve the Workload API
+        (`scheduling.k8s.io/v1alpha3`, `workload_api.py`), as a server with its alpha gates on."""
         if not cel.available():
             log.warning("cel-python is not installed (pip install 'tandem[apiserver]'): CRDs' x-kubernetes-validations rules are not checked")
         self.state = State(clock, store=store) if history is None else State(clock, history, store=store)
@@ -74,6 +77,8 @@ class ApiServer:
         self.state.default_toleration_seconds = default_toleration_seconds
         if faults is not None:
             faults.install(lambda: int(self.state.store.resource_version), self._wake)
+        if workload_api:
+            serve_workload_api(self.state.registry)
         seed(self.state, objects or [], crds=crds)
         self.provisioner = None
         if provisioner:

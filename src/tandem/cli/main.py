@@ -447,6 +447,11 @@ def apiserver_command(
         bool, typer.Option("--provisioner", help="Serve ProvisioningRequests and answer them as a node autoscaler would, with new nodes.")
     ] = False,
     provision_after: Annotated[float, typer.Option(help="With --provisioner: seconds from accepting a request to its nodes.", min=0.0)] = 0.0,
+    workload_api: Annotated[
+        bool,
+        typer.Option("--workload-api", help="Serve the Workload API (scheduling.k8s.io/v1alpha3), as kube-apiserver with "
+                     "--feature-gates=GenericWorkload=true,CompositePodGroup=true --runtime-config=scheduling.k8s.io/v1alpha3=true."),
+    ] = False,
 ) -> None:
     """Serve a local Kubernetes API (plain HTTP, in memory, simulated kubelets) for kubectl and the operator."""
 
@@ -464,7 +469,7 @@ def apiserver_command(
         objects = cluster_objects(read_sources(list(cluster)))
         try:
             server = ApiServer(port=port, objects=objects, crds=crds, ready_after=ready_after, bind_latency=bind_latency,
-                               default_toleration_seconds=default_toleration_seconds, provisioner=provisioner, provision_after=provision_after)
+                               default_toleration_seconds=default_toleration_seconds, provisioner=provisioner, provision_after=provision_after, workload_api=workload_api)
         except OSError as exc:
             raise InputError(Problem("--port", f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}")) from None
         try:
