@@ -332,3 +332,10 @@ def test_an_immutable_gang_its_scheduler_has_let_go_is_not_replaced_when_the_spe
     for now in (1.0, 2.0, 3.0):
         reconcile(store, now, delegation=ALL)
     assert [w["metadata"]["uid"] for w in store.list("Workload.kueue.x-k8s.io")] == [workload["metadata"]["uid"]]
+
+
+def test_a_group_waiting_for_its_scheduler_says_so_in_its_state_not_that_it_is_invalid():
+    store = delegated_store(_group("volcano"))
+    reconcile(Served(store, ()), 0.0, delegation=ALL)
+    assert _stored(store)["status"]["state"] == "BackendUnavailable"
+    assert [e["reason"] for e in store.list("Event")] == ["BackendNotServed"]

@@ -138,7 +138,7 @@ class InferenceGroupStatus(StrictModel):
     replicas: Count = 0
     functional_units: Count = 0
     selector: str = ""
-    state: str = ""  # the group in a word (Ready, Progressing, Pending, Unschedulable, Stalled, Degraded, Invalid)
+    state: str = ""  # the group in a word (Ready, Progressing, Pending, Unschedulable, Stalled, Degraded, Invalid, BackendUnavailable)
     message: str = ""  # why, when it is not Ready
     ready: str = ""  # per role, Ready replicas over desired, all units: "prefill 2/2, decode 1/1"
     conditions: list[Condition] = Field(default_factory=list)

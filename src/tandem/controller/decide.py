@@ -153,7 +153,7 @@ def decide(
             _note_room(draft, expected)
             _status(draft, now, expected, state)
         elif draft.unavailable is not None:
-            _invalid(draft, now, *draft.unavailable)
+            _invalid(draft, now, *draft.unavailable, state="BackendUnavailable")
         else:
             _invalid(draft, now)
         draft.actions = digest(draft.actions)  # one event per (type, reason): after the last use of `pod_write`
@@ -1054,7 +1054,7 @@ def _never_fit(state: ClusterState, group: InferenceGroup, capacities: dict[str,
     return never_fits(group, capacities[topology.metadata.name])
 
 
-def _invalid(draft: _Draft, now: float, reason: str = "InvalidSpec", message: str | None = None) -> None:
+def _invalid(draft: _Draft, now: float, reason: str = "InvalidSpec", message: str | None = None, state: str = "Invalid") -> None:
     """Say what is wrong (the spec's problems, or why its scheduler is not there), once per
     change; touch nothing else."""
     raw = draft.group.raw
@@ -1063,7 +1063,7 @@ def _invalid(draft: _Draft, now: float, reason: str = "InvalidSpec", message: st
     before = read_status(raw)
     accepted = condition(before.conditions, "Accepted", False, reason, message, now, generation)
     others = [c for c in before.conditions if c.type != "Accepted"]
-    update = {"conditions": [accepted, *others], "observed_generation": generation, "state": "Invalid", "message": message}
+    update = {"conditions": [accepted, *others], "observed_generation": generation, "state": state, "message": message}
     status = before.model_copy(update=update)
     if _patch_status(draft, status, ("conditions", "observedGeneration", "state", "message")):
         draft.event("Warning", reason, message)
