@@ -144,6 +144,8 @@ def _owner(obj: Object | None) -> GroupKey | None:
         return None
     meta = obj["metadata"]
     owner = (meta.get("labels") or {}).get(GROUP_LABEL)
+    if owner is None:  # the label removed by hand: still the group's by its owner reference (the pass puts the label back)
+        owner = next((r.get("name") for r in meta.get("ownerReferences") or [] if r.get("kind") == "InferenceGroup"), None)
     return None if owner is None else (meta.get("namespace", "default"), owner)
 
 

@@ -230,6 +230,12 @@ def gang_writes(
         if patch is None:
             continue
         meta = have["metadata"]
+        if key in IMMUTABLE_KEYS and _covers(have.get("spec"), want.get("spec")):
+            # its spec is what tandem renders; only its labels or annotations were changed
+            # (by hand): metadata can be patched on any kind
+            patch = {k: v for k, v in patch.items() if k == "metadata"}
+            ahead.append(PatchObject(key, meta.get("namespace"), name, patch, meta.get("resourceVersion"), f"{backend} {want['kind']} of {_scope(want)} put back"))
+            continue
         if key in IMMUTABLE_KEYS:
             unit = _unit(have)
             if not (bound if unit is None else unit in bound):
@@ -259,25 +265,37 @@ def priority_class_for(group: InferenceGroup, backend: Backend, existing: Mappin
 
 
 def _patch(have: Object, want: Object) -> dict[str, object] | None:
-    """None while the stored object carries the digest of this very rendering; else what
-    brings it there: the spec (a field the server defaulted and tandem does not render is
-    nulled, and defaulted again by the server), tandem's labels and annotations."""
-    digest = (want["metadata"].get("annotations") or {}).get(RENDERED_ANNOTATION)
-    if digest is not None and (have["metadata"].get("annotations") or {}).get(RENDERED_ANNOTATION) == digest:
-        return None
-    body: dict[str, object] = {}
-    spec = merge_diff(have.get("spec"), want.get("spec"))
-    if spec is not SAME:
-        body["spec"] = spec
+    """None while the stored object carries the digest of this very rendering and still holds
+    what tandem rendered (its labels, annotations and spec fields: a hand may have changed
+    them and left the digest); else what brings it there: the spec (a field the server
+    defaulted and tandem does not render is nulled, and defaulted again by the server),
+    tandem's labels and annotations."""
     meta: dict[str, object] = {}
     for part in ("labels", "annotations"):
         theirs = have["metadata"].get(part) or {}
         changed = {k: v for k, v in (want["metadata"].get(part) or {}).items() if theirs.get(k) != v}
         if changed:
             meta[part] = changed
+    digest = (want["metadata"].get("annotations") or {}).get(RENDERED_ANNOTATION)
+    if not meta and digest is not None and _covers(have.get("spec"), want.get("spec")):
+        return None  # the digest is there (no annotation changed), and so is the spec
+    body: dict[str, object] = {}
+    spec = merge_diff(have.get("spec"), want.get("spec"))
+    if spec is not SAME:
+        body["spec"] = spec
     if meta:
         body["metadata"] = meta
     return body or None
+
+
+def _covers(have: object, want: object) -> bool:
+    """Whether `have` holds every field of `want` as `want` has it (the server and the
+    scheduler add fields of their own: defaults, Kueue's `spec.active`)."""
+    if isinstance(want, Mapping):
+        return isinstance(have, Mapping) and all(_covers(have.get(k), v) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(have, list) and len(have) == len(want) and all(_covers(h, w) for h, w in zip(have, want))
+    return have == want
 
 
 def _ours(obj: Object, uid: str | None) -> bool:
