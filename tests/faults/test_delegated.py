@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections import Counter
 
 import tandem.controller.decide as decide
+import tandem.controller.delegation as delegation
 from support.faults.campaign import run
 from support.faults.delegated import backend_of_group
 from support.faults.schedule import HTTP_BACKENDS, MEMORY_BACKENDS, Schedule, generate, world_backends
-from tandem.controller.actions import DeleteObject
+from tandem.controller.actions import CreateObject, DeleteObject
 from tandem.api.naming import ADMITTED, GATE
 from tandem.controller.delegation import admission_patch, delegated_pod, gang_writes
 
@@ -38,7 +39,7 @@ def test_without_delegated_backends_a_seed_gives_the_schedule_it_gave_before():
     """The backends are drawn from a generator of their own: the rest of a schedule is as it was."""
     for seed in range(20):
         plain, mixed = generate(seed, backends=()).to_json(), generate(seed).to_json()
-        assert [e for e in mixed["events"] if e["type"] != "backend"] == plain["events"]
+        assert [e for e in mixed["events"] if e["type"] not in ("backend", "gang-edit", "scheduler-stop")] == plain["events"]
         for name, manifest in mixed["groups"].items():
             spec = {**manifest["spec"], "scheduler": {k: v for k, v in manifest["spec"].get("scheduler", {}).items() if k != "backend"}}
             assert spec == {**plain["groups"][name]["spec"], "scheduler": plain["groups"][name]["spec"].get("scheduler", {})}
@@ -71,3 +72,50 @@ def test_a_hand_over_that_keeps_the_old_schedulers_objects_breaks_hand_over(monk
 
     monkeypatch.setattr(decide, "gang_writes", keeping)
     assert "hand-over" in invariants(generate(7))
+
+
+def test_schedules_with_a_delegated_group_edit_its_gang_objects_by_hand_and_stop_its_scheduler():
+    events = [e for seed in SEEDS for e in generate(seed).events]
+    edits = [e for e in events if e["type"] == "gang-edit"]
+    stops = [e for e in events if e["type"] == "scheduler-stop"]
+    assert {e["edit"] for e in edits} == {"delete", "min-member", "label", "annotation"} and len(edits) > len(SEEDS) // 5
+    assert {e["backend"] for e in stops} == set(MEMORY_BACKENDS) and all(e["until"] > e["at"] for e in stops)
+    assert not [e for seed in range(40) for e in generate(seed, backends=()).events if e["type"] in ("gang-edit", "scheduler-stop")]
+
+
+def test_a_gang_object_deleted_by_hand_and_never_made_again_breaks_gang_object_and_gang_restored(monkeypatch):
+    """Seed 6: a Workload API group's PodGroup deleted by hand at t=103; a controller that
+    makes no gang object it has seen before leaves it gone."""
+    seen: set[tuple[str, str]] = set()
+
+    def never_again(raw, desired, observed, backend, remaining, bound):
+        observed = list(observed)
+        seen.update((o["kind"], o["metadata"]["name"]) for o in observed)
+        ahead, behind = gang_writes(raw, desired, observed, backend, remaining, bound)
+        return [w for w in ahead if not (isinstance(w, CreateObject) and (w.obj["kind"], w.obj["metadata"]["name"]) in seen)], behind
+
+    monkeypatch.setattr(decide, "gang_writes", never_again)
+    assert {"gang-object", "gang-restored"} <= invariants(generate(6))
+
+
+def test_a_gang_object_compared_by_its_digest_alone_keeps_a_hand_edit_and_breaks_gang_restored(monkeypatch):
+    """Seed 35: a Volcano PodGroup's minMember edited by hand, its digest left in place: a
+    controller that trusts the digest alone (as before the fix) never puts it back."""
+
+    def digest_alone(have, want):
+        digest = (want["metadata"].get("annotations") or {}).get(delegation.RENDERED_ANNOTATION)
+        if digest is not None and (have["metadata"].get("annotations") or {}).get(delegation.RENDERED_ANNOTATION) == digest:
+            return None
+        return patch(have, want)
+
+    patch = delegation._patch
+    monkeypatch.setattr(delegation, "_patch", digest_alone)
+    assert "gang-restored" in invariants(generate(35))
+
+
+def test_a_queued_unit_timed_out_while_its_scheduler_is_stopped_breaks_queued_released(monkeypatch):
+    """Seed 217: the Workload API's scheduler stopped from t=11 to t=121, a step timeout of
+    60 s: a controller whose step clock runs on while its scheduler queues the unit rolls the
+    step back and deletes pods that only wait for the scheduler."""
+    monkeypatch.setattr(decide, "_queue_time", lambda draft, unit, memory, queued, timeout, now: memory)
+    assert "queued-released" in invariants(generate(217))

@@ -69,3 +69,18 @@ def test_without_registered_kinds_delegated_pods_are_not_bound():
     kubelet.react()
     _run(loop, kubelet)
     assert _bound(store) == {}
+
+
+def test_a_stopped_scheduler_writes_nothing_and_places_its_gang_once_started_again():
+    """`paused` (the fault campaign's hook): the backend's stand-in decides nothing meanwhile."""
+    store, loop, kubelet = _world("volcano")
+    kubelet.paused.add("volcano")
+    for obj in [node("n-0"), node("n-1"), volcano_group("g", 3), *[volcano_pod(f"v-{i}", "g", gpus=4) for i in range(3)]]:
+        _create(store, obj)
+    kubelet.react()
+    _run(loop, kubelet)
+    assert _bound(store) == {} and "status" not in store.list("PodGroup.scheduling.volcano.sh")[0]
+    kubelet.paused.discard("volcano")
+    kubelet.react()
+    _run(loop, kubelet)
+    assert set(_bound(store)) == {"v-0", "v-1", "v-2"}

@@ -10,7 +10,9 @@ a model load drawn from a seeded log-normal around a median: per `namespace/grou
 when the scenario states one (a serving role: its cold start, from the model's size and a
 load bandwidth, see `sim.scenario.cold_start_seconds`), else per role, else `"*"`.
 Readiness waits for the model, as a readiness probe on the engine's health endpoint does. A failed node fails its pods and
-drops out of Ready until it recovers.
+drops out of Ready until it recovers. A backend named in `paused` has its scheduler stopped
+(the fault campaign's hook): its stand-in writes nothing, binds nothing, until it is taken
+out again; binds it planned before stay on their way, as a bind already sent does.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class Kubelet:
     startup: Mapping[str, Startup] = field(default_factory=dict)  # per "ns/group/role", per role; "*" for the rest
     _scheduled: set[tuple[str, str, str, str]] = field(default_factory=set)  # (action, namespace, name, uid)
     _planned: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (namespace, name, uid) -> node a bind event will take
+    paused: set[str] = field(default_factory=set)  # delegated backends whose scheduler is stopped (a fault the campaign injects)
 
     def react(self, changes: Iterable[Change] | None = None) -> None:
         """Schedule binds and readiness for pods that newly need them: those among `changes`
@@ -98,7 +101,8 @@ class Kubelet:
         return out
 
     def _world(self, served: dict[str, list[str]]) -> World:
-        """The store as the stand-ins see it: a pod with a bind event pending counts as on its node."""
+        """The store as the stand-ins see it: a pod with a bind event pending counts as on its
+        node; the gangs of the backends not paused (a stopped scheduler decides nothing)."""
         snapshot = self.store.snapshot()
         pods = []
         for pod in snapshot.list("Pod"):
@@ -110,7 +114,7 @@ class Kubelet:
         return World(
             pods=pods,
             nodes=snapshot.list("Node"),
-            gangs={backend: [o for key in keys for o in snapshot.list(key)] for backend, keys in served.items()},
+            gangs={backend: [o for key in keys for o in snapshot.list(key)] for backend, keys in served.items() if backend not in self.paused},
             now=self.loop.now,
             local_queues=snapshot.list(LOCAL_QUEUE) if self.store.serves(LOCAL_QUEUE) else None,
         )

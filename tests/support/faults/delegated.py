@@ -12,24 +12,48 @@ step beside `invariants.Checker`'s own checks:
   group's minimum: `kueue.x-k8s.io/pod-group-total-count`, which Kueue waits for) and never
   has more pods than it counts. A pass writes gang objects before its pods and a crash or a
   refused write can part them: a mismatch is a violation once it outlasts one resync (plus
-  the time the control plane could not act and the clock skew).
+  the time the control plane could not act and the clock skew). The counts are judged on
+  the objects of the group's current backend: a backend the group is leaving keeps its
+  objects as they are while its pods remain (a hand-over slowed by a stopped scheduler
+  outlasts a resync), and one of them deleted by hand is not made again.
 - `hand-over`: once a group whose backend changed runs complete (every replica of the
   current revision Ready), no pod and no gang object of another backend remains (allowed one
   resync, as above; at the end, once settled, none at all).
+- `gang-restored`: a gang object changed by hand (the `gang-edit` fault) is put back within
+  one resync (plus the time the control plane could not act and the skew): one edited is
+  gone, made again, or carries tandem's digest (`tandem.dev/rendered`) with what tandem had
+  written before the edit (its spec fields, its labels) or with another digest (rendered
+  anew since, a whole patch); one deleted exists again while its group still has live
+  admitted pods of its backend in its unit (of its replica, for one made per replica).
+  Kinds their scheduler keeps immutable (Kueue's Workload, the Workload API's) are never
+  given a spec edit: their API refuses one (Kueue's webhook, the Workload API's validation);
+  their labels and annotations removed are judged once no pod of their unit is bound: the
+  controller patches them back while their spec is still what it renders, but leaves an
+  immutable gang in use whose rendering has moved on (a step, a rolling update) as it is,
+  and replaces it once its unit lets it go.
+  An object of a backend its group has left (a hand-over going on) is not judged: tandem
+  keeps it as it is while its pods remain, and `hand-over` judges that it goes.
+- `queued-released`: while a group's scheduler is stopped (the `scheduler-stop` fault), the
+  controller deletes none of its pods that wait for that scheduler (admitted, not bound, not
+  failed, in a replica none of whose pods is bound) unless for a reason that holds whatever the scheduler does (the group gone or of
+  another revision, beyond the spec's counts, a broken replica, a partial unit past its
+  gang timeout): a step timeout does not run while a scheduler queues (`decide._queue_time`).
 
 Read here without the controller's code, from the schedulers' own labels and annotations.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from tandem.api.naming import ADMITTED, BACKEND_LABEL, GATE, GPU_RESOURCE, HOSTNAME_LABEL
+from tandem.api.naming import ADMITTED, BACKEND_LABEL, GATE, GPU_RESOURCE, HOSTNAME_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.quantity import MILLI, parse_quantity
 from tandem.backends import kai, koordinator, kueue, volcano
 from tandem.backends.delegated_kinds import DELEGATED_KINDS
 from tandem.cluster.memory import Snapshot
 from tandem.cluster.pods import pod_failed, pod_gpus
+from tandem.controller.delegation import IMMUTABLE_KEYS, RENDERED_ANNOTATION
 
 if TYPE_CHECKING:
     from support.faults.invariants import Checker, GroupNow
@@ -102,9 +126,18 @@ class DelegatedChecks:
         self.keys = tuple(k.key for b in checker.world.delegation.backends for k in DELEGATED_KINDS[b])
         self._since: dict[tuple[str, ...], list[float]] = {}  # a mismatch -> [seen since, impaired seconds]
         self._seen: str | None = None  # the store's version at the last look
+        self._edits: list[Edit] = []  # gang objects changed by hand, not yet seen put back
+        self._deleted_by_hand: set[tuple[str, str | None, str]] = set()  # (key, namespace, name)
+
+    def gang_edited(self, key: str, before: Mapping[str, Any], edit: str) -> None:
+        """The world changed a gang object by hand (`before`: as tandem had left it)."""
+        self._edits.append(Edit(key, before, edit, self.checker.world.t))
+        if edit == "delete":
+            self._deleted_by_hand.add((key, before["metadata"].get("namespace"), before["metadata"]["name"]))
+        self.checker.exercised["gang_edits"] = self.checker.exercised.get("gang_edits", 0) + 1
 
     def step(self, snapshot: Snapshot, groups: dict[str, "GroupNow"]) -> None:
-        if not self.keys or (snapshot.resource_version == self._seen and not self._since):
+        if not self.keys or (snapshot.resource_version == self._seen and not self._since and not self._edits):
             return  # nothing changed, and no mismatch is being timed
         self._seen = snapshot.resource_version
         objects = {key: snapshot.list(key) for key in self.keys}
@@ -118,7 +151,89 @@ class DelegatedChecks:
             for key, detail in self._left_after_hand_over(g, objects):
                 now.add(key)
                 self._persisting("hand-over", key, detail)
+        edits = []
+        for edit in self._edits:
+            detail = self._not_restored(edit, objects, groups)
+            if detail is not None:
+                key = ("restored", edit.key, edit.before["metadata"]["uid"], str(edit.at))
+                now.add(key)
+                self._persisting("gang-restored", key, detail)
+                edits.append(edit)
+        self._edits = edits
         self._since = {k: v for k, v in self._since.items() if k in now}
+
+    def _not_restored(self, edit: "Edit", objects: Mapping[str, list[Mapping[str, Any]]], groups: dict[str, "GroupNow"]) -> str | None:
+        """What is still as the hand left it (None: put back, or no longer wanted)."""
+        meta = edit.before["metadata"]
+        owner = next((g for g in groups.values() if _owned_by(edit.before, g.uid)), None)
+        if owner is None or backend_of_group(owner.raw) != backend_of_key(edit.key):
+            return None  # its group is gone, or handed to another scheduler: kept as it is while its pods remain (`hand-over`)
+        if edit.edit != "delete" and edit.key in IMMUTABLE_KEYS and self._in_use(edit, owner):
+            return None  # an immutable gang in use whose rendering moved on is left as it is (until its unit lets it go)
+        name, namespace = meta["name"], meta.get("namespace")
+        now = next((o for o in objects.get(edit.key, []) if o["metadata"]["name"] == name and o["metadata"].get("namespace") == namespace), None)
+        what = f"{edit.key} {name} ({edit.edit} by hand at t={edit.at:.0f})"
+        if edit.edit == "delete":
+            if now is not None or not self._still_wanted(edit, groups):
+                return None
+            return f"{what} is not back"
+        if now is None or now["metadata"].get("uid") != meta["uid"]:
+            return None  # deleted, or made again, since
+        digest = (now["metadata"].get("annotations") or {}).get(RENDERED_ANNOTATION)
+        if digest is None:
+            return f"{what} still has no {RENDERED_ANNOTATION}"
+        if digest != (meta.get("annotations") or {}).get(RENDERED_ANNOTATION):
+            return None  # rendered anew since: patched whole
+        labels = now["metadata"].get("labels") or {}
+        lost = sorted(k for k, v in (meta.get("labels") or {}).items() if labels.get(k) != v)
+        if lost:
+            return f"{what} still lacks labels {lost}"
+        if not covers(now.get("spec"), edit.before.get("spec")):
+            return f"{what} still has spec {now.get('spec')}, tandem wrote {edit.before.get('spec')}"
+        return None
+
+    def _in_use(self, edit: "Edit", owner: "GroupNow") -> bool:
+        """Whether a live pod of the object's backend in its unit (its group, for one of no
+        unit) is bound: what makes the controller leave an immutable gang as it is."""
+        unit = (edit.before["metadata"].get("labels") or {}).get(UNIT_LABEL)
+        backend = backend_of_key(edit.key)
+        return any(backend_of_pod(p) == backend and _live(p) and (p.get("spec") or {}).get("nodeName")
+                   and (unit is None or (p["metadata"].get("labels") or {}).get(UNIT_LABEL) == unit) for p in owner.pods)
+
+    def _still_wanted(self, edit: "Edit", groups: dict[str, "GroupNow"]) -> bool:
+        """Whether the group still has live admitted pods of the object's backend in its
+        unit (of its replica, for an object made per replica): tandem keeps gang objects
+        only for those."""
+        meta = edit.before["metadata"]
+        owner = next((g for g in groups.values() if _owned_by(edit.before, g.uid)), None)
+        if owner is None:
+            return False
+        labels = meta.get("labels") or {}
+        backend = backend_of_key(edit.key)
+        for pod in owner.pods:
+            theirs = pod["metadata"].get("labels") or {}
+            if backend_of_pod(pod) != backend or not _live(pod) or not _admitted(pod):
+                continue
+            if all(theirs.get(k) == labels[k] for k in (UNIT_LABEL, ROLE_LABEL, REPLICA_LABEL) if k in labels):
+                return True
+        return False
+
+    def judge_release(self, pod: Pod, reason: str | None, whole_waits: bool) -> None:
+        """A controller delete of `pod`, with the reason the checker found for it
+        (`Checker._why`, not excusing a pod for being unbound): while its scheduler is stopped,
+        a pod of a replica that waits whole for it (none of its pods bound: what the
+        controller counts as queued) is deleted only for a reason that holds whatever the
+        scheduler does. A pod completing a replica beside its bound pods is timed as a step
+        (made again after the step's backoff), so not judged here."""
+        backend = backend_of_pod(pod)
+        if backend == NATIVE or backend not in self.checker.world.kubelet.paused or not whole_waits:
+            return
+        if not _live(pod) or not _admitted(pod) or (pod.get("spec") or {}).get("nodeName"):
+            return
+        self.checker.exercised["released_while_stopped"] = self.checker.exercised.get("released_while_stopped", 0) + 1
+        if reason is None:
+            self.checker.violation("queued-released", f"pod {pod['metadata']['name']} deleted while it waits for {backend}, "
+                                                      f"which is stopped (nothing but its scheduler keeps it)")
 
     def end(self, snapshot: Snapshot, groups: dict[str, "GroupNow"], settled: bool) -> None:
         """At the end, no Kueue Workload with pods waits for pods that will never come (Kueue
@@ -196,6 +311,7 @@ class DelegatedChecks:
     def _gang_mismatches(self, g: "GroupNow", objects: Mapping[str, list[Mapping[str, Any]]]) -> list[tuple[tuple[str, ...], str]]:
         out: list[tuple[tuple[str, ...], str]] = []
         namespace = g.raw["metadata"]["namespace"]
+        current = backend_of_group(g.raw)
         members: dict[tuple[str, str], list[Pod]] = {}
         for pod in g.pods:
             backend = backend_of_pod(pod)
@@ -206,13 +322,15 @@ class DelegatedChecks:
             members.setdefault((key, gang or ""), []).append(pod)
             if key not in objects:
                 continue  # not served here: the group is not accepted (`liveness` judges that)
+            if backend != current and (key, namespace, gang) in self._deleted_by_hand:
+                continue  # a backend the group is leaving: tandem makes none of its objects again (`hand-over` judges the rest)
             if gang is None or not any(o["metadata"]["name"] == gang and o["metadata"].get("namespace") == namespace for o in objects[key]):
                 out.append((("missing", pod["metadata"]["uid"], key, gang or ""),
                             f"{g.name}: admitted pod {pod['metadata']['name']} names {key} {gang!r}, which does not exist"))
         for key, listed in objects.items():
             for obj in listed:
-                if not _owned_by(obj, g.uid):
-                    continue
+                if not _owned_by(obj, g.uid) or backend_of_key(key) != current:
+                    continue  # another backend's, kept as it is while its pods remain during a hand-over (`hand-over`)
                 name = obj["metadata"]["name"]
                 admitted = members.get((key, name), [])
                 minimum = _minimum(key, obj)
@@ -230,7 +348,9 @@ class DelegatedChecks:
                                         f"{g.name}: KAI PodGroup {name} sub-group {leaf.get('name')} asks for {wanted} pods, {having} admitted"))
                 if key == COMPOSITE:
                     wanted = int((((obj.get("spec") or {}).get("schedulingPolicy") or {}).get("gang") or {}).get("minGroupCount") or 0)
-                    having = sum(1 for child in _children(objects, g.uid, name) if _has_pods(objects, g.uid, child, members))
+                    # a `basic` child always counts as met (the Workload API's rule): a role
+                    # with nothing admitted yet is rendered so, and holds nothing back
+                    having = sum(1 for child in _children(objects, g.uid, name) if _basic(child[1]) or _has_pods(objects, g.uid, child, members))
                     if wanted > having:
                         out.append((("composite", obj["metadata"]["uid"], str(wanted), str(having)),
                                     f"{g.name}: CompositePodGroup {name} asks for {wanted} groups, {having} have admitted pods"))
@@ -269,6 +389,28 @@ class DelegatedChecks:
 
 
 SLACK_S = 3.0
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A gang object changed by hand: its kind's key, the object before, what was done, when."""
+
+    key: str
+    before: Mapping[str, Any]
+    edit: str
+    at: float
+
+
+def covers(have: Any, want: Any) -> bool:
+    """Whether `have` holds every field of `want` as `want` has it (the server and the
+    scheduler may add fields of their own: defaults, a status)."""
+    if isinstance(want, Mapping):
+        return isinstance(have, Mapping) and all(covers(have.get(k), v) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(have, list) and len(have) == len(want) and all(covers(h, w) for h, w in zip(have, want))
+    return bool(have == want)
+
+
 COMPOSITE = _key("workload-api", "CompositePodGroup")
 
 
@@ -285,6 +427,10 @@ def _has_pods(objects: Mapping[str, list[Mapping[str, Any]]], uid: str, child: t
     if key != COMPOSITE:
         return bool(members.get((key, name)))
     return any(_has_pods(objects, uid, c, members) for c in _children(objects, uid, name))
+
+
+def _basic(obj: Mapping[str, Any]) -> bool:
+    return "basic" in ((obj.get("spec") or {}).get("schedulingPolicy") or {})
 
 
 def _raw_gpus(g: "GroupNow", role: str) -> int:

@@ -7,8 +7,9 @@ After every step:
   over one pool that the kubelet's admission settles (`admission_refused`).
 
 Delegated groups (issue 27) have invariants of their own (`delegated.py`: delegated-pod,
-gang-object, hand-over, and convergence at the end); the ones here judge their pods by
-their scheduler's rules where they assume tandem's engine placed a pod (see each).
+gang-object, hand-over, gang-restored, queued-released, and convergence at the end); the
+ones here judge their pods by their scheduler's rules where they assume tandem's engine
+placed a pod (see each).
 - `partial-placement`: no unit holds a node (a bound pod) without every role's minimum of
   complete replicas bound, and no pod placed by tandem stays unbound, for longer than its
   gang timeout plus one resync; the time the control plane
@@ -487,6 +488,11 @@ class Checker:
         pod = snapshot.get("Pod", namespace, name)
         labels = pod["metadata"].get("labels") or {}
         owner = next((r.get("uid", "") for r in pod["metadata"].get("ownerReferences") or []), "")
+        if backend_of_pod(pod) in self.world.kubelet.paused:
+            siblings = [p for p in snapshot.list("Pod", namespace=namespace, labels=GROUP_LABEL)
+                        if all(p["metadata"]["labels"].get(k) == labels.get(k) for k in (GROUP_LABEL, UNIT_LABEL, ROLE_LABEL, REPLICA_LABEL, REVISION_LABEL))]
+            whole_waits = not any(p["spec"].get("nodeName") for p in siblings)
+            self.delegated.judge_release(pod, self._why(snapshot, pod, queued=True), whole_waits)
         return (namespace or "default", name), (labels.get(REVISION_LABEL, ""), owner, self._why(snapshot, pod))
 
     def pod_deleted(self, judged: tuple[tuple[str, str], tuple[str, str, str | None]]) -> None:
@@ -507,17 +513,19 @@ class Checker:
         elif same:
             self.replaced += 1
 
-    def _why(self, snapshot: Snapshot, pod: dict[str, Any]) -> str | None:
-        """Why deleting this pod (as the store holds it now) may be followed by creating it again; None: no reason."""
+    def _why(self, snapshot: Snapshot, pod: dict[str, Any], queued: bool = False) -> str | None:
+        """Why deleting this pod (as the store holds it now) may be followed by creating it again; None: no reason.
+        `queued`: the pod waits for its scheduler, which is stopped: neither being unbound nor
+        a step's timeout is a reason then (`queued-released`)."""
         meta, spec = pod["metadata"], pod.get("spec") or {}
         labels = meta.get("labels") or {}
         if pod_failed(pod) or meta.get("deletionTimestamp"):
             return "failed"
         node = spec.get("nodeName")
-        if not node:
+        if not node and not queued:
             return "not bound"
         try:
-            if self.world.down.get(node) or not pod_ready_node(snapshot.get("Node", None, node)):
+            if node and (self.world.down.get(node) or not pod_ready_node(snapshot.get("Node", None, node))):
                 return "node not Ready"
         except Exception:
             return "node gone"
@@ -543,7 +551,7 @@ class Checker:
         since = self._partial.get((g.uid, unit))
         if since is not None and self.world.t - since[0] >= g.typed.spec.scheduler.gang_timeout_seconds - self.skew - SLACK_S:
             return "unit below its minimums beyond its gang timeout"
-        if not all(pod_ready(p) for p in members):
+        if not all(pod_ready(p) for p in members) and not queued:
             # a step that did not get there in time is released (docs/coordination.md); its
             # start is the controller's record, in the status, on a replica's clock
             unit_status = next((u for u in (g.raw.get("status") or {}).get("units") or [] if u.get("index") == unit), {})

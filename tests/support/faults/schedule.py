@@ -31,13 +31,17 @@ Event types (`type`, then its fields):
 | `pod-delete` | which, pick | a pod of a group is deleted (eviction, preemption, `kubectl delete pod`): a `leader` (pod index 0 of a multi-pod replica, else of any) or a `worker`, the `pick`-th (modulo) of those alive, by name |
 | `node-delete` | node, recover_after | the Node is deleted and its pods with it (pod GC); it comes back (a new Node of that name) `recover_after` s later, at the latest at the end of the window |
 | `backend` | group, backend | `spec.scheduler.backend` changes (`native`, or a delegated scheduler): a new revision, handed over unit by unit (a rolling update) |
+| `gang-edit` | group, edit, pick | one of the group's gang objects (the `pick`-th, modulo, by kind and name) changed by hand, as `kubectl` would: `delete`d, its `minMember` raised or lowered by one (`min-member`: Volcano, KAI, Koordinator; another kind has its annotation dropped instead), a tandem `label` or the `tandem.dev/rendered` `annotation` removed |
+| `scheduler-stop` | backend, until | the backend's scheduler (its stand-in) is stopped until then: no binds, no admissions, no status writes; binds it sent before still land |
 
 Besides what the main draws give, each schedule draws, from a generator of its own (so
 the rest of the schedule is what it was without them), `recovery: ReplaceMissingPod` for
 some multi-pod roles and up to two pod or node deletions (`_replica_faults`); and, from
 another (`_delegated`), a third of the groups handed to a delegated scheduler (Volcano,
 KAI, Koordinator, Kueue; the Workload API where the world serves it) and sometimes a
-change of a running group's backend.
+change of a running group's backend; and from a third (`_backend_faults`), in schedules
+with a delegated group, gang objects edited or deleted by hand and a scheduler stopped
+for a while.
 """
 
 from __future__ import annotations
@@ -171,6 +175,7 @@ def generate(seed: int, *, world: str = "memory", size: float = 1.0, backends: t
     events += _replica_faults(random.Random(f"tandem-faults-{seed}-replicas"), groups, window, nodes)
     events += _delegated(random.Random(f"tandem-faults-{seed}-backends"), groups, window, world_backends(world) if backends is None else backends,
                          shape, events)
+    events += _backend_faults(random.Random(f"tandem-faults-{seed}-backend-faults"), groups, window, events)
     events.sort(key=lambda e: (e["at"], _ORDER.index(e["type"])))
     return Schedule(seed, shape, groups, events, replicas, clocks, window, world=world)
 
@@ -195,7 +200,11 @@ def _full_domain_update(seed: int, groups: dict[str, dict[str, Any]], window: fl
 
 
 _ORDER = ["create", "scale", "ratio", "template", "delete", "node-loss", "flap", "bind-outage", "startup-failures", "crash", "storm", "stale",
-          "failover", "watch-cut", "gone", "list-errors", "fill", "pod-delete", "node-delete", "backend"]
+          "failover", "watch-cut", "gone", "list-errors", "fill", "pod-delete", "node-delete", "backend", "gang-edit", "scheduler-stop"]
+GANG_EDITS = ("delete", "min-member", "label", "annotation")
+GANG_EDIT_SHARE = 0.6  # of the schedules with a delegated group, those whose gang objects are edited by hand
+SCHEDULER_STOP_SHARE = 0.4  # of those, the ones where a scheduler stops for a while
+USER_CHANGES_STARTING = ("create", "scale", "ratio", "template", "backend")  # changes after which pods wait for their scheduler
 
 
 def _groups(rng: random.Random, racks: int, hosts: int) -> dict[str, dict[str, Any]]:
@@ -374,6 +383,40 @@ def _delegated(rng: random.Random, groups: dict[str, dict[str, Any]], window: fl
     later = [e for e in events if e.get("group") == name]
     targets = [b for b in ("native", *backends) if b != now and _accepts(groups[name], b, later, topologies)]
     return [{"at": at, "type": "backend", "group": name, "backend": rng.choice(targets)}] if targets else []
+
+
+def _backend_faults(rng: random.Random, groups: dict[str, dict[str, Any]], window: float, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Faults of the delegated schedulers' side (issue 27), in schedules where some group is
+    delegated (as written or after a change of backend): one or two of its gang objects
+    edited or deleted by hand, and its scheduler stopped for 15–200 s (past a step's
+    timeout, often; the window's end ends it), mostly just after a change that leaves pods waiting for it, then
+    started again."""
+    delegated: dict[str, tuple[str, float]] = {}  # group -> its (first) delegated backend, and from when
+    for name, manifest in sorted(groups.items()):
+        backend = manifest["spec"].get("scheduler", {}).get("backend", "native")
+        if backend != "native":
+            delegated[name] = (backend, 0.0)
+    for e in events:
+        if e["type"] == "backend" and e["backend"] != "native":
+            delegated.setdefault(e["group"], (e["backend"], float(e["at"])))
+    if not delegated:
+        return []
+    out: list[dict[str, Any]] = []
+    if rng.random() < GANG_EDIT_SHARE:
+        for _ in range(rng.choice([1, 1, 2])):
+            name = rng.choice(sorted(delegated))
+            at = float(rng.randint(int(max(20.0, delegated[name][1] + 15)), max(21, int(window) - 10)))
+            out.append({"at": min(at, window - 1), "type": "gang-edit", "group": name, "edit": rng.choice(GANG_EDITS), "pick": rng.randrange(1000)})
+    if rng.random() < SCHEDULER_STOP_SHARE:
+        name = rng.choice(sorted(delegated))
+        backend, since = delegated[name]
+        starts = [float(e["at"]) for e in events if e.get("group") == name and e["type"] in USER_CHANGES_STARTING and float(e["at"]) >= since]
+        if starts and rng.random() < 0.7:  # as its pods wait for it: a create, a change, a hand-over
+            at = float(min(rng.choice(starts) + rng.randint(0, 5), window - 5))
+        else:
+            at = float(min(rng.randint(int(max(10.0, since + 5)), max(11, int(window) - 20)), window - 5))
+        out.append({"at": at, "type": "scheduler-stop", "backend": backend, "until": min(at + rng.choice([rng.randint(15, 60), rng.randint(60, 200)]), window)})
+    return out
 
 
 def _accepts(manifest: dict[str, Any], backend: str, changes: list[dict[str, Any]], topologies: dict[str, Any]) -> bool:

@@ -28,8 +28,8 @@ from support.controller_world import Crash
 from support.faults.api import Faults, ReplicaApi, Storm
 from support.faults.schedule import EPOCH, MEMORY_BACKENDS, Schedule, patched_template
 from tandem.backends.delegated_kinds import DELEGATED_BACKENDS, DELEGATED_KINDS, PRIORITY_CLASS, delegated_keys
-from tandem.controller.delegation import DelegationSettings
-from tandem.api.naming import GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
+from tandem.controller.delegation import RENDERED_ANNOTATION, DelegationSettings
+from tandem.api.naming import GROUP_LABEL, LABEL_PREFIX, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.cluster.memory import MemoryStore, Snapshot
 from tandem.api.naming import GPU_RESOURCE
 from tandem.api.quantity import MILLI, parse_quantity
@@ -89,15 +89,16 @@ class FaultyKubelet(Kubelet):
     start_failures: int = 0
     refused: Callable[[dict, str, list[dict]], None] = lambda pod, node, holders: None
     bound_at: dict[str, float] = field(default_factory=dict)  # pod uid -> when this kubelet bound it
-    _delegated_at: tuple[str, int] | None = None  # the store's version (and binds planned) the stand-ins last ran on
+    _delegated_at: tuple[str, int, frozenset[str]] | None = None  # the store's version, binds planned, schedulers stopped, at the stand-ins' last run
 
     def _delegate(self) -> None:
-        """The stand-ins decide from the store and the binds planned alone: once they ran on
-        these, running them again changes nothing (a step calls twice, most with no change)."""
-        if self._delegated_at == (self.store.resource_version, len(self._planned)):
+        """The stand-ins decide from the store, the binds planned and which schedulers are
+        stopped alone: once they ran on these, running them again changes nothing (a step
+        calls twice, most with no change)."""
+        if self._delegated_at == (self.store.resource_version, len(self._planned), frozenset(self.paused)):
             return
         super()._delegate()
-        self._delegated_at = (self.store.resource_version, len(self._planned))
+        self._delegated_at = (self.store.resource_version, len(self._planned), frozenset(self.paused))
 
     def handle(self, kind: str, data: dict) -> str | None:
         node = data.get("node")
@@ -406,6 +407,57 @@ class World:
         if self._group(event["group"]) is not None:
             self.store.patch("InferenceGroup", "serving", event["group"], {"spec": {"scheduler": {"backend": event["backend"]}}})
 
+    def _on_gang_edit(self, event: dict[str, Any]) -> None:
+        """One of the group's gang objects changed by hand (`schedule.GANG_EDITS`), as `kubectl
+        delete`, `kubectl edit` or `kubectl label/annotate ...-` would; nothing when the group
+        has none now. The checker is told what it was before (`DelegatedChecks.gang_edited`)."""
+        group = self._group(event["group"])
+        if group is None:
+            return
+        uid = group["metadata"]["uid"]
+        snapshot = self.store.snapshot()
+        owned = sorted(((key, o) for key in delegated_keys(self.delegation.backends) for o in snapshot.list(key)
+                        if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or [])),
+                       key=lambda item: (item[0], item[1]["metadata"]["name"]))
+        edit, pick = event["edit"], int(event["pick"])
+        if edit == "min-member":
+            counted = [(key, o) for key, o in owned if "minMember" in (o.get("spec") or {})]
+            owned, edit = (counted, edit) if counted else (owned, "annotation")
+        if not owned:
+            return
+        key, before = owned[pick % len(owned)]
+        meta = before["metadata"]
+        after = copy.deepcopy(before)
+        if edit == "delete":
+            try:
+                self.store.delete(key, meta.get("namespace"), meta["name"], uid=meta["uid"])
+            except ApiError:
+                return
+        else:
+            if edit == "min-member":
+                count = int(after["spec"]["minMember"])
+                after["spec"]["minMember"] = count + 1 if pick % 2 == 0 or count <= 1 else count - 1
+            elif edit == "label":
+                ours = sorted(k for k in meta.get("labels") or {} if k.startswith(LABEL_PREFIX))
+                if not ours:
+                    return
+                del after["metadata"]["labels"][ours[pick % len(ours)]]
+            else:
+                (after["metadata"].get("annotations") or {}).pop(RENDERED_ANNOTATION, None)
+            try:
+                self.store.update(after)
+            except ApiError:
+                return
+        self.log.append((self.t, f"gang-edit: {edit} {key} {meta['name']}"))
+        if self.checker is not None:
+            self.checker.delegated.gang_edited(key, before, edit)
+
+    def _on_scheduler_stop(self, event: dict[str, Any]) -> None:
+        """The backend's scheduler stops (its stand-in decides nothing) until `until`."""
+        backend = event["backend"]
+        self.kubelet.paused.add(backend)
+        self._timer(float(event["until"]), "scheduler-start", lambda: self.kubelet.paused.discard(backend))
+
     def _on_node_loss(self, event: dict[str, Any]) -> None:
         fault = next(self._sequence)
         for node in event["nodes"]:
@@ -576,7 +628,8 @@ class World:
         self.failure_windows.clear()
         self.outages.clear()
         self._unfill()
-        self.timers = [t for t in self.timers if t[2] not in ("recover", "flap-end", "fill", "unfill")]
+        self.kubelet.paused.clear()
+        self.timers = [t for t in self.timers if t[2] not in ("recover", "flap-end", "fill", "unfill", "scheduler-start")]
         heapq.heapify(self.timers)
         for replica in self.replicas:
             if replica.api is not None:
