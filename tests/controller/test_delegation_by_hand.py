@@ -70,3 +70,22 @@ def test_an_immutable_workload_in_use_gets_its_labels_and_digest_back_and_is_not
     assert now["metadata"]["uid"] == uid, "replaced"
     assert now["metadata"]["annotations"][RENDERED_ANNOTATION] == rendered and UNIT_LABEL in now["metadata"]["labels"]
     assert reconcile(store, 3.0, delegation=ALL).writes == 0
+
+
+def test_a_composite_pod_group_whose_rendering_changed_is_replaced_even_while_its_unit_runs():
+    """A Workload API CompositePodGroup gathers PodGroups, never pods: left as made when its
+    unit's children changed, it would ask for groups that no longer exist (campaign seed 407)."""
+    from tandem.controller.delegation import gang_writes
+    from tandem.controller.actions import DeleteObject
+
+    raw = {"metadata": {"name": "g", "namespace": "serving", "uid": "u-1"}}
+    owner = [{"kind": "InferenceGroup", "uid": "u-1", "name": "g"}]
+    stored = {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+              "metadata": {"name": "g-0-prefill", "namespace": "serving", "uid": "c-1", "labels": {"tandem.dev/unit": "0"}, "ownerReferences": owner},
+              "spec": {"schedulingPolicy": {"gang": {"minGroupCount": 2}}}}
+    wanted = {**stored, "metadata": {**stored["metadata"], "uid": None}, "spec": {"schedulingPolicy": {"gang": {"minGroupCount": 1}}}}
+    ahead, behind = gang_writes(raw, [wanted], [stored], "workload-api", {"workload-api": {0}}, {0})
+    assert ahead == [] and [type(w) for w in behind] == [DeleteObject], "replaced (deleted now, made again next pass), though its unit runs"
+    leaf = {**stored, "kind": "PodGroup", "metadata": {**stored["metadata"], "name": "g-0-prefill-0"}}
+    leaf_wanted = {**wanted, "kind": "PodGroup", "metadata": {**wanted["metadata"], "name": "g-0-prefill-0"}}
+    assert gang_writes(raw, [leaf_wanted], [leaf], "workload-api", {"workload-api": {0}}, {0}) == ([], []), "a PodGroup its pods name is left as made"

@@ -60,6 +60,7 @@ from tandem.controller.manifests import owner_reference
 from tandem.errors import InputError
 
 NATIVE = "native"
+COMPOSITE_KEY = "CompositePodGroup.scheduling.k8s.io"
 RENDERED_ANNOTATION = LABEL_PREFIX + "rendered"  # on a gang object: a digest of what tandem rendered for it
 
 
@@ -238,7 +239,9 @@ def gang_writes(
             continue
         if key in IMMUTABLE_KEYS:
             unit = _unit(have)
-            if not (bound if unit is None else unit in bound):
+            # A CompositePodGroup gathers PodGroups, never pods: replacing it strands no pod,
+            # and one left asking for children that no longer exist would hold its unit for ever.
+            if key == COMPOSITE_KEY or not (bound if unit is None else unit in bound):
                 behind.append(DeleteObject(key, meta.get("namespace"), name, uid=meta.get("uid"), resource_version=meta.get("resourceVersion"),
                                            why=f"{backend} {want['kind']} changed for {_scope(want)}; it cannot be patched (made again next pass)"))
             continue
