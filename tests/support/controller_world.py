@@ -63,6 +63,12 @@ def kubelet(store: MemoryStore) -> int:
         if not gated and not spec.get("nodeName") and spec.get("nodeSelector", {}).get(HOSTNAME_LABEL):
             store.bind(pod["metadata"]["namespace"], pod["metadata"]["name"], spec["nodeSelector"][HOSTNAME_LABEL])
             changes += 1
+    return changes + ready_bound(store)
+
+
+def ready_bound(store: MemoryStore) -> int:
+    """Make every bound pod without conditions Running and Ready; the pods changed."""
+    changes = 0
     for pod in store.list("Pod"):
         if pod["spec"].get("nodeName") and not pod.get("status", {}).get("conditions"):
             pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}

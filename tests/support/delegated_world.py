@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from support.builders import cluster
+from support.controller_world import ready_bound
 from tandem.api.naming import BACKEND_LABEL, GPU_RESOURCE
 from tandem.api.quantity import MILLI, parse_quantity
 from tandem.backends.delegated_kinds import DELEGATED_KINDS, PRIORITY_CLASS
@@ -65,9 +66,4 @@ def toy_scheduler(store: MemoryStore, hold: Iterable[str] = ()) -> int:
                 used[name] = used.get(name, 0) + need
                 changes += 1
                 break
-    for pod in store.list("Pod"):
-        if pod["spec"].get("nodeName") and not pod.get("status", {}).get("conditions"):
-            pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-            store.update_status(pod)
-            changes += 1
-    return changes
+    return changes + ready_bound(store)
