@@ -239,7 +239,7 @@ def _events(store: MemoryStore, memo: Memo, node_names: list[str], rounds: int =
     def ready(value: str) -> dict:
         return {"conditions": [{"type": "Ready", "status": value}]}
 
-    timed("pod_status", [[status("Pod", "kube-system", d, {"podIP": f"10.{r}.{i // 250}.{i % 250}"}) for i, d in enumerate(daemons)]
+    timed("pod_status", [[status("Pod", "kube-system", d, {"podIP": f"127.{10 + r}.{i // 250}.{i % 250}"}) for i, d in enumerate(daemons)]
                          for r in range(rounds)])
     timed("node_heartbeat", [[status("Node", None, n, {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": f"t{r}.{i}"}]})
                               for i, n in enumerate(names)] for r in range(rounds)])

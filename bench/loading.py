@@ -126,7 +126,7 @@ def aks_node(i: int) -> dict[str, Any]:
                 for manager in ("kubelet", "cloud-node-manager", "kube-controller-manager")
             ],
         },
-        "spec": {"providerID": f"azure:///subscriptions/x/resourceGroups/y/providers/vmss/{name}", "podCIDR": f"10.{i // 65536 % 256}.{i // 256 % 256}.0/24"},
+        "spec": {"providerID": f"azure:///subscriptions/x/resourceGroups/y/providers/vmss/{name}", "podCIDR": f"127.{i // 65536 % 256}.{i // 256 % 256}.0/24"},
         "status": {
             "addresses": [{"type": "InternalIP", "address": f"127.224.{i // 256 % 256}.{i % 256}"}, {"type": "Hostname", "address": name}],
             "allocatable": {"cpu": "94", "ephemeral-storage": "1000Gi", "memory": "1800Gi", "nvidia.com/gpu": "8", "pods": "110"},
