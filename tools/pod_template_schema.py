@@ -142,9 +142,14 @@ def main() -> None:
         "$ref": f"#/$defs/{ROOT}",
         "$defs": defs,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, separators=(",", ":"), sort_keys=False) + "\n")
-    print(f"{args.out}: {len(defs)} definitions, {fields} enum fields, {args.out.stat().st_size:,} bytes")
+    write(args.out, document, f"{fields} enum fields, ")
+
+
+def write(out: Path, document: dict[str, Any], extra: str = "") -> None:
+    """The schema document, compact, and a line saying what was written."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, separators=(",", ":"), sort_keys=False) + "\n")
+    print(f"{out}: {len(document['$defs'])} definitions, {extra}{out.stat().st_size:,} bytes")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +49,7 @@ def main() -> None:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$defs": defs,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, separators=(",", ":"), sort_keys=False) + "\n")
-    print(f"{args.out}: {len(defs)} definitions, {args.out.stat().st_size:,} bytes")
+    pod_template_schema.write(args.out, document)
 
 
 if __name__ == "__main__":
