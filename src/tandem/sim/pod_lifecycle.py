@@ -123,8 +123,9 @@ class Kubelet:
         """Run the registered schedulers' stand-ins; Kueue's admitted pods then go to
         kube-scheduler's first fit. Binds are scheduled after the bind latency."""
         served = self._served()
-        if not served:
-            return
+        snapshot = self.store.snapshot()
+        if not any(snapshot.list(key) for keys in served.values() for key in keys):
+            return  # no gang object stored: nothing delegated to place (a native run pays one look per kind)
         setter = set_unscheduled(self.store, self.loop.now)
         decision = schedule(self._world(served))
         apply_decision(self.store, decision, setter, binds=False)
