@@ -21,6 +21,13 @@
   is False or Unknown counts as tainted `node.kubernetes.io/not-ready` or `unreachable`,
   which every pod tolerates for `--default-toleration-seconds` unless it says otherwise.
   Nodes are followed by what changed (`changes_since`), not listed every step.
+- With engine stand-ins (`--engines`, `engines/`), a pod whose container is SGLang or vLLM
+  gets a stand-in on its pod IP when it starts, and turns Ready only once its model has
+  loaded (the serving model's cold start, times the time scale) and its health endpoint
+  answers. Deleting such a pod is graceful (`verbs`): the kubelet sees its
+  deletionTimestamp, keeps serving for its `preStop` sleep, then stops the engine (no new
+  requests; in-flight ones finish) and removes the pod once the engine is idle, at the
+  latest when the grace period ends (both times the time scale).
 - A pod bound to a node that no longer exists is deleted (the pod garbage collector of
   kube-controller-manager), so deleting a Node takes its pods with it. Nothing else fails
   on its own.
@@ -36,6 +43,7 @@ from typing import Any, Callable
 
 from tandem.api.quantity import parse_quantity
 from tandem.api.timestamps import rfc3339
+from tandem.apiserver.engines.host import EngineHost
 from tandem.apiserver.evictions import Taint, eviction_time, no_execute_taints
 from tandem.apiserver.server_state import State
 from tandem.apiserver.step_thread import StepThread, Stepped
@@ -50,6 +58,9 @@ from tandem.schedulers.shared import World
 
 
 
+PROBE_PERIOD_S = 0.05  # how often a loaded engine's health, or a draining one's in-flight requests, is looked at again
+
+
 @dataclass
 class Kubelet(Stepped):
     THREAD_NAME = "tandem-apiserver-kubelet"
@@ -59,6 +70,8 @@ class Kubelet(Stepped):
     ready_after: float = 0.0
     bind_latency: float = 0.0
     monotonic: Callable[[], float] = time.monotonic
+    engines: EngineHost | None = None  # engine stand-ins, when the server runs them
+    _terminating: dict[str, float] = field(default_factory=dict)  # uid -> when its graceful deletion was seen (monotonic)
     _eligible: dict[str, float] = field(default_factory=dict)  # uid -> when its gates were seen gone
     _started: dict[str, float] = field(default_factory=dict)  # uid -> when it started running
     _ips: dict[str, str] = field(default_factory=dict)
@@ -88,6 +101,11 @@ class Kubelet(Stepped):
         gone = self._collect_orphans(pods)
         evicted, next_eviction = self._evict(pods, wall)
         gone |= evicted
+        if self.engines is not None:
+            stopped, next_stop = self._terminate(pods, now)
+            gone |= stopped
+            if next_stop is not None:
+                next_eviction = next_stop if next_eviction is None else min(next_eviction, next_stop)
         wrote = bool(gone) or delegated
         if gone:
             pods = [p for p in pods if p["metadata"]["uid"] not in gone]
@@ -123,14 +141,25 @@ class Kubelet(Stepped):
                     pod = self.state.store.get("Pod", meta["namespace"], meta["name"])
                     wrote = True
                 if not pod_ready(as_pod(pod)):
-                    left = self._started[uid] + self.ready_after - now
-                    if left <= 0:
+                    engine = self.engines is not None and self.engines.running(uid)
+                    ready_at = self._started[uid] + self.ready_after
+                    if engine and self.engines is not None:
+                        ready_at = max(ready_at, self.engines.ready_at(uid))
+                    left = ready_at - now
+                    if left <= 0 and (not engine or (self.engines is not None and self.engines.probe(uid))):
                         self._ready(pod)
                         wrote = True
                     else:
-                        due.append(left)
+                        due.append(left if left > 0 else PROBE_PERIOD_S)
             except ApiError:
                 continue  # changed under us (deleted, re-gated): look again next step
+        if self.engines is not None:  # stop the stand-ins of pods that are gone
+            alive = {p["metadata"]["uid"] for p in pods}
+            for uid in self.engines.running_uids():
+                if uid not in alive:
+                    self.engines.close(uid)
+                    self.state.graceful_pods.discard(uid)
+                    self._terminating.pop(uid, None)
         if len(self._known) > len(pods):  # forget pods that are gone
             alive = {p["metadata"]["uid"] for p in pods}
             for remembered in (self._eligible, self._started, self._ips, self._known, self._settled):
@@ -214,6 +243,38 @@ class Kubelet(Stepped):
                 evicted.add(pod["metadata"]["uid"])
         return evicted, later
 
+    def _terminate(self, pods: list[dict[str, Any]], now: float) -> tuple[set[str], float | None]:
+        """Pods being deleted gracefully: their preStop sleep, then their engine stops taking
+        requests, then (in-flight ones done, or the grace period over) they are removed. The
+        uids removed, and seconds until the next thing due."""
+        assert self.engines is not None
+        removed: set[str] = set()
+        later: float | None = None
+        scale = self.engines.time_scale
+        for pod in pods:
+            meta = pod["metadata"]
+            uid = meta["uid"]
+            if not meta.get("deletionTimestamp") or not self.engines.running(uid):
+                continue
+            since = self._terminating.setdefault(uid, now)
+            self.engines.deleting(uid)
+            deadline = since + float(meta.get("deletionGracePeriodSeconds") or 0) * scale
+            pre_stop_end = min(since + pre_stop_seconds(pod) * scale, deadline)
+            if now < pre_stop_end:
+                wait = pre_stop_end - now
+            else:
+                self.engines.stop_accepting(uid)
+                if self.engines.idle(uid) or now >= deadline:
+                    if self._delete(pod):
+                        removed.add(uid)
+                    self.engines.close(uid)
+                    self.state.graceful_pods.discard(uid)
+                    self._terminating.pop(uid, None)
+                    continue
+                wait = min(PROBE_PERIOD_S, deadline - now)
+            later = wait if later is None else min(later, wait)
+        return removed, later
+
     def _delete(self, pod: dict[str, Any]) -> bool:
         meta = pod["metadata"]
         try:
@@ -294,6 +355,10 @@ class Kubelet(Stepped):
             ],
         }
         self.state.store.update_status({**pod, "status": new_status})
+        if self.engines is not None:
+            spec = self.engines.recognise(pod, self._nodes.get(pod["spec"]["nodeName"]))
+            if spec is not None and self.engines.start(pod, spec, ip):
+                self.state.graceful_pods.add(uid)
         return True
 
     def _ready(self, pod: dict[str, Any]) -> None:
@@ -303,6 +368,17 @@ class Kubelet(Stepped):
         status["conditions"] = _conditions(True, stamp)
         status["containerStatuses"] = [{**c, "ready": True} for c in status.get("containerStatuses") or []]
         self.state.store.update_status({**pod, "status": status})
+
+
+def pre_stop_seconds(pod: dict[str, Any]) -> float:
+    """The longest `lifecycle.preStop.sleep.seconds` of the pod's containers (0 when none);
+    other preStop hooks (exec, httpGet) are not run."""
+    longest = 0.0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        seconds = (((container.get("lifecycle") or {}).get("preStop") or {}).get("sleep") or {}).get("seconds")
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+            longest = max(longest, float(seconds))
+    return longest
 
 
 def qos_class(pod: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ import yaml
 from tandem.apiserver import cel, discovery, protobuf, tables, verbs, watch
 from tandem.apiserver.error_status import Expired, Refused, UnsupportedMediaType, failure
 from tandem.apiserver.faults import Faults, Injected, Request
+from tandem.apiserver.engines.host import EngineHost
 from tandem.apiserver.evictions import DEFAULT_TOLERATION_SECONDS
 from tandem.apiserver.kubelets import Kubelet
 from tandem.apiserver.provisioner import Provisioner, install_crd
@@ -59,6 +60,8 @@ class ApiServer:
         provisioner: bool = False,
         provision_after: float = 0.0,
         workload_api: bool = False,
+        engines: bool = False,
+        engine_time_scale: float = 1.0,
     ):
         """`objects` are stored first (`seed.cluster_objects`); `crds`: tandem's CRDs installed;
         `kubelet`: run the simulated kubelet (ready `ready_after` s after start, bound
@@ -68,7 +71,11 @@ class ApiServer:
         (`tandem.apiserver.faults`; None, the default and what `tandem apiserver` runs: no faults).
         `provisioner`: serve ProvisioningRequests and answer them with nodes, `provision_after`
         seconds after accepting them (`provisioner.py`). `workload_api`: serve the Workload API
-        (`scheduling.k8s.io/v1alpha3`, `workload_api.py`), as a server with its alpha gates on."""
+        (`scheduling.k8s.io/v1alpha3`, `workload_api.py`), as a server with its alpha gates on.
+        `engines`: run an engine stand-in for every pod whose container is SGLang or vLLM
+        (`engines/`), every duration it waits (model load, prefill, decode, preStop, grace
+        period) times `engine_time_scale`; `engine_report()` (and `GET /tandem/engines`)
+        tells what each received."""
         if not cel.available():
             log.warning("cel-python is not installed (pip install 'tandem[apiserver]'): CRDs' x-kubernetes-validations rules are not checked")
         self.state = State(clock, store=store) if history is None else State(clock, history, store=store)
@@ -85,7 +92,8 @@ class ApiServer:
             install_crd(self.state)
             self.provisioner = Provisioner(self.state, delay=provision_after)
         self.bookmark_every = bookmark_every
-        self.kubelet = Kubelet(self.state, ready_after=ready_after, bind_latency=bind_latency) if kubelet else None
+        self.engines = EngineHost(engine_time_scale) if engines and kubelet else None
+        self.kubelet = Kubelet(self.state, ready_after=ready_after, bind_latency=bind_latency, engines=self.engines) if kubelet else None
         self._http = ThreadingHTTPServer((host, port), _handler(self))
         self._http.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -127,10 +135,17 @@ class ApiServer:
         self._http.server_close()
         if self.kubelet is not None:
             self.kubelet.join()
+        if self.engines is not None:
+            self.engines.close_all()
         if self.provisioner is not None:
             self.provisioner.join()
         if self._thread is not None:
             self._thread.join(5.0)
+
+    def engine_report(self) -> dict[str, Any]:
+        """Every pod that ran an engine stand-in and each request it received (arrival, wall
+        clock; status; failed), kept after the pod is gone; empty without `engines`."""
+        return self.engines.report() if self.engines is not None else {"timeScale": None, "pods": []}
 
     def __enter__(self) -> "ApiServer":
         return self.start()
@@ -249,6 +264,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if method != "GET":
             raise NotFound("the server could not find the requested resource")
+        if path == "/tandem/engines":
+            self._json(200, self.api.engine_report())
+            return
         if path == "/version":
             self._json(200, discovery.version_info())
             return

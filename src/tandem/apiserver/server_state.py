@@ -37,6 +37,9 @@ class State:
         # What the DefaultTolerationSeconds admission plugin gives a pod for not-ready and
         # unreachable nodes (`tandem apiserver --default-toleration-seconds`).
         self.default_toleration_seconds = DEFAULT_TOLERATION_SECONDS
+        # Uids of the pods that run an engine stand-in (the kubelet keeps it): a DELETE of one
+        # is graceful (`verbs`), the kubelet stops its engine and then removes it.
+        self.graceful_pods: set[str] = set()
 
     def changed(self) -> None:
         """After a write (with `lock` held): wake every watch and the kubelet."""

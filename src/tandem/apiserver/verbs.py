@@ -7,7 +7,10 @@ adds: a patch or update carrying a stale `metadata.resourceVersion` is 409; one 
 changes nothing is not written (no new resourceVersion); `dryRun=All` checks without
 storing; a delete answers the object (built-ins) or a Success Status (custom resources).
 Deletion is immediate (no grace period) and cascades at once, whatever the propagation
-policy, unless a finalizer holds the object.
+policy, unless a finalizer holds the object, or the object is a pod that runs an engine
+stand-in (`state.graceful_pods`): that one is deleted gracefully, as a real server deletes a
+running pod (deletionTimestamp and deletionGracePeriodSeconds set, status unchanged; the
+kubelet removes it when its containers stopped; `gracePeriodSeconds: 0` removes it at once).
 
 A write is prepared, admitted and committed (`write`): the object to store is made with the
 state's lock held (names, defaults, schema, CEL rules), the validating webhooks it matches
@@ -398,13 +401,32 @@ def _prepare_delete(state: State, r: Resource, current: dict[str, Any], options:
     if not dry_run and version is not None and version != meta.get("resourceVersion"):
         raise Conflict(f"Precondition failed: ResourceVersion in precondition: {version}, ResourceVersion in object meta: {meta.get('resourceVersion')}")
 
+    grace = grace_period(options, params, current) if r.key == "Pod" else 0
+
     def commit() -> Answer:
         _unchanged(state, r, current)
-        return Answer(200, present(r, current) if dry_run else delete(state, r, current, propagation))
+        if dry_run:
+            return Answer(200, present(r, current))
+        if r.key == "Pod" and grace > 0 and meta.get("uid") in state.graceful_pods:
+            return Answer(200, present(r, state.store.delete_gracefully("Pod", meta.get("namespace"), meta["name"], grace, uid=meta.get("uid"))))
+        return Answer(200, delete(state, r, current, propagation))
 
     attributes = _attributes("DELETE", r, None, None, current, {**params, **({"dryRun": "All"} if dry_run else {})}, "DeleteOptions",
                              {k: v for k, v in options.items() if k in ("propagationPolicy", "preconditions", "gracePeriodSeconds")})
     return Pending(attributes, commit)
+
+
+def grace_period(options: dict[str, Any], params: dict[str, str], pod: dict[str, Any]) -> int:
+    """A pod's grace period for this deletion: DeleteOptions' `gracePeriodSeconds` (body or
+    query), else the pod's `terminationGracePeriodSeconds`, else Kubernetes' 30."""
+    for value in (options.get("gracePeriodSeconds"), params.get("gracePeriodSeconds"), (pod.get("spec") or {}).get("terminationGracePeriodSeconds")):
+        if value is None or value == "":
+            continue
+        try:
+            return max(int(value), 0)
+        except (TypeError, ValueError):
+            raise BadRequest(f"gracePeriodSeconds: invalid value {value!r}: must be a whole number of seconds") from None
+    return 30
 
 
 def delete(state: State, r: Resource, current: dict[str, Any], propagation: str) -> Any:

@@ -452,6 +452,12 @@ def apiserver_command(
         typer.Option("--workload-api", help="Serve the Workload API (scheduling.k8s.io/v1alpha3), as kube-apiserver with "
                      "--feature-gates=GenericWorkload=true,CompositePodGroup=true --runtime-config=scheduling.k8s.io/v1alpha3=true."),
     ] = False,
+    engines: Annotated[
+        bool, typer.Option("--engines", help="Run an engine stand-in (SGLang or vLLM, timed by the serving model) for every pod whose container is one.")
+    ] = False,
+    engine_time_scale: Annotated[
+        float, typer.Option(help="With --engines: multiply every duration a stand-in waits (model load, prefill, decode, preStop, grace period).", min=0.0)
+    ] = 1.0,
 ) -> None:
     """Serve a local Kubernetes API (plain HTTP, in memory, simulated kubelets) for kubectl and the operator."""
 
@@ -469,7 +475,8 @@ def apiserver_command(
         objects = cluster_objects(read_sources(list(cluster)))
         try:
             server = ApiServer(port=port, objects=objects, crds=crds, ready_after=ready_after, bind_latency=bind_latency,
-                               default_toleration_seconds=default_toleration_seconds, provisioner=provisioner, provision_after=provision_after, workload_api=workload_api)
+                               default_toleration_seconds=default_toleration_seconds, provisioner=provisioner, provision_after=provision_after, workload_api=workload_api,
+                               engines=engines, engine_time_scale=engine_time_scale)
         except OSError as exc:
             raise InputError(Problem("--port", f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}")) from None
         try:

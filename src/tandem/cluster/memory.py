@@ -20,6 +20,8 @@
   `Topology.kai.scheduler` and `Topology.kueue.x-k8s.io`. Every method's `kind` is that key.
 - `delete` of an object with finalizers sets `deletionTimestamp` and keeps it until the
   last finalizer is removed; finalizers cannot be added once deletion started.
+  `delete_gracefully` marks a pod as a real server does for a running one (deletion
+  timestamp and grace period, status unchanged); a later `delete` removes it.
 - Removing an object deletes its dependents (owner references by uid), recursively,
   unless the delete asks for `Orphan` propagation (then their references are dropped).
 - `record_event` keeps one `Event` object per (object, type, reason, message) and
@@ -318,11 +320,27 @@ class MemoryStore:
         current = self.get(kind, namespace, name)
         self._precondition(current, resource_version, uid)
         if current["metadata"].get("finalizers"):
-            if not current["metadata"].get("deletionTimestamp"):
-                current["metadata"]["deletionTimestamp"] = self._now()
+            if not current["metadata"].get("deletionTimestamp") or current["metadata"].get("deletionGracePeriodSeconds"):
+                current["metadata"].setdefault("deletionTimestamp", self._now())
+                if current["metadata"].get("deletionGracePeriodSeconds"):
+                    current["metadata"]["deletionGracePeriodSeconds"] = 0  # the grace is over: the finalizers alone hold it
                 self._write(self._key(kind, namespace, name), current, "MODIFIED")
             return
         self._remove(self._key(kind, namespace, name), orphan=propagation == "Orphan")
+
+    def delete_gracefully(self, kind: str, namespace: str | None, name: str, grace_seconds: int, *, uid: str | None = None) -> Object:
+        """Begin a graceful deletion, as the real server does for a running pod: set
+        `deletionTimestamp` (now + the grace period) and `deletionGracePeriodSeconds`, one
+        MODIFIED event, the status unchanged; the object stays until `delete` removes it (the
+        kubelet's part). A second request may only shorten the grace period."""
+        current = self.get(kind, namespace, name)
+        self._precondition(current, None, uid)
+        meta = current["metadata"]
+        if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds", 0) <= grace_seconds:
+            return current
+        meta["deletionTimestamp"] = rfc3339(self._clock() + grace_seconds)
+        meta["deletionGracePeriodSeconds"] = grace_seconds
+        return self._write(self._key(kind, namespace, name), current, "MODIFIED")
 
     def record_event(self, involved: ObjectRef, type: EventType, reason: str, message: str) -> None:
         """One Event per (object, type, reason, message); a repeat raises its `count`."""
@@ -395,7 +413,7 @@ class MemoryStore:
     def _replace(self, current: Object, new: Object) -> Object:
         kind = self.key_of(current)
         old_meta, meta = current["metadata"], new.setdefault("metadata", {})
-        for field in ("uid", "creationTimestamp", "deletionTimestamp", "generation"):
+        for field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
             if field in old_meta:
                 meta[field] = old_meta[field]
             else:
@@ -409,8 +427,8 @@ class MemoryStore:
         if new.get("spec") != current.get("spec"):
             meta["generation"] = old_meta.get("generation", 1) + 1
         key = self._key(kind, old_meta.get("namespace"), old_meta["name"])
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            self._remove(key)
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds"):
+            self._remove(key)  # the last finalizer gone (an object being deleted gracefully waits for its kubelet)
             return new
         return self._write(key, new, "MODIFIED")
 

@@ -68,6 +68,7 @@ from tandem.sim.load import ServingLoad
 from tandem.sim.pod_lifecycle import Startup
 from tandem.sim.runner import Change, Fault, Scenario, Variant
 from tandem.sim.serving import GpuProfile, ModelProfile, gpu_profile, model_profile
+from tandem.sim.serving.cold_start import ENGINE_START_SECONDS, LOAD_GB_PER_SECOND, load_seconds
 from tandem.sim.serving.profiles import parse_profile
 from tandem.sim.traces import Lengths, Trace, parse_trace, replay, synthetic
 from tandem.topology.generate import generate_cluster, parse_shape
@@ -186,8 +187,8 @@ class ColdStartSpec(StrictModel):
     weights each node holds at `loadGbPerSecond` (GB/s per node) plus a fixed engine start
     (CUDA graphs, NCCL, memory profiling); `modelLoadSeconds` replaces that computation."""
 
-    load_gb_per_second: float = Field(default=2.0, gt=0, le=1000)
-    engine_start_seconds: float = Field(default=30.0, ge=0, le=3600)
+    load_gb_per_second: float = Field(default=LOAD_GB_PER_SECOND, gt=0, le=1000)
+    engine_start_seconds: float = Field(default=ENGINE_START_SECONDS, ge=0, le=3600)
     model_load_seconds: float | None = Field(default=None, gt=0, le=86400)
 
 
@@ -379,8 +380,7 @@ def cold_start_seconds(model: ModelProfile, pods_per_replica: int, spec: ColdSta
     read at the node's load bandwidth, plus the fixed engine start; or the stated override."""
     if spec.model_load_seconds is not None:
         return spec.model_load_seconds
-    per_node = model.params * model.weight_bytes_per_param / max(pods_per_replica, 1)
-    return per_node / (spec.load_gb_per_second * 1e9) + spec.engine_start_seconds
+    return load_seconds(model, pods_per_replica, load_gb_per_second=spec.load_gb_per_second, engine_start_seconds=spec.engine_start_seconds)
 
 
 def _racks(cluster: list[dict[str, Any]]) -> dict[str, list[str]]:

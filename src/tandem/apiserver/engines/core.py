@@ -1,0 +1,126 @@
+"""The engine loop of a stand-in: continuous batching of prefill and decode, timed by `timing`.
+
+One thread per engine runs iterations as SGLang's and vLLM's schedulers do, approximately:
+waiting prompts first (a prefill iteration takes whole prompts up to the token budget),
+else one decode step for every running request (each gets one token). Each iteration
+sleeps the serving model's time for it, times the scale. Handlers submit a `Job` and read
+its `events` queue: ("token", n) as tokens come, then ("done", n) — n the tokens so far.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from tandem.apiserver.engines import timing
+from tandem.apiserver.engines.timing import Timing
+
+
+@dataclass
+class Job:
+    prompt: int
+    max_new: int
+    prefill: bool  # this engine prefills it
+    decode: bool  # this engine decodes it (else it ends after its prefill)
+    arrived: float = field(default_factory=time.monotonic)
+    generated: int = 0
+    last_token_at: float = 0.0
+    events: "queue.Queue[tuple[str, int]]" = field(default_factory=queue.Queue)
+
+    @property
+    def context(self) -> int:
+        return self.prompt + self.generated
+
+
+class EngineLoop:
+    def __init__(self, cost: Timing, scale: float, observe: Callable[[str, float], None], name: str):
+        """`observe(kind, value)`: "prompt_tokens", "generation_tokens" (counts), "ttft",
+        "itl" (seconds as measured, scaled)."""
+        self.cost = cost
+        self.scale = scale
+        self.capacity = timing.kv_capacity_tokens(cost)
+        self._observe = observe
+        self._lock = threading.Condition()
+        self._waiting: deque[Job] = deque()
+        self._running: list[Job] = []
+        self._prefilling = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=f"tandem-engine-{name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Job) -> None:
+        with self._lock:
+            if job.prefill:
+                self._waiting.append(job)
+            else:  # its KV came from a prefill engine, with its first token
+                self._first_token(job, time.monotonic())
+                if job.generated >= job.max_new:
+                    job.events.put(("done", job.generated))
+                else:
+                    self._running.append(job)
+            self._lock.notify_all()
+
+    def load(self) -> tuple[int, int, int]:
+        """(waiting, running, KV tokens held) now."""
+        with self._lock:
+            return len(self._waiting), len(self._running) + self._prefilling, sum(j.context for j in self._running)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            for job in [*self._waiting, *self._running]:
+                job.events.put(("error", job.generated))
+            self._waiting.clear()
+            self._running.clear()
+            self._lock.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._closed and not self._waiting and not self._running:
+                    self._lock.wait()
+                if self._closed:
+                    return
+                if self._waiting:
+                    count = timing.prefill_batch([j.prompt for j in self._waiting])
+                    batch = [self._waiting.popleft() for _ in range(count)]
+                    self._prefilling = len(batch)
+                    seconds = timing.prefill_seconds(self.cost, [j.prompt for j in batch])
+                    decoding: list[Job] = []
+                else:
+                    batch, decoding = [], list(self._running)
+                    seconds = timing.decode_step_seconds(self.cost, len(decoding), sum(j.context for j in decoding))
+            time.sleep(seconds * self.scale)
+            now = time.monotonic()
+            with self._lock:
+                if self._closed:
+                    return
+                self._prefilling = 0
+                for job in batch:
+                    self._observe("prompt_tokens", job.prompt)
+                    self._first_token(job, now)
+                    if job.decode and job.generated < job.max_new:
+                        self._running.append(job)
+                    else:
+                        job.events.put(("done", job.generated))
+                for job in decoding:
+                    job.generated += 1
+                    self._observe("generation_tokens", 1)
+                    self._observe("itl", now - job.last_token_at)
+                    job.last_token_at = now
+                    job.events.put(("token", job.generated))
+                    if job.generated >= job.max_new:
+                        self._running.remove(job)
+                        job.events.put(("done", job.generated))
+
+    def _first_token(self, job: Job, now: float) -> None:
+        job.generated = 1
+        job.last_token_at = now
+        if job.decode:
+            self._observe("generation_tokens", 1)
+        self._observe("ttft", now - job.arrived)
+        job.events.put(("token", 1))

@@ -1,0 +1,129 @@
+"""The engine stand-ins of one API server, by pod: what the simulated kubelet starts, probes,
+drains and stops, and the request records that outlive them (`report`)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from tandem.apiserver.engines import timing
+from tandem.apiserver.engines.recognition import EngineSpec, recognise
+from tandem.apiserver.engines.standin import RequestLog, StandIn
+from tandem.errors import InputError
+from tandem.sim.serving.profiles import GPU_NAMES, MODEL_NAMES, GpuProfile, ModelProfile, gpu_profile, model_profile
+
+log = logging.getLogger("tandem.apiserver.engines")
+DEFAULT_TIME_SCALE = 1.0
+
+
+@dataclass
+class _Pod:
+    namespace: str
+    name: str
+    uid: str
+    ip: str
+    spec: EngineSpec
+    requests: RequestLog
+    standin: StandIn | None
+    load_seconds: float
+    deleting_since: float | None = None  # wall clock: when its graceful deletion began
+    stopped_at: float | None = None  # wall clock: when its engine stopped taking requests
+
+
+class EngineHost:
+    def __init__(self, time_scale: float = DEFAULT_TIME_SCALE, monotonic: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time):
+        """`time_scale` multiplies every duration a stand-in waits (load, prefill, decode) and
+        the kubelet's preStop and grace periods."""
+        self.time_scale = time_scale
+        self._monotonic, self._wall = monotonic, wall
+        self._pods: dict[str, _Pod] = {}  # uid -> the pod, kept after its stand-in stopped
+        self._lock = threading.Lock()
+        self._models: dict[str, ModelProfile] = {}
+        self._gpus: dict[str, GpuProfile] = {}
+
+    def recognise(self, pod: Mapping[str, Any], node: Mapping[str, Any] | None) -> EngineSpec | None:
+        return recognise(pod, node, MODEL_NAMES, GPU_NAMES)
+
+    def start(self, pod: Mapping[str, Any], spec: EngineSpec, ip: str) -> bool:
+        """Start `pod`'s stand-in on `ip`; whether it listens (a port that cannot be bound is
+        logged, and the pod runs without one)."""
+        meta = pod["metadata"]
+        cost = self._timing(spec)
+        load = timing.load_seconds(cost)
+        name = f"{meta.get('namespace')}/{meta['name']}"
+        requests = RequestLog()
+        try:
+            standin = StandIn(spec, ip, cost, self.time_scale, requests, name, self._monotonic() + load * self.time_scale)
+        except OSError as exc:
+            log.warning("engine stand-in %s: cannot listen on %s:%s: %s; the pod runs without an engine", name, ip, spec.port, exc)
+            return False
+        with self._lock:
+            self._pods[meta["uid"]] = _Pod(meta.get("namespace") or "", meta["name"], meta["uid"], ip, spec, requests, standin, load)
+        return True
+
+    def running(self, uid: str) -> bool:
+        pod = self._pods.get(uid)
+        return pod is not None and pod.standin is not None
+
+    def running_uids(self) -> list[str]:
+        with self._lock:
+            return [uid for uid, pod in self._pods.items() if pod.standin is not None]
+
+    def ready_at(self, uid: str) -> float:
+        """When (monotonic) its model has loaded."""
+        standin = self._pods[uid].standin
+        return standin.ready_at if standin is not None else 0.0
+
+    def probe(self, uid: str) -> bool:
+        standin = self._pods[uid].standin
+        return standin is not None and standin.probe()
+
+    def deleting(self, uid: str) -> None:
+        pod = self._pods.get(uid)
+        if pod is not None and pod.deleting_since is None:
+            pod.deleting_since = self._wall()
+
+    def stop_accepting(self, uid: str) -> None:
+        pod = self._pods.get(uid)
+        if pod is not None and pod.standin is not None and not pod.standin.draining:
+            pod.stopped_at = self._wall()
+            pod.standin.stop_accepting()
+
+    def idle(self, uid: str) -> bool:
+        pod = self._pods.get(uid)
+        return pod is None or pod.standin is None or pod.standin.idle()
+
+    def close(self, uid: str) -> None:
+        pod = self._pods.get(uid)
+        if pod is not None and pod.standin is not None:
+            if pod.stopped_at is None:
+                pod.stopped_at = self._wall()
+            pod.standin.close()
+            pod.standin = None
+
+    def close_all(self) -> None:
+        for uid in list(self._pods):
+            self.close(uid)
+
+    def report(self) -> dict[str, Any]:
+        """Every pod that ran a stand-in, and each request it received (sorted by namespace,
+        name, uid): what `GET /tandem/engines` on the API server answers."""
+        with self._lock:
+            pods = sorted(self._pods.values(), key=lambda p: (p.namespace, p.name, p.uid))
+        return {"timeScale": self.time_scale, "pods": [
+            {"namespace": p.namespace, "name": p.name, "uid": p.uid, "ip": p.ip, "port": p.spec.port, "bootstrapPort": p.spec.bootstrap_port,
+             "engine": p.spec.engine, "role": p.spec.role, "model": p.spec.served_model, "profile": p.spec.profile, "gpu": p.spec.gpu,
+             "tp": p.spec.tp, "loadSeconds": p.load_seconds, "running": p.standin is not None, "deletingSince": p.deleting_since,
+             "stoppedAt": p.stopped_at, "requests": p.requests.snapshot()}
+            for p in pods]}
+
+    def _timing(self, spec: EngineSpec) -> timing.Timing:
+        try:
+            gpu = self._gpus.get(spec.gpu) or self._gpus.setdefault(spec.gpu, gpu_profile(spec.gpu))
+            model = None if spec.profile is None else (self._models.get(spec.profile) or self._models.setdefault(spec.profile, model_profile(spec.profile)))
+        except InputError as exc:  # the names come from the bundled lists: not expected
+            raise RuntimeError(f"bundled profile unreadable: {exc}") from exc
+        return timing.timing(model, gpu, spec.tp)

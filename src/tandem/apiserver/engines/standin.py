@@ -1,0 +1,419 @@
+"""The HTTP edge of an engine stand-in: SGLang's or vLLM's endpoints on the pod's IP and port.
+
+A thin layer over `core.EngineLoop` (the batching and timing) and `metrics.EngineMetrics`.
+SGLang's prefill/decode handoff: a prefill stand-in also listens on its bootstrap port;
+a decode stand-in given `bootstrap_host`, `bootstrap_port`, `bootstrap_room` (the fields
+SGLang's router adds) asks that address for the room's KV over HTTP and waits until the
+prefill stand-in has prefilled it. Every request is recorded (`RequestLog`) with its
+arrival time and whether it failed; `/tandem/requests` answers them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Iterator
+from urllib.parse import urlsplit
+
+from tandem.apiserver.engines import timing
+from tandem.apiserver.engines.core import EngineLoop, Job
+from tandem.apiserver.engines.metrics import EngineMetrics
+from tandem.apiserver.engines.recognition import EngineSpec
+from tandem.apiserver.engines.timing import Timing
+
+log = logging.getLogger("tandem.apiserver.engines")
+KV_WAIT_SECONDS = 60.0  # a decode waits this long (real time) for its prefill's KV
+ROOMS_KEPT_SECONDS = 120.0
+VERSION = {"sglang": "0.5.5", "vllm": "0.11.0"}  # what /get_server_info and /version answer
+
+
+@dataclass
+class RequestLog:
+    """Per pod, every request it received: path, arrival (wall-clock seconds), status, failed."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def arrived(self, path: str) -> dict[str, Any]:
+        record: dict[str, Any] = {"path": path, "arrival": time.time(), "status": None, "failed": False}
+        with self.lock:
+            self.records.append(record)
+        return record
+
+    def finished(self, record: dict[str, Any], status: int) -> None:
+        with self.lock:
+            record["status"] = status
+            record["failed"] = status >= 400
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [dict(r) for r in self.records]
+
+
+class Rooms:
+    """Bootstrap rooms a prefill stand-in has prefilled, for its decode peers to wait on."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rooms: dict[str, tuple[threading.Event, float]] = {}
+
+    def _event(self, room: str) -> threading.Event:
+        with self._lock:
+            now = time.monotonic()
+            for key in [k for k, (_, t) in self._rooms.items() if now - t > ROOMS_KEPT_SECONDS]:
+                del self._rooms[key]
+            if room not in self._rooms:
+                self._rooms[room] = (threading.Event(), now)
+            return self._rooms[room][0]
+
+    def prefilled(self, room: str) -> None:
+        self._event(room).set()
+
+    def wait(self, room: str, timeout: float) -> bool:
+        done = self._event(room).wait(timeout)
+        if done:
+            with self._lock:
+                self._rooms.pop(room, None)
+        return done
+
+
+class StandIn:
+    def __init__(self, spec: EngineSpec, ip: str, cost: Timing, scale: float, requests: RequestLog, name: str, ready_at: float):
+        """Listens at once (answering 503 on its health endpoints until `ready_at`, monotonic
+        seconds); raises OSError when the port cannot be bound."""
+        self.spec, self.ip, self.cost, self.scale, self.requests, self.name = spec, ip, cost, scale, requests, name
+        self.ready_at = ready_at
+        self.draining = False
+        self.rooms = Rooms()
+        self._inflight = 0
+        self._lock = threading.Lock()
+        self.metrics = EngineMetrics(spec, cost.profiled)
+        self.loop = EngineLoop(cost, scale, self.metrics.observe, name)
+        self._servers = [_serve((ip, spec.port), _handler(self, bootstrap=False), f"tandem-engine-http-{name}")]
+        if spec.bootstrap_port is not None:
+            try:
+                self._servers.append(_serve((ip, spec.bootstrap_port), _handler(self, bootstrap=True), f"tandem-engine-bootstrap-{name}"))
+            except OSError:
+                self._servers[0].shutdown()
+                self._servers[0].server_close()
+                self.loop.close()
+                raise
+        if not cost.profiled:
+            log.warning("engine stand-in %s: model %r has no bundled profile; fixed timing (docs/apiserver.md)", name, spec.served_model)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.ip}:{self.spec.port}"
+
+    def loaded(self) -> bool:
+        return time.monotonic() >= self.ready_at
+
+    def probe(self) -> bool:
+        """The readiness probe: its health endpoint answers 200."""
+        try:
+            with urllib.request.urlopen(self.url + "/health", timeout=1.0) as answer:
+                return bool(answer.status == 200)
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def stop_accepting(self) -> None:
+        """SIGTERM: the listener closes (new connections are refused); requests on open
+        connections are answered 503; in-flight ones finish."""
+        if self.draining:
+            return
+        self.draining = True
+        for server in self._servers[:1]:
+            threading.Thread(target=_close, args=(server,), daemon=True).start()
+
+    def idle(self) -> bool:
+        with self._lock:
+            return self._inflight == 0
+
+    def close(self) -> None:
+        self.draining = True
+        self.loop.close()
+        for server in self._servers:
+            threading.Thread(target=_close, args=(server,), daemon=True).start()
+
+    def begin(self) -> None:
+        with self._lock:
+            self._inflight += 1
+
+    def end(self) -> None:
+        with self._lock:
+            self._inflight -= 1
+
+
+def _serve(address: tuple[str, int], handler: type[BaseHTTPRequestHandler], name: str) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(address, handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=name, daemon=True).start()
+    return server
+
+
+def _close(server: ThreadingHTTPServer) -> None:
+    server.shutdown()
+    server.server_close()
+
+
+def _handler(standin: StandIn, *, bootstrap: bool) -> type[BaseHTTPRequestHandler]:
+    class Handler(_Handler):
+        engine = standin
+        is_bootstrap = bootstrap
+
+    return Handler
+
+
+class _Handler(BaseHTTPRequestHandler):
+    engine: StandIn
+    is_bootstrap: bool
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        log.debug("%s %s " + format, self.engine.name, self.address_string(), *args)
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (ConnectionResetError, BrokenPipeError):
+            self.close_connection = True
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._serve("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._serve("POST")
+
+    def do_PUT(self) -> None:  # noqa: N802
+        self._serve("PUT")
+
+    # ------------------------------------------------------------------ dispatch
+
+    def _serve(self, method: str) -> None:
+        path = urlsplit(self.path).path.rstrip("/") or "/"
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        engine = self.engine
+        if self.is_bootstrap:
+            self._bootstrap(path)
+            return
+        if path == "/tandem/requests":
+            self._json(200, {"pod": engine.name, "requests": engine.requests.snapshot()})
+            return
+        record = engine.requests.arrived(path)
+        status = 500
+        try:
+            if engine.draining:
+                self.close_connection = True
+                status = self._json(503, {"error": "the server is shutting down"})
+                return
+            try:
+                body = json.loads(raw) if raw else {}
+            except ValueError:
+                status = self._json(400, {"error": "the request body is not JSON"})
+                return
+            status = self._route(method, path, body if isinstance(body, dict) else {})
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+            status = 499
+        except Exception as exc:  # a bug: say so, never hang the client
+            log.exception("engine stand-in %s: %s %s failed", engine.name, method, path)
+            status = self._json(500, {"error": f"{type(exc).__name__}: {exc}"})
+        finally:
+            engine.requests.finished(record, status)
+
+    def _route(self, method: str, path: str, body: dict[str, Any]) -> int:
+        engine, spec = self.engine, self.engine.spec
+        sglang = spec.engine == "sglang"
+        if path in ("/health", "/health_generate", "/ping") and (sglang or path != "/health_generate"):
+            if not engine.loaded():
+                return self._json(503, {"error": "the model is loading"})
+            return self._send(200, b"", "text/plain")
+        if path == "/metrics":
+            data = engine.metrics.exposition(engine.loop.load, engine.loop.capacity, timing.token_usage)
+            return self._send(200, data, "text/plain; version=0.0.4; charset=utf-8")
+        if not engine.loaded():
+            return self._json(503, {"error": "the model is loading"})
+        if path == "/v1/models":
+            return self._json(200, {"object": "list", "data": [{"id": spec.served_model, "object": "model", "created": 0,
+                                                                "owned_by": spec.engine, "root": spec.served_model, "parent": None,
+                                                                "max_model_len": timing.kv_capacity_tokens(engine.cost)}]})
+        if sglang and path == "/get_model_info":
+            return self._json(200, {"model_path": spec.served_model, "tokenizer_path": spec.served_model, "is_generation": True,
+                                    "preferred_sampling_params": None, "weight_version": "default", "has_image_understanding": False,
+                                    "has_audio_understanding": False, "model_type": None, "architectures": None})
+        if sglang and path in ("/get_server_info", "/server_info"):
+            waiting, running, held = engine.loop.load()
+            return self._json(200, {"model_path": spec.served_model, "served_model_name": spec.served_model, "tp_size": spec.tp,
+                                    "host": engine.ip, "port": spec.port, "disaggregation_mode": spec.role or "null",
+                                    "disaggregation_bootstrap_port": spec.bootstrap_port, "max_total_num_tokens": engine.loop.capacity,
+                                    "version": VERSION["sglang"], "internal_states": [{"num_running_reqs": running, "num_queue_reqs": waiting,
+                                                                                         "token_usage": timing.token_usage(held, engine.loop.capacity)}]})
+        if path == "/version":
+            return self._json(200, {"version": VERSION[spec.engine]})
+        if sglang and path in ("/flush_cache", "/get_load"):
+            return self._json(200, {"load": engine.loop.load()[1]} if path == "/get_load" else {})
+        if method == "POST" and ((sglang and path == "/generate") or path in ("/v1/completions", "/v1/chat/completions")):
+            engine.begin()
+            try:
+                return self._generate(path, body)
+            finally:
+                engine.end()
+        return self._json(404, {"detail": "Not Found"})
+
+    # ------------------------------------------------------------------ generation
+
+    def _generate(self, path: str, body: dict[str, Any]) -> int:
+        engine, spec = self.engine, self.engine.spec
+        started = time.monotonic()
+        prompt, max_new = timing.prompt_tokens(body), timing.max_new_tokens(body)
+        room = body.get("bootstrap_room")
+        if spec.role == "decode" and room is not None:
+            host, port = str(body.get("bootstrap_host") or ""), body.get("bootstrap_port")
+            problem = _fetch_kv(host, port, room)
+            if problem:
+                return self._json(500, {"error": {"message": problem, "type": "KVTransferError"}})
+            job = Job(prompt, max_new, prefill=False, decode=True)
+        elif spec.role == "prefill":
+            job = Job(prompt, max_new, prefill=True, decode=False)
+        else:
+            job = Job(prompt, max_new, prefill=True, decode=True)
+        engine.loop.submit(job)
+        stream = bool(body.get("stream"))
+        kind = "generate" if path == "/generate" else "chat" if path.endswith("chat/completions") else "completion"
+        rid = str(body.get("rid") or uuid.uuid4().hex)
+        if stream:
+            self._start_stream()
+            sent = 0
+            for event, count in _events(job):
+                if event == "error":
+                    self._chunk(b'data: {"error": {"message": "the engine stopped"}}\n\n')
+                    break
+                if event == "done" and room is not None and spec.role == "prefill":
+                    engine.rooms.prefilled(str(room))
+                if count > sent or event == "done":
+                    text = _text(sent, count)
+                    self._chunk(b"data: " + json.dumps(_piece(kind, spec, rid, text, _text(0, count), count, prompt, event == "done"),
+                                                        separators=(",", ":")).encode() + b"\n\n")
+                    sent = count
+                if event == "done":
+                    break
+            self._chunk(b"data: [DONE]\n\n")
+            self._chunk(b"")
+            engine.metrics.observe("e2e", time.monotonic() - started)
+            return 200
+        final = 0
+        for event, count in _events(job):
+            final = count
+            if event == "error":
+                return self._json(503, {"error": {"message": "the engine stopped"}})
+            if event == "done":
+                break
+        if room is not None and spec.role == "prefill":
+            engine.rooms.prefilled(str(room))
+        engine.metrics.observe("e2e", time.monotonic() - started)
+        return self._json(200, _whole(kind, spec, rid, _text(0, final), final, prompt, time.monotonic() - started))
+
+    def _bootstrap(self, path: str) -> None:
+        """The prefill's bootstrap port: `GET /tandem/kv/<room>` answers once it has prefilled the room."""
+        parts = path.strip("/").split("/")
+        if len(parts) == 3 and parts[:2] == ["tandem", "kv"]:
+            if self.engine.rooms.wait(parts[2], KV_WAIT_SECONDS):
+                self._json(200, {"room": parts[2]})
+            else:
+                self._json(504, {"error": f"room {parts[2]} was not prefilled within {KV_WAIT_SECONDS:.0f} s"})
+            return
+        self._json(404, {"detail": "Not Found"})
+
+    # ------------------------------------------------------------------ output
+
+    def _json(self, code: int, body: Any) -> int:
+        return self._send(code, json.dumps(body).encode(), "application/json")
+
+    def _send(self, code: int, data: bytes, content_type: str) -> int:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+        return code
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+
+def _events(job: Job) -> Iterator[tuple[str, int]]:
+    while True:
+        event = job.events.get()
+        yield event
+        if event[0] in ("done", "error"):
+            return
+
+
+def _fetch_kv(host: str, port: Any, room: Any) -> str | None:
+    """Wait for the prefill at `host:port` to have prefilled `room`; a problem, or None."""
+    try:
+        if not ipaddress.ip_address(host).is_loopback:
+            return f"bootstrap_host {host} is not a loopback address: the stand-ins connect only within 127.0.0.0/8"
+    except ValueError:
+        return f"bootstrap_host {host!r} is not an IP address"
+    try:
+        with urllib.request.urlopen(f"http://{host}:{int(port)}/tandem/kv/{room}", timeout=KV_WAIT_SECONDS + 5) as answer:
+            return None if answer.status == 200 else f"bootstrap {host}:{port} answered {answer.status}"
+    except (OSError, ValueError, TypeError, urllib.error.URLError) as exc:
+        return f"KV transfer from {host}:{port} room {room} failed: {exc}"
+
+
+def _text(start: int, end: int) -> str:
+    """Tokens start+1..end of the made-up output: " t1 t2 ..." (a word per token)."""
+    return "".join(f" t{i}" for i in range(start + 1, end + 1))
+
+
+def _finish(engine: str, count: int) -> Any:
+    return {"type": "length", "length": count} if engine == "sglang" else "length"
+
+
+def _piece(kind: str, spec: EngineSpec, rid: str, delta: str, whole: str, count: int, prompt: int, done: bool) -> dict[str, Any]:
+    if kind == "generate":  # SGLang streams the text so far
+        return {"text": whole, "output_ids": list(range(1, count + 1)),
+                "meta_info": {"id": rid, "finish_reason": _finish("sglang", count) if done else None, "prompt_tokens": prompt,
+                              "completion_tokens": count, "cached_tokens": 0}}
+    choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": "length" if done else None}
+    if kind == "chat":
+        choice["delta"] = {"role": "assistant", "content": delta} if count <= 1 else {"content": delta}
+        return {"id": f"chatcmpl-{rid}", "object": "chat.completion.chunk", "created": 0, "model": spec.served_model, "choices": [choice]}
+    choice["text"] = delta
+    return {"id": f"cmpl-{rid}", "object": "text_completion", "created": 0, "model": spec.served_model, "choices": [choice]}
+
+
+def _whole(kind: str, spec: EngineSpec, rid: str, text: str, count: int, prompt: int, seconds: float) -> dict[str, Any]:
+    if kind == "generate":
+        return {"text": text, "output_ids": list(range(1, count + 1)),
+                "meta_info": {"id": rid, "finish_reason": _finish("sglang", count), "prompt_tokens": prompt, "completion_tokens": count,
+                              "cached_tokens": 0, "e2e_latency": seconds}}
+    usage = {"prompt_tokens": prompt, "completion_tokens": count, "total_tokens": prompt + count}
+    if kind == "chat":
+        return {"id": f"chatcmpl-{rid}", "object": "chat.completion", "created": 0, "model": spec.served_model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None, "finish_reason": "length"}],
+                "usage": usage}
+    return {"id": f"cmpl-{rid}", "object": "text_completion", "created": 0, "model": spec.served_model,
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}], "usage": usage}
