@@ -37,7 +37,8 @@ VERSION = {"sglang": "0.5.5", "vllm": "0.11.0"}  # what /get_server_info and /ve
 
 @dataclass
 class RequestLog:
-    """Per pod, every request it received: path, arrival (wall-clock seconds), status, failed."""
+    """Per pod, every request it received: path, arrival (wall-clock seconds), status, failed,
+    and the SGLang bootstrap room when the request carried one."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -220,6 +221,8 @@ class _Handler(BaseHTTPRequestHandler):
             except ValueError:
                 status = self._json(400, {"error": "the request body is not JSON"})
                 return
+            if isinstance(body, dict) and body.get("bootstrap_room") is not None:
+                record["bootstrapRoom"] = body["bootstrap_room"]
             status = self._route(method, path, body if isinstance(body, dict) else {})
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
@@ -246,13 +249,15 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(200, {"object": "list", "data": [{"id": spec.served_model, "object": "model", "created": 0,
                                                                 "owned_by": spec.engine, "root": spec.served_model, "parent": None,
                                                                 "max_model_len": timing.kv_capacity_tokens(engine.cost)}]})
-        if sglang and path == "/get_model_info":
-            return self._json(200, {"model_path": spec.served_model, "tokenizer_path": spec.served_model, "is_generation": True,
+        if sglang and path in ("/model_info", "/get_model_info"):
+            # No model_path or tokenizer_path: given one, sglang-router fetches the tokenizer
+            # from Hugging Face (a connection off this machine); `served_model_name` names it.
+            return self._json(200, {"served_model_name": spec.served_model, "is_generation": True,
                                     "preferred_sampling_params": None, "weight_version": "default", "has_image_understanding": False,
                                     "has_audio_understanding": False, "model_type": None, "architectures": None})
         if sglang and path in ("/get_server_info", "/server_info"):
             waiting, running, held = engine.loop.load()
-            return self._json(200, {"model_path": spec.served_model, "served_model_name": spec.served_model, "tp_size": spec.tp,
+            return self._json(200, {"served_model_name": spec.served_model, "tp_size": spec.tp,
                                     "host": engine.ip, "port": spec.port, "disaggregation_mode": spec.role or "null",
                                     "disaggregation_bootstrap_port": spec.bootstrap_port, "max_total_num_tokens": engine.loop.capacity,
                                     "version": VERSION["sglang"], "internal_states": [{"num_running_reqs": running, "num_queue_reqs": waiting,
