@@ -56,7 +56,7 @@ class EngineHost:
         name = f"{meta.get('namespace')}/{meta['name']}"
         requests = RequestLog()
         try:
-            standin = StandIn(spec, ip, cost, self.time_scale, requests, name, self._monotonic() + load * self.time_scale)
+            standin = StandIn(spec, ip, cost, self.time_scale, requests, name, self._monotonic() + load * self.time_scale, self._monotonic)
         except OSError as exc:
             log.warning("engine stand-in %s: cannot listen on %s:%s: %s; the pod runs without an engine", name, ip, spec.port, exc)
             return False
@@ -96,17 +96,19 @@ class EngineHost:
         pod = self._pods.get(uid)
         return pod is None or pod.standin is None or pod.standin.idle()
 
-    def close(self, uid: str) -> None:
+    def close(self, uid: str, wait: bool = False) -> None:
+        """Stop `uid`'s stand-in (its ports released before returning when `wait`); its
+        records stay."""
         pod = self._pods.get(uid)
         if pod is not None and pod.standin is not None:
             if pod.stopped_at is None:
                 pod.stopped_at = self._wall()
-            pod.standin.close()
+            pod.standin.close(wait)
             pod.standin = None
 
     def close_all(self) -> None:
         for uid in list(self._pods):
-            self.close(uid)
+            self.close(uid, wait=True)
 
     def report(self) -> dict[str, Any]:
         """Every pod that ran a stand-in, and each request it received (sorted by namespace,

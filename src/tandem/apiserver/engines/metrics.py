@@ -40,7 +40,7 @@ class EngineMetrics:
             self._running = [gauge("sglang:num_running_reqs", "The number of running requests.")]
             self._waiting = [gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.")]
             self._usage = [gauge("sglang:token_usage", "The token usage.")]
-            self._used = gauge("sglang:num_used_tokens", "The number of used tokens.")
+            self._used: Gauge | None = gauge("sglang:num_used_tokens", "The number of used tokens.")
             self._prompt = counter("sglang:prompt_tokens", "Number of prefill tokens processed.")
             self._generation = counter("sglang:generation_tokens", "Number of generation tokens processed.")
             self._requests = counter("sglang:num_requests", "Number of requests processed.")

@@ -64,7 +64,7 @@ def recognise(pod: Mapping[str, Any], node: Mapping[str, Any] | None, model_name
         tp = _int(flags.get("--tp-size") or flags.get("--tp"), 1)
         port = _int(flags.get("--port"), DEFAULT_PORTS["sglang"])
         mode = flags.get("--disaggregation-mode")
-        role: Role | None = mode if mode in ("prefill", "decode") else None
+        role: Role | None = "prefill" if mode == "prefill" else "decode" if mode == "decode" else None
     else:
         model_arg = flags.get("--model") or _vllm_positional_model(words)
         tp = _int(flags.get("--tensor-parallel-size") or flags.get("-tp"), 1)
@@ -128,7 +128,7 @@ def _split_shell(words: list[str]) -> list[str]:
             return shlex.split(words[2]) + words[3:]
         except ValueError:
             return words
-    return [piece for word in words for piece in ([word] if " " not in word.strip() else word.split())]
+    return words
 
 
 def _flags(words: list[str]) -> dict[str, str]:

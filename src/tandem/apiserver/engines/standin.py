@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import queue
 import threading
 import time
 import urllib.error
@@ -20,7 +21,7 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
 from tandem.apiserver.engines import timing
@@ -87,11 +88,13 @@ class Rooms:
 
 
 class StandIn:
-    def __init__(self, spec: EngineSpec, ip: str, cost: Timing, scale: float, requests: RequestLog, name: str, ready_at: float):
-        """Listens at once (answering 503 on its health endpoints until `ready_at`, monotonic
-        seconds); raises OSError when the port cannot be bound."""
+    def __init__(self, spec: EngineSpec, ip: str, cost: Timing, scale: float, requests: RequestLog, name: str, ready_at: float,
+                 monotonic: Callable[[], float] = time.monotonic):
+        """Listens at once (answering 503 on its health endpoints until `ready_at` on the
+        `monotonic` clock); raises OSError when the port cannot be bound."""
         self.spec, self.ip, self.cost, self.scale, self.requests, self.name = spec, ip, cost, scale, requests, name
         self.ready_at = ready_at
+        self._monotonic = monotonic
         self.draining = False
         self.rooms = Rooms()
         self._inflight = 0
@@ -115,7 +118,7 @@ class StandIn:
         return f"http://{self.ip}:{self.spec.port}"
 
     def loaded(self) -> bool:
-        return time.monotonic() >= self.ready_at
+        return self._monotonic() >= self.ready_at
 
     def probe(self) -> bool:
         """The readiness probe: its health endpoint answers 200."""
@@ -138,11 +141,15 @@ class StandIn:
         with self._lock:
             return self._inflight == 0
 
-    def close(self) -> None:
+    def close(self, wait: bool = False) -> None:
+        """Stop: waiting jobs fail, the ports are released (before returning when `wait`)."""
         self.draining = True
         self.loop.close()
         for server in self._servers:
-            threading.Thread(target=_close, args=(server,), daemon=True).start()
+            if wait:
+                _close(server)
+            else:
+                threading.Thread(target=_close, args=(server,), daemon=True).start()
 
     def begin(self) -> None:
         with self._lock:
@@ -298,30 +305,23 @@ class _Handler(BaseHTTPRequestHandler):
         if stream:
             self._start_stream()
             sent = 0
-            for event, count in _events(job):
-                if event == "error":
+            for count, done, failed in _updates(job):
+                if failed:
                     self._chunk(b'data: {"error": {"message": "the engine stopped"}}\n\n')
                     break
-                if event == "done" and room is not None and spec.role == "prefill":
+                if done and room is not None and spec.role == "prefill":
                     engine.rooms.prefilled(str(room))
-                if count > sent or event == "done":
-                    text = _text(sent, count)
-                    self._chunk(b"data: " + json.dumps(_piece(kind, spec, rid, text, _text(0, count), count, prompt, event == "done"),
-                                                        separators=(",", ":")).encode() + b"\n\n")
-                    sent = count
-                if event == "done":
-                    break
+                self._chunk(b"data: " + json.dumps(_piece(kind, spec, rid, _text(sent, count), _text(0, count), count, prompt, done),
+                                                    separators=(",", ":")).encode() + b"\n\n")
+                sent = count
             self._chunk(b"data: [DONE]\n\n")
             self._chunk(b"")
             engine.metrics.observe("e2e", time.monotonic() - started)
             return 200
         final = 0
-        for event, count in _events(job):
-            final = count
-            if event == "error":
+        for final, _, failed in _updates(job):
+            if failed:
                 return self._json(503, {"error": {"message": "the engine stopped"}})
-            if event == "done":
-                break
         if room is not None and spec.role == "prefill":
             engine.rooms.prefilled(str(room))
         engine.metrics.observe("e2e", time.monotonic() - started)
@@ -366,11 +366,21 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-def _events(job: Job) -> Iterator[tuple[str, int]]:
+def _updates(job: Job) -> Iterator[tuple[int, bool, bool]]:
+    """(tokens so far, done, failed) as the engine makes them: every event already queued is
+    taken at once, so a last token and the end come as one update (an engine's last streamed
+    chunk carries both), and a reader slower than the engine gets tokens in bunches."""
     while True:
-        event = job.events.get()
-        yield event
-        if event[0] in ("done", "error"):
+        events = [job.events.get()]
+        while True:
+            try:
+                events.append(job.events.get_nowait())
+            except queue.Empty:
+                break
+        count = max(n for _, n in events)
+        done, failed = any(e == "done" for e, _ in events), any(e == "error" for e, _ in events)
+        yield count, done, failed
+        if done or failed:
             return
 
 
@@ -404,7 +414,7 @@ def _piece(kind: str, spec: EngineSpec, rid: str, delta: str, whole: str, count:
                               "completion_tokens": count, "cached_tokens": 0}}
     choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": "length" if done else None}
     if kind == "chat":
-        choice["delta"] = {"role": "assistant", "content": delta} if count <= 1 else {"content": delta}
+        choice["delta"] = {"role": "assistant", "content": delta} if delta == whole else {"content": delta}  # the first chunk names the role
         return {"id": f"chatcmpl-{rid}", "object": "chat.completion.chunk", "created": 0, "model": spec.served_model, "choices": [choice]}
     choice["text"] = delta
     return {"id": f"cmpl-{rid}", "object": "text_completion", "created": 0, "model": spec.served_model, "choices": [choice]}

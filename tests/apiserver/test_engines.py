@@ -1,0 +1,228 @@
+"""Engine stand-ins: SGLang and vLLM pods answer on their pod IPs, Ready once loaded, deleted gracefully.
+
+The kubelet runs on a clock the test moves by hand (load time, preStop, grace period); the
+engines' own iterations run in real time, scaled down to microseconds."""
+
+from __future__ import annotations
+
+import threading
+import urllib.error
+from typing import Any
+
+import pytest
+
+from apiserver.engine_pods import LLAMA, PODS, call, events, sglang_pod, vllm_pod
+from apiserver.helpers import Client, Clock, pod, small_cluster
+from tandem.apiserver.engines.host import EngineHost
+from tandem.apiserver.kubelets import Kubelet
+from tandem.apiserver.server import ApiServer
+
+SCALE = 0.001  # Llama 3.1 8B loads in 38 s: 0.038 s of the test's clock
+
+
+class World:
+    def __init__(self, server: ApiServer, scale: float):
+        self.client = Client(server.url)
+        self.clock = Clock()
+        self.host = EngineHost(scale, monotonic=self.clock)
+        self.server = server
+        self.kubelet = Kubelet(server.state, engines=self.host, monotonic=self.clock)
+
+    def step(self) -> float | None:
+        with self.server.state.lock:
+            return self.kubelet.step()
+
+    def pod(self, name: str) -> dict[str, Any]:
+        return self.client.get(f"{PODS}/{name}").body
+
+    def url(self, name: str, port: int = 30000) -> str:
+        return f"http://{self.pod(name)['status']['podIP']}:{port}"
+
+    def ready(self, *pods: dict[str, Any]) -> None:
+        """Create the pods and bring them to Ready: started, loaded, healthy."""
+        for p in pods:
+            assert self.client.post(PODS, p).code == 201
+        self.step()
+        self.clock.now += 1000 * self.host.time_scale
+        self.step()
+        for p in pods:
+            assert _ready(self.pod(p["metadata"]["name"])), p["metadata"]["name"]
+
+
+def _ready(obj: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in obj.get("status", {}).get("conditions", []))
+
+
+@pytest.fixture
+def world():
+    with ApiServer(objects=small_cluster(gpus=8), kubelet=False) as server:
+        made: list[World] = []
+
+        def make(scale: float = SCALE) -> World:
+            made.append(World(server, scale))
+            return made[-1]
+
+        yield make
+        for w in made:
+            w.host.close_all()
+
+
+def test_an_engine_pod_turns_ready_only_once_its_model_loaded_and_its_health_answers(world):
+    w = world()
+    w.client.post(PODS, sglang_pod("d", "decode"))
+    due = w.step()
+    running = w.pod("d")
+    assert running["status"]["phase"] == "Running" and not _ready(running)
+    assert running["status"]["podIP"].startswith("127.")
+    assert call(w.url("d") + "/health")[0] == 503, "loading: not healthy yet"
+    assert due == pytest.approx(38.03 * SCALE, abs=1e-4), "the serving model's cold start, scaled"
+    w.clock.now += due
+    w.step()
+    assert _ready(w.pod("d")) and call(w.url("d") + "/health")[0] == 200
+
+
+def test_sglang_prefill_hands_its_kv_to_the_decode_of_the_same_bootstrap_room(world):
+    w = world()
+    w.ready(sglang_pod("p", "prefill"), sglang_pod("d", "decode"))
+    prefill_ip = w.pod("p")["status"]["podIP"]
+    body = {"text": "the quick brown fox", "sampling_params": {"max_new_tokens": 6},
+            "bootstrap_host": prefill_ip, "bootstrap_port": 8998, "bootstrap_room": 7}
+    answers: dict[str, tuple[int, str]] = {}
+    threads = [threading.Thread(target=lambda n=n: answers.__setitem__(n, call(w.url(n) + "/generate", body))) for n in ("d", "p")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    import json
+    decoded, prefilled = json.loads(answers["d"][1]), json.loads(answers["p"][1])
+    assert answers["d"][0] == answers["p"][0] == 200
+    assert decoded["meta_info"]["completion_tokens"] == 6 and decoded["text"] == " t1 t2 t3 t4 t5 t6"
+    assert decoded["meta_info"]["prompt_tokens"] == 4 and decoded["meta_info"]["finish_reason"] == {"type": "length", "length": 6}
+    assert prefilled["meta_info"]["completion_tokens"] == 1
+    rooms = {r["path"]: r.get("bootstrapRoom") for p in w.host.report()["pods"] for r in p["requests"] if r["path"] == "/generate"}
+    assert rooms == {"/generate": 7}
+
+
+def test_streams_and_openai_endpoints_answer_in_the_engines_shapes(world):
+    w = world()
+    w.ready(sglang_pod("a", "null"))
+    url = w.url("a")
+    code, text = call(url + "/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 3}, "stream": True})
+    chunks = events(text)
+    assert code == 200 and chunks[-1] == "[DONE]"
+    assert [c["text"] for c in chunks[:-1]] == [" t1", " t1 t2", " t1 t2 t3"], "SGLang streams the text so far"
+    assert chunks[-2]["meta_info"]["finish_reason"] == {"type": "length", "length": 3}
+    code, text = call(url + "/v1/completions", {"model": LLAMA, "prompt": "hi there", "max_tokens": 2, "stream": True})
+    chunks = events(text)
+    assert code == 200 and [c["choices"][0]["text"] for c in chunks[:-1]] == [" t1", " t2"] and chunks[-2]["choices"][0]["finish_reason"] == "length"
+    code, text = call(url + "/v1/chat/completions", {"model": LLAMA, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "stream": True})
+    chunks = events(text)
+    assert code == 200 and chunks[0]["object"] == "chat.completion.chunk" and chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    import json
+    code, text = call(url + "/v1/chat/completions", {"model": LLAMA, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+    whole = json.loads(text)
+    assert whole["choices"][0]["message"]["content"] == " t1 t2" and whole["usage"] == {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
+    info = json.loads(call(url + "/model_info")[1])
+    assert info["served_model_name"] == LLAMA and "model_path" not in info, "no path: the router would fetch a tokenizer off this machine"
+    assert json.loads(call(url + "/v1/models")[1])["data"][0]["id"] == LLAMA
+    metrics = call(url + "/metrics")[1]
+    for name in ("sglang:num_queue_reqs", "sglang:num_running_reqs", "sglang:token_usage", "sglang:prompt_tokens_total",
+                 "sglang:generation_tokens_total", "sglang:time_to_first_token_seconds_bucket", "sglang:inter_token_latency_seconds_bucket"):
+        assert f"\n{name}{{" in metrics, name
+    assert f'sglang:generation_tokens_total{{model_name="{LLAMA}"}} 9.0' in metrics
+
+
+def test_vllm_answers_with_its_own_names_and_a_model_without_profile_says_its_timing_is_fixed(world):
+    w = world()
+    w.client.post(PODS, vllm_pod("v"))
+    w.step()
+    w.clock.now += 10.0 * SCALE  # the fixed load time
+    w.step()
+    assert _ready(w.pod("v"))
+    url = w.url("v", 8000)
+    assert call(url + "/health")[0] == 200 and call(url + "/health_generate")[0] == 404
+    assert call(url + "/v1/completions", {"prompt": "a b c", "max_tokens": 4})[0] == 200
+    metrics = call(url + "/metrics")[1]
+    for name in ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
+                 "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:time_to_first_token_seconds_bucket",
+                 "vllm:inter_token_latency_seconds_bucket", "vllm:time_per_output_token_seconds_bucket"):
+        assert f"\n{name}{{" in metrics, name
+    assert 'timing="fixed"' in metrics and 'vllm:prompt_tokens_total{engine="0",model_name="acme/unprofiled-7b"} 3.0' in metrics
+
+
+def test_deleting_an_engine_pod_is_graceful_prestop_then_drain_then_gone(world):
+    w = world()
+    w.ready(sglang_pod("d", "decode", pre_stop=10, grace=60))
+    before = w.pod("d")
+    url = w.url("d")
+    answer = w.client.delete(f"{PODS}/d")
+    assert answer.code == 200 and answer.body["metadata"]["deletionGracePeriodSeconds"] == 60 and answer.body["metadata"]["deletionTimestamp"]
+    marked = w.pod("d")
+    assert marked["status"] == before["status"], "the status stays (Running, Ready) in the one MODIFIED event"
+    assert w.step() == pytest.approx(10 * SCALE), "the preStop sleep, scaled"
+    assert call(url + "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2}})[0] == 200, "it serves through preStop"
+    w.clock.now += 10 * SCALE
+    w.step()
+    assert w.client.get(f"{PODS}/d").code == 404
+    with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+        call(url + "/health", timeout=2)
+    record = w.host.report()["pods"][0]
+    assert record["deletingSince"] is not None and record["stoppedAt"] >= record["deletingSince"] and not record["running"]
+    assert all(r["arrival"] <= record["stoppedAt"] for r in record["requests"])
+
+
+def test_an_in_flight_request_finishes_before_the_pod_goes(world):
+    w = world(scale=1.0)  # decode steps of real milliseconds; the kubelet's clock still moves by hand
+    w.client.post(PODS, sglang_pod("a", "null", pre_stop=1, grace=600))
+    w.step()
+    w.clock.now += 60
+    w.step()
+    url = w.url("a")
+    answer: list[tuple[int, str]] = []
+    started = threading.Event()
+    thread = threading.Thread(target=lambda: (started.set(), answer.append(call(url + "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 300}}))))
+    thread.start()
+    started.wait()
+    while not any(r["path"] == "/generate" for r in w.host.report()["pods"][0]["requests"]):
+        threading.Event().wait(0.005)
+    w.client.delete(f"{PODS}/a")
+    w.step()
+    w.clock.now += 1
+    assert w.step() is not None, "stopped taking requests, waiting for the one in flight"
+    assert w.client.get(f"{PODS}/a").code == 200
+    thread.join()
+    assert answer[0][0] == 200 and '"completion_tokens": 300' in answer[0][1]
+    w.step()
+    assert w.client.get(f"{PODS}/a").code == 404
+
+
+def test_grace_period_zero_removes_at_once_and_other_pods_go_at_once(world):
+    w = world()
+    w.ready(sglang_pod("d", "decode", pre_stop=10))
+    plain = pod("plain")
+    plain["spec"]["containers"][0]["image"] = "nginx:1.27"
+    w.client.post(PODS, plain)
+    w.step()
+    assert w.client.delete(f"{PODS}/d", {"gracePeriodSeconds": 0}).code == 200
+    assert w.client.get(f"{PODS}/d").code == 404
+    assert w.client.delete(f"{PODS}/plain").code == 200 and w.client.get(f"{PODS}/plain").code == 404
+
+
+def test_the_server_reports_every_engine_pod_and_its_requests_after_it_is_gone():
+    with ApiServer(objects=small_cluster(gpus=8), engines=True, engine_time_scale=SCALE) as server:
+        client = Client(server.url)
+        client.post(PODS, sglang_pod("d", "null"))
+        for _ in range(400):
+            if _ready(client.get(f"{PODS}/d").body):
+                break
+            threading.Event().wait(0.01)
+        url = f"http://{client.get(f'{PODS}/d').body['status']['podIP']}:30000"
+        assert call(url + "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 1}})[0] == 200
+        import json
+        own = json.loads(call(url + "/tandem/requests")[1])
+        assert [r["path"] for r in own["requests"]][-1] == "/generate" and own["pod"] == "serving/d"
+        client.delete(f"{PODS}/d", {"gracePeriodSeconds": 0})
+        report = client.get("/tandem/engines").body
+        (entry,) = report["pods"]
+        assert (entry["name"], entry["engine"], entry["profile"], entry["gpu"]) == ("d", "sglang", "llama-3.1-8b", "h100-sxm")
+        assert any(r["path"] == "/generate" and r["status"] == 200 and not r["failed"] for r in entry["requests"])
