@@ -5,6 +5,7 @@ engines' own iterations run in real time, scaled down to microseconds."""
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -92,7 +93,6 @@ def test_sglang_prefill_hands_its_kv_to_the_decode_of_the_same_bootstrap_room(wo
         t.start()
     for t in threads:
         t.join()
-    import json
     decoded, prefilled = json.loads(answers["d"][1]), json.loads(answers["p"][1])
     assert answers["d"][0] == answers["p"][0] == 200
     assert decoded["meta_info"]["completion_tokens"] == 6 and decoded["text"] == " t1 t2 t3 t4 t5 t6"
@@ -119,7 +119,6 @@ def test_streams_and_openai_endpoints_answer_in_the_engines_shapes(world):
     code, text = call(url + "/v1/chat/completions", {"model": LLAMA, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "stream": True})
     chunks = events(text)
     assert code == 200 and chunks[0]["object"] == "chat.completion.chunk" and chunks[0]["choices"][0]["delta"]["role"] == "assistant"
-    import json
     code, text = call(url + "/v1/chat/completions", {"model": LLAMA, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
     whole = json.loads(text)
     assert whole["choices"][0]["message"]["content"] == " t1 t2" and whole["usage"] == {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
@@ -222,7 +221,6 @@ def test_the_server_reports_every_engine_pod_and_its_requests_after_it_is_gone()
             threading.Event().wait(0.01)
         url = f"http://{client.get(f'{PODS}/d').body['status']['podIP']}:30000"
         assert call(url + "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 1}})[0] == 200
-        import json
         own = json.loads(call(url + "/tandem/requests")[1])
         assert [r["path"] for r in own["requests"]][-1] == "/generate" and own["pod"] == "serving/d"
         client.delete(f"{PODS}/d", {"gracePeriodSeconds": 0})
