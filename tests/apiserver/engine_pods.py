@@ -24,9 +24,10 @@ def sglang_pod(name: str, mode: str, *, pre_stop: int | None = None, grace: int 
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": {"tandem.dev/role": mode}}, "spec": spec}
 
 
-def vllm_pod(name: str, model: str = "acme/unprofiled-7b") -> dict[str, Any]:
+def vllm_pod(name: str, model: str = "acme/unprofiled-7b", kv_role: str | None = None) -> dict[str, Any]:
+    args = [] if kv_role is None else ["--kv-transfer-config", json.dumps({"kv_connector": "NixlConnector", "kv_role": kv_role})]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
-            "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0", "command": ["vllm", "serve", model]}]}}
+            "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0", "command": ["vllm", "serve", model], "args": args}]}}
 
 
 def call(url: str, body: Any = None, timeout: float = 30.0) -> tuple[int, str]:

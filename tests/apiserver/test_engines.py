@@ -150,6 +150,20 @@ def test_vllm_answers_with_its_own_names_and_a_model_without_profile_says_its_ti
     assert 'timing="fixed"' in metrics and 'vllm:prompt_tokens_total{engine="0",model_name="acme/unprofiled-7b"} 3.0' in metrics
 
 
+def test_vllm_prefill_hands_its_kv_to_the_decode_its_proxy_names(world):
+    """The NixlConnector proxy's protocol: the prefill, asked `do_remote_decode`, answers
+    `kv_transfer_params` naming itself; the decode given them fetches the KV from there."""
+    w = world()
+    w.ready(vllm_pod("p", LLAMA, "kv_producer"), vllm_pod("d", LLAMA, "kv_consumer"))
+    request = {"model": LLAMA, "prompt": "one two three", "max_tokens": 1, "kv_transfer_params": {"do_remote_decode": True}}
+    code, text = call(w.url("p", 8000) + "/v1/completions", request)
+    handed = json.loads(text)["kv_transfer_params"]
+    assert code == 200 and handed["do_remote_prefill"] is True and handed["remote_host"] == w.pod("p")["status"]["podIP"]
+    code, text = call(w.url("d", 8000) + "/v1/completions", {**request, "max_tokens": 5, "kv_transfer_params": handed})
+    assert code == 200 and json.loads(text)["choices"][0]["text"] == " t1 t2 t3 t4 t5"
+    assert "vllm:prompt_tokens_total" in call(w.url("p", 8000) + "/metrics")[1]
+
+
 def test_deleting_an_engine_pod_is_graceful_prestop_then_drain_then_gone(world):
     w = world()
     w.ready(sglang_pod("d", "decode", pre_stop=10, grace=60))

@@ -216,6 +216,9 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/tandem/requests":
             self._json(200, {"pod": engine.name, "requests": engine.requests.snapshot()})
             return
+        if path.startswith("/tandem/kv/") and engine.spec.engine == "vllm":  # vLLM's handoff comes to the HTTP port
+            self._bootstrap(path)
+            return
         record = engine.requests.arrived(path)
         status = 500
         try:
@@ -288,14 +291,26 @@ class _Handler(BaseHTTPRequestHandler):
         started = time.monotonic()
         prompt, max_new = timing.prompt_tokens(body), timing.max_new_tokens(body)
         room = body.get("bootstrap_room")
+        given = body.get("kv_transfer_params")
+        kv: dict[str, Any] = given if spec.engine == "vllm" and isinstance(given, dict) else {}
+        handed: dict[str, Any] | None = None  # what a vLLM prefill tells its proxy, for the decode
         if spec.role == "decode" and room is not None:
             host, port = str(body.get("bootstrap_host") or ""), body.get("bootstrap_port")
             problem = _fetch_kv(host, port, room)
             if problem:
                 return self._json(500, {"error": {"message": problem, "type": "KVTransferError"}})
             job = Job(prompt, max_new, prefill=False, decode=True)
-        elif spec.role == "prefill":
+        elif kv.get("do_remote_prefill") and kv.get("remote_host"):
+            problem = _fetch_kv(str(kv["remote_host"]), kv.get("remote_port"), kv.get("remote_request_id"))
+            if problem:
+                return self._json(500, {"error": {"message": problem, "type": "KVTransferError"}})
+            job = Job(prompt, max_new, prefill=False, decode=True)
+        elif spec.role == "prefill" or kv.get("do_remote_decode"):
             job = Job(prompt, max_new, prefill=True, decode=False)
+            if kv.get("do_remote_decode"):
+                room = uuid.uuid4().hex
+                handed = {"do_remote_prefill": True, "do_remote_decode": False, "remote_engine_id": engine.name, "remote_block_ids": [],
+                          "remote_host": engine.ip, "remote_port": spec.port, "remote_request_id": room, "tp_size": spec.tp}
         else:
             job = Job(prompt, max_new, prefill=True, decode=True)
         engine.loop.submit(job)
@@ -309,7 +324,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if failed:
                     self._chunk(b'data: {"error": {"message": "the engine stopped"}}\n\n')
                     break
-                if done and room is not None and spec.role == "prefill":
+                if done and room is not None and not job.decode:
                     engine.rooms.prefilled(str(room))
                 self._chunk(b"data: " + json.dumps(_piece(kind, spec, rid, _text(sent, count), _text(0, count), count, prompt, done),
                                                     separators=(",", ":")).encode() + b"\n\n")
@@ -322,10 +337,13 @@ class _Handler(BaseHTTPRequestHandler):
         for final, _, failed in _updates(job):
             if failed:
                 return self._json(503, {"error": {"message": "the engine stopped"}})
-        if room is not None and spec.role == "prefill":
+        if room is not None and not job.decode:
             engine.rooms.prefilled(str(room))
         engine.metrics.observe("e2e", time.monotonic() - started)
-        return self._json(200, _whole(kind, spec, rid, _text(0, final), final, prompt, time.monotonic() - started))
+        whole = _whole(kind, spec, rid, _text(0, final), final, prompt, time.monotonic() - started)
+        if handed is not None:
+            whole["kv_transfer_params"] = handed
+        return self._json(200, whole)
 
     def _bootstrap(self, path: str) -> None:
         """The prefill's bootstrap port: `GET /tandem/kv/<room>` answers once it has prefilled the room."""
