@@ -6,6 +6,7 @@ engines' own iterations run in real time, scaled down to microseconds."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from typing import Any
 
@@ -209,7 +210,11 @@ def test_an_in_flight_request_finishes_before_the_pod_goes(world):
     assert w.client.get(f"{PODS}/a").code == 200
     thread.join()
     assert answer[0][0] == 200 and '"completion_tokens": 300' in answer[0][1]
-    w.step()
+    for _ in range(200):  # the handler ends a moment after its answer went out
+        w.step()
+        if w.client.get(f"{PODS}/a").code == 404:
+            break
+        threading.Event().wait(0.01)
     assert w.client.get(f"{PODS}/a").code == 404
 
 
@@ -242,3 +247,29 @@ def test_the_server_reports_every_engine_pod_and_its_requests_after_it_is_gone()
         (entry,) = report["pods"]
         assert (entry["name"], entry["engine"], entry["profile"], entry["gpu"]) == ("d", "sglang", "llama-3.1-8b", "h100-sxm")
         assert any(r["path"] == "/generate" and r["status"] == 200 and not r["failed"] for r in entry["requests"])
+
+
+def test_a_pod_being_deleted_stays_through_other_writes_and_a_second_delete_may_end_it_at_once(world):
+    w = world()
+    w.ready(sglang_pod("d", "decode", pre_stop=10, grace=60))
+    w.client.delete(f"{PODS}/d")
+    patched = w.client.patch(f"{PODS}/d", {"metadata": {"labels": {"draining": "yes"}}})
+    assert patched.code == 200 and patched.body["metadata"]["deletionGracePeriodSeconds"] == 60
+    assert w.client.get(f"{PODS}/d").code == 200, "a write during the grace period does not remove it"
+    assert w.client.delete(f"{PODS}/d", {"gracePeriodSeconds": 0}).code == 200
+    assert w.client.get(f"{PODS}/d").code == 404
+
+
+def test_an_engine_that_cannot_listen_is_an_event_and_the_pod_runs_without_it(world):
+    w = world()
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # an earlier test's stand-in may have left TIME_WAIT behind
+        taken.bind(("127.10.0.2", 30000))  # the first pod IP the kubelet hands out
+        taken.listen()
+        w.client.post(PODS, sglang_pod("d", "decode"))
+        w.step()
+        events = w.client.get("/api/v1/namespaces/serving/events").body["items"]
+        assert [(e["reason"], e["type"], e["involvedObject"]["name"]) for e in events] == [("EngineNotStarted", "Warning", "d")]
+        assert "cannot listen on 127.10.0.2:30000" in events[0]["message"]
+        assert _ready(w.pod("d")), "no engine to wait for"
+        assert w.client.delete(f"{PODS}/d").code == 200 and w.client.get(f"{PODS}/d").code == 404, "deleted at once, as any other pod"

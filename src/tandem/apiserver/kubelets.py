@@ -48,6 +48,7 @@ from tandem.apiserver.evictions import Taint, eviction_time, no_execute_taints
 from tandem.apiserver.server_state import State
 from tandem.apiserver.step_thread import StepThread, Stepped
 from tandem.cluster.payloads import as_pod
+from tandem.cluster.ports import ObjectRef
 from tandem.cluster.pods import pod_ready
 from tandem.errors import ApiError
 from tandem.backends.delegated_kinds import DELEGATED_KINDS
@@ -357,8 +358,11 @@ class Kubelet(Stepped):
         self.state.store.update_status({**pod, "status": new_status})
         if self.engines is not None:
             spec = self.engines.recognise(pod, self._nodes.get(pod["spec"]["nodeName"]))
-            if spec is not None and self.engines.start(pod, spec, ip):
+            problem = None if spec is None else self.engines.start(pod, spec, ip)
+            if spec is not None and problem is None:
                 self.state.graceful_pods.add(uid)
+            elif problem is not None:
+                self.state.store.record_event(ObjectRef.of(pod), "Warning", "EngineNotStarted", problem)
         return True
 
     def _ready(self, pod: dict[str, Any]) -> None:

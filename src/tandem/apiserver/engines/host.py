@@ -47,9 +47,9 @@ class EngineHost:
     def recognise(self, pod: Mapping[str, Any], node: Mapping[str, Any] | None) -> EngineSpec | None:
         return recognise(pod, node, MODEL_NAMES, GPU_NAMES)
 
-    def start(self, pod: Mapping[str, Any], spec: EngineSpec, ip: str) -> bool:
-        """Start `pod`'s stand-in on `ip`; whether it listens (a port that cannot be bound is
-        logged, and the pod runs without one)."""
+    def start(self, pod: Mapping[str, Any], spec: EngineSpec, ip: str) -> str | None:
+        """Start `pod`'s stand-in on `ip`; None when it listens, else why not (a port that
+        cannot be bound: the pod runs without one)."""
         meta = pod["metadata"]
         cost = self._timing(spec)
         load = timing.load_seconds(cost)
@@ -58,11 +58,12 @@ class EngineHost:
         try:
             standin = StandIn(spec, ip, cost, self.time_scale, requests, name, self._monotonic() + load * self.time_scale, self._monotonic)
         except OSError as exc:
-            log.warning("engine stand-in %s: cannot listen on %s:%s: %s; the pod runs without an engine", name, ip, spec.port, exc)
-            return False
+            problem = f"the {spec.engine} stand-in cannot listen on {ip}:{spec.port}: {exc.strerror or exc}; the pod runs without one"
+            log.warning("engine stand-in %s: %s", name, problem)
+            return problem
         with self._lock:
             self._pods[meta["uid"]] = _Pod(meta.get("namespace") or "", meta["name"], meta["uid"], ip, spec, requests, standin, load)
-        return True
+        return None
 
     def running(self, uid: str) -> bool:
         pod = self._pods.get(uid)

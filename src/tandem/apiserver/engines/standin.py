@@ -220,6 +220,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._bootstrap(path)
             return
         record = engine.requests.arrived(path)
+        engine.begin()  # in flight from its arrival: a drain waits for it
         status = 500
         try:
             if engine.draining:
@@ -242,6 +243,7 @@ class _Handler(BaseHTTPRequestHandler):
             status = self._json(500, {"error": f"{type(exc).__name__}: {exc}"})
         finally:
             engine.requests.finished(record, status)
+            engine.end()
 
     def _route(self, method: str, path: str, body: dict[str, Any]) -> int:
         engine, spec = self.engine, self.engine.spec
@@ -277,11 +279,7 @@ class _Handler(BaseHTTPRequestHandler):
         if sglang and path in ("/flush_cache", "/get_load"):
             return self._json(200, {"load": engine.loop.load()[1]} if path == "/get_load" else {})
         if method == "POST" and ((sglang and path == "/generate") or path in ("/v1/completions", "/v1/chat/completions")):
-            engine.begin()
-            try:
-                return self._generate(path, body)
-            finally:
-                engine.end()
+            return self._generate(path, body)
         return self._json(404, {"detail": "Not Found"})
 
     # ------------------------------------------------------------------ generation
