@@ -44,6 +44,12 @@ def test_vllm_serve_with_its_kv_role():
                       "args": ["-tp", "4", f"--kv-transfer-config={config}"]}))
     assert spec is not None
     assert (spec.engine, spec.role, spec.port, spec.tp, spec.profile) == ("vllm", "decode", 8000, 4, "llama-3.1-70b")
+    assert spec.replica_pods == 1
+
+
+def test_the_replica_size_tandem_gives_a_pod_shares_the_load():
+    spec = _see(_pod({"name": "e", "image": "lmsysorg/sglang:v0.5.5", "env": [{"name": "TANDEM_REPLICA_SIZE", "value": "2"}]}))
+    assert spec is not None and spec.replica_pods == 2
 
 
 @pytest.mark.parametrize(("kv_role", "label", "role"), [("kv_producer", None, "prefill"), ("kv_both", "decode", "decode"), (None, "prefill", "prefill"), (None, None, None)])

@@ -23,6 +23,7 @@ def test_the_stand_in_takes_what_tandem_profile_predict_prints():
 def test_ready_after_the_model_s_cold_start():
     """Llama 3.1 8B: 16 GB at 2 GB/s plus a 30 s engine start (docs/serving.md, Cold start)."""
     assert timing.load_seconds(timing.timing(LLAMA_8B, H100, 1)) == pytest.approx(38.03, abs=0.01)
+    assert timing.load_seconds(timing.timing(LLAMA_8B, H100, 1), pods_per_replica=2) == pytest.approx(34.02, abs=0.01), "each node loads half"
 
 
 def test_a_model_too_big_for_its_gpus_is_spread_over_more():

@@ -52,7 +52,7 @@ class EngineHost:
         cannot be bound: the pod runs without one)."""
         meta = pod["metadata"]
         cost = self._timing(spec)
-        load = timing.load_seconds(cost)
+        load = timing.load_seconds(cost, spec.replica_pods)
         name = f"{meta.get('namespace')}/{meta['name']}"
         requests = RequestLog()
         try:

@@ -24,6 +24,7 @@ ROLE_LABEL = "tandem.dev/role"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 DEFAULT_GPU = "h100-sxm"
 DEFAULT_PORTS: dict[Engine, int] = {"sglang": 30000, "vllm": 8000}
+REPLICA_SIZE_ENV = "TANDEM_REPLICA_SIZE"  # what the operator tells each pod of a replica
 SGLANG_BOOTSTRAP_PORT = 8998  # SGLang's --disaggregation-bootstrap-port default
 _KV_ROLES: dict[str, Role | None] = {"kv_producer": "prefill", "kv_consumer": "decode", "kv_both": None}
 
@@ -41,6 +42,7 @@ class EngineSpec:
     gpu: str  # the bundled GPU profile
     tp: int
     bootstrap_port: int | None  # SGLang prefill: where the decode side fetches the KV
+    replica_pods: int = 1  # pods of its replica (TANDEM_REPLICA_SIZE): they share the weights' load
 
 
 def recognise(pod: Mapping[str, Any], node: Mapping[str, Any] | None, model_names: Sequence[str], gpu_names: Sequence[str]) -> EngineSpec | None:
@@ -82,8 +84,10 @@ def recognise(pod: Mapping[str, Any], node: Mapping[str, Any] | None, model_name
     gpu = annotations.get(GPU_ANNOTATION) or _node_gpu(node, gpu_names) or DEFAULT_GPU
     if gpu not in gpu_names:
         gpu = DEFAULT_GPU
+    size = next((e.get("value") for e in container.get("env") or [] if isinstance(e, Mapping) and e.get("name") == REPLICA_SIZE_ENV), None)
     return EngineSpec(engine=engine, container=str(container.get("name") or ""), port=port, role=role,
-                      served_model=model_arg or profile or "default", profile=profile, gpu=gpu, tp=max(tp, 1), bootstrap_port=bootstrap)
+                      served_model=model_arg or profile or "default", profile=profile, gpu=gpu, tp=max(tp, 1), bootstrap_port=bootstrap,
+                      replica_pods=max(_int(size, 1), 1))
 
 
 def profile_for_model(model: str | None, model_names: Sequence[str]) -> str | None:

@@ -60,9 +60,10 @@ def timing(model: ModelProfile | None, gpu: GpuProfile, tp: int) -> Timing:
     return Timing(None, gpu, None)
 
 
-def load_seconds(cost: Timing) -> float:
-    """From the engine's start to its serving: the model's cold start on one node."""
-    return cold_start_seconds(cost.model) if cost.model is not None else FIXED_LOAD_SECONDS
+def load_seconds(cost: Timing, pods_per_replica: int = 1) -> float:
+    """From the engine's start to its serving: the model's cold start, each node of a
+    replica of `pods_per_replica` loading its share of the weights."""
+    return cold_start_seconds(cost.model, pods_per_replica) if cost.model is not None else FIXED_LOAD_SECONDS
 
 
 def prefill_seconds(cost: Timing, prompt_lengths: Sequence[int]) -> float:
