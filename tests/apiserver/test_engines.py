@@ -22,10 +22,10 @@ SCALE = 0.001  # Llama 3.1 8B loads in 38 s: 0.038 s of the test's clock
 
 
 class World:
-    def __init__(self, server: ApiServer, scale: float):
+    def __init__(self, server: ApiServer, scale: float, lifecycle: float | None = None):
         self.client = Client(server.url)
         self.clock = Clock()
-        self.host = EngineHost(scale, monotonic=self.clock)
+        self.host = EngineHost(scale, monotonic=self.clock, lifecycle_scale=lifecycle)
         self.server = server
         self.kubelet = Kubelet(server.state, engines=self.host, monotonic=self.clock)
 
@@ -44,7 +44,7 @@ class World:
         for p in pods:
             assert self.client.post(PODS, p).code == 201
         self.step()
-        self.clock.now += 1000 * self.host.time_scale
+        self.clock.now += 1000 * self.host.lifecycle_scale
         self.step()
         for p in pods:
             assert _ready(self.pod(p["metadata"]["name"])), p["metadata"]["name"]
@@ -59,8 +59,8 @@ def world():
     with ApiServer(objects=small_cluster(gpus=8), kubelet=False) as server:
         made: list[World] = []
 
-        def make(scale: float = SCALE) -> World:
-            made.append(World(server, scale))
+        def make(scale: float = SCALE, lifecycle: float | None = None) -> World:
+            made.append(World(server, scale, lifecycle))
             return made[-1]
 
         yield make
@@ -80,6 +80,18 @@ def test_an_engine_pod_turns_ready_only_once_its_model_loaded_and_its_health_ans
     w.clock.now += due
     w.step()
     assert _ready(w.pod("d")) and call(w.url("d") + "/health")[0] == 200
+
+
+def test_a_lifecycle_scale_shortens_the_load_and_the_grace_but_not_the_requests(world):
+    w = world(scale=1.0, lifecycle=SCALE)
+    w.client.post(PODS, sglang_pod("d", "decode", pre_stop=10, grace=60))
+    assert w.step() == pytest.approx(38.03 * SCALE, abs=1e-4), "the cold start times the lifecycle scale"
+    assert w.host.time_scale == 1.0 and w.host.report()["lifecycleScale"] == SCALE
+    w.clock.now += 1
+    w.step()
+    assert _ready(w.pod("d"))
+    w.client.delete(f"{PODS}/d")
+    assert w.step() == pytest.approx(10 * SCALE), "the preStop sleep times the lifecycle scale"
 
 
 def test_sglang_prefill_hands_its_kv_to_the_decode_of_the_same_bootstrap_room(world):

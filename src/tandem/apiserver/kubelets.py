@@ -251,7 +251,7 @@ class Kubelet(Stepped):
         assert self.engines is not None
         removed: set[str] = set()
         later: float | None = None
-        scale = self.engines.time_scale
+        scale = self.engines.lifecycle_scale
         for pod in pods:
             meta = pod["metadata"]
             uid = meta["uid"]

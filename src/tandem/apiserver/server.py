@@ -62,6 +62,7 @@ class ApiServer:
         workload_api: bool = False,
         engines: bool = False,
         engine_time_scale: float = 1.0,
+        engine_lifecycle_scale: float | None = None,
     ):
         """`objects` are stored first (`seed.cluster_objects`); `crds`: tandem's CRDs installed;
         `kubelet`: run the simulated kubelet (ready `ready_after` s after start, bound
@@ -74,7 +75,8 @@ class ApiServer:
         (`scheduling.k8s.io/v1alpha3`, `workload_api.py`), as a server with its alpha gates on.
         `engines`: run an engine stand-in for every pod whose container is SGLang or vLLM
         (`engines/`), every duration it waits (model load, prefill, decode, preStop, grace
-        period) times `engine_time_scale`; `engine_report()` (and `GET /tandem/engines`)
+        period) times `engine_time_scale` (the load, preStop and grace period times
+        `engine_lifecycle_scale` instead, when given); `engine_report()` (and `GET /tandem/engines`)
         tells what each received."""
         if not cel.available():
             log.warning("cel-python is not installed (pip install 'tandem[apiserver]'): CRDs' x-kubernetes-validations rules are not checked")
@@ -92,7 +94,7 @@ class ApiServer:
             install_crd(self.state)
             self.provisioner = Provisioner(self.state, delay=provision_after)
         self.bookmark_every = bookmark_every
-        self.engines = EngineHost(engine_time_scale) if engines and kubelet else None
+        self.engines = EngineHost(engine_time_scale, lifecycle_scale=engine_lifecycle_scale) if engines and kubelet else None
         self.kubelet = Kubelet(self.state, ready_after=ready_after, bind_latency=bind_latency, engines=self.engines) if kubelet else None
         self._http = ThreadingHTTPServer((host, port), _handler(self))
         self._http.daemon_threads = True

@@ -458,6 +458,11 @@ def apiserver_command(
     engine_time_scale: Annotated[
         float, typer.Option(help="With --engines: multiply every duration a stand-in waits (model load, prefill, decode, preStop, grace period).", min=0.0)
     ] = 1.0,
+    engine_lifecycle_scale: Annotated[
+        float | None,
+        typer.Option(help="With --engines: multiply the model load, preStop and grace period by this instead (requests keep --engine-time-scale).",
+                     min=0.0, show_default=False),
+    ] = None,
 ) -> None:
     """Serve a local Kubernetes API (plain HTTP, in memory, simulated kubelets) for kubectl and the operator."""
 
@@ -476,7 +481,8 @@ def apiserver_command(
         try:
             server = ApiServer(port=port, objects=objects, crds=crds, ready_after=ready_after, bind_latency=bind_latency,
                                default_toleration_seconds=default_toleration_seconds, provisioner=provisioner, provision_after=provision_after, workload_api=workload_api,
-                               engines=engines, engine_time_scale=engine_time_scale)
+                               engines=engines, engine_time_scale=engine_time_scale,
+                               engine_lifecycle_scale=engine_lifecycle_scale)
         except OSError as exc:
             raise InputError(Problem("--port", f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}")) from None
         try:

@@ -34,10 +34,14 @@ class _Pod:
 
 
 class EngineHost:
-    def __init__(self, time_scale: float = DEFAULT_TIME_SCALE, monotonic: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time):
+    def __init__(self, time_scale: float = DEFAULT_TIME_SCALE, monotonic: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
+                 lifecycle_scale: float | None = None):
         """`time_scale` multiplies every duration a stand-in waits (load, prefill, decode) and
-        the kubelet's preStop and grace periods."""
+        the kubelet's preStop and grace periods; `lifecycle_scale`, when given, replaces it for
+        the model load, preStop and grace periods only (a test that measures requests at
+        their real times need not wait a real model load)."""
         self.time_scale = time_scale
+        self.lifecycle_scale = time_scale if lifecycle_scale is None else lifecycle_scale
         self._monotonic, self._wall = monotonic, wall
         self._pods: dict[str, _Pod] = {}  # uid -> the pod, kept after its stand-in stopped
         self._lock = threading.Lock()
@@ -56,7 +60,7 @@ class EngineHost:
         name = f"{meta.get('namespace')}/{meta['name']}"
         requests = RequestLog()
         try:
-            standin = StandIn(spec, ip, cost, self.time_scale, requests, name, self._monotonic() + load * self.time_scale, self._monotonic)
+            standin = StandIn(spec, ip, cost, self.time_scale, requests, name, self._monotonic() + load * self.lifecycle_scale, self._monotonic)
         except OSError as exc:
             problem = f"the {spec.engine} stand-in cannot listen on {ip}:{spec.port}: {exc.strerror or exc}; the pod runs without one"
             log.warning("engine stand-in %s: %s", name, problem)
@@ -120,7 +124,7 @@ class EngineHost:
         name, uid): what `GET /tandem/engines` on the API server answers."""
         with self._lock:
             pods = sorted(self._pods.values(), key=lambda p: (p.namespace, p.name, p.uid))
-        return {"timeScale": self.time_scale, "pods": [
+        return {"timeScale": self.time_scale, "lifecycleScale": self.lifecycle_scale, "pods": [
             {"namespace": p.namespace, "name": p.name, "uid": p.uid, "ip": p.ip, "port": p.spec.port, "bootstrapPort": p.spec.bootstrap_port,
              "engine": p.spec.engine, "role": p.spec.role, "model": p.spec.served_model, "profile": p.spec.profile, "gpu": p.spec.gpu,
              "tp": p.spec.tp, "loadSeconds": p.load_seconds, "running": p.standin is not None, "deletingSince": p.deleting_since,
