@@ -77,9 +77,11 @@ def test_an_engine_pod_turns_ready_only_once_its_model_loaded_and_its_health_ans
     assert running["status"]["podIP"].startswith("127.")
     assert call(w.url("d") + "/health")[0] == 503, "loading: not healthy yet"
     assert due == pytest.approx(38.03 * SCALE, abs=1e-4), "the serving model's cold start, scaled"
+    assert w.host.report()["pods"][0]["readySince"] is None
     w.clock.now += due
     w.step()
     assert _ready(w.pod("d")) and call(w.url("d") + "/health")[0] == 200
+    assert w.host.report()["pods"][0]["readySince"] is not None, "when it turned Ready, for tests that check no request came earlier"
 
 
 def test_a_lifecycle_scale_shortens_the_load_and_the_grace_but_not_the_requests(world):

@@ -148,6 +148,8 @@ class Kubelet(Stepped):
                         ready_at = max(ready_at, self.engines.ready_at(uid))
                     left = ready_at - now
                     if left <= 0 and (not engine or (self.engines is not None and self.engines.probe(uid))):
+                        if engine and self.engines is not None:
+                            self.engines.turned_ready(uid)  # before the write any watcher (a router) could see
                         self._ready(pod)
                         wrote = True
                     else:

@@ -29,6 +29,7 @@ class _Pod:
     requests: RequestLog
     standin: StandIn | None
     load_seconds: float
+    ready_since: float | None = None  # wall clock: when the kubelet turned it Ready
     deleting_since: float | None = None  # wall clock: when its graceful deletion began
     stopped_at: float | None = None  # wall clock: when its engine stopped taking requests
 
@@ -86,6 +87,11 @@ class EngineHost:
         standin = self._pods[uid].standin
         return standin is not None and standin.probe()
 
+    def turned_ready(self, uid: str) -> None:
+        pod = self._pods.get(uid)
+        if pod is not None and pod.ready_since is None:
+            pod.ready_since = self._wall()
+
     def deleting(self, uid: str) -> None:
         pod = self._pods.get(uid)
         if pod is not None and pod.deleting_since is None:
@@ -127,7 +133,7 @@ class EngineHost:
         return {"timeScale": self.time_scale, "lifecycleScale": self.lifecycle_scale, "pods": [
             {"namespace": p.namespace, "name": p.name, "uid": p.uid, "ip": p.ip, "port": p.spec.port, "bootstrapPort": p.spec.bootstrap_port,
              "engine": p.spec.engine, "role": p.spec.role, "model": p.spec.served_model, "profile": p.spec.profile, "gpu": p.spec.gpu,
-             "tp": p.spec.tp, "loadSeconds": p.load_seconds, "running": p.standin is not None, "deletingSince": p.deleting_since,
+             "tp": p.spec.tp, "loadSeconds": p.load_seconds, "running": p.standin is not None, "readySince": p.ready_since, "deletingSince": p.deleting_since,
              "stoppedAt": p.stopped_at, "requests": p.requests.snapshot()}
             for p in pods]}
 
