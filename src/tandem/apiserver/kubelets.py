@@ -8,7 +8,8 @@
   nvidia.com/gpu, cpu, memory, pods). A pod that fits nowhere stays Pending with
   PodScheduled False, `Unschedulable`, and the reason.
 - A bound pod starts at once: phase Running, a pod IP (127.10.x.y, handed out in order, so
-  the same run gives the same addresses; every address handed out is in 127.0.0.0/8, so a
+  the same run gives the same addresses; with engine stand-ins, the server's own block,
+  `pod_network`; every address handed out is in 127.0.0.0/8, so a
   client that connects to one stays on this machine), container statuses; it turns Ready `ready_after`
   seconds after it started.
 - A bound pod's `qosClass` is Kubernetes': Guaranteed when every container limits CPU
@@ -45,6 +46,7 @@ from tandem.api.quantity import parse_quantity
 from tandem.api.timestamps import rfc3339
 from tandem.apiserver.engines.host import EngineHost
 from tandem.apiserver.evictions import Taint, eviction_time, no_execute_taints
+from tandem.apiserver.pod_network import DEFAULT_BLOCK, address
 from tandem.apiserver.server_state import State
 from tandem.apiserver.step_thread import StepThread, Stepped
 from tandem.cluster.payloads import as_pod
@@ -77,6 +79,7 @@ class Kubelet(Stepped):
     _started: dict[str, float] = field(default_factory=dict)  # uid -> when it started running
     _ips: dict[str, str] = field(default_factory=dict)
     _addresses: int = 0  # pod IPs handed out so far
+    address_block: int = DEFAULT_BLOCK  # pod IPs are 127.<block>.x.y (`pod_network`)
     _known: dict[str, "Amounts | None"] = field(default_factory=dict)  # uid -> its requests, once needed
     _settled: dict[str, str] = field(default_factory=dict)  # uid -> the resourceVersion it was running and Ready at
     _nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> the node, followed by changes
@@ -341,7 +344,7 @@ class Kubelet(Stepped):
         stamp = rfc3339(int(self.state.clock()))
         if uid not in self._ips:
             self._addresses += 1
-            self._ips[uid] = _address(self._addresses)
+            self._ips[uid] = address(self.address_block, self._addresses)
         ip = self._ips[uid]
         new_status = {
             "phase": "Running",
@@ -417,10 +420,6 @@ def _conditions(ready: bool, stamp: str) -> list[dict[str, Any]]:
     if not ready:
         out[2]["reason"] = out[3]["reason"] = "ContainersNotReady"
     return out
-
-
-def _address(n: int) -> str:
-    return f"127.10.{n // 254 % 256}.{n % 254 + 1}"
 
 
 def _host_ip(node: str) -> str:

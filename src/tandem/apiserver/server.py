@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from tandem.apiserver import cel, discovery, protobuf, tables, verbs, watch
+from tandem.apiserver import cel, discovery, pod_network, protobuf, tables, verbs, watch
 from tandem.apiserver.error_status import Expired, Refused, UnsupportedMediaType, failure
 from tandem.apiserver.faults import Faults, Injected, Request
 from tandem.apiserver.engines.host import EngineHost
@@ -95,7 +95,11 @@ class ApiServer:
             self.provisioner = Provisioner(self.state, delay=provision_after)
         self.bookmark_every = bookmark_every
         self.engines = EngineHost(engine_time_scale, lifecycle_scale=engine_lifecycle_scale) if engines and kubelet else None
-        self.kubelet = Kubelet(self.state, ready_after=ready_after, bind_latency=bind_latency, engines=self.engines) if kubelet else None
+        # Stand-ins listen on pod IPs: a block no other local server on this machine hands out.
+        self._pod_network = pod_network.reserve() if self.engines is not None else None
+        block = self._pod_network.block if self._pod_network is not None else pod_network.DEFAULT_BLOCK
+        self.kubelet = (Kubelet(self.state, ready_after=ready_after, bind_latency=bind_latency, engines=self.engines, address_block=block)
+                        if kubelet else None)
         self._http = ThreadingHTTPServer((host, port), _handler(self))
         self._http.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -139,6 +143,8 @@ class ApiServer:
             self.kubelet.join()
         if self.engines is not None:
             self.engines.close_all()
+        if self._pod_network is not None:
+            self._pod_network.release()
         if self.provisioner is not None:
             self.provisioner.join()
         if self._thread is not None:
