@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test fuzz bench fidelity lint clean scan-env
+.PHONY: demo test fuzz bench fidelity lint clean scan-env engine-flags
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -50,5 +50,17 @@ $(SCAN)/bin/checkov:
 	@test -x $(SCAN)/bin/python || $(PYTHON) -m venv $(SCAN) || python3 -m venv $(SCAN)
 	$(SCAN)/bin/python -m pip install --quiet checkov==3.3.30
 
+# The serving examples' flags parsed by the engines' and routers' own argument parsers (SGLang,
+# vLLM, vllm-router; sglang-router is a test dependency), each in a venv of its own from a pinned
+# --no-deps list (requirements/engine-flags-*.txt: about 2 GB each for SGLang and vLLM, with the
+# CPU build of torch); also checks tests/examples/engine_flags/*.json are what the parsers say.
+ENGINES := sglang vllm vllm-router
+engine-flags: $(STAMP)
+	@for engine in $(ENGINES); do \
+		test -x .venv-engine-$$engine/bin/python || $(PYTHON) -m venv .venv-engine-$$engine || python3 -m venv .venv-engine-$$engine; \
+		.venv-engine-$$engine/bin/python -m pip install --quiet --no-deps -r requirements/engine-flags-$$engine.txt || exit 1; \
+	done
+	TANDEM_ENGINE_PARSERS=required $(BIN)/python -m pytest -p no:xdist tests/examples/test_engine_flags.py
+
 clean:
-	rm -rf $(VENV) $(SCAN) .pytest_cache .hypothesis .mypy_cache build src/*.egg-info
+	rm -rf $(VENV) $(SCAN) $(addprefix .venv-engine-,$(ENGINES)) .pytest_cache .hypothesis .mypy_cache build src/*.egg-info
