@@ -136,3 +136,26 @@ def test_a_swapped_kv_role_is_caught() -> None:
     assert argv != found.argv
     with pytest.raises(AssertionError):
         test_each_engine_plays_its_roles_part(Invocation(found.where, found.engine, argv, copy.deepcopy(found.pod), found.container))
+
+
+@pytest.mark.parametrize("found", ENGINES, ids=[f.where for f in ENGINES])
+def test_tandem_apiserver_runs_a_stand_in_of_each_engine_as_its_flags_say(found: Invocation) -> None:
+    from tandem.apiserver.engines.recognition import recognise
+    from tandem.sim.serving.profiles import GPU_NAMES
+
+    spec = recognise(found.pod, None, MODEL_NAMES, GPU_NAMES)
+    assert spec is not None and spec.engine == found.engine and spec.container == found.container["name"]
+    flags = _flags(found)
+    assert spec.role == found.pod["metadata"]["labels"]["tandem.dev/role"]
+    assert spec.port == int(flags["--port"][0])
+    assert spec.tp == int((flags.get("--tp-size") or flags["--tensor-parallel-size"])[0])
+    assert spec.profile in ("llama-3.1-8b", "llama-3.1-70b") and spec.gpu == "h100-sxm"
+    assert spec.bootstrap_port == (8998 if (found.engine, spec.role) == ("sglang", "prefill") else None)
+
+
+@pytest.mark.parametrize("found", ROUTERS, ids=[f.where for f in ROUTERS])
+def test_a_router_pod_is_not_taken_for_an_engine(found: Invocation) -> None:
+    from tandem.apiserver.engines.recognition import recognise
+    from tandem.sim.serving.profiles import GPU_NAMES
+
+    assert recognise(found.pod, None, MODEL_NAMES, GPU_NAMES) is None
