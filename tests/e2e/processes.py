@@ -177,3 +177,63 @@ class PodWatch:
                             self.events.append((event["type"], event["object"]))
             except OSError:
                 time.sleep(0.1)
+
+
+ROUTER_MODULE = "sglang_router.launch_router"
+NO_ROUTER = "sglang-router is not installed (`make test` installs it): the serving e2e test runs the real router"
+# The router loads a tokenizer for each worker's model from Hugging Face unless told
+# otherwise: pointed at a closed loopback port, that fetch fails at once and stays on this
+# machine. (A proxy would not do: its Kubernetes client refuses to start with one set.)
+ROUTER_ENV = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_OFFLINE": "1"}
+
+
+@dataclass
+class RouterProcess:
+    process: subprocess.Popen
+    url: str
+    log_path: Path
+
+    def workers(self) -> dict[str, str]:
+        """The router's workers: url -> worker type (prefill, decode), healthy ones only."""
+        try:
+            with urllib.request.urlopen(self.url + "/workers", timeout=5) as answer:
+                listed = json.load(answer).get("workers", [])
+        except OSError:
+            return {}
+        return {w["url"]: w.get("worker_type", "") for w in listed if w.get("is_healthy", True)}
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait(timeout=10)
+
+
+def start_router(server: ApiServer, work: Path, args: list[str]) -> RouterProcess:
+    """SGLang's model gateway with `args` (prefill/decode mode, service discovery by label
+    selectors: it finds its workers through its own Kubernetes client against `server`),
+    listening and exporting metrics on free ports of 127.0.0.1; every address it binds or
+    connects to is on 127.0.0.0/8."""
+    listen, metrics = free_port(), free_port()
+    log_path = work / "router.log"
+    command = [sys.executable, "-m", ROUTER_MODULE, *args, "--host", "127.0.0.1", "--port", str(listen),
+               "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics), "--log-level", "info"]
+    env = {**os.environ, **ROUTER_ENV, "KUBECONFIG": str(server.kubeconfig), "HOME": str(server.home), "NO_COLOR": "1"}
+    process = subprocess.Popen(command, stdout=log_path.open("w"), stderr=subprocess.STDOUT, env=env, cwd=REPO)
+    router = RouterProcess(process, f"http://127.0.0.1:{listen}", log_path)
+
+    def answers() -> bool:
+        try:
+            with urllib.request.urlopen(router.url + "/workers", timeout=2):
+                return True
+        except OSError:
+            return process.poll() is not None
+
+    wait_for(answers, 30, "the router to answer")
+    assert process.poll() is None, f"the router exited: {router.log()}"
+    return router
