@@ -19,7 +19,8 @@ placed a pod (see each).
   last incarnation was failed or replaced for a reason (judged from the store as it was
   when the controller deleted it: failed, not bound, its node not Ready, its group gone or
   of another revision, beyond the spec's counts, its replica broken, its unit below its
-  minimums). A replica cut short by a crash must be completed, not replaced; one seen
+  minimums past its gang timeout, or left by such a release whose delete failed, until the
+  unit is whole again: the release is retried, not timed anew). A replica cut short by a crash must be completed, not replaced; one seen
   whole before that then lost its leader is broken.
 - `left-behind`: no Pod, Service or ConfigMap of tandem's outlives its group.
 - `replica-pack`: every pod of a replica whose pods are all there and bound lies inside
@@ -225,6 +226,9 @@ class Checker:
         self._models: dict[tuple[str, str], tuple[InferenceGroup | None, str]] = {}
         self._over: set[str] = set()  # nodes over capacity at the last step
         self._partial: dict[tuple[str, int], list[float]] = {}  # (group uid, unit) -> [since, impaired seconds]
+        # (group uid, unit) -> the uids of its pods while it was partial past its gang timeout:
+        # the release the controller may carry out until the unit is whole again (`_why`)
+        self._releasable: dict[tuple[str, int], set[str]] = {}
         self._unbound: dict[str, list[float]] = {}  # pod uid -> [placed since, impaired seconds]
         self._waiting: dict[str, list[float]] = {}  # pod uid -> [admitted and waiting for a node since, impaired seconds]
         self._reported: set[tuple[str, Any]] = set()
@@ -378,25 +382,33 @@ class Checker:
     def _partial_placement(self, groups: dict[str, GroupNow]) -> None:
         impaired = self.world.leaderless or self.world.storm_now() or self.world.stale_now()
         now: set[tuple[str, int]] = set()
+        releasable: dict[tuple[str, int], set[str]] = {}
         for g in groups.values():
             if g.typed is None:
                 continue
             sizes = {r.name: r.pods_per_replica for r in g.typed.spec.roles}
             units = {int(p["metadata"]["labels"][UNIT_LABEL]) for p in g.pods}
             for unit in sorted(units):
-                if not any(p["spec"].get("nodeName") and not pod_failed(p) for p in g.unit_pods(unit)):
-                    continue  # holds no node (a placed pod not yet bound is `unbound`'s)
+                key = (g.uid, unit)
                 replicas = read_replicas(g.unit_pods(unit), sizes)
                 bound = {r.name: sum(1 for x in replicas if x.role == r.name and x.phase in ("Bound", "Ready")) for r in g.typed.spec.roles}
-                if all(bound[r.name] >= r.minimum for r in g.typed.spec.roles):
+                whole = all(bound[r.name] >= r.minimum for r in g.typed.spec.roles)
+                if not whole and key in self._releasable:  # pods gone are no longer the release's
+                    left = self._releasable[key] & {p["metadata"]["uid"] for p in g.unit_pods(unit)}
+                    if left:
+                        releasable[key] = left
+                if not any(p["spec"].get("nodeName") and not pod_failed(p) for p in g.unit_pods(unit)):
+                    continue  # holds no node (a placed pod not yet bound is `unbound`'s)
+                if whole:
                     continue
-                key = (g.uid, unit)
                 now.add(key)
                 if key not in self._partial:
                     self.exercised["partial_units"] += 1
                 clock = self._partial.setdefault(key, [self.world.t, 0.0])
                 if impaired:
                     clock[1] += 1.0
+                if self._past_gang_timeout(g, clock[0]):
+                    releasable.setdefault(key, set()).update(p["metadata"]["uid"] for p in g.unit_pods(unit))
                 allowed = g.typed.spec.scheduler.gang_timeout_seconds + self.world.schedule.resync + SLACK_S + clock[1] + self.skew
                 if self.world.t - clock[0] > allowed:
                     self.violation(
@@ -406,7 +418,13 @@ class Checker:
                     )
         for key in [k for k in self._partial if k not in now]:
             del self._partial[key]
+        self._releasable = releasable
         self._unbound_pods(groups, impaired)
+
+    def _past_gang_timeout(self, g: GroupNow, since: float) -> bool:
+        """A unit partial since `since` may be released by now (the replicas' clocks apart)."""
+        assert g.typed is not None
+        return self.world.t - since >= g.typed.spec.scheduler.gang_timeout_seconds - self.skew - SLACK_S
 
     def _unbound_pods(self, groups: dict[str, GroupNow], impaired: bool) -> None:
         """A pod tandem placed (its gate lifted, a node chosen) and not bound is released
@@ -549,8 +567,15 @@ class Checker:
         if len(live) > role.replicas:
             return "surplus replica"
         since = self._partial.get((g.uid, unit))
-        if since is not None and self.world.t - since[0] >= g.typed.spec.scheduler.gang_timeout_seconds - self.skew - SLACK_S:
+        if since is not None and self._past_gang_timeout(g, since[0]):
             return "unit below its minimums beyond its gang timeout"
+        if meta.get("uid") in self._releasable.get((g.uid, unit), ()):
+            # Its unit was partial past its gang timeout while this pod was in it, and has not
+            # been whole since: the release's delete of it failed and is retried, not timed
+            # anew (docs/controller.md), even once the unit held nothing for a while (the
+            # write that would clear `partialSince` may have failed, and the next leader
+            # reads the one it finds).
+            return "left over from its unit's gang-timeout release"
         if not all(pod_ready(p) for p in members) and not queued:
             # a step that did not get there in time is released (docs/coordination.md); its
             # start is the controller's record, in the status, on a replica's clock
