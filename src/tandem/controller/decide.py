@@ -70,6 +70,7 @@ from tandem.cluster.payloads import PodPayload, as_object, as_pod
 from tandem.cluster.pods import assigned_node, pod_failed, pod_index
 from tandem.cluster.ports import Object, ObjectRef
 from tandem.cluster.replicas import UnitRead, creation_of, creations_whole, is_functional, minimum_placed, replicas_of_unit, unit_replicas
+from tandem.controller.affinity_keep import DomainOf, domains_in, keep_affinities
 from tandem.controller.backend_words import Words, unit_words
 from tandem.backends.delegated_kinds import ALL_KEYS as GANG_KINDS
 from tandem.controller.delegation import (
@@ -144,7 +145,7 @@ def decide(
             draft.never_fit = None if asks_nodes else _never_fit(state, draft.typed, capacities)
             _release(draft, now, expected)
             _companions(draft, expected, state.service_named_like(group))
-            _coordinate(draft, now, expected, recovery)
+            _coordinate(draft, now, expected, recovery, domains_in(state.nodes, state.topologies.get(draft.typed.spec.topology_name)))
     placed, notes, ran, idle = _place(state, drafts, now, expected, placer, recovery)
     for draft in drafts:
         if draft.acting:
@@ -428,7 +429,7 @@ def _companions(draft: _Draft, expected: _Expected, named: Object | None) -> Non
 # ----------------------------------------------------------------------------- 3. coordinate
 
 
-def _coordinate(draft: _Draft, now: float, expected: _Expected, recovery: Recovery) -> None:
+def _coordinate(draft: _Draft, now: float, expected: _Expected, recovery: Recovery, domain_of: DomainOf) -> None:
     raw, typed, revision = draft.group.raw, draft.typed, draft.revision
     spec = UnitSpec.from_group(typed, revision)
     pods_per_replica = {r.name: r.pods_per_replica for r in typed.spec.roles}
@@ -456,6 +457,8 @@ def _coordinate(draft: _Draft, now: float, expected: _Expected, recovery: Recove
         if draft.backend is not None and memory.step_started is not None:
             memory = _queue_time(draft, unit, memory, _queued(replicas, pods_of), spec.step_timeout, now)
         decision = next_step(spec, Observed(tuple(replicas), memory), now)
+        # the replicas it deletes: none a Required affinity leans on while an equal one can go
+        decision = keep_affinities(typed, revision, decision, replicas, pods_of, domain_of)
         draft.decisions[unit] = decision
         if decision.status.step_started is not None and decision.state == "Progressing":
             draft.deadlines.append(decision.status.step_started + spec.step_timeout)
