@@ -20,6 +20,14 @@ that does not catch up within `CATCH_UP_S` seconds is a violation (`informer-stu
 is an error the server logs (`apiserver-error`: a bug answered as a 500). Crashes between
 writes are the replica's own (the adapter is stopped with it: a restarted process lists
 from scratch).
+
+The server listens on its own loopback address (`HOST`), not 127.0.0.1: on a machine
+shared with other tests, a `tandem operator` whose API server had gone (a test killed
+before its teardown) retries its kubeconfig's 127.0.0.1:<port> for ever, and once a
+world's server took that port it reconciled the world's groups on the wall clock, a year
+after the world's (stalled units retrying in 2026, `liveness` at the end: the HTTP
+seeds 4 and 22 that failed only in shared runs). A time in a group's status that far
+from the world's is reported as `foreign-writer`.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from support.faults.world import Replica, World, WorldStore
 from tandem.apiserver import verbs
 from tandem.apiserver.faults import Faults, Injected, Request
 from tandem.apiserver.server import ApiServer
+from tandem.api.timestamps import seconds
 from tandem.cluster.ports import EventType, Object, ObjectRef, Propagation
 from tandem.controller import OBSERVED_KINDS
 from tandem.errors import ApiError, NotFound
@@ -45,6 +54,14 @@ from tandem.kube.cluster import KubeCluster
 from tandem.kube.rest import Rest
 
 CATCH_UP_S = 10.0
+# The worlds' API servers listen here (any port): a loopback address nothing else on the
+# machine uses by default, so a process looking for its own server on 127.0.0.1 never
+# reaches a world's (see the module docstring).
+HOST = "127.31.0.1"
+# A time in a group's status this far from the world's is on another clock: a writer from
+# outside the world (see the module docstring).
+FOREIGN_CLOCK_S = 86_400.0
+STAMPED = ("Time", "Since", "After", "Started")  # status keys holding a time (lastTransitionTime, partialSince, retryAfter, stepStarted)
 # The CRDs each delegated backend's groups need served (as tests/e2e/test_delegated.py applies them).
 CRDS = {
     "volcano": ["volcano/scheduling.volcano.sh_podgroups.yaml"],
@@ -259,7 +276,7 @@ class HttpWorld(World):
     def _make_store(self) -> Any:
         store = WorldStore(clock=lambda: EPOCH + self.t)
         self.hook = CampaignFaults(self)
-        self.server = ApiServer(store=store, faults=self.hook, kubelet=False, bookmark_every=0.5, clock=lambda: EPOCH + self.t)
+        self.server = ApiServer(store=store, faults=self.hook, kubelet=False, bookmark_every=0.5, clock=lambda: EPOCH + self.t, host=HOST)
         self.server._http.handle_error = lambda request, address: None  # a watch cut mid-write is the point, not news
         self.server.start()
         logging.getLogger("tandem.kube").setLevel(logging.ERROR)  # informers retrying after injected errors, as expected
@@ -319,6 +336,13 @@ class HttpWorld(World):
                 self.checker.violation("apiserver-error", line)
             self._errors.seen.clear()
 
+    def step(self) -> None:
+        super().step()
+        if self.checker is not None:
+            for name, key, stamp in foreign_stamps(self.store.snapshot().list("InferenceGroup"), EPOCH + self.t):
+                self.checker.violation("foreign-writer", f"{name}: {key} {stamp} is on another clock than the world's "
+                                                         f"(t={self.t:.0f}): a process outside the world wrote it", once=("foreign", name))
+
     def close(self) -> None:
         super().close()
         logging.getLogger("tandem.apiserver").removeHandler(self._errors)
@@ -348,6 +372,35 @@ class HttpWorld(World):
     def _heal(self) -> None:
         super()._heal()
         self._list_errors.clear()
+
+
+def foreign_stamps(groups: Iterable[Object], now: float) -> list[tuple[str, str, str]]:
+    """(group, key path, time) of each time in the groups' status further than
+    `FOREIGN_CLOCK_S` from `now`: written on a clock other than the world's."""
+    out: list[tuple[str, str, str]] = []
+
+    def walk(value: Any, path: str, name: str) -> None:
+        if isinstance(value, dict):
+            for key, item in sorted(value.items()):
+                if isinstance(item, str) and key.endswith(STAMPED):
+                    if abs(_seconds_or(item, now) - now) > FOREIGN_CLOCK_S:
+                        out.append((name, f"{path}.{key}", item))
+                else:
+                    walk(item, f"{path}.{key}", name)
+        elif isinstance(value, list):
+            for number, item in enumerate(value):
+                walk(item, f"{path}[{number}]", name)
+
+    for group in groups:
+        walk(group.get("status") or {}, "status", group["metadata"]["name"])
+    return out
+
+
+def _seconds_or(stamp: str, default: float) -> float:
+    try:
+        return seconds(stamp)
+    except ValueError:
+        return default
 
 
 def _number(version: str) -> int:
