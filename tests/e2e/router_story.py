@@ -5,7 +5,8 @@ every engine pod's IP), `tandem operator`, kubectl for what a user does, and the
 (sglang-router, prefill/decode mode) with the flags of examples/serving/sglang-pd-router.yaml,
 finding the pods of examples/serving/sglang-pd.yaml through its own Kubernetes client. First
 requests one at a time (TTFT and ITL against `tandem profile predict`), then a load that flows
-while the group scales to a second unit, rolls a new template and loses a decode pod.
+while the group scales to a second unit, rolls a new template, loses a decode pod and
+scales back to one unit.
 
 tests/e2e/test_router.py asserts on what `run` returns; bench/router.py prints it as figures.
 Everything binds and connects on 127.0.0.0/8 only.
@@ -119,6 +120,11 @@ def _story(server: ApiServer, router: RouterProcess, group: dict[str, Any]) -> S
         wait_for(lambda: _serving(server, router, group, 2) and lost["metadata"]["uid"] not in {p["metadata"]["uid"] for p in _pods(server, group)},
                  120, "the lost decode's replica replaced, Ready and in the router")
         phases["lost-decode"] = time.monotonic() - started
+
+        started = time.monotonic()
+        server.kubectl("scale", *ig, "--replicas", "1")
+        wait_for(lambda: _serving(server, router, group, 1), 90, "the second unit gone from the router and the cluster")
+        phases["scale-down"] = time.monotonic() - started
         wait_for(lambda: load.count() >= LEAST_REQUESTS, 120, f"{LEAST_REQUESTS} requests")
     finally:
         outcomes = load.stop()

@@ -5,7 +5,7 @@ Kubernetes client against `tandem apiserver --engines`, while `tandem operator` 
 group and kubectl does what a user does (`router_story.py` tells the story).
 
 With requests flowing all the time the group scales to a second unit, rolls out a new
-template and loses a decode pod: every request succeeds; every pod took requests only once
+template, loses a decode pod and scales back to one unit: every request succeeds; every pod took requests only once
 Ready and none once its engine had stopped (the router drops a pod when it sees its
 deletionTimestamp; the preStop sleep keeps the engine serving meanwhile); every pod Ready
 during the load was used. Requests one at a time show TTFT and ITL through the router within
@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.skipif(KUBECTL is None, reason=NO_KUBECTL),
 TOLERANCE = 0.20
 
 
-def test_the_real_router_serves_through_scaling_a_rollout_and_a_lost_decode_without_a_failed_request(tmp_path: Path):
+def test_the_real_router_serves_through_scaling_up_and_down_a_rollout_and_a_lost_decode_without_a_failed_request(tmp_path: Path):
     story = router_story.run(tmp_path)
 
     assert all(o.ok for o in story.measured), [o.error for o in story.measured if not o.ok]
