@@ -17,10 +17,9 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import socket
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from apiserver.engine_pods import PODS, sglang_pod  # noqa: E402
 from apiserver.helpers import Client, small_cluster  # noqa: E402
+from e2e.processes import start_router  # noqa: E402
 from tandem.apiserver.server import ApiServer  # noqa: E402
 from tandem.sim.serving import gpu_profile, model_profile, roofline  # noqa: E402
 
@@ -65,12 +65,9 @@ def main() -> None:
         while not _ready(pods := client.get(PODS).body["items"]):
             time.sleep(0.2)
         ips = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods}
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        router = subprocess.Popen([sys.executable, "-m", "sglang_router.launch_router", "--pd-disaggregation", "--prefill",
-                                   f"http://{ips['p']}:30000", "8998", "--decode", f"http://{ips['d']}:30000", "--host", "127.0.0.1",
-                                   "--port", str(port), "--log-level", "warn"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        work = Path(tempfile.mkdtemp(prefix="tandem-bench-router-"))
+        router = start_router(work, ["--pd-disaggregation", "--prefill", f"http://{ips['p']}:30000", "8998", "--decode", f"http://{ips['d']}:30000"])
+        port = int(router.url.rsplit(":", 1)[1])
         try:
             time.sleep(3)
             for prompt in (int(p) for p in args.prompts.split(",")):
@@ -84,8 +81,7 @@ def main() -> None:
                                   "predicted_ttft_s": predicted_ttft, "ttft_ratio": ttft / predicted_ttft, "itl_s": itl,
                                   "predicted_itl_s": predicted_itl, "itl_ratio": itl / predicted_itl}), flush=True)
         finally:
-            router.terminate()
-            router.wait(10)
+            router.stop()
 
 
 if __name__ == "__main__":

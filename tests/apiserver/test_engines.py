@@ -14,6 +14,7 @@ import pytest
 
 from apiserver.engine_pods import LLAMA, PODS, call, events, sglang_pod, vllm_pod
 from apiserver.helpers import Client, Clock, pod, small_cluster
+from tandem.apiserver import pod_network
 from tandem.apiserver.engines.host import EngineHost
 from tandem.apiserver.kubelets import Kubelet
 from tandem.apiserver.server import ApiServer
@@ -27,7 +28,9 @@ class World:
         self.clock = Clock()
         self.host = EngineHost(scale, monotonic=self.clock, lifecycle_scale=lifecycle)
         self.server = server
-        self.kubelet = Kubelet(server.state, engines=self.host, monotonic=self.clock)
+        # Pod IPs of its own, as a server with engines takes (another test's server may run beside)
+        self.network = pod_network.reserve()
+        self.kubelet = Kubelet(server.state, engines=self.host, monotonic=self.clock, address_block=self.network.block)
 
     def step(self) -> float | None:
         with self.server.state.lock:
@@ -66,6 +69,7 @@ def world():
         yield make
         for w in made:
             w.host.close_all()
+            w.network.release()
 
 
 def test_an_engine_pod_turns_ready_only_once_its_model_loaded_and_its_health_answers(world):
@@ -192,6 +196,11 @@ def test_deleting_an_engine_pod_is_graceful_prestop_then_drain_then_gone(world):
     assert call(url + "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2}})[0] == 200, "it serves through preStop"
     w.clock.now += 10 * SCALE
     w.step()
+    for _ in range(200):  # the handler ends a moment after its answer went out: then the engine is idle
+        if w.client.get(f"{PODS}/d").code == 404:
+            break
+        threading.Event().wait(0.01)
+        w.step()
     assert w.client.get(f"{PODS}/d").code == 404
     try:
         code: int | None = call(url + "/health", timeout=2)[0]
@@ -278,12 +287,13 @@ def test_an_engine_that_cannot_listen_is_an_event_and_the_pod_runs_without_it(wo
     w = world()
     with socket.socket() as taken:
         taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # an earlier test's stand-in may have left TIME_WAIT behind
-        taken.bind(("127.10.0.2", 30000))  # the first pod IP the kubelet hands out
+        first = pod_network.address(w.network.block, 1)
+        taken.bind((first, 30000))  # the first pod IP the kubelet hands out
         taken.listen()
         w.client.post(PODS, sglang_pod("d", "decode"))
         w.step()
         events = w.client.get("/api/v1/namespaces/serving/events").body["items"]
         assert [(e["reason"], e["type"], e["involvedObject"]["name"]) for e in events] == [("EngineNotStarted", "Warning", "d")]
-        assert "cannot listen on 127.10.0.2:30000" in events[0]["message"]
+        assert f"cannot listen on {first}:30000" in events[0]["message"]
         assert _ready(w.pod("d")), "no engine to wait for"
         assert w.client.delete(f"{PODS}/d").code == 200 and w.client.get(f"{PODS}/d").code == 404, "deleted at once, as any other pod"

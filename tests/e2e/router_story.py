@@ -76,7 +76,7 @@ def run(work: Path) -> Story:
         assert group["metadata"]["namespace"] == namespace, "the router example watches the group's namespace"
         server.kubectl("create", "namespace", namespace)
         server.kubectl("apply", "-f", str(GROUP_FILE))
-        router = start_router(server, work, args)
+        router = start_router(work, args, server)
         return _story(server, router, group)
     finally:
         if router is not None:
