@@ -4,7 +4,9 @@ One thread per engine runs iterations as SGLang's and vLLM's schedulers do, appr
 waiting prompts first (a prefill iteration takes whole prompts up to the token budget),
 else one decode step for every running request (each gets one token). Each iteration
 sleeps the serving model's time for it, times the scale. Handlers submit a `Job` and read
-its `events` queue: ("token", n) as tokens come, then ("done", n) — n the tokens so far.
+its `events` queue: ("token", n) as tokens come, then ("done", n) — n the tokens so far —
+or ("error", n) when the engine stopped first: every job submitted, before or after
+`close()`, hears back.
 """
 
 from __future__ import annotations
@@ -47,13 +49,16 @@ class EngineLoop:
         self._lock = threading.Condition()
         self._waiting: deque[Job] = deque()
         self._running: list[Job] = []
-        self._prefilling = 0
+        self._batch: list[Job] = []  # the prefill iteration in progress (out of `_waiting`, not yet running)
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"tandem-engine-{name}", daemon=True)
         self._thread.start()
 
     def submit(self, job: Job) -> None:
         with self._lock:
+            if self._closed:  # a stopped engine runs nothing: the job fails at once
+                job.events.put(("error", job.generated))
+                return
             if job.prefill:
                 self._waiting.append(job)
             else:  # its KV came from a prefill engine, with its first token
@@ -67,14 +72,15 @@ class EngineLoop:
     def load(self) -> tuple[int, int, int]:
         """(waiting, running, KV tokens held) now."""
         with self._lock:
-            return len(self._waiting), len(self._running) + self._prefilling, sum(j.context for j in self._running)
+            return len(self._waiting), len(self._running) + len(self._batch), sum(j.context for j in self._running)
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            for job in [*self._waiting, *self._running]:
+            for job in [*self._waiting, *self._batch, *self._running]:
                 job.events.put(("error", job.generated))
             self._waiting.clear()
+            self._batch = []
             self._running.clear()
             self._lock.notify_all()
 
@@ -87,8 +93,7 @@ class EngineLoop:
                     return
                 if self._waiting:
                     count = timing.prefill_batch([j.prompt for j in self._waiting])
-                    batch = [self._waiting.popleft() for _ in range(count)]
-                    self._prefilling = len(batch)
+                    batch = self._batch = [self._waiting.popleft() for _ in range(count)]
                     seconds = timing.prefill_seconds(self.cost, [j.prompt for j in batch])
                     decoding: list[Job] = []
                 else:
@@ -97,9 +102,9 @@ class EngineLoop:
             time.sleep(seconds * self.scale)
             now = time.monotonic()
             with self._lock:
-                if self._closed:
+                if self._closed:  # close() failed the batch and everything else
                     return
-                self._prefilling = 0
+                self._batch = []
                 for job in batch:
                     self._observe("prompt_tokens", job.prompt)
                     self._first_token(job, now)

@@ -33,6 +33,7 @@ from tandem.apiserver.engines.timing import Timing
 log = logging.getLogger("tandem.apiserver.engines")
 KV_WAIT_SECONDS = 60.0  # a decode waits this long (real time) for its prefill's KV
 ROOMS_KEPT_SECONDS = 120.0
+JOB_SILENCE_SECONDS = 600.0  # a backstop: a handler that hears nothing of its job this long answers it failed
 VERSION = {"sglang": "0.5.5", "vllm": "0.11.0"}  # what /get_server_info and /version answer
 
 
@@ -382,12 +383,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-def _updates(job: Job) -> Iterator[tuple[int, bool, bool]]:
+def _updates(job: Job, silence: float = JOB_SILENCE_SECONDS) -> Iterator[tuple[int, bool, bool]]:
     """(tokens so far, done, failed) as the engine makes them: every event already queued is
     taken at once, so a last token and the end come as one update (an engine's last streamed
-    chunk carries both), and a reader slower than the engine gets tokens in bunches."""
+    chunk carries both), and a reader slower than the engine gets tokens in bunches. No
+    event for `silence` seconds counts as failed, so no handler waits forever."""
     while True:
-        events = [job.events.get()]
+        try:
+            events = [job.events.get(timeout=silence)]
+        except queue.Empty:
+            yield job.generated, False, True
+            return
         while True:
             try:
                 events.append(job.events.get_nowait())
