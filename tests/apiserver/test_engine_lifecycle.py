@@ -18,11 +18,53 @@ import pytest
 from tandem.apiserver import pod_network
 from tandem.apiserver.engines import timing
 from tandem.apiserver.engines.core import EngineLoop, Job
-from tandem.apiserver.engines.standin import _updates
+from tandem.apiserver.engines.recognition import EngineSpec
+from tandem.apiserver.engines.standin import RequestLog, StandIn, _updates
 from tandem.sim.serving.profiles import gpu_profile
 
 FIXED = timing.timing(None, gpu_profile("h100-sxm"), 1)  # 10 ms per prefill iteration, 10 ms per decode step
 BACKSTOP = 10.0  # seconds a test waits for an event that must come (a hang fails, it does not block the run)
+
+
+class Network:
+    """Stand-ins on a reserved 127.X block: the n-th at 127.X.0.n+1."""
+
+    def __init__(self, block: int):
+        self.block = block
+        self.standins: list[StandIn] = []
+
+    def standin(self, engine: str, role: str | None, *, scale: float = 0.001, bootstrap: int | None = None, **more: Any) -> StandIn:
+        port = 30000 if engine == "sglang" else 8000
+        spec = EngineSpec(engine=engine, container="engine", port=port, role=role, served_model="m", profile=None,  # type: ignore[arg-type]
+                          gpu="h100-sxm", tp=1, bootstrap_port=bootstrap, **more)
+        ip = pod_network.address(self.block, len(self.standins) + 1)
+        made = StandIn(spec, ip, FIXED, scale, RequestLog(), f"test/{ip}", 0.0)
+        self.standins.append(made)
+        return made
+
+
+@pytest.fixture
+def network() -> Iterator[Network]:
+    reservation = pod_network.reserve()
+    made = Network(reservation.block)
+    try:
+        yield made
+    finally:
+        for standin in made.standins:
+            standin.close(wait=True)
+        reservation.release()
+
+
+def request(standin: StandIn, path: str, body: Any = None, port: int | None = None) -> tuple[int, str]:
+    """(status, text) of a GET, or a JSON POST when `body` is given: straight to the stand-in."""
+    connection = http.client.HTTPConnection(standin.ip, port or standin.spec.port, timeout=BACKSTOP)
+    try:
+        data = None if body is None else json.dumps(body)
+        connection.request("GET" if body is None else "POST", path, data, {"Content-Type": "application/json"} if data else {})
+        answer = connection.getresponse()
+        return answer.status, answer.read().decode()
+    finally:
+        connection.close()
 
 
 def _quiet(kind: str, value: float) -> None:
@@ -62,3 +104,28 @@ def test_a_job_submitted_after_the_engine_stopped_fails_at_once():
 
 def test_a_handler_that_hears_nothing_of_its_job_gives_up_as_failed():
     assert list(_updates(Job(10, 5, prefill=True, decode=True), silence=0.01)) == [(0, False, True)]
+
+
+# ---------------------------------------------------------------------- 2. no proxy on loopback
+
+
+@pytest.fixture
+def proxied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proxy configured that nothing listens on: any request sent through it fails."""
+    for name in ("http_proxy", "HTTP_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_the_probe_and_the_kv_handoff_never_go_through_a_proxy(network, proxied):
+    prefill = network.standin("sglang", "prefill", bootstrap=8998)
+    decode = network.standin("sglang", "decode")
+    assert prefill.probe() and decode.probe()
+    body = {"text": "a b c", "sampling_params": {"max_new_tokens": 3}, "bootstrap_host": prefill.ip, "bootstrap_port": 8998, "bootstrap_room": 7}
+    answers: list[tuple[int, str]] = []
+    decoding = threading.Thread(target=lambda: answers.append(request(decode, "/generate", body)))
+    decoding.start()
+    assert request(prefill, "/generate", body)[0] == 200
+    decoding.join()
+    assert answers[0][0] == 200 and json.loads(answers[0][1])["text"] == " t1 t2 t3"

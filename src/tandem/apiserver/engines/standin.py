@@ -10,14 +10,13 @@ arrival time and whether it failed; `/tandem/requests` answers them.
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import json
 import logging
 import queue
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -122,11 +121,10 @@ class StandIn:
         return self._monotonic() >= self.ready_at
 
     def probe(self) -> bool:
-        """The readiness probe: its health endpoint answers 200."""
+        """The readiness probe: its health endpoint answers 200 (asked directly, never through a proxy)."""
         try:
-            with urllib.request.urlopen(self.url + "/health", timeout=1.0) as answer:
-                return bool(answer.status == 200)
-        except (OSError, urllib.error.URLError):
+            return _get(self.ip, self.spec.port, "/health", 1.0) == 200
+        except (OSError, http.client.HTTPException):
             return False
 
     def stop_accepting(self) -> None:
@@ -414,10 +412,24 @@ def _fetch_kv(host: str, port: Any, room: Any) -> str | None:
     except ValueError:
         return f"bootstrap_host {host!r} is not an IP address"
     try:
-        with urllib.request.urlopen(f"http://{host}:{int(port)}/tandem/kv/{room}", timeout=KV_WAIT_SECONDS + 5) as answer:
-            return None if answer.status == 200 else f"bootstrap {host}:{port} answered {answer.status}"
-    except (OSError, ValueError, TypeError, urllib.error.URLError) as exc:
+        status = _get(host, int(port), f"/tandem/kv/{room}", KV_WAIT_SECONDS + 5)
+        return None if status == 200 else f"bootstrap {host}:{port} answered {status}"
+    except (OSError, ValueError, TypeError, http.client.HTTPException) as exc:
         return f"KV transfer from {host}:{port} room {room} failed: {exc}"
+
+
+def _get(host: str, port: int, path: str, timeout: float) -> int:
+    """The status of `GET path` at host:port, on a connection of its own: stand-ins talk to
+    loopback addresses only, never through a proxy (urllib would obey `http_proxy`, which
+    Python does not bypass for 127.x)."""
+    connection = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        connection.request("GET", path)
+        answer = connection.getresponse()
+        answer.read()
+        return answer.status
+    finally:
+        connection.close()
 
 
 def _text(start: int, end: int) -> str:
