@@ -10,16 +10,22 @@ from __future__ import annotations
 import http.client
 import json
 import queue
+import socket
 import threading
 from typing import Any, Iterator
 
 import pytest
 
+from apiserver.engine_pods import PODS, sglang_pod
+from apiserver.helpers import Client, Clock, small_cluster
 from tandem.apiserver import pod_network
 from tandem.apiserver.engines import timing
 from tandem.apiserver.engines.core import EngineLoop, Job
+from tandem.apiserver.engines.host import EngineHost
 from tandem.apiserver.engines.recognition import EngineSpec
 from tandem.apiserver.engines.standin import RequestLog, StandIn, _updates
+from tandem.apiserver.kubelets import Kubelet
+from tandem.apiserver.server import ApiServer
 from tandem.sim.serving.profiles import gpu_profile
 
 FIXED = timing.timing(None, gpu_profile("h100-sxm"), 1)  # 10 ms per prefill iteration, 10 ms per decode step
@@ -129,3 +135,37 @@ def test_the_probe_and_the_kv_handoff_never_go_through_a_proxy(network, proxied)
     assert request(prefill, "/generate", body)[0] == 200
     decoding.join()
     assert answers[0][0] == 200 and json.loads(answers[0][1])["text"] == " t1 t2 t3"
+
+
+# ---------------------------------------------------------------------- 3. the kubelet asks in-process
+
+
+def test_the_kubelet_turns_an_engine_pod_ready_without_a_connection_under_the_lock(monkeypatch: pytest.MonkeyPatch):
+    """The kubelet's step runs under the server's lock: it asks the stand-in in-process, so no
+    connection is opened there (one that stalled would freeze the whole API)."""
+    reservation = pod_network.reserve()
+    clock = Clock()
+    host = EngineHost(0.001, monotonic=clock)
+    try:
+        with ApiServer(objects=small_cluster(gpus=8), kubelet=False) as server:
+            client = Client(server.url)
+            kubelet = Kubelet(server.state, engines=host, monotonic=clock, address_block=reservation.block)
+            assert client.post(PODS, sglang_pod("d", "decode")).code == 201
+            with server.state.lock:
+                kubelet.step()
+            clock.now += 1.0  # past the load time, scaled
+            opened: list[Any] = []
+
+            def refuse(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+                opened.append(address)
+                raise ConnectionRefusedError("no connection under the lock")
+
+            monkeypatch.setattr(socket, "create_connection", refuse)
+            with server.state.lock:
+                kubelet.step()
+            monkeypatch.undo()
+            pod = client.get(f"{PODS}/d").body
+            assert opened == [] and any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"]["conditions"])
+    finally:
+        host.close_all()
+        reservation.release()

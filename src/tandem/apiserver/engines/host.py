@@ -84,8 +84,9 @@ class EngineHost:
         return standin.ready_at if standin is not None else 0.0
 
     def probe(self, uid: str) -> bool:
+        """The readiness probe, asked in-process (no HTTP: the kubelet holds the server's lock)."""
         standin = self._pods[uid].standin
-        return standin is not None and standin.probe()
+        return standin is not None and standin.serving()
 
     def turned_ready(self, uid: str) -> None:
         pod = self._pods.get(uid)

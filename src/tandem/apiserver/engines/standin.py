@@ -120,6 +120,12 @@ class StandIn:
     def loaded(self) -> bool:
         return self._monotonic() >= self.ready_at
 
+    def serving(self) -> bool:
+        """What its health endpoint would answer, known in-process: loaded, listening and
+        not stopping (the kubelet asks this under the server's lock, where an HTTP round
+        trip would hold up the whole API)."""
+        return self.loaded() and not self.draining
+
     def probe(self) -> bool:
         """The readiness probe: its health endpoint answers 200 (asked directly, never through a proxy)."""
         try:
