@@ -169,3 +169,21 @@ def test_the_kubelet_turns_an_engine_pod_ready_without_a_connection_under_the_lo
     finally:
         host.close_all()
         reservation.release()
+
+
+# ---------------------------------------------------------------------- 4. a cut stream is a failure
+
+
+def test_a_stream_cut_by_a_stopping_engine_is_recorded_as_failed(network):
+    engine = network.standin("sglang", None, scale=1.0)  # 10 ms decode steps: 1000 tokens outlast the test's stop
+    answers: list[tuple[int, str]] = []
+    body = {"text": "a", "sampling_params": {"max_new_tokens": 1000}, "stream": True}
+    streaming = threading.Thread(target=lambda: answers.append(request(engine, "/generate", body)))
+    streaming.start()
+    _wait_until(lambda: engine.loop.load()[1] == 1)
+    engine.loop.close()  # the engine stops under the stream (the grace period ended)
+    streaming.join()
+    assert answers[0][0] == 200 and '"error"' in answers[0][1], "the header had gone out: the stream ends with an error event"
+    _wait_until(lambda: engine.requests.snapshot()[-1]["status"] is not None)
+    (record,) = engine.requests.snapshot()
+    assert (record["path"], record["status"], record["failed"]) == ("/generate", 503, True)

@@ -322,10 +322,11 @@ class _Handler(BaseHTTPRequestHandler):
         rid = str(body.get("rid") or uuid.uuid4().hex)
         if stream:
             self._start_stream()
-            sent = 0
+            sent, cut = 0, False
             for count, done, failed in _updates(job):
                 if failed:
                     self._chunk(b'data: {"error": {"message": "the engine stopped"}}\n\n')
+                    cut = True
                     break
                 if done and room is not None and not job.decode:
                     engine.rooms.prefilled(str(room))
@@ -334,6 +335,8 @@ class _Handler(BaseHTTPRequestHandler):
                 sent = count
             self._chunk(b"data: [DONE]\n\n")
             self._chunk(b"")
+            if cut:  # the 200 header went out before the engine stopped: the record says what happened
+                return 503
             engine.metrics.observe("e2e", time.monotonic() - started)
             return 200
         final = 0
