@@ -16,17 +16,17 @@ from typing import Any, Iterator
 
 import pytest
 
-from apiserver.engine_pods import PODS, sglang_pod
+from apiserver.engine_pods import LLAMA, PODS, sglang_pod, vllm_pod
 from apiserver.helpers import Client, Clock, small_cluster
 from tandem.apiserver import pod_network
 from tandem.apiserver.engines import timing
 from tandem.apiserver.engines.core import EngineLoop, Job
 from tandem.apiserver.engines.host import EngineHost
-from tandem.apiserver.engines.recognition import EngineSpec
+from tandem.apiserver.engines.recognition import EngineSpec, recognise
 from tandem.apiserver.engines.standin import RequestLog, StandIn, _updates
 from tandem.apiserver.kubelets import Kubelet
 from tandem.apiserver.server import ApiServer
-from tandem.sim.serving.profiles import gpu_profile
+from tandem.sim.serving.profiles import GPU_NAMES, MODEL_NAMES, gpu_profile
 
 FIXED = timing.timing(None, gpu_profile("h100-sxm"), 1)  # 10 ms per prefill iteration, 10 ms per decode step
 BACKSTOP = 10.0  # seconds a test waits for an event that must come (a hang fails, it does not block the run)
@@ -187,3 +187,28 @@ def test_a_stream_cut_by_a_stopping_engine_is_recorded_as_failed(network):
     _wait_until(lambda: engine.requests.snapshot()[-1]["status"] is not None)
     (record,) = engine.requests.snapshot()
     assert (record["path"], record["status"], record["failed"]) == ("/generate", 503, True)
+
+
+# ---------------------------------------------------------------------- 5. vLLM's KV handoff while the prefill drains
+
+
+def test_a_vllm_engine_with_a_kv_connector_listens_on_its_nixl_side_channel_port():
+    producer = vllm_pod("p", LLAMA, "kv_producer")
+    assert recognise(producer, None, MODEL_NAMES, GPU_NAMES).side_channel_port == 5600  # type: ignore[union-attr]
+    producer["spec"]["containers"][0]["env"] = [{"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": "5601"}]
+    assert recognise(producer, None, MODEL_NAMES, GPU_NAMES).side_channel_port == 5601  # type: ignore[union-attr]
+    assert recognise(vllm_pod("v", LLAMA), None, MODEL_NAMES, GPU_NAMES).side_channel_port is None  # type: ignore[union-attr]
+
+
+def test_a_vllm_decode_fetches_its_kv_from_a_prefill_that_stopped_taking_requests(network):
+    prefill = network.standin("vllm", "prefill", side_channel_port=5600)
+    decode = network.standin("vllm", "decode", side_channel_port=5600)
+    ask = {"model": "m", "prompt": "a b", "max_tokens": 1, "kv_transfer_params": {"do_remote_decode": True}}
+    code, text = request(prefill, "/v1/completions", ask)
+    handed = json.loads(text)["kv_transfer_params"]
+    assert code == 200 and (handed["remote_host"], handed["remote_port"]) == (prefill.ip, 5600), "the side channel, as NixlConnector names it"
+    prefill.stop_accepting()  # its deletion began: the HTTP listener closes
+    with pytest.raises(OSError):
+        request(prefill, "/health")
+    code, text = request(decode, "/v1/completions", {**ask, "max_tokens": 3, "kv_transfer_params": handed})
+    assert code == 200 and json.loads(text)["choices"][0]["text"] == " t1 t2 t3"

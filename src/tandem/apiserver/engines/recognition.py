@@ -26,6 +26,8 @@ DEFAULT_GPU = "h100-sxm"
 DEFAULT_PORTS: dict[Engine, int] = {"sglang": 30000, "vllm": 8000}
 REPLICA_SIZE_ENV = "TANDEM_REPLICA_SIZE"  # what the operator tells each pod of a replica
 SGLANG_BOOTSTRAP_PORT = 8998  # SGLang's --disaggregation-bootstrap-port default
+SIDE_CHANNEL_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT"  # where vLLM's NixlConnector listens for the decode's handshake
+VLLM_SIDE_CHANNEL_PORT = 5600  # its default (vllm/envs.py)
 _KV_ROLES: dict[str, Role | None] = {"kv_producer": "prefill", "kv_consumer": "decode", "kv_both": None}
 
 
@@ -43,6 +45,7 @@ class EngineSpec:
     tp: int
     bootstrap_port: int | None  # SGLang prefill: where the decode side fetches the KV
     replica_pods: int = 1  # pods of its replica (TANDEM_REPLICA_SIZE): they share the weights' load
+    side_channel_port: int | None = None  # vLLM with a KV connector: where a decode fetches the KV (NIXL's side channel)
 
 
 def recognise(pod: Mapping[str, Any], node: Mapping[str, Any] | None, model_names: Sequence[str], gpu_names: Sequence[str]) -> EngineSpec | None:
@@ -84,10 +87,11 @@ def recognise(pod: Mapping[str, Any], node: Mapping[str, Any] | None, model_name
     gpu = annotations.get(GPU_ANNOTATION) or _node_gpu(node, gpu_names) or DEFAULT_GPU
     if gpu not in gpu_names:
         gpu = DEFAULT_GPU
-    size = next((e.get("value") for e in container.get("env") or [] if isinstance(e, Mapping) and e.get("name") == REPLICA_SIZE_ENV), None)
+    size = _env(container, REPLICA_SIZE_ENV)
+    side_channel = _int(_env(container, SIDE_CHANNEL_ENV), VLLM_SIDE_CHANNEL_PORT) if engine == "vllm" and flags.get("--kv-transfer-config") else None
     return EngineSpec(engine=engine, container=str(container.get("name") or ""), port=port, role=role,
                       served_model=model_arg or profile or "default", profile=profile, gpu=gpu, tp=max(tp, 1), bootstrap_port=bootstrap,
-                      replica_pods=max(_int(size, 1), 1))
+                      replica_pods=max(_int(size, 1), 1), side_channel_port=side_channel)
 
 
 def profile_for_model(model: str | None, model_names: Sequence[str]) -> str | None:
@@ -172,6 +176,11 @@ def _node_gpu(node: Mapping[str, Any] | None, gpu_names: Sequence[str]) -> str |
     product = ((node or {}).get("metadata") or {}).get("labels", {}).get(GPU_PRODUCT_LABEL, "")
     lowered = product.lower().replace("nvidia-", "").replace("_", "-")
     return next((name for name in gpu_names if lowered.startswith(name.split("-")[0])), None) if lowered else None
+
+
+def _env(container: Mapping[str, Any], name: str) -> Any:
+    """The literal value of the container's env variable `name` (None when absent or from a reference)."""
+    return next((e.get("value") for e in container.get("env") or [] if isinstance(e, Mapping) and e.get("name") == name), None)
 
 
 def _int(value: Any, default: int) -> int:

@@ -102,12 +102,16 @@ class StandIn:
         self.metrics = EngineMetrics(spec, cost.profiled)
         self.loop = EngineLoop(cost, scale, self.metrics.observe, name)
         self._servers = [_serve((ip, spec.port), _handler(self, bootstrap=False), f"tandem-engine-http-{name}")]
-        if spec.bootstrap_port is not None:
+        # The KV handoff's own listeners (SGLang's bootstrap port, vLLM's NIXL side channel):
+        # open until close(), so a decode still fetches from a prefill that stopped taking requests.
+        for port, what in ((spec.bootstrap_port, "bootstrap"), (spec.side_channel_port, "side-channel")):
+            if port is None:
+                continue
             try:
-                self._servers.append(_serve((ip, spec.bootstrap_port), _handler(self, bootstrap=True), f"tandem-engine-bootstrap-{name}"))
+                self._servers.append(_serve((ip, port), _handler(self, bootstrap=True), f"tandem-engine-{what}-{name}"))
             except OSError:
-                self._servers[0].shutdown()
-                self._servers[0].server_close()
+                for server in self._servers:
+                    _close(server)
                 self.loop.close()
                 raise
         if not cost.profiled:
@@ -221,7 +225,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/tandem/requests":
             self._json(200, {"pod": engine.name, "requests": engine.requests.snapshot()})
             return
-        if path.startswith("/tandem/kv/") and engine.spec.engine == "vllm":  # vLLM's handoff comes to the HTTP port
+        if path.startswith("/tandem/kv/") and engine.spec.engine == "vllm":  # a vLLM without a side channel: the handoff comes to the HTTP port
             self._bootstrap(path)
             return
         record = engine.requests.arrived(path)
@@ -313,7 +317,7 @@ class _Handler(BaseHTTPRequestHandler):
             if kv.get("do_remote_decode"):
                 room = uuid.uuid4().hex
                 handed = {"do_remote_prefill": True, "do_remote_decode": False, "remote_engine_id": engine.name, "remote_block_ids": [],
-                          "remote_host": engine.ip, "remote_port": spec.port, "remote_request_id": room, "tp_size": spec.tp}
+                          "remote_host": engine.ip, "remote_port": spec.side_channel_port or spec.port, "remote_request_id": room, "tp_size": spec.tp}
         else:
             job = Job(prompt, max_new, prefill=True, decode=True)
         engine.loop.submit(job)
