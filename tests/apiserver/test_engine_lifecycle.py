@@ -212,3 +212,19 @@ def test_a_vllm_decode_fetches_its_kv_from_a_prefill_that_stopped_taking_request
         request(prefill, "/health")
     code, text = request(decode, "/v1/completions", {**ask, "max_tokens": 3, "kv_transfer_params": handed})
     assert code == 200 and json.loads(text)["choices"][0]["text"] == " t1 t2 t3"
+
+
+# ---------------------------------------------------------------------- 6. a stopped stand-in ends its connections
+
+
+def test_a_stopped_stand_in_ends_the_keep_alive_connections_it_had(network):
+    engine = network.standin("sglang", None)
+    connection = http.client.HTTPConnection(engine.ip, engine.spec.port, timeout=BACKSTOP)
+    connection.request("GET", "/health")
+    answer = connection.getresponse()
+    answer.read()
+    assert answer.status == 200 and not answer.will_close, "kept alive"
+    engine.close(wait=True)
+    assert connection.sock is not None
+    assert connection.sock.recv(1) == b"", "the stand-in closed it (it did not wait for another request)"
+    connection.close()

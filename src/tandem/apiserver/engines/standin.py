@@ -15,6 +15,7 @@ import ipaddress
 import json
 import logging
 import queue
+import socket
 import threading
 import time
 import uuid
@@ -32,6 +33,7 @@ from tandem.apiserver.engines.timing import Timing
 log = logging.getLogger("tandem.apiserver.engines")
 KV_WAIT_SECONDS = 60.0  # a decode waits this long (real time) for its prefill's KV
 ROOMS_KEPT_SECONDS = 120.0
+KEEP_ALIVE_SECONDS = 120.0  # an idle connection is closed after this; longer than routers' idle pools (reqwest's 90 s) keep one
 JOB_SILENCE_SECONDS = 600.0  # a backstop: a handler that hears nothing of its job this long answers it failed
 VERSION = {"sglang": "0.5.5", "vllm": "0.11.0"}  # what /get_server_info and /version answer
 
@@ -151,14 +153,15 @@ class StandIn:
             return self._inflight == 0
 
     def close(self, wait: bool = False) -> None:
-        """Stop: waiting jobs fail, the ports are released (before returning when `wait`)."""
+        """Stop: every job fails, the ports are released and the connections still open
+        ended (before returning when `wait`)."""
         self.draining = True
         self.loop.close()
         for server in self._servers:
             if wait:
-                _close(server)
+                _end(server)
             else:
-                threading.Thread(target=_close, args=(server,), daemon=True).start()
+                threading.Thread(target=_end, args=(server,), daemon=True).start()
 
     def begin(self) -> None:
         with self._lock:
@@ -169,16 +172,53 @@ class StandIn:
             self._inflight -= 1
 
 
-def _serve(address: tuple[str, int], handler: type[BaseHTTPRequestHandler], name: str) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer(address, handler)
-    server.daemon_threads = True
+class _Server(ThreadingHTTPServer):
+    """Knows its open connections, so that stopping ends them too (a keep-alive connection
+    would otherwise outlive the listener, its handler thread waiting for the next request)."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]):
+        super().__init__(address, handler)
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def end_connections(self) -> None:
+        with self._open_lock:
+            connections = list(self._open)
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # closed meanwhile
+
+
+def _serve(address: tuple[str, int], handler: type[BaseHTTPRequestHandler], name: str) -> _Server:
+    server = _Server(address, handler)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=name, daemon=True).start()
     return server
 
 
-def _close(server: ThreadingHTTPServer) -> None:
+def _close(server: _Server) -> None:
+    """Stop listening (new connections refused)."""
     server.shutdown()
     server.server_close()
+
+
+def _end(server: _Server) -> None:
+    """Stop listening and end every connection still open."""
+    _close(server)
+    server.end_connections()
 
 
 def _handler(standin: StandIn, *, bootstrap: bool) -> type[BaseHTTPRequestHandler]:
@@ -194,6 +234,7 @@ class _Handler(BaseHTTPRequestHandler):
     is_bootstrap: bool
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
+    timeout = KEEP_ALIVE_SECONDS  # the socket's: an idle keep-alive connection ends
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
         log.debug("%s %s " + format, self.engine.name, self.address_string(), *args)
