@@ -228,3 +228,23 @@ def test_a_stopped_stand_in_ends_the_keep_alive_connections_it_had(network):
     assert connection.sock is not None
     assert connection.sock.recv(1) == b"", "the stand-in closed it (it did not wait for another request)"
     connection.close()
+
+
+# ---------------------------------------------------------------------- 7. only serving requests are recorded
+
+
+def test_only_serving_requests_and_kv_handoffs_are_recorded_not_polls(network):
+    prefill = network.standin("sglang", "prefill", bootstrap=8998)
+    decode = network.standin("sglang", "decode")
+    for path in ("/health", "/metrics", "/model_info", "/server_info", "/get_load", "/v1/models", "/nowhere"):
+        request(decode, path)
+    body = {"text": "a b", "sampling_params": {"max_new_tokens": 2}, "bootstrap_host": prefill.ip, "bootstrap_port": 8998, "bootstrap_room": 9}
+    answers: list[tuple[int, str]] = []
+    decoding = threading.Thread(target=lambda: answers.append(request(decode, "/generate", body)))
+    decoding.start()
+    assert request(prefill, "/generate", body)[0] == 200
+    decoding.join()
+    assert answers[0][0] == 200
+    assert [(r["path"], r["status"], r.get("bootstrapRoom")) for r in decode.requests.snapshot()] == [("/generate", 200, 9)]
+    _wait_until(lambda: len(prefill.requests.snapshot()) == 2 and all(r["status"] for r in prefill.requests.snapshot()))
+    assert sorted((r["path"], r["status"], str(r.get("bootstrapRoom"))) for r in prefill.requests.snapshot()) == [("/generate", 200, "9"), ("/tandem/kv", 200, "9")]

@@ -4,8 +4,10 @@ A thin layer over `core.EngineLoop` (the batching and timing) and `metrics.Engin
 SGLang's prefill/decode handoff: a prefill stand-in also listens on its bootstrap port;
 a decode stand-in given `bootstrap_host`, `bootstrap_port`, `bootstrap_room` (the fields
 SGLang's router adds) asks that address for the room's KV over HTTP and waits until the
-prefill stand-in has prefilled it. Every request is recorded (`RequestLog`) with its
-arrival time and whether it failed; `/tandem/requests` answers them.
+prefill stand-in has prefilled it. Every serving request (`SERVING_PATHS`) and KV handoff
+is recorded (`RequestLog`) with its arrival time and whether it failed; `/tandem/requests`
+answers them. Health, metrics and info polls are not recorded: a router polls them for the
+pod's whole life.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ KV_WAIT_SECONDS = 60.0  # a decode waits this long (real time) for its prefill's
 ROOMS_KEPT_SECONDS = 120.0
 KEEP_ALIVE_SECONDS = 120.0  # an idle connection is closed after this; longer than routers' idle pools (reqwest's 90 s) keep one
 JOB_SILENCE_SECONDS = 600.0  # a backstop: a handler that hears nothing of its job this long answers it failed
+SERVING_PATHS = frozenset({"/generate", "/v1/completions", "/v1/chat/completions"})  # recorded, with the KV handoff
+KV_HANDOFF_PATH = "/tandem/kv"  # how a KV handoff is recorded (its room in `bootstrapRoom`)
 VERSION = {"sglang": "0.5.5", "vllm": "0.11.0"}  # what /get_server_info and /version answer
 
 
@@ -46,8 +50,10 @@ class RequestLog:
     records: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def arrived(self, path: str) -> dict[str, Any]:
+    def arrived(self, path: str, room: Any = None) -> dict[str, Any]:
         record: dict[str, Any] = {"path": path, "arrival": time.time(), "status": None, "failed": False}
+        if room is not None:
+            record["bootstrapRoom"] = room
         with self.lock:
             self.records.append(record)
         return record
@@ -269,7 +275,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path.startswith("/tandem/kv/") and engine.spec.engine == "vllm":  # a vLLM without a side channel: the handoff comes to the HTTP port
             self._bootstrap(path)
             return
-        record = engine.requests.arrived(path)
+        record = engine.requests.arrived(path) if path in SERVING_PATHS else None
         engine.begin()  # in flight from its arrival: a drain waits for it
         status = 500
         try:
@@ -282,7 +288,7 @@ class _Handler(BaseHTTPRequestHandler):
             except ValueError:
                 status = self._json(400, {"error": "the request body is not JSON"})
                 return
-            if isinstance(body, dict) and body.get("bootstrap_room") is not None:
+            if record is not None and isinstance(body, dict) and body.get("bootstrap_room") is not None:
                 record["bootstrapRoom"] = body["bootstrap_room"]
             status = self._route(method, path, body if isinstance(body, dict) else {})
         except (BrokenPipeError, ConnectionResetError):
@@ -292,7 +298,8 @@ class _Handler(BaseHTTPRequestHandler):
             log.exception("engine stand-in %s: %s %s failed", engine.name, method, path)
             status = self._json(500, {"error": f"{type(exc).__name__}: {exc}"})
         finally:
-            engine.requests.finished(record, status)
+            if record is not None:
+                engine.requests.finished(record, status)
             engine.end()
 
     def _route(self, method: str, path: str, body: dict[str, Any]) -> int:
@@ -400,10 +407,15 @@ class _Handler(BaseHTTPRequestHandler):
         """The prefill's bootstrap port: `GET /tandem/kv/<room>` answers once it has prefilled the room."""
         parts = path.strip("/").split("/")
         if len(parts) == 3 and parts[:2] == ["tandem", "kv"]:
-            if self.engine.rooms.wait(parts[2], KV_WAIT_SECONDS):
-                self._json(200, {"room": parts[2]})
-            else:
-                self._json(504, {"error": f"room {parts[2]} was not prefilled within {KV_WAIT_SECONDS:.0f} s"})
+            record = self.engine.requests.arrived(KV_HANDOFF_PATH, parts[2])
+            status = 499
+            try:
+                if self.engine.rooms.wait(parts[2], KV_WAIT_SECONDS):
+                    status = self._json(200, {"room": parts[2]})
+                else:
+                    status = self._json(504, {"error": f"room {parts[2]} was not prefilled within {KV_WAIT_SECONDS:.0f} s"})
+            finally:
+                self.engine.requests.finished(record, status)
             return
         self._json(404, {"detail": "Not Found"})
 
