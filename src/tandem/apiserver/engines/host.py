@@ -127,7 +127,7 @@ class EngineHost:
             thread.join()
 
     def report(self) -> dict[str, Any]:
-        """Every pod that ran a stand-in, and each request it received (sorted by namespace,
+        """Every pod that ran a stand-in, and each serving request and KV handoff it received (sorted by namespace,
         name, uid): what `GET /tandem/engines` on the API server answers."""
         with self._lock:
             pods = sorted(self._pods.values(), key=lambda p: (p.namespace, p.name, p.uid))

@@ -44,7 +44,7 @@ VERSION = {"sglang": "0.5.5", "vllm": "0.11.0"}  # what /get_server_info and /ve
 
 @dataclass
 class RequestLog:
-    """Per pod, every request it received: path, arrival (wall-clock seconds), status, failed,
+    """Per pod, every serving request and KV handoff it received: path, arrival (wall-clock seconds), status, failed,
     and the SGLang bootstrap room when the request carried one."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
