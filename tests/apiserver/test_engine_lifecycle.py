@@ -20,7 +20,7 @@ from apiserver.engine_pods import LLAMA, PODS, sglang_pod, vllm_pod
 from apiserver.helpers import Client, Clock, small_cluster
 from tandem.apiserver import pod_network
 from tandem.apiserver.engines import timing
-from tandem.apiserver.engines.core import EngineLoop, Job
+from tandem.apiserver.engines.core import EngineLoop, Job, next_deadline
 from tandem.apiserver.engines.host import EngineHost
 from tandem.apiserver.engines.recognition import EngineSpec, recognise
 from tandem.apiserver.engines.standin import RequestLog, StandIn, _updates
@@ -248,3 +248,39 @@ def test_only_serving_requests_and_kv_handoffs_are_recorded_not_polls(network):
     assert [(r["path"], r["status"], r.get("bootstrapRoom")) for r in decode.requests.snapshot()] == [("/generate", 200, 9)]
     _wait_until(lambda: len(prefill.requests.snapshot()) == 2 and all(r["status"] for r in prefill.requests.snapshot()))
     assert sorted((r["path"], r["status"], str(r.get("bootstrapRoom"))) for r in prefill.requests.snapshot()) == [("/generate", 200, "9"), ("/tandem/kv", 200, "9")]
+
+
+# ---------------------------------------------------------------------- 8. timing: no overhead adds up
+
+
+class OverheadClock:
+    """A clock that moves only by sleeping, each sleep costing `overhead` more than asked,
+    as the loop's own work does between iterations."""
+
+    def __init__(self, overhead: float):
+        self.now, self.overhead = 0.0, overhead
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds + self.overhead
+
+
+def test_the_loops_overhead_does_not_add_up_in_the_inter_token_latency():
+    clock = OverheadClock(overhead=0.001)  # 10% of a 10 ms decode step
+    itls: list[float] = []
+    loop = EngineLoop(FIXED, 1.0, lambda kind, value: itls.append(value) if kind == "itl" else None, "t", monotonic=clock, sleep=clock.sleep)
+    job = Job(4, 6, prefill=True, decode=True)
+    loop.submit(job)
+    while job.events.get(timeout=BACKSTOP)[0] != "done":
+        pass
+    loop.close()
+    steps = [timing.decode_step_seconds(FIXED, 1, 4 + generated) for generated in range(1, 6)]
+    assert itls == pytest.approx(steps, rel=1e-9), "each token one decode step after the last, as the model says"
+
+
+def test_a_deadline_follows_the_last_one_and_restarts_after_an_idle_spell_or_a_long_stall():
+    assert next_deadline(None, 5.0, 0.5) == 5.5
+    assert next_deadline(5.5, 5.6, 0.5) == 6.0, "the 0.1 s spent between iterations is not added"
+    assert next_deadline(5.5, 7.0, 0.5) == 7.5, "more than a step behind: no burst to catch up"

@@ -3,7 +3,8 @@
 One thread per engine runs iterations as SGLang's and vLLM's schedulers do, approximately:
 waiting prompts first (a prefill iteration takes whole prompts up to the token budget),
 else one decode step for every running request (each gets one token). Each iteration
-sleeps the serving model's time for it, times the scale. Handlers submit a `Job` and read
+ends the serving model's time for it (times the scale) after the previous one ended, so
+the loop's own overhead does not add up over the steps; an idle loop starts afresh. Handlers submit a `Job` and read
 its `events` queue: ("token", n) as tokens come, then ("done", n) — n the tokens so far —
 or ("error", n) when the engine stopped first: every job submitted, before or after
 `close()`, hears back.
@@ -39,10 +40,12 @@ class Job:
 
 
 class EngineLoop:
-    def __init__(self, cost: Timing, scale: float, observe: Callable[[str, float], None], name: str):
+    def __init__(self, cost: Timing, scale: float, observe: Callable[[str, float], None], name: str,
+                 monotonic: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
         """`observe(kind, value)`: "prompt_tokens", "generation_tokens" (counts), "ttft",
-        "itl" (seconds as measured, scaled)."""
+        "itl" (seconds as measured, scaled); `monotonic` and `sleep` are the loop's clock."""
         self.cost = cost
+        self._monotonic, self._sleep = monotonic, sleep
         self.scale = scale
         self.capacity = timing.kv_capacity_tokens(cost)
         self._observe = observe
@@ -62,7 +65,7 @@ class EngineLoop:
             if job.prefill:
                 self._waiting.append(job)
             else:  # its KV came from a prefill engine, with its first token
-                self._first_token(job, time.monotonic())
+                self._first_token(job, self._monotonic())
                 if job.generated >= job.max_new:
                     job.events.put(("done", job.generated))
                 else:
@@ -85,8 +88,11 @@ class EngineLoop:
             self._lock.notify_all()
 
     def _run(self) -> None:
+        deadline: float | None = None  # when the last iteration was due to end
         while True:
             with self._lock:
+                if not self._closed and not self._waiting and not self._running:
+                    deadline = None  # idle: the next iteration starts when work comes
                 while not self._closed and not self._waiting and not self._running:
                     self._lock.wait()
                 if self._closed:
@@ -99,8 +105,10 @@ class EngineLoop:
                 else:
                     batch, decoding = [], list(self._running)
                     seconds = timing.decode_step_seconds(self.cost, len(decoding), sum(j.context for j in decoding))
-            time.sleep(seconds * self.scale)
-            now = time.monotonic()
+            step, now = seconds * self.scale, self._monotonic()
+            deadline = next_deadline(deadline, now, step)
+            self._sleep(max(deadline - now, 0.0))
+            now = self._monotonic()
             with self._lock:
                 if self._closed:  # close() failed the batch and everything else
                     return
@@ -129,3 +137,11 @@ class EngineLoop:
             self._observe("generation_tokens", 1)
         self._observe("ttft", now - job.arrived)
         job.events.put(("token", 1))
+
+
+def next_deadline(previous: float | None, now: float, step: float) -> float:
+    """When an iteration of `step` seconds starting `now` is due to end: `step` after the
+    previous one's deadline, so time the loop spends between iterations does not add up;
+    from `now` after an idle spell (`previous` None) or when it fell more than a step behind."""
+    start = previous if previous is not None and previous >= now - step else now
+    return start + step
