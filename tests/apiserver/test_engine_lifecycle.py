@@ -284,3 +284,21 @@ def test_a_deadline_follows_the_last_one_and_restarts_after_an_idle_spell_or_a_l
     assert next_deadline(None, 5.0, 0.5) == 5.5
     assert next_deadline(5.5, 5.6, 0.5) == 6.0, "the 0.1 s spent between iterations is not added"
     assert next_deadline(5.5, 7.0, 0.5) == 7.5, "more than a step behind: no burst to catch up"
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_a_tp8_pp2_engines_decode_step_is_the_one_profile_predict_prints(engine, run_cli):
+    model = "meta-llama/Llama-3.1-70B-Instruct"
+    if engine == "sglang":
+        pod = sglang_pod("d", "decode", model=model)
+        pod["spec"]["containers"][0]["args"] += ["--tp-size", "8", "--pp-size", "2"]
+    else:
+        pod = vllm_pod("d", model, "kv_consumer")
+        pod["spec"]["containers"][0]["args"] += ["--tensor-parallel-size=8", "--pipeline-parallel-size=2"]
+    spec = recognise(pod, None, MODEL_NAMES, GPU_NAMES)
+    assert spec is not None and (spec.tp, spec.pp) == (8, 2)
+    cost = EngineHost()._timing(spec)
+    result = run_cli("profile", "predict", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tp", "8", "--pp", "2", "--prompt", "1024", "--batch", "16")
+    predicted = json.loads(result.stdout)
+    assert timing.decode_step_seconds(cost, 16, 16 * 1024) == predicted["decode_step_s"]
+    assert timing.prefill_seconds(cost, [1024] * 16) == predicted["prefill_s"]

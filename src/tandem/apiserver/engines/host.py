@@ -134,7 +134,7 @@ class EngineHost:
         return {"timeScale": self.time_scale, "lifecycleScale": self.lifecycle_scale, "pods": [
             {"namespace": p.namespace, "name": p.name, "uid": p.uid, "ip": p.ip, "port": p.spec.port, "bootstrapPort": p.spec.bootstrap_port,
              "engine": p.spec.engine, "role": p.spec.role, "model": p.spec.served_model, "profile": p.spec.profile, "gpu": p.spec.gpu,
-             "tp": p.spec.tp, "loadSeconds": p.load_seconds, "running": p.standin is not None, "readySince": p.ready_since, "deletingSince": p.deleting_since,
+             "tp": p.spec.tp, "pp": p.spec.pp, "loadSeconds": p.load_seconds, "running": p.standin is not None, "readySince": p.ready_since, "deletingSince": p.deleting_since,
              "stoppedAt": p.stopped_at, "requests": p.requests.snapshot()}
             for p in pods]}
 
@@ -144,4 +144,4 @@ class EngineHost:
             model = None if spec.profile is None else (self._models.get(spec.profile) or self._models.setdefault(spec.profile, model_profile(spec.profile)))
         except InputError as exc:  # the names come from the bundled lists: not expected
             raise RuntimeError(f"bundled profile unreadable: {exc}") from exc
-        return timing.timing(model, gpu, spec.tp)
+        return timing.timing(model, gpu, spec.tp, spec.pp)

@@ -45,6 +45,7 @@ class EngineSpec:
     tp: int
     bootstrap_port: int | None  # SGLang prefill: where the decode side fetches the KV
     replica_pods: int = 1  # pods of its replica (TANDEM_REPLICA_SIZE): they share the weights' load
+    pp: int = 1  # pipeline stages (--pp-size, --pipeline-parallel-size)
     side_channel_port: int | None = None  # vLLM with a KV connector: where a decode fetches the KV (NIXL's side channel)
 
 
@@ -67,12 +68,14 @@ def recognise(pod: Mapping[str, Any], node: Mapping[str, Any] | None, model_name
     if engine == "sglang":
         model_arg = flags.get("--model-path") or flags.get("--model")
         tp = _int(flags.get("--tp-size") or flags.get("--tp"), 1)
+        pp = _int(flags.get("--pp-size") or flags.get("--pipeline-parallel-size"), 1)
         port = _int(flags.get("--port"), DEFAULT_PORTS["sglang"])
         mode = flags.get("--disaggregation-mode")
         role: Role | None = "prefill" if mode == "prefill" else "decode" if mode == "decode" else None
     else:
         model_arg = flags.get("--model") or _vllm_positional_model(words)
         tp = _int(flags.get("--tensor-parallel-size") or flags.get("-tp"), 1)
+        pp = _int(flags.get("--pipeline-parallel-size") or flags.get("-pp"), 1)
         port = _int(flags.get("--port"), DEFAULT_PORTS["vllm"])
         role = _vllm_role(flags.get("--kv-transfer-config"))
     if role is None and labels.get(ROLE_LABEL) in ("prefill", "decode"):
@@ -91,7 +94,7 @@ def recognise(pod: Mapping[str, Any], node: Mapping[str, Any] | None, model_name
     side_channel = _int(_env(container, SIDE_CHANNEL_ENV), VLLM_SIDE_CHANNEL_PORT) if engine == "vllm" and flags.get("--kv-transfer-config") else None
     return EngineSpec(engine=engine, container=str(container.get("name") or ""), port=port, role=role,
                       served_model=model_arg or profile or "default", profile=profile, gpu=gpu, tp=max(tp, 1), bootstrap_port=bootstrap,
-                      replica_pods=max(_int(size, 1), 1), side_channel_port=side_channel)
+                      replica_pods=max(_int(size, 1), 1), pp=max(pp, 1), side_channel_port=side_channel)
 
 
 def profile_for_model(model: str | None, model_names: Sequence[str]) -> str | None:

@@ -44,15 +44,16 @@ class Timing:
         return self.model is not None and self.parallel is not None
 
 
-def timing(model: ModelProfile | None, gpu: GpuProfile, tp: int) -> Timing:
-    """The cost model of `model` on `tp` GPUs; a model that does not fit there is spread
-    over the next power of two that holds it (a stand-in serves; the placement is the
+def timing(model: ModelProfile | None, gpu: GpuProfile, tp: int, pp: int = 1) -> Timing:
+    """The cost model of `model` on `tp` GPUs in each of `pp` pipeline stages, as `tandem
+    profile predict --tp --pp` figures it; a model that does not fit there is spread over
+    the next power of two of `tp` that holds it (a stand-in serves; the placement is the
     operator's concern); one that fits nowhere gets the fixed timing."""
     if model is None:
         return Timing(None, gpu, None)
     for degree in sorted({max(tp, 1), *(t for t in TENSOR_PARALLEL_TRIES if t > tp)}):
         try:
-            parallel = roofline.layout(model, gpu, roofline.Parallel(degree))
+            parallel = roofline.layout(model, gpu, roofline.Parallel(degree, max(pp, 1)))
             roofline.kv_capacity_tokens(model, gpu, parallel)
         except InputError:
             continue
