@@ -264,7 +264,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self, method: str) -> None:
         path = urlsplit(self.path).path.rstrip("/") or "/"
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length < 0:
+                raise ValueError(length)
+        except ValueError:  # the body cannot be told from what follows it: answer, then close
+            self.close_connection = True
+            self._json(400, {"error": f"bad Content-Length {self.headers.get('Content-Length')!r}"})
+            return
+        raw = self.rfile.read(length)
         engine = self.engine
         if self.is_bootstrap:
             self._bootstrap(path)
