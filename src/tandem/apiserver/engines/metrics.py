@@ -30,8 +30,8 @@ class EngineMetrics:
         def gauge(name: str, doc: str) -> Gauge:
             return Gauge(name, doc, names, registry=r)
 
-        def counter(name: str, doc: str) -> Counter:
-            return Counter(name, doc, names, registry=r)
+        def counter(name: str, doc: str, more: tuple[str, ...] = ()) -> Counter:
+            return Counter(name, doc, [*names, *more], registry=r)
 
         def histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
             return Histogram(name, doc, names, buckets=buckets, registry=r)
@@ -55,12 +55,13 @@ class EngineMetrics:
             self._used = None
             self._prompt = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
             self._generation = counter("vllm:generation_tokens", "Number of generation tokens processed.")
-            self._requests = counter("vllm:request_success", "Count of successfully processed requests.")
+            self._requests = counter("vllm:request_success", "Count of successfully processed requests.", ("finished_reason",))
             self._ttft = histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS)
             self._itl = [histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS),
                          histogram("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", ITL_BUCKETS)]
             self._e2e = histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", E2E_BUCKETS)
         self._values = list(labels.values())
+        self._finished = [] if s else ["length"]  # vLLM labels a finished request by why it ended: here always its length
         info = Gauge("tandem_engine_standin_info", "A tandem engine stand-in: its engine, role, model profile and GPU; "
                      "timing=model when tandem's serving model times it, fixed when the model has no profile.",
                      ["engine", "role", "profile", "gpu", "timing"], registry=r)
@@ -78,7 +79,7 @@ class EngineMetrics:
                 histogram.labels(*self._values).observe(value)
         elif kind == "e2e":
             self._e2e.labels(*self._values).observe(value)
-            self._requests.labels(*self._values).inc()
+            self._requests.labels(*self._values, *self._finished).inc()
 
     def exposition(self, load: Callable[[], tuple[int, int, int]], capacity: int, usage: Callable[[int, int], float]) -> bytes:
         waiting, running, held = load()
