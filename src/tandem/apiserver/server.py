@@ -100,7 +100,12 @@ class ApiServer:
         block = self._pod_network.block if self._pod_network is not None else pod_network.DEFAULT_BLOCK
         self.kubelet = (Kubelet(self.state, ready_after=ready_after, bind_latency=bind_latency, engines=self.engines, address_block=block)
                         if kubelet else None)
-        self._http = ThreadingHTTPServer((host, port), _handler(self))
+        try:
+            self._http = ThreadingHTTPServer((host, port), _handler(self))
+        except OSError:  # the port is taken: the pod network block goes back too
+            if self._pod_network is not None:
+                self._pod_network.release()
+            raise
         self._http.daemon_threads = True
         self._thread: threading.Thread | None = None
 
