@@ -302,3 +302,63 @@ def test_a_tp8_pp2_engines_decode_step_is_the_one_profile_predict_prints(engine,
     predicted = json.loads(result.stdout)
     assert timing.decode_step_seconds(cost, 16, 16 * 1024) == predicted["decode_step_s"]
     assert timing.prefill_seconds(cost, [1024] * 16) == predicted["prefill_s"]
+
+
+# ---------------------------------------------------------------------- 9. small ones
+
+
+def test_a_bad_content_length_is_answered_400_not_a_traceback(network):
+    engine = network.standin("sglang", None)
+    with socket.create_connection((engine.ip, engine.spec.port), timeout=BACKSTOP) as raw:
+        raw.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: many\r\n\r\n")
+        answer = b""
+        while chunk := raw.recv(4096):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400 ") and b"Content-Length" in answer
+
+
+def test_vllm_counts_finished_requests_by_their_finished_reason(network):
+    engine = network.standin("vllm", None)
+    assert request(engine, "/v1/completions", {"model": "m", "prompt": "a", "max_tokens": 2})[0] == 200
+    metrics = request(engine, "/metrics")[1]
+    assert 'vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 1.0' in metrics
+
+
+def test_a_server_whose_port_is_taken_gives_its_pod_network_block_back(monkeypatch: pytest.MonkeyPatch):
+    taken: list[pod_network.Reservation] = []
+    reserve = pod_network.reserve
+
+    def remembered(*args: Any) -> pod_network.Reservation:
+        taken.append(reserve(*args))
+        return taken[-1]
+
+    monkeypatch.setattr(pod_network, "reserve", remembered)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        with pytest.raises(OSError):
+            ApiServer(port=busy.getsockname()[1], objects=small_cluster(), engines=True)
+    assert len(taken) == 1 and taken[0]._socket.fileno() == -1, "released"
+
+
+class _Unbindable:
+    """A socket module whose sockets never bind: every pod network block looks held."""
+
+    AF_INET, SOCK_STREAM = socket.AF_INET, socket.SOCK_STREAM
+
+    class socket:  # noqa: N801 - stands in for socket.socket
+        def __init__(self, *args: Any) -> None:
+            pass
+
+        def bind(self, address: Any) -> None:
+            raise OSError(98, "Address already in use")
+
+        def close(self) -> None:
+            pass
+
+
+def test_no_free_pod_network_block_is_reported_against_engines_not_port(monkeypatch: pytest.MonkeyPatch, run_cli, tmp_path):
+    monkeypatch.setattr(pod_network, "socket", _Unbindable)
+    result = run_cli("apiserver", "--engines", "--port", "0", "--kubeconfig", tmp_path / "kubeconfig")
+    assert result.exit_code == 2 and "--engines" in result.stderr and "--port" not in result.stderr, result.stderr
+    assert not (tmp_path / "kubeconfig").exists()

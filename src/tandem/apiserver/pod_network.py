@@ -26,6 +26,10 @@ def address(block: int, n: int) -> str:
     return f"127.{block}.{n // PER_THIRD % 255}.{n % PER_THIRD + 1}"
 
 
+class NoFreeBlock(OSError):
+    """Every block is held by another local API server."""
+
+
 @dataclass
 class Reservation:
     block: int
@@ -48,4 +52,4 @@ def reserve(first: int = DEFAULT_BLOCK) -> Reservation:
             held.close()
             continue
         return Reservation(block, held)
-    raise OSError(f"every 127.X.0.0/16 block from 127.{first} up is held by another local API server")
+    raise NoFreeBlock(f"every 127.X.0.0/16 block from 127.{first} up is held by another local API server")

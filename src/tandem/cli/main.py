@@ -474,6 +474,7 @@ def apiserver_command(
 
         with needs_extra("apiserver", "tandem apiserver"):
             from tandem.apiserver.kubeconfig import write_kubeconfig
+            from tandem.apiserver.pod_network import NoFreeBlock
             from tandem.apiserver.seed import cluster_objects
             from tandem.apiserver.server import ApiServer
 
@@ -483,6 +484,8 @@ def apiserver_command(
                                default_toleration_seconds=default_toleration_seconds, provisioner=provisioner, provision_after=provision_after, workload_api=workload_api,
                                engines=engines, engine_time_scale=engine_time_scale,
                                engine_lifecycle_scale=engine_lifecycle_scale)
+        except NoFreeBlock as exc:  # before the port: the stand-ins' pod addresses
+            raise InputError(Problem("--engines", f"no pod address block for the engine stand-ins: {exc}")) from None
         except OSError as exc:
             raise InputError(Problem("--port", f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}")) from None
         try:
