@@ -29,6 +29,8 @@ from tandem.apiserver.server import ApiServer
 from tandem.sim.serving.profiles import GPU_NAMES, MODEL_NAMES, gpu_profile
 
 FIXED = timing.timing(None, gpu_profile("h100-sxm"), 1)  # 10 ms per prefill iteration, 10 ms per decode step
+# Reserved blocks from 127.11 up: kubelets that tests build without a reservation hand out 127.10.
+OWN_BLOCKS = pod_network.DEFAULT_BLOCK + 1
 BACKSTOP = 10.0  # seconds a test waits for an event that must come (a hang fails, it does not block the run)
 
 
@@ -51,7 +53,7 @@ class Network:
 
 @pytest.fixture
 def network() -> Iterator[Network]:
-    reservation = pod_network.reserve()
+    reservation = pod_network.reserve(OWN_BLOCKS)
     made = Network(reservation.block)
     try:
         yield made
@@ -143,7 +145,7 @@ def test_the_probe_and_the_kv_handoff_never_go_through_a_proxy(network, proxied)
 def test_the_kubelet_turns_an_engine_pod_ready_without_a_connection_under_the_lock(monkeypatch: pytest.MonkeyPatch):
     """The kubelet's step runs under the server's lock: it asks the stand-in in-process, so no
     connection is opened there (one that stalled would freeze the whole API)."""
-    reservation = pod_network.reserve()
+    reservation = pod_network.reserve(OWN_BLOCKS)
     clock = Clock()
     host = EngineHost(0.001, monotonic=clock)
     try:
