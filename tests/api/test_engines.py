@@ -1,0 +1,44 @@
+"""Recognising an engine container (issue 28's contract): what the operator and the local
+API server both read of a pod."""
+
+from __future__ import annotations
+
+from tandem.api.engines import engine_of, listening_ports, serving_role
+
+
+def pod(*containers, annotations=None, role=None):
+    labels = {"tandem.dev/role": role} if role else {}
+    return {"metadata": {"labels": labels, "annotations": annotations or {}}, "spec": {"containers": list(containers)}}
+
+
+def test_an_sglang_image_is_an_engine_with_its_flags_and_defaults():
+    sglang = {"name": "engine", "image": "lmsysorg/sglang:v0.4.9", "command": ["python3", "-m", "sglang.launch_server"],
+              "args": ["--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--tp=2", "--disaggregation-mode", "prefill"]}
+    engine = engine_of(pod({"name": "sidecar", "image": "busybox"}, sglang))
+    assert engine is not None and (engine.kind, engine.container, engine.model, engine.tensor_parallel) == ("sglang", 1, "meta-llama/Llama-3.1-8B-Instruct", 2)
+    assert (engine.port, engine.role, engine.bootstrap_port) == (30000, "prefill", 8998)
+    assert listening_ports(engine, engine.role) == {"http": 30000, "bootstrap": 8998}
+
+
+def test_vllm_serve_in_a_shell_line_with_its_role_from_the_kv_transfer_config():
+    vllm = {"name": "e", "image": "example.com/mine:1", "command": ["/bin/sh", "-c", "exec vllm serve Qwen/Qwen3-8B --port 8100 -tp 4"],
+            "args": ["--kv-transfer-config", '{"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}']}
+    engine = engine_of(pod(vllm))
+    assert engine is not None and (engine.kind, engine.model, engine.port, engine.tensor_parallel, engine.role) == ("vllm", "Qwen/Qwen3-8B", 8100, 4, "decode")
+    assert listening_ports(engine, "decode") == {"http": 8100}
+
+
+def test_the_annotation_wins_and_names_the_container():
+    marked = pod({"name": "a", "image": "vllm/vllm-openai"}, {"name": "b", "image": "mine", "args": ["--port=9000"]},
+                 annotations={"tandem.dev/engine": "sglang", "tandem.dev/engine-container": "b"}, role="decode")
+    engine = engine_of(marked)
+    assert engine is not None and (engine.kind, engine.container, engine.port) == ("sglang", 1, 9000)
+    assert serving_role(engine, marked) == "decode", "no --disaggregation-mode: the pod's role label"
+
+
+def test_other_containers_are_no_engine_and_a_registry_host_names_none():
+    assert engine_of(pod({"name": "web", "image": "nginx:1.27", "args": ["--port", "80"]})) is None
+    assert engine_of(pod({"name": "web", "image": "registry.vllm.example:5000/nginx"})) is None
+    assert engine_of(pod()) is None
+    engine = engine_of(pod({"name": "e", "image": "registry.example:5000/vllm/vllm-openai:v0.10@sha256:00"}))
+    assert engine is not None and (engine.kind, engine.port, engine.model) == ("vllm", 8000, None)
