@@ -41,13 +41,18 @@ def test_every_pod_has_a_dns_name_the_environment_and_its_units_peers_file():
     assert [r["replica"] for r in document["roles"]["prefill"]] == [0, 1, 2, 3]
     decode = document["roles"]["decode"]
     assert [[p["name"] for p in r["pods"]] for r in decode] == [["llama-0-decode-0-0", "llama-0-decode-0-1"], ["llama-0-decode-1-0", "llama-0-decode-1-1"]]
-    assert decode[0]["pods"][0] == {"name": "llama-0-decode-0-0", "index": 0, "address": "llama-0-decode-0-0.llama.serving.svc"}
+    node = decode[0]["pods"][0]["node"]
+    rack = store.get("Node", "", node)["metadata"]["labels"]
+    assert decode[0]["pods"][0] == {
+        "name": "llama-0-decode-0-0", "index": 0, "address": "llama-0-decode-0-0.llama.serving.svc", "ip": None, "node": node,
+        "ready": True, "ports": {"http": 8000}, "domains": {"block": rack["network.tandem.dev/block"], "rack": rack["network.tandem.dev/rack"], "host": node},
+    }
 
 
 def test_the_peers_file_follows_ready_replicas_as_they_come_and_go():
     store = world(design_group())
     reconcile(store, 0.0)
-    assert peers(store)["roles"] == {"prefill": [], "decode": []}, "nothing Ready yet"
+    assert peers(store)["roles"] == {"prefill": [], "decode": []}, "nothing bound yet"
     settle(store, store, start=1.0)
     store.patch_status("Pod", NS, "llama-0-prefill-2-0", {"status": {"phase": "Failed", "conditions": None}})
     reconcile(store, 100.0)

@@ -53,6 +53,7 @@ class Container(TypedDict, total=False):
     resources: ResourceRequirements
     env: list[dict[str, Any]]
     volumeMounts: list[dict[str, Any]]
+    ports: list[dict[str, Any]]  # named ones are listed in the peers file
 
 
 class PodSpec(TypedDict, total=False):

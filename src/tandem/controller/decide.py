@@ -12,8 +12,10 @@ For each valid group, in order:
    unit below some role's minimum since `partialSince`; such a unit is rolled out again
    after a backoff.
 2. **Companions**: the group's headless Service, and per unit the peers ConfigMap
-   (`/etc/tandem/peers.json`: each role's Ready replicas and their pods' addresses),
-   created or brought up to date; a unit beyond `spec.replicas` loses its ConfigMap.
+   (`/etc/tandem/peers.json`, `peers.py`: each role's bound replicas, their pods'
+   addresses, ports, readiness and domains, and which `to` replicas each `from` replica of
+   an affinity sits near), created or brought up to date with its generation bumped; a
+   unit beyond `spec.replicas` loses its ConfigMap.
 3. **Coordinate**: units beyond `spec.replicas` go whole; per unit, the coordination
    planner turns its replicas and remembered state into deletes, admissions and creates
    (pods are created with tandem's scheduling gate, owned by the group). A replica that
@@ -59,13 +61,13 @@ from collections import Counter
 from tandem.api.group_status import RECONCILE_KEYS, UNIT_STATES, InferenceGroupStatus, RoleStatus, UnitState, UnitStatus, list_units, worded
 from tandem.api.merge import merge_patch
 from tandem.api.naming import GROUP_LABEL, PEERS_FILE, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
-from tandem.api.resources import ClusterTopology, InferenceGroup
+from tandem.api.resources import ClusterTopology, InferenceGroup, TopologyLevel
 from tandem.backends.base import Backend
 from tandem.cluster.kind_keys import object_key
 from tandem.api.timestamps import rfc3339, seconds
 from tandem.cluster.writes import RecordEvent
 from tandem.controller.actions import Action, CreateObject, Decisions, DeleteObject, GroupActions, PatchObject, PatchStatus
-from tandem.api.naming import ADMITTED, ASSIGNED_AT, CREATION, GATE, HOSTNAME_LABEL, pod_name
+from tandem.api.naming import ADMITTED, ASSIGNED_AT, CREATION, GATE, HOSTNAME_LABEL, peers_config_map, pod_name
 from tandem.cluster.payloads import PodPayload, as_object, as_pod
 from tandem.cluster.pods import assigned_node, pod_failed, pod_index
 from tandem.cluster.ports import Object, ObjectRef
@@ -89,7 +91,8 @@ from tandem.controller.domains import unit_domain
 from tandem.controller.event_digest import digest
 from tandem.controller.health import Health, verdict
 from tandem.controller.fit import REASON as NEVER_FITS, Capacity, never_fits, said_never_fit
-from tandem.controller.manifests import headless_service, peers_config_map_object, peers_document, replica_pods, revision_of
+from tandem.controller.manifests import headless_service, replica_pods, revision_of
+from tandem.controller.peers import Path, domain_path, fresh_generation, peers_body, peers_config_map_object, with_generation
 from tandem.controller.memo import MemoUpdate
 from tandem.controller.observe import ClusterState, GroupState
 from tandem.controller.provisioning import PROVISIONING_KINDS, ProvisioningSettings, UnitNeed, plan_provisioning
@@ -144,7 +147,7 @@ def decide(
             asks_nodes = provisioning.enabled and provisioning.class_for(draft.typed) is not None
             draft.never_fit = None if asks_nodes else _never_fit(state, draft.typed, capacities)
             _release(draft, now, expected)
-            _companions(draft, expected, state.service_named_like(group))
+            _companions(draft, now, expected, state)
             _coordinate(draft, now, expected, recovery, domains_in(state.nodes, state.topologies.get(draft.typed.spec.topology_name)))
     placed, notes, ran, idle = _place(state, drafts, now, expected, placer, recovery)
     for draft in drafts:
@@ -189,7 +192,7 @@ class _Reads:
         self.spec = spec
         self._before = before if before is not None and before.spec == spec else None
         self._replicas: dict[tuple[int, ...], tuple[tuple[PodPayload, ...], UnitRead]] = {}
-        self._peers: dict[tuple[int, tuple[int, ...]], tuple[tuple[PodPayload, ...], str]] = {}
+        self._peers: dict[tuple[int, tuple[int, ...], tuple[Path, ...], tuple[str, ...]], tuple[tuple[PodPayload, ...], str]] = {}
 
     def replicas(self, pods: list[PodPayload], compute: Callable[[], UnitRead]) -> UnitRead:
         key = tuple(map(id, pods))
@@ -199,8 +202,10 @@ class _Reads:
         self._replicas[key] = hit
         return hit[1]
 
-    def peers(self, unit: int, pods: list[PodPayload], compute: Callable[[], str]) -> str:
-        key = (unit, tuple(map(id, pods)))
+    def peers(self, unit: int, pods: list[PodPayload], paths: tuple[Path, ...], levels: tuple[str, ...], compute: Callable[[], str]) -> str:
+        """The unit's peers body, by its pods and their domain paths (a node relabelled
+        changes the body, not the pods)."""
+        key = (unit, tuple(map(id, pods)), paths, levels)
         hit = self._peers.get(key) or (self._before._peers.get(key) if self._before else None)
         if hit is None:
             hit = (tuple(pods), compute())
@@ -321,10 +326,13 @@ class _Draft:
         """The number this pass's creates carry (`naming.CREATION`): above every one so far."""
         return max([self.before.creations, *map(creation_of, self.group.pods)]) + 1
 
-    def peers(self, unit: int, pods: list[PodPayload]) -> str:
-        """The unit's peers file (`pods.peers_document`)."""
+    def peers(self, unit: int, pods: list[PodPayload], nodes: Mapping[tuple[str, str], Object], levels: list[TopologyLevel]) -> str:
+        """The unit's peers file without its generation (`peers.peers_body`)."""
         assert self.reads is not None
-        return self.reads.peers(unit, pods, lambda: peers_document(self.group.raw, unit, pods, self.typed, self.replicas(pods)))
+        paths = tuple(domain_path(p, nodes, levels) for p in pods)
+        names = tuple(level.name for level in levels)
+        by_name = {p["metadata"]["name"]: path for p, path in zip(pods, paths)}
+        return self.reads.peers(unit, pods, paths, names, lambda: peers_body(self.group.raw, unit, self.typed, self.replicas(pods), names, by_name))
 
     def event(self, type_: str, reason: str, message: str) -> None:
         self.actions.append(RecordEvent(ObjectRef.of(self.group.raw), type_, reason, message))  # type: ignore[arg-type]
@@ -391,12 +399,17 @@ def _partial(draft: _Draft, pods: list[PodPayload]) -> bool:
 # ----------------------------------------------------------------------------- 2. companions
 
 
-def _companions(draft: _Draft, expected: _Expected, named: Object | None) -> None:
+def _companions(draft: _Draft, now: float, expected: _Expected, state: ClusterState) -> None:
     """Service first, then the peers files, so a pod created in this pass finds its
-    ConfigMap; the files list only Ready replicas, so creating pods changes none. A Service
-    of the same name that is not the group's (`named`, without its label) is not fought
-    over: the group is Degraded and says whose name it is."""
+    ConfigMap; the files list only bound replicas, so creating pods changes none. A file
+    is written only when its content changes, with the stored generation plus one (a new
+    one, or one written anew, starts at `fresh_generation`). A Service of the same name
+    that is not the group's (without its label) is not fought over: the group is Degraded
+    and says whose name it is."""
     raw, typed = draft.group.raw, draft.typed
+    named = state.service_named_like(draft.group)
+    topology = state.topologies.get(typed.spec.topology_name)
+    levels = topology.spec.levels if topology is not None else []
     existing = {(c["kind"], c["metadata"]["name"]): c for c in draft.group.companions}
     service = headless_service(raw)
     if ("Service", service["metadata"]["name"]) not in existing:
@@ -410,12 +423,13 @@ def _companions(draft: _Draft, expected: _Expected, named: Object | None) -> Non
             )))
     by_unit = _live_by_unit(draft.group, expected)
     for unit in range(typed.spec.replicas):
-        document = draft.peers(unit, by_unit.get(unit, []))
-        wanted = peers_config_map_object(raw, unit, document)
-        current = existing.get(("ConfigMap", wanted["metadata"]["name"]))
+        body = draft.peers(unit, by_unit.get(unit, []), state.nodes, levels)
+        current = existing.get(("ConfigMap", peers_config_map(raw["metadata"]["name"], unit)))
+        stored = (current.get("data") or {}).get(PEERS_FILE) if current is not None else None
+        document = with_generation(body, stored, fresh_generation(now))
         if current is None:
-            draft.actions.append(CreateObject(wanted, f"unit {unit}: peers file"))
-        elif (current.get("data") or {}).get(PEERS_FILE) != document:
+            draft.actions.append(CreateObject(peers_config_map_object(raw, unit, document), f"unit {unit}: peers file"))
+        elif stored != document:
             meta = current["metadata"]
             patch = {"data": {PEERS_FILE: document}}
             draft.actions.append(PatchObject("ConfigMap", meta.get("namespace"), meta["name"], patch, meta.get("resourceVersion"), f"unit {unit}: peers changed"))

@@ -10,9 +10,12 @@ So a serving engine can find its peers, every pod gets (DESIGN.md §5): a DNS na
 through the group's headless Service (`hostname` = pod name, `subdomain` = group); the
 `TANDEM_*` environment (group, unit, role, replica, pod index with 0 the leader, replica
 size, the leader's address, the peers file); and its unit's peers file, a ConfigMap
-mounted at `/etc/tandem/peers.json` listing each role's Ready replicas and their pods'
-addresses (`peers_config_map`). What the template says is kept as the user wrote it: an
-environment variable or volume of the same name is not overridden.
+mounted at `/etc/tandem/peers.json` (`peers.py`). A container that runs a serving engine
+(`api.engines`) declares the ports it listens on when its template declares none (`http`,
+and `bootstrap` for an SGLang prefill), and an SGLang prefill pod carries
+`sglang.ai/bootstrap-port`, where SGLang's router reads it. What the template says is kept
+as the user wrote it: an environment variable, volume, port or annotation of the same name
+is not overridden.
 """
 
 from __future__ import annotations
@@ -40,9 +43,9 @@ from tandem.api.naming import (
     pod_name,
     service_name,
 )
+from tandem.api.engines import BOOTSTRAP_PORT_NAME, SGLANG_BOOTSTRAP_ANNOTATION, engine_of, listening_ports, serving_role
 from tandem.api.resources import InferenceGroup
 from tandem.cluster.payloads import GroupPayload, OwnerReference, PodPayload
-from tandem.cluster.replicas import UnitRead, replicas_of_unit
 
 
 def revision_of(group: InferenceGroup, raw: GroupPayload) -> str:
@@ -112,21 +115,36 @@ def replica_pods(group: GroupPayload, typed: InferenceGroup, unit: int, role: st
         _add_peers_volume(spec, peers_config_map(meta["name"], unit))
         for container in spec.get("containers", []):
             _add_environment(container, environment)
-        pods.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": name,
-                    "namespace": namespace,
-                    "labels": labels,
-                    "annotations": annotations,
-                    "ownerReferences": [owner_reference(group)],
-                },
-                "spec": spec,
-            }
-        )
+        pod: PodPayload = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": labels,
+                "annotations": annotations,
+                "ownerReferences": [owner_reference(group)],
+            },
+            "spec": spec,
+        }
+        _declare_engine(pod)
+        pods.append(pod)
     return pods
+
+
+def _declare_engine(pod: PodPayload) -> None:
+    """An engine container's ports, named, when it declares none; SGLang's bootstrap port
+    annotation on an SGLang prefill pod (from its port named `bootstrap`, else its flag)."""
+    engine = engine_of(pod)
+    if engine is None:
+        return
+    role = serving_role(engine, pod)
+    container = pod["spec"]["containers"][engine.container]
+    if not container.get("ports"):
+        container["ports"] = [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in listening_ports(engine, role).items()]
+    if engine.kind == "sglang" and role == "prefill":
+        named = next((p.get("containerPort") for p in container["ports"] if p.get("name") == BOOTSTRAP_PORT_NAME), None)
+        pod["metadata"]["annotations"].setdefault(SGLANG_BOOTSTRAP_ANNOTATION, str(named or engine.bootstrap_port))
 
 
 def _add_environment(container: dict[str, Any], values: dict[str, str]) -> None:
@@ -166,51 +184,4 @@ def headless_service(group: GroupPayload) -> dict[str, Any]:
             "ownerReferences": [owner_reference(group)],
         },
         "spec": {"clusterIP": "None", "selector": {GROUP_LABEL: meta["name"]}, "publishNotReadyAddresses": True},
-    }
-
-
-def peers_document(
-    group: GroupPayload, unit: int, pods: list[PodPayload], typed: InferenceGroup, read: UnitRead | None = None
-) -> str:
-    """The unit's peers file: per role, its Ready replicas (complete and Ready) with each
-    pod's address and index (0 = leader), in a fixed order so equal peers are equal bytes.
-    `read` is `replicas_of_unit(pods, ...)` when the caller has it already."""
-    meta = group["metadata"]
-    namespace = meta.get("namespace", "default")
-    replicas, pods_of = read or replicas_of_unit(pods, {r.name: r.pods_per_replica for r in typed.spec.roles})
-    roles: dict[str, list[dict[str, Any]]] = {r.name: [] for r in typed.spec.roles}
-    for replica in replicas:
-        if replica.phase != "Ready" or replica.role not in roles:
-            continue
-        members = sorted(pods_of[(replica.role, replica.index)], key=lambda p: int(p["metadata"]["labels"][POD_INDEX_LABEL]))
-        roles[replica.role].append(
-            {
-                "replica": replica.index,
-                "pods": [
-                    {
-                        "name": p["metadata"]["name"],
-                        "index": int(p["metadata"]["labels"][POD_INDEX_LABEL]),
-                        "address": pod_address(p["metadata"]["name"], meta["name"], namespace),
-                        **({"ip": p["status"]["podIP"]} if (p.get("status") or {}).get("podIP") else {}),
-                    }
-                    for p in members
-                ],
-            }
-        )
-    document = {"group": meta["name"], "namespace": namespace, "unit": unit, "roles": roles}
-    return json.dumps(document, sort_keys=True, separators=(",", ":")) + "\n"
-
-
-def peers_config_map_object(group: GroupPayload, unit: int, document: str) -> dict[str, Any]:
-    meta = group["metadata"]
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": peers_config_map(meta["name"], unit),
-            "namespace": meta.get("namespace", "default"),
-            "labels": {GROUP_LABEL: meta["name"], UNIT_LABEL: str(unit)},
-            "ownerReferences": [owner_reference(group)],
-        },
-        "data": {PEERS_FILE: document},
     }

@@ -4,7 +4,7 @@ A cluster's pods are most of an informer's memory, and most of a pod is what tan
 reads (environment, volumes, probes, container statuses, managed fields). A Pod keeps the
 fields the controller (`controller/manifests.py`, `controller/decide.py`, `cluster/replicas.py`), the placement models
 (`api/kube.py`: requests, init containers, overhead, node selector, tolerations) and the
-peers file (`status.podIP`) read; every object loses `metadata.managedFields` and the
+peers file (`status.podIP`, the containers' `ports`) read; every object loses `metadata.managedFields` and the
 `last-applied-configuration` annotation; a Node loses its image list; a
 CustomResourceDefinition keeps only what says which kind it serves (group, names, scope,
 versions without their schemas, conditions), not its schemas, often the biggest objects in a
@@ -30,7 +30,8 @@ POD_SPEC = (
     "nodeName", "nodeSelector", "schedulingGates", "tolerations", "affinity", "priority", "priorityClassName",
     "schedulerName", "overhead", "hostname", "subdomain", "topologySpreadConstraints",
 )
-CONTAINER = ("name", "image", "resources", "restartPolicy")  # restartPolicy: a sidecar init container
+# restartPolicy: a sidecar init container; ports: the peers file lists the named ones
+CONTAINER = ("name", "image", "resources", "restartPolicy", "ports")
 POD_STATUS = ("phase", "conditions", "podIP", "podIPs", "hostIP", "reason", "nominatedNodeName", "startTime")
 
 
