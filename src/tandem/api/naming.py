@@ -58,7 +58,7 @@ def replica_prefix(pod: str) -> str:
 
 
 # Every group has a headless Service of its own name, so each pod is reachable as
-# `<pod>.<group>.<namespace>.svc`; every unit a ConfigMap of its Ready peers.
+# `<pod>.<group>.<namespace>.svc`; every unit a ConfigMap of its peers (`controller/peers.py`).
 PEERS_DIR = "/etc/tandem"
 PEERS_FILE = "peers.json"
 PEERS_VOLUME = "tandem-peers"
