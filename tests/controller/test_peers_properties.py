@@ -67,8 +67,10 @@ def test_the_peers_file_lists_each_bound_replica_once_and_near_only_what_shares_
     typed = InferenceGroup.model_validate(raw)
     node_objects, pods = _unit(nodes, prefill, decode, decode_size)
     sizes = {"prefill": 1, "decode": decode_size}
-    paths = {p["metadata"]["name"]: domain_path(p, node_objects, LEVELS) for p in pods}
-    document = json.loads(peers_body(raw, 0, typed, replicas_of_unit(pods, sizes), NAMES, paths))
+    paths = {p["metadata"]["name"]: domain_path(p, node_objects, tuple(level.node_label for level in LEVELS)) for p in pods}
+    body = peers_body(raw, 0, typed, replicas_of_unit(pods, sizes), NAMES, paths)
+    document = json.loads(body)
+    assert body == json.dumps(document, sort_keys=True, separators=(",", ":")) + "\n", "written as json.dumps writes it"
 
     bound: dict[tuple[str, int], list[dict]] = {}
     for pod in pods:

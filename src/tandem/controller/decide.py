@@ -92,7 +92,7 @@ from tandem.controller.event_digest import digest
 from tandem.controller.health import Health, verdict
 from tandem.controller.fit import REASON as NEVER_FITS, Capacity, never_fits, said_never_fit
 from tandem.controller.manifests import headless_service, replica_pods, revision_of
-from tandem.controller.peers import Path, domain_path, fresh_generation, peers_body, peers_config_map_object, with_generation
+from tandem.controller.peers import Path, domain_path, fresh_generation, peers_body, peers_config_map_object, pod_json, with_generation
 from tandem.controller.memo import MemoUpdate
 from tandem.controller.observe import ClusterState, GroupState
 from tandem.controller.provisioning import PROVISIONING_KINDS, ProvisioningSettings, UnitNeed, plan_provisioning
@@ -193,6 +193,7 @@ class _Reads:
         self._before = before if before is not None and before.spec == spec else None
         self._replicas: dict[tuple[int, ...], tuple[tuple[PodPayload, ...], UnitRead]] = {}
         self._peers: dict[tuple[int, tuple[int, ...], tuple[Path, ...], tuple[str, ...]], tuple[tuple[PodPayload, ...], str]] = {}
+        self._pod_texts: dict[tuple[int, Path, tuple[str, ...]], tuple[PodPayload, str]] = {}
 
     def replicas(self, pods: list[PodPayload], compute: Callable[[], UnitRead]) -> UnitRead:
         key = tuple(map(id, pods))
@@ -210,6 +211,17 @@ class _Reads:
         if hit is None:
             hit = (tuple(pods), compute())
         self._peers[key] = hit
+        return hit[1]
+
+    def pod_text(self, pod: PodPayload, path: Path, levels: tuple[str, ...], compute: Callable[[], str]) -> str:
+        """A pod's entry in its unit's peers file (`peers.pod_json`), by the pod and its
+        domain path: a unit's file is built again when one of its pods changes, the
+        others' entries are kept."""
+        key = (id(pod), path, levels)
+        hit = self._pod_texts.get(key) or (self._before._pod_texts.get(key) if self._before else None)
+        if hit is None:
+            hit = (pod, compute())
+        self._pod_texts[key] = hit
         return hit[1]
 
     def settle(self) -> "_Reads":
@@ -329,10 +341,17 @@ class _Draft:
     def peers(self, unit: int, pods: list[PodPayload], nodes: Mapping[tuple[str, str], Object], levels: list[TopologyLevel]) -> str:
         """The unit's peers file without its generation (`peers.peers_body`)."""
         assert self.reads is not None
-        paths = tuple(domain_path(p, nodes, levels) for p in pods)
+        labels = tuple(level.node_label for level in levels)
+        paths = tuple(domain_path(p, nodes, labels) for p in pods)
         names = tuple(level.name for level in levels)
         by_name = {p["metadata"]["name"]: path for p, path in zip(pods, paths)}
-        return self.reads.peers(unit, pods, paths, names, lambda: peers_body(self.group.raw, unit, self.typed, self.replicas(pods), names, by_name))
+        meta = self.group.raw["metadata"]
+        reads, group, namespace = self.reads, meta["name"], meta.get("namespace", "default")
+
+        def pod_text(pod: PodPayload, path: Path) -> str:
+            return reads.pod_text(pod, path, names, lambda: pod_json(pod, group, namespace, names, path))
+
+        return reads.peers(unit, pods, paths, names, lambda: peers_body(self.group.raw, unit, self.typed, self.replicas(pods), names, by_name, pod_text))
 
     def event(self, type_: str, reason: str, message: str) -> None:
         self.actions.append(RecordEvent(ObjectRef.of(self.group.raw), type_, reason, message))  # type: ignore[arg-type]

@@ -17,10 +17,10 @@ without parsing either). Pure: payloads in, text out.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from tandem.api.naming import GROUP_LABEL, PEERS_FILE, UNIT_LABEL, peers_config_map, pod_address, pod_name
-from tandem.api.resources import InferenceGroup, TopologyLevel
+from tandem.api.resources import InferenceGroup
 from tandem.cluster.payloads import GroupPayload, PodPayload
 from tandem.cluster.pods import assigned_node, pod_index, pod_ready
 from tandem.cluster.ports import Object
@@ -34,48 +34,86 @@ _BOUND = ("Scheduled", "Ready")
 _PREFIX = '{"generation":'
 
 
-def domain_path(pod: PodPayload, nodes: Mapping[tuple[str, str], Object], levels: Sequence[TopologyLevel]) -> Path:
-    """The values of the levels' labels on the pod's node (all None without a node)."""
+def domain_path(pod: PodPayload, nodes: Mapping[tuple[str, str], Object], labels: tuple[str, ...]) -> Path:
+    """The values of the level labels `labels` (broadest first) on the pod's node, None
+    where it lacks one (all None without a node). Read for every pod of a decided unit,
+    so kept to a few lookups."""
     name = assigned_node(pod)
-    labels = ((nodes.get(("", name)) or {}).get("metadata") or {}).get("labels") or {} if name else {}
-    return tuple(labels.get(level.node_label) for level in levels)
+    node = nodes.get(("", name)) if name else None
+    found = (node.get("metadata") or {}).get("labels") if node is not None else None
+    return tuple(map(found.get, labels)) if found else (None,) * len(labels)
 
 
 def peers_body(
-    group: GroupPayload, unit: int, typed: InferenceGroup, read: UnitRead, levels: Sequence[str], paths: Mapping[str, Path]
+    group: GroupPayload,
+    unit: int,
+    typed: InferenceGroup,
+    read: UnitRead,
+    levels: Sequence[str],
+    paths: Mapping[str, Path],
+    pod_text: Callable[[PodPayload, Path], str] | None = None,
 ) -> str:
     """The peers file without its generation: sorted keys, no spaces, so equal peers are
-    equal bytes. `read` is the unit's `replicas_of_unit`; `paths` each pod's `domain_path`
-    by name, over `levels` (the topology's level names, broadest first)."""
+    equal bytes (what json.dumps writes with sort_keys). `read` is the unit's
+    `replicas_of_unit`; `paths` each pod's `domain_path` by name, over `levels` (the
+    topology's level names, broadest first); `pod_text` a pod's entry as `pod_json` writes
+    it (the caller may keep them: a unit's file is written again when one pod changes)."""
     meta = group["metadata"]
     namespace = meta.get("namespace", "default")
+    text = pod_text or (lambda pod, path: pod_json(pod, meta["name"], namespace, levels, path))
     replicas, pods_of = read
-    roles: dict[str, list[dict[str, Any]]] = {r.name: [] for r in typed.spec.roles}
-    spans: dict[tuple[str, int], list[Path]] = {}  # each listed replica's pods' paths
+    roles: dict[str, list[tuple[int, str, bool, list[PodPayload]]]] = {r.name: [] for r in typed.spec.roles}
     for replica in replicas:
-        if replica.phase not in _BOUND or replica.role not in roles:
-            continue
-        members = sorted(pods_of[(replica.role, replica.index)], key=pod_index)
-        spans[(replica.role, replica.index)] = [paths[p["metadata"]["name"]] for p in members]
-        roles[replica.role].append(
-            {
-                "replica": replica.index,
-                "revision": replica.revision,
-                "leader": pod_name(meta["name"], unit, replica.role, replica.index, 0),
-                "ready": replica.phase == "Ready",
-                "pods": [_pod_entry(p, meta["name"], namespace, levels, paths[p["metadata"]["name"]]) for p in members],
-            }
-        )
+        if replica.phase in _BOUND and replica.role in roles:
+            members = sorted(pods_of[(replica.role, replica.index)], key=pod_index)
+            roles[replica.role].append((replica.index, replica.revision, replica.phase == "Ready", members))
+    near: dict[tuple[str, int], dict[str, list[int]]] = {}
     for rule in typed.spec.affinity:
         if rule.from_ not in roles or rule.to not in roles:
             continue
         depth = levels.index(rule.level) + 1 if rule.level in levels else 0
-        targets = [(r["replica"], _domains(spans[(rule.to, r["replica"])], depth)) for r in roles[rule.to]]
-        for entry in roles[rule.from_]:
-            mine = _domains(spans[(rule.from_, entry["replica"])], depth)
-            entry.setdefault("near", {})[rule.to] = [index for index, theirs in targets if mine & theirs]
-    document = {"version": VERSION, "group": meta["name"], "namespace": namespace, "unit": unit, "levels": list(levels), "roles": roles}
-    return json.dumps(document, sort_keys=True, separators=(",", ":")) + "\n"
+        targets = [(index, _domains([paths[p["metadata"]["name"]] for p in members], depth)) for index, _, _, members in roles[rule.to]]
+        for index, _, _, members in roles[rule.from_]:
+            mine = _domains([paths[p["metadata"]["name"]] for p in members], depth)
+            near.setdefault((rule.from_, index), {})[rule.to] = [i for i, theirs in targets if mine & theirs]
+    listed = []
+    for role in sorted(roles):
+        entries = []
+        for index, revision, ready, members in roles[role]:
+            close = near.get((role, index))
+            entries.append(
+                f'{{"leader":{_dumps(pod_name(meta["name"], unit, role, index, 0))}'
+                + (f',"near":{_dumps(close)}' if close is not None else "")
+                + f',"pods":[{",".join(text(p, paths[p["metadata"]["name"]]) for p in members)}]'
+                + f',"ready":{_dumps(ready)},"replica":{index},"revision":{_dumps(revision)}}}'
+            )
+        listed.append(f'{_dumps(role)}:[{",".join(entries)}]')
+    return (
+        f'{{"group":{_dumps(meta["name"])},"levels":{_dumps(list(levels))},"namespace":{_dumps(namespace)}'
+        f',"roles":{{{",".join(listed)}}},"unit":{unit},"version":{VERSION}}}\n'
+    )
+
+
+def pod_json(pod: PodPayload, group: str, namespace: str, levels: Sequence[str], path: Path) -> str:
+    """A pod's entry in the file: name, index, DNS name, IP, node, readiness, named ports
+    (of every container; the first of a name wins) and its domain at each level."""
+    name = pod["metadata"]["name"]
+    ports: dict[str, int] = {}
+    for container in pod.get("spec", {}).get("containers", []):
+        for port in container.get("ports") or []:
+            if port.get("name") and isinstance(port.get("containerPort"), int):
+                ports.setdefault(port["name"], port["containerPort"])
+    entry = {
+        "name": name,
+        "index": pod_index(pod),
+        "address": pod_address(name, group, namespace),
+        "ip": (pod.get("status") or {}).get("podIP") or None,
+        "node": assigned_node(pod),
+        "ready": pod_ready(pod),
+        "ports": ports,
+        "domains": dict(zip(levels, path)),
+    }
+    return _dumps(entry)
 
 
 def with_generation(body: str, stored: str | None, fresh: int) -> str:
@@ -116,28 +154,13 @@ def peers_config_map_object(group: GroupPayload, unit: int, document: str) -> di
     }
 
 
-def _pod_entry(pod: PodPayload, group: str, namespace: str, levels: Sequence[str], path: Path) -> dict[str, Any]:
-    name = pod["metadata"]["name"]
-    ports: dict[str, int] = {}
-    for container in pod.get("spec", {}).get("containers", []):
-        for port in container.get("ports") or []:
-            if port.get("name") and isinstance(port.get("containerPort"), int):
-                ports.setdefault(port["name"], port["containerPort"])
-    return {
-        "name": name,
-        "index": pod_index(pod),
-        "address": pod_address(name, group, namespace),
-        "ip": (pod.get("status") or {}).get("podIP") or None,
-        "node": assigned_node(pod),
-        "ready": pod_ready(pod),
-        "ports": ports,
-        "domains": dict(zip(levels, path)),
-    }
-
-
 def _domains(paths: list[Path], depth: int) -> set[Path]:
     """The replica's domains at `depth` (levels down to the affinity's): a node missing a
     label on the way is in none (as the engine counts it)."""
     if depth == 0:
         return set()
     return {path[:depth] for path in paths if None not in path[:depth]}
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
