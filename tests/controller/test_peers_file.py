@@ -132,3 +132,16 @@ def test_a_delegated_groups_file_is_read_off_the_nodes_its_scheduler_chose():
     pods = [p for rs in document["roles"].values() for r in rs for p in r["pods"]]
     assert all(p["node"] and set(p["domains"]) == set(LEVELS) and p["domains"]["host"] == p["node"] for p in pods)
     assert all(set(r["near"]) == {"decode"} for r in document["roles"]["prefill"])
+
+
+def test_a_replica_with_a_pod_being_deleted_leaves_the_file_at_once():
+    store = world(design_group())
+    settle(store, store)
+    generation = peers(store)["generation"]
+    store.patch("Pod", NS, "llama-0-decode-1-1", {"metadata": {"finalizers": ["example.com/hold"]}})
+    store.delete("Pod", NS, "llama-0-decode-1-1")  # held by its finalizer: deleting, still Running and Ready
+    assert store.get("Pod", NS, "llama-0-decode-1-1")["metadata"]["deletionTimestamp"]
+    reconcile(store, 100.0)
+    document = peers(store)
+    assert [r["replica"] for r in document["roles"]["decode"]] == [0] and document["generation"] == generation + 1
+    assert all(r["near"]["decode"] in ([0], []) for r in document["roles"]["prefill"]), "near names only listed decodes"
