@@ -8,10 +8,11 @@ replica of a role that is the `from` of an affinity, the `to` replicas that shar
 domain at the affinity's level (`near`). `generation` grows by one whenever the rest
 changes, so an engine can tell a fresh file from a stale one.
 
-The document is built in two parts so a pass stays cheap: `peers_body` (everything but the
-generation, a function of the unit's pods and their nodes' domains, cached per unit by the
-caller) and `with_generation` (the stored file's generation, kept or bumped, spliced in
-without parsing either). Pure: payloads in, text out.
+The document is built in parts so a pass stays cheap: `pod_json` (one pod's entry, which
+the caller keeps per pod), `peers_body` (everything but the generation, a function of the
+unit's pods and their nodes' domains, which the caller keeps per unit) and
+`with_generation` (the stored file's generation, kept or bumped, spliced in without
+parsing either). Pure: payloads in, text out.
 """
 
 from __future__ import annotations
@@ -133,9 +134,10 @@ def with_generation(body: str, stored: str | None, fresh: int) -> str:
 
 def fresh_generation(now: float) -> int:
     """A new file's generation: the time in milliseconds. A ConfigMap deleted and written
-    anew then starts above the file it replaces (which grew by one per change, at most one
-    change per pass), so an engine still holding the old file never takes the new one for
-    older; the operator keeps no other record of the last generation."""
+    anew then starts above the file it replaces (which started at its own creation time and
+    grew by one per change, far fewer than one a millisecond), so an engine still holding
+    the old file never takes the new one for older; the operator keeps no other record of
+    the last generation (a status field would be one more write per change)."""
     return max(1, int(now * 1000))
 
 
