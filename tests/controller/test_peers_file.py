@@ -131,6 +131,7 @@ def test_a_delegated_groups_file_is_read_off_the_nodes_its_scheduler_chose():
     assert len(document["roles"]["prefill"]) == 4 and len(document["roles"]["decode"]) == 2
     pods = [p for rs in document["roles"].values() for r in rs for p in r["pods"]]
     assert all(p["node"] and set(p["domains"]) == set(LEVELS) and p["domains"]["host"] == p["node"] for p in pods)
+    assert all(p["ports"] == {"http": 8000} for p in pods), "its pods declare the engine's port as native ones do"
     assert all(set(r["near"]) == {"decode"} for r in document["roles"]["prefill"])
 
 
