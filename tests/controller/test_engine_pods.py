@@ -37,10 +37,10 @@ def test_sglang_pods_declare_their_ports_and_a_prefill_its_bootstrap_port_for_th
     }
     assert labels["tandem.dev/revision"] == store.get("InferenceGroup", NS, "chat")["status"]["revision"]
     assert prefill["spec"]["containers"][0]["ports"] == [
-        {"name": "http", "containerPort": 30000, "protocol": "TCP"}, {"name": "bootstrap", "containerPort": 9001, "protocol": "TCP"},
+        {"name": "http", "containerPort": 30000}, {"name": "bootstrap", "containerPort": 9001},
     ]
     assert prefill["metadata"]["annotations"]["sglang.ai/bootstrap-port"] == "9001"
-    assert decode["spec"]["containers"][0]["ports"] == [{"name": "http", "containerPort": 30000, "protocol": "TCP"}]
+    assert decode["spec"]["containers"][0]["ports"] == [{"name": "http", "containerPort": 30000}]
     assert "sglang.ai/bootstrap-port" not in decode["metadata"]["annotations"]
     document = json.loads(store.get("ConfigMap", NS, "chat-0-peers")["data"]["peers.json"])
     assert document["roles"]["prefill"][0]["pods"][0]["ports"] == {"http": 30000, "bootstrap": 9001}

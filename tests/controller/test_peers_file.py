@@ -10,6 +10,7 @@ from support.builders import group, role
 from support.controller_world import design_group, kubelet, settle, world
 from support.delegated_world import delegated_store, toy_scheduler
 from tandem.controller import DelegationSettings
+from tandem.controller.memo import Memo
 from tandem.controller.peers import fresh_generation, with_generation
 from tandem.controller.reconcile import reconcile
 
@@ -146,3 +147,24 @@ def test_a_replica_with_a_pod_being_deleted_leaves_the_file_at_once():
     document = peers(store)
     assert [r["replica"] for r in document["roles"]["decode"]] == [0] and document["generation"] == generation + 1
     assert all(r["near"]["decode"] in ([0], []) for r in document["roles"]["prefill"]), "near names only listed decodes"
+
+
+def test_with_the_memo_kept_the_file_is_told_current_by_its_digest_and_mended_when_edited():
+    store = world(design_group())
+    memo = Memo()
+    settle(store, store)
+    reconcile(store, 100.0, memo=memo)
+    kept = store.get("ConfigMap", NS, "llama-0-peers")
+    set_ready(store, "llama-0-prefill-1-0", False)
+    reconcile(store, 101.0, memo=memo)
+    assert peers(store)["generation"] == json.loads(kept["data"]["peers.json"])["generation"] + 1
+    changed = store.get("ConfigMap", NS, "llama-0-peers")
+    for now in (102.0, 103.0):  # the pods as they were: the stored file is current, nothing written
+        report = reconcile(store, now, memo=memo)
+        assert report.patched == 0 and store.get("ConfigMap", NS, "llama-0-peers")["metadata"]["resourceVersion"] == changed["metadata"]["resourceVersion"]
+    edited = json.loads(stored(store))
+    edited["roles"]["prefill"] = []
+    store.patch("ConfigMap", NS, "llama-0-peers", {"data": {"peers.json": json.dumps(edited, sort_keys=True, separators=(",", ":")) + "\n"}})
+    reconcile(store, 104.0, memo=memo)
+    mended = peers(store)
+    assert len(mended["roles"]["prefill"]) == 4 and mended["generation"] == edited["generation"] + 1, "an edited file is written back, one generation on"

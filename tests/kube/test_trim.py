@@ -121,3 +121,11 @@ def test_a_crd_keeps_which_kind_it_serves_and_loses_its_schemas():
         "status": {"conditions": [{"type": "Established", "status": "True"}]},
     }
     assert "schema" in crd["spec"]["versions"][0], "the server's object is not changed"
+
+
+def test_a_groups_pod_keeps_its_named_ports_for_the_peers_file_and_other_pods_none():
+    ports = [{"name": "http", "containerPort": 30000, "protocol": "TCP"}, {"containerPort": 9400}, {"name": "bootstrap", "containerPort": 8998}]
+    pod = {"metadata": {"name": "p", "labels": {"tandem.dev/group": "llama"}}, "spec": {"containers": [{"name": "e", "ports": ports}]}}
+    assert trim_pod(pod)["spec"]["containers"][0]["ports"] == [{"name": "http", "containerPort": 30000}, {"name": "bootstrap", "containerPort": 8998}]
+    other = {"metadata": {"name": "exporter", "labels": {"app": "node-exporter"}}, "spec": {"containers": [{"name": "e", "ports": ports}]}}
+    assert "ports" not in trim_pod(other)["spec"]["containers"][0], "a cluster's other pods are most of its pods: their ports are not kept"

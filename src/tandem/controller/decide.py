@@ -92,7 +92,16 @@ from tandem.controller.event_digest import digest
 from tandem.controller.health import Health, verdict
 from tandem.controller.fit import REASON as NEVER_FITS, Capacity, never_fits, said_never_fit
 from tandem.controller.manifests import headless_service, replica_pods, revision_of
-from tandem.controller.peers import Path, domain_path, fresh_generation, peers_body, peers_config_map_object, pod_json, with_generation
+from tandem.controller.peers import (
+    Path,
+    content_digest,
+    domain_path,
+    fresh_generation,
+    peers_body,
+    peers_config_map_object,
+    stored_content,
+    with_generation,
+)
 from tandem.controller.memo import MemoUpdate
 from tandem.controller.observe import ClusterState, GroupState
 from tandem.controller.provisioning import PROVISIONING_KINDS, ProvisioningSettings, UnitNeed, plan_provisioning
@@ -192,8 +201,9 @@ class _Reads:
         self.spec = spec
         self._before = before if before is not None and before.spec == spec else None
         self._replicas: dict[tuple[int, ...], tuple[tuple[PodPayload, ...], UnitRead]] = {}
-        self._peers: dict[tuple[int, tuple[int, ...], tuple[Path, ...], tuple[str, ...]], tuple[tuple[PodPayload, ...], str]] = {}
-        self._pod_texts: dict[tuple[int, Path, tuple[str, ...]], tuple[PodPayload, str]] = {}
+        # per unit, by its pods and their domain paths: its peers file's content digest, and
+        # the stored file last found to hold it (no text kept: 65,536 units' files are MBs)
+        self._peers: dict[tuple[int, tuple[int, ...], tuple[Path, ...], tuple[str, ...]], tuple[tuple[PodPayload, ...], bytes, str | None]] = {}
 
     def replicas(self, pods: list[PodPayload], compute: Callable[[], UnitRead]) -> UnitRead:
         key = tuple(map(id, pods))
@@ -203,26 +213,23 @@ class _Reads:
         self._replicas[key] = hit
         return hit[1]
 
-    def peers(self, unit: int, pods: list[PodPayload], paths: tuple[Path, ...], levels: tuple[str, ...], compute: Callable[[], str]) -> str:
-        """The unit's peers body, by its pods and their domain paths (a node relabelled
-        changes the body, not the pods)."""
+    def peers(
+        self, unit: int, pods: list[PodPayload], paths: tuple[Path, ...], levels: tuple[str, ...], stored: str | None, compute: Callable[[], str]
+    ) -> str | None:
+        """The unit's peers body when `stored` (the file stored) does not hold it, else None.
+        By its pods and their domain paths (a node relabelled changes the body, not the
+        pods): when they are as last time, a hash of `stored` (none when it is the very
+        file checked last time) tells it is current without building the body."""
         key = (unit, tuple(map(id, pods)), paths, levels)
         hit = self._peers.get(key) or (self._before._peers.get(key) if self._before else None)
-        if hit is None:
-            hit = (tuple(pods), compute())
-        self._peers[key] = hit
-        return hit[1]
-
-    def pod_text(self, pod: PodPayload, path: Path, levels: tuple[str, ...], compute: Callable[[], str]) -> str:
-        """A pod's entry in its unit's peers file (`peers.pod_json`), by the pod and its
-        domain path: a unit's file is built again when one of its pods changes, the
-        others' entries are kept."""
-        key = (id(pod), path, levels)
-        hit = self._pod_texts.get(key) or (self._before._pod_texts.get(key) if self._before else None)
-        if hit is None:
-            hit = (pod, compute())
-        self._pod_texts[key] = hit
-        return hit[1]
+        held = stored_content(stored)
+        if hit is not None and held is not None and (hit[2] is stored or content_digest(held[1], is_body=False) == hit[1]):
+            self._peers[key] = (hit[0], hit[1], stored)
+            return None
+        body = compute()
+        current = held is not None and held[1] == body[1:]
+        self._peers[key] = (tuple(pods), content_digest(body), stored if current else None)
+        return None if current else body
 
     def settle(self) -> "_Reads":
         """These reads, without the last decision's (kept for the next one)."""
@@ -338,20 +345,17 @@ class _Draft:
         """The number this pass's creates carry (`naming.CREATION`): above every one so far."""
         return max([self.before.creations, *map(creation_of, self.group.pods)]) + 1
 
-    def peers(self, unit: int, pods: list[PodPayload], nodes: Mapping[tuple[str, str], Object], levels: list[TopologyLevel]) -> str:
-        """The unit's peers file without its generation (`peers.peers_body`)."""
+    def peers(
+        self, unit: int, pods: list[PodPayload], nodes: Mapping[tuple[str, str], Object], levels: list[TopologyLevel], stored: str | None, now: float
+    ) -> str | None:
+        """The unit's peers file to store (`peers.py`), or None when `stored` is current."""
         assert self.reads is not None
         labels = tuple(level.node_label for level in levels)
         paths = tuple(domain_path(p, nodes, labels) for p in pods)
         names = tuple(level.name for level in levels)
         by_name = {p["metadata"]["name"]: path for p, path in zip(pods, paths)}
-        meta = self.group.raw["metadata"]
-        reads, group, namespace = self.reads, meta["name"], meta.get("namespace", "default")
-
-        def pod_text(pod: PodPayload, path: Path) -> str:
-            return reads.pod_text(pod, path, names, lambda: pod_json(pod, group, namespace, names, path))
-
-        return reads.peers(unit, pods, paths, names, lambda: peers_body(self.group.raw, unit, self.typed, self.replicas(pods), names, by_name, pod_text))
+        body = self.reads.peers(unit, pods, paths, names, stored, lambda: peers_body(self.group.raw, unit, self.typed, self.replicas(pods), names, by_name))
+        return None if body is None else with_generation(body, stored, fresh_generation(now))
 
     def event(self, type_: str, reason: str, message: str) -> None:
         self.actions.append(RecordEvent(ObjectRef.of(self.group.raw), type_, reason, message))  # type: ignore[arg-type]
@@ -442,13 +446,14 @@ def _companions(draft: _Draft, now: float, expected: _Expected, state: ClusterSt
             )))
     by_unit = _live_by_unit(draft.group, expected)
     for unit in range(typed.spec.replicas):
-        body = draft.peers(unit, by_unit.get(unit, []), state.nodes, levels)
         current = existing.get(("ConfigMap", peers_config_map(raw["metadata"]["name"], unit)))
         stored = (current.get("data") or {}).get(PEERS_FILE) if current is not None else None
-        document = with_generation(body, stored, fresh_generation(now))
+        document = draft.peers(unit, by_unit.get(unit, []), state.nodes, levels, stored, now)
+        if document is None:
+            continue  # the stored file is current
         if current is None:
             draft.actions.append(CreateObject(peers_config_map_object(raw, unit, document), f"unit {unit}: peers file"))
-        elif stored != document:
+        else:
             meta = current["metadata"]
             patch = {"data": {PEERS_FILE: document}}
             draft.actions.append(PatchObject("ConfigMap", meta.get("namespace"), meta["name"], patch, meta.get("resourceVersion"), f"unit {unit}: peers changed"))

@@ -141,7 +141,7 @@ def _declare_engine(pod: PodPayload) -> None:
     role = serving_role(engine, pod)
     container = pod["spec"]["containers"][engine.container]
     if not container.get("ports"):
-        container["ports"] = [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in listening_ports(engine, role).items()]
+        container["ports"] = [{"name": n, "containerPort": p} for n, p in listening_ports(engine, role).items()]
     if engine.kind == "sglang" and role == "prefill":
         named = next((p.get("containerPort") for p in container["ports"] if p.get("name") == BOOTSTRAP_PORT_NAME), None)
         pod["metadata"]["annotations"].setdefault(SGLANG_BOOTSTRAP_ANNOTATION, str(named or engine.bootstrap_port))

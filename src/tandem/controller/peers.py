@@ -8,17 +8,18 @@ replica of a role that is the `from` of an affinity, the `to` replicas that shar
 domain at the affinity's level (`near`). `generation` grows by one whenever the rest
 changes, so an engine can tell a fresh file from a stale one.
 
-The document is built in parts so a pass stays cheap: `pod_json` (one pod's entry, which
-the caller keeps per pod), `peers_body` (everything but the generation, a function of the
-unit's pods and their nodes' domains, which the caller keeps per unit) and
-`with_generation` (the stored file's generation, kept or bumped, spliced in without
-parsing either). Pure: payloads in, text out.
+The document is built in parts so a pass stays cheap: `peers_body` (everything but the
+generation, a function of the unit's pods and their nodes' domains; the caller keeps its
+`content_digest` per unit, and tells a current stored file by that digest without
+building the body again) and `with_generation` (the stored file's generation, kept or
+bumped, spliced in without parsing either). Pure: payloads in, text out.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from tandem.api.naming import GROUP_LABEL, PEERS_FILE, UNIT_LABEL, peers_config_map, pod_address, pod_name
 from tandem.api.resources import InferenceGroup
@@ -52,16 +53,13 @@ def peers_body(
     read: UnitRead,
     levels: Sequence[str],
     paths: Mapping[str, Path],
-    pod_text: Callable[[PodPayload, Path], str] | None = None,
 ) -> str:
     """The peers file without its generation: sorted keys, no spaces, so equal peers are
     equal bytes (what json.dumps writes with sort_keys). `read` is the unit's
     `replicas_of_unit`; `paths` each pod's `domain_path` by name, over `levels` (the
-    topology's level names, broadest first); `pod_text` a pod's entry as `pod_json` writes
-    it (the caller may keep them: a unit's file is written again when one pod changes)."""
+    topology's level names, broadest first)."""
     meta = group["metadata"]
     namespace = meta.get("namespace", "default")
-    text = pod_text or (lambda pod, path: pod_json(pod, meta["name"], namespace, levels, path))
     replicas, pods_of = read
     roles: dict[str, list[tuple[int, str, bool, list[PodPayload]]]] = {r.name: [] for r in typed.spec.roles}
     for replica in replicas:
@@ -85,7 +83,7 @@ def peers_body(
             entries.append(
                 f'{{"leader":{_dumps(pod_name(meta["name"], unit, role, index, 0))}'
                 + (f',"near":{_dumps(close)}' if close is not None else "")
-                + f',"pods":[{",".join(text(p, paths[p["metadata"]["name"]]) for p in members)}]'
+                + f',"pods":[{",".join(pod_json(p, meta["name"], namespace, levels, paths[p["metadata"]["name"]]) for p in members)}]'
                 + f',"ready":{_dumps(ready)},"replica":{index},"revision":{_dumps(revision)}}}'
             )
         listed.append(f'{_dumps(role)}:[{",".join(entries)}]')
@@ -123,13 +121,30 @@ def with_generation(body: str, stored: str | None, fresh: int) -> str:
 
     `body` is `peers_body`'s text: "generation" sorts before every other key, so the whole
     document is `{"generation":N,` and the rest of `body`, as json.dumps would write it."""
-    if stored is not None and stored.startswith(_PREFIX):
-        number, comma, rest = stored[len(_PREFIX) :].partition(",")
-        if comma and number.isdigit():
-            if rest == body[1:]:
-                return stored
-            return f"{_PREFIX}{int(number) + 1},{body[1:]}"
-    return f"{_PREFIX}{fresh},{body[1:]}"
+    held = stored_content(stored)
+    if held is None:
+        return f"{_PREFIX}{fresh},{body[1:]}"
+    generation, rest = held
+    if stored is not None and rest == body[1:]:
+        return stored
+    return f"{_PREFIX}{generation + 1},{body[1:]}"
+
+
+def stored_content(stored: str | None) -> tuple[int, str] | None:
+    """A stored file's generation and the rest of it (what `content_digest` reads of a
+    body); None for no file, or one not of version 2."""
+    if stored is None or not stored.startswith(_PREFIX):
+        return None
+    number, comma, rest = stored[len(_PREFIX) :].partition(",")
+    return (int(number), rest) if comma and number.isdigit() else None
+
+
+def content_digest(body_or_rest: str, is_body: bool = True) -> bytes:
+    """A digest of a file's content without its generation (of a `peers_body` text, or of
+    `stored_content`'s rest): what the caller keeps per unit instead of the text, so a pass
+    tells an unchanged file with one hash and the cache holds 16 bytes a unit."""
+    text = body_or_rest[1:] if is_body else body_or_rest
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 def fresh_generation(now: float) -> int:

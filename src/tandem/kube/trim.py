@@ -4,7 +4,7 @@ A cluster's pods are most of an informer's memory, and most of a pod is what tan
 reads (environment, volumes, probes, container statuses, managed fields). A Pod keeps the
 fields the controller (`controller/manifests.py`, `controller/decide.py`, `cluster/replicas.py`), the placement models
 (`api/kube.py`: requests, init containers, overhead, node selector, tolerations) and the
-peers file (`status.podIP`, the containers' `ports`) read; every object loses `metadata.managedFields` and the
+peers file (`status.podIP`, and a group's pod's named container ports) read; every object loses `metadata.managedFields` and the
 `last-applied-configuration` annotation; a Node loses its image list; a
 CustomResourceDefinition keeps only what says which kind it serves (group, names, scope,
 versions without their schemas, conditions), not its schemas, often the biggest objects in a
@@ -16,7 +16,10 @@ name only what they change), so a dropped field is never written back as absent.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Mapping
+
+from tandem.api.naming import GROUP_LABEL
 
 Object = dict[str, Any]
 
@@ -30,8 +33,7 @@ POD_SPEC = (
     "nodeName", "nodeSelector", "schedulingGates", "tolerations", "affinity", "priority", "priorityClassName",
     "schedulerName", "overhead", "hostname", "subdomain", "topologySpreadConstraints",
 )
-# restartPolicy: a sidecar init container; ports: the peers file lists the named ones
-CONTAINER = ("name", "image", "resources", "restartPolicy", "ports")
+CONTAINER = ("name", "image", "resources", "restartPolicy")  # restartPolicy: a sidecar init container
 POD_STATUS = ("phase", "conditions", "podIP", "podIPs", "hostIP", "reason", "nominatedNodeName", "startTime")
 
 
@@ -59,11 +61,21 @@ def trim_pod(pod: Mapping[str, Any]) -> Object:
     for field in ("containers", "initContainers"):
         if field in spec:
             trimmed_spec[field] = [{k: c[k] for k in CONTAINER if k in c} for c in spec[field] or []]
+    if GROUP_LABEL in (out["metadata"].get("labels") or {}):  # a group's pod: its peers file lists its named ports
+        for trimmed, container in zip(trimmed_spec.get("containers", []), spec.get("containers") or []):
+            named = [_named_port(p) for p in container.get("ports") or [] if isinstance(p, Mapping) and p.get("name")]
+            if named:
+                trimmed["ports"] = named
     out["spec"] = trimmed_spec
     if "status" in pod:
         status = pod.get("status") or {}
         out["status"] = {k: status[k] for k in POD_STATUS if k in status}
     return out
+
+
+def _named_port(port: Mapping[str, Any]) -> Object:
+    """What the peers file reads of a port (its name is one of a few: interned)."""
+    return {"name": sys.intern(str(port["name"])), "containerPort": port.get("containerPort")}
 
 
 def trim_node(node: Mapping[str, Any]) -> Object:
