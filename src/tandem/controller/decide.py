@@ -306,6 +306,7 @@ class _Draft:
     topology: ClusterTopology | None = None  # the group's ClusterTopology, for its backend
     words: dict[int, Words] = field(default_factory=dict)  # per unit, what its scheduler says of it (delegated groups)
     queued: set[int] = field(default_factory=set)  # units with a replica its scheduler queues (`_queue_time`)
+    _level_keys: tuple[list[TopologyLevel], tuple[str, ...], tuple[str, ...]] | None = None  # (`level_keys`)
 
     @property
     def acting(self) -> bool:
@@ -350,12 +351,21 @@ class _Draft:
     ) -> str | None:
         """The unit's peers file to store (`peers.py`), or None when `stored` is current."""
         assert self.reads is not None
-        labels = tuple(level.node_label for level in levels)
-        paths = tuple(domain_path(p, nodes, labels) for p in pods)
-        names = tuple(level.name for level in levels)
-        by_name = {p["metadata"]["name"]: path for p, path in zip(pods, paths)}
-        body = self.reads.peers(unit, pods, paths, names, stored, lambda: peers_body(self.group.raw, unit, self.typed, self.replicas(pods), names, by_name))
-        return None if body is None else with_generation(body, stored, fresh_generation(now))
+        labels, names = self.level_keys(levels)
+        paths = tuple([domain_path(p, nodes, labels) for p in pods])
+
+        def body() -> str:
+            by_name = {p["metadata"]["name"]: path for p, path in zip(pods, paths)}
+            return peers_body(self.group.raw, unit, self.typed, self.replicas(pods), names, by_name)
+
+        text = self.reads.peers(unit, pods, paths, names, stored, body)
+        return None if text is None else with_generation(text, stored, fresh_generation(now))
+
+    def level_keys(self, levels: list[TopologyLevel]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The levels' node labels and names, read once per pass."""
+        if self._level_keys is None or self._level_keys[0] is not levels:
+            self._level_keys = (levels, tuple(level.node_label for level in levels), tuple(level.name for level in levels))
+        return self._level_keys[1], self._level_keys[2]
 
     def event(self, type_: str, reason: str, message: str) -> None:
         self.actions.append(RecordEvent(ObjectRef.of(self.group.raw), type_, reason, message))  # type: ignore[arg-type]

@@ -180,4 +180,8 @@ def _domains(paths: list[Path], depth: int) -> set[Path]:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return _ENCODER.encode(value)
+
+
+# json.dumps with these options builds an encoder on every call: one, kept (it holds no state).
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
