@@ -21,7 +21,7 @@ def test_an_sglang_image_is_an_engine_with_its_flags_and_defaults():
 
 
 def test_vllm_serve_in_a_shell_line_with_its_role_from_the_kv_transfer_config():
-    vllm = {"name": "e", "image": "example.com/mine:1", "command": ["/bin/sh", "-c", "exec vllm serve Qwen/Qwen3-8B --port 8100 -tp 4"],
+    vllm = {"name": "e", "image": "example.com/mine:1", "command": ["/bin/sh", "-c", "vllm serve Qwen/Qwen3-8B --port 8100 -tp 4"],
             "args": ["--kv-transfer-config", '{"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}']}
     engine = engine_of(pod(vllm))
     assert engine is not None and (engine.kind, engine.model, engine.port, engine.tensor_parallel, engine.role) == ("vllm", "Qwen/Qwen3-8B", 8100, 4, "decode")
@@ -36,9 +36,27 @@ def test_the_annotation_wins_and_names_the_container():
     assert serving_role(engine, marked) == "decode", "no --disaggregation-mode: the pod's role label"
 
 
-def test_other_containers_are_no_engine_and_a_registry_host_names_none():
+def test_other_containers_are_no_engine_and_a_registry_port_is_no_tag():
     assert engine_of(pod({"name": "web", "image": "nginx:1.27", "args": ["--port", "80"]})) is None
-    assert engine_of(pod({"name": "web", "image": "registry.vllm.example:5000/nginx"})) is None
     assert engine_of(pod()) is None
     engine = engine_of(pod({"name": "e", "image": "registry.example:5000/vllm/vllm-openai:v0.10@sha256:00"}))
     assert engine is not None and (engine.kind, engine.port, engine.model) == ("vllm", 8000, None)
+
+
+def test_the_operator_and_the_local_api_server_read_an_engine_alike():
+    from tandem.apiserver.engines.recognition import recognise
+
+    pods = [
+        pod({"name": "e", "image": "lmsysorg/sglang:v0.4.9", "args": ["--port=31000", "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", "9001"]}),
+        pod({"name": "e", "image": "mine", "command": ["sh", "-c", "vllm serve m --port 8100"], "args": ["--kv-transfer-config", '{"kv_role": "kv_producer"}']}),
+        pod({"name": "a", "image": "busybox"}, {"name": "b", "image": "x", "args": ["--tp", "2"]}, annotations={"tandem.dev/engine": "sglang", "tandem.dev/engine-container": "gone"}, role="decode"),
+        pod({"name": "e", "image": "nginx", "command": ["/bin/sh", "-c", "exec vllm serve m"]}),
+        pod({"name": "e", "image": "vllm/vllm-openai:v0.10", "args": ["--model", "m", "-tp", "4"]}, role="decode"),
+    ]
+    for each in pods:
+        mine, theirs = engine_of(each), recognise(each, None, [], ["h100-sxm"])
+        assert (mine is None) == (theirs is None), each
+        if mine is not None and theirs is not None:
+            role = serving_role(mine, each)
+            bootstrap = listening_ports(mine, role).get("bootstrap")
+            assert (mine.kind, mine.port, role, mine.tensor_parallel, bootstrap) == (theirs.engine, theirs.port, theirs.role, theirs.tp, theirs.bootstrap_port), each

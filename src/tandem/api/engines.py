@@ -7,10 +7,13 @@ so both agree (the contract of issue 28). A container is an engine when, first m
 1. the pod annotation `tandem.dev/engine` says `sglang` or `vllm` (the container named by
    `tandem.dev/engine-container`, else the first one);
 2. its image's repository names `sglang` or `vllm` (`lmsysorg/sglang:...`, `vllm/vllm-openai:...`);
-3. its command and args run `sglang.launch_server` or `vllm serve`.
+3. its command and args run `sglang.launch_server` or start `vllm serve` (a `sh -c` line is
+   read as the shell would split it).
 
 Its settings come from its command and args (`--flag value` and `--flag=value`; the last
-one given wins, as argparse reads them). Pure: a pod's payload in, a value out.
+one given wins, as argparse reads them). Pure: a pod's payload in, a value out. The local
+API server's stand-ins read pods by the same rules (`apiserver/engines/recognition.py`,
+which also picks the serving model's profile): the two must agree.
 """
 
 from __future__ import annotations
@@ -63,8 +66,8 @@ def engine_of(pod: Mapping[str, Any]) -> Engine | None:
     marked = annotations.get(ENGINE_ANNOTATION)
     if marked in _KINDS:
         name = annotations.get(ENGINE_CONTAINER_ANNOTATION)
-        index = 0 if name is None else next((i for i, c in enumerate(containers) if c.get("name") == name), None)
-        return None if index is None else _read(marked, index, containers[index])
+        index = next((i for i, c in enumerate(containers) if c.get("name") == name), 0) if name else 0
+        return _read(marked, index, containers[index])
     for index, container in enumerate(containers):
         kind = _kind_of_image(str(container.get("image") or ""))
         if kind is not None:
@@ -96,9 +99,6 @@ def _kind_of_image(image: str) -> EngineKind | None:
     slash, colon = repository.rfind("/"), repository.rfind(":")
     if colon > slash:
         repository = repository[:colon]  # the tag (a colon before the last slash is a registry's port)
-    first, _, rest = repository.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        repository = rest  # a registry's host names no engine
     return next((kind for kind in _KINDS if kind in repository.lower()), None)
 
 
@@ -111,29 +111,26 @@ def _kind_of_command(tokens: list[str]) -> EngineKind | None:
 
 
 def _tokens(container: Mapping[str, Any]) -> list[str]:
-    """Command and args as words; a shell line (`sh -c "..."`) is split as the shell would
-    (any other word is kept whole: a JSON value may hold spaces)."""
-    words: list[str] = []
-    for token in [*(container.get("command") or []), *(container.get("args") or [])]:
-        token = str(token)
-        if words and words[-1] == "-c":
-            try:
-                words += shlex.split(token)
-            except ValueError:
-                words += token.split()
-        else:
-            words.append(token)
+    """Command and args as words; `sh -c "..."` (or bash, `-lc`, `-ec`) as the script's
+    words, split as the shell would (any other word is kept whole: a JSON value may hold
+    spaces)."""
+    words = [*(str(w) for w in container.get("command") or []), *(str(w) for w in container.get("args") or [])]
+    if len(words) >= 3 and words[0].rsplit("/", 1)[-1] in ("sh", "bash") and words[1] in ("-c", "-lc", "-ec"):
+        try:
+            return shlex.split(words[2]) + words[3:]
+        except ValueError:
+            return words
     return words
 
 
 def _vllm_serve(tokens: list[str]) -> int | None:
-    """Where `vllm serve` starts in the words (the program may be a path), else None."""
-    return next((i for i, (a, b) in enumerate(zip(tokens, tokens[1:])) if a.rsplit("/", 1)[-1] == "vllm" and b == "serve"), None)
+    """0 when the words start `vllm serve` (the program may be a path), else None."""
+    return 0 if len(tokens) >= 2 and tokens[0].rsplit("/", 1)[-1] == "vllm" and tokens[1] == "serve" else None
 
 
 def _flags(tokens: list[str]) -> dict[str, str]:
     """`--flag value` and `--flag=value` (and `-tp value`), the last one given winning; a
-    flag followed by another flag (or nothing) has the value ""."""
+    flag followed by another `--flag` (or nothing) has the value ""."""
     flags: dict[str, str] = {}
     for i, token in enumerate(tokens):
         if not token.startswith("-") or token in ("-", "--"):
@@ -142,7 +139,7 @@ def _flags(tokens: list[str]) -> dict[str, str]:
             name, value = token.split("=", 1)
         else:
             following = tokens[i + 1] if i + 1 < len(tokens) else ""
-            name, value = token, ("" if following.startswith("-") else following)
+            name, value = token, ("" if following.startswith("--") else following)
         flags[name] = value
     return flags
 
