@@ -28,6 +28,24 @@ def test_vllm_serve_in_a_shell_line_with_its_role_from_the_kv_transfer_config():
     assert listening_ports(engine, "decode") == {"http": 8100}
 
 
+def test_a_router_run_from_an_engine_image_is_no_engine():
+    for command in (["python3", "-m", "sglang_router.launch_router", "--pd-disaggregation"], ["/usr/local/bin/smg", "launch"],
+                    ["vllm-router", "--vllm-pd-disaggregation"]):
+        assert engine_of(pod({"name": "router", "image": "lmsysorg/sglang:v0.5.23", "command": command})) is None, command
+    server = engine_of(pod({"name": "e", "image": "lmsysorg/sglang:v0.5.23", "command": ["python3", "-m", "sglang.launch_server"]}))
+    assert server is not None and server.kind == "sglang"
+
+
+def test_pipeline_stages_and_a_named_bootstrap_port_are_read():
+    sglang = {"name": "e", "image": "lmsysorg/sglang", "args": ["--tp-size=8", "--pp-size", "2", "--disaggregation-bootstrap-port=9001"],
+              "ports": [{"name": "bootstrap", "containerPort": 9100}]}
+    engine = engine_of(pod(sglang))
+    assert engine is not None and (engine.tensor_parallel, engine.pipeline_parallel, engine.bootstrap_port) == (8, 2, 9100), \
+        "the port the container declares as `bootstrap` is where it listens, and what the router is told"
+    vllm = engine_of(pod({"name": "e", "image": "vllm/vllm-openai", "args": ["--pipeline-parallel-size", "4", "--kv-transfer-config", "{}"]}))
+    assert vllm is not None and (vllm.pipeline_parallel, vllm.kv_connector) == (4, True)
+
+
 def test_the_annotation_wins_and_names_the_container():
     marked = pod({"name": "a", "image": "vllm/vllm-openai"}, {"name": "b", "image": "mine", "args": ["--port=9000"]},
                  annotations={"tandem.dev/engine": "sglang", "tandem.dev/engine-container": "b"}, role="decode")

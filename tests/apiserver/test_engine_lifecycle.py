@@ -247,6 +247,7 @@ def test_only_serving_requests_and_kv_handoffs_are_recorded_not_polls(network):
     assert request(prefill, "/generate", body)[0] == 200
     decoding.join()
     assert answers[0][0] == 200
+    _wait_until(lambda: all(r["status"] for r in decode.requests.snapshot()))  # a record is finished a moment after its answer went out
     assert [(r["path"], r["status"], r.get("bootstrapRoom")) for r in decode.requests.snapshot()] == [("/generate", 200, 9)]
     _wait_until(lambda: len(prefill.requests.snapshot()) == 2 and all(r["status"] for r in prefill.requests.snapshot()))
     assert sorted((r["path"], r["status"], str(r.get("bootstrapRoom"))) for r in prefill.requests.snapshot()) == [("/generate", 200, "9"), ("/tandem/kv", 200, "9")]

@@ -6,14 +6,15 @@ so both agree (the contract of issue 28). A container is an engine when, first m
 
 1. the pod annotation `tandem.dev/engine` says `sglang` or `vllm` (the container named by
    `tandem.dev/engine-container`, else the first one);
-2. its image's repository names `sglang` or `vllm` (`lmsysorg/sglang:...`, `vllm/vllm-openai:...`);
+2. its image's repository names `sglang` or `vllm` (`lmsysorg/sglang:...`, `vllm/vllm-openai:...`),
+   unless it runs a router (`sglang_router`, `vllm_router`: the SGLang image ships one);
 3. its command and args run `sglang.launch_server` or start `vllm serve` (a `sh -c` line is
    read as the shell would split it).
 
 Its settings come from its command and args (`--flag value` and `--flag=value`; the last
 one given wins, as argparse reads them). Pure: a pod's payload in, a value out. The local
-API server's stand-ins read pods by the same rules (`apiserver/engines/recognition.py`,
-which also picks the serving model's profile): the two must agree.
+API server's stand-ins read pods through it (`apiserver/engines/recognition.py` adds what
+only a stand-in needs: the serving model's profile, the GPU, the replica's size).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ HTTP_PORT_NAME = "http"
 BOOTSTRAP_PORT_NAME = "bootstrap"
 
 _KINDS: tuple[EngineKind, ...] = ("sglang", "vllm")
+ROUTER_MODULES = ("sglang_router", "vllm_router")  # `python -m sglang_router.launch_router ...`
+ROUTER_PROGRAMS = ("sglang-router", "vllm-router", "smg", "amg")  # their console scripts
 _ROLES: Mapping[str, ServingRole] = {"prefill": "prefill", "decode": "decode"}
 _VLLM_ROLES: Mapping[str, ServingRole] = {"kv_producer": "prefill", "kv_consumer": "decode"}
 
@@ -51,9 +54,11 @@ class Engine:
     container: int  # its index in the pod's `spec.containers`
     model: str | None  # `--model-path` (SGLang), `vllm serve MODEL` or `--model` (vLLM)
     tensor_parallel: int
+    pipeline_parallel: int  # SGLang `--pp-size`, vLLM `--pipeline-parallel-size`
     port: int  # where it serves HTTP
     role: ServingRole | None  # what its flags make it; None: not said (see `serving_role`)
     bootstrap_port: int | None  # SGLang's PD bootstrap port (None for vLLM)
+    kv_connector: bool = False  # vLLM started with `--kv-transfer-config` (a prefill/decode engine)
 
 
 def engine_of(pod: Mapping[str, Any]) -> Engine | None:
@@ -70,7 +75,7 @@ def engine_of(pod: Mapping[str, Any]) -> Engine | None:
         return _read(marked, index, containers[index])
     for index, container in enumerate(containers):
         kind = _kind_of_image(str(container.get("image") or ""))
-        if kind is not None:
+        if kind is not None and not _runs_router(_tokens(container)):
             return _read(kind, index, container)
     for index, container in enumerate(containers):
         kind = _kind_of_command(_tokens(container))
@@ -92,6 +97,12 @@ def listening_ports(engine: Engine, role: ServingRole | None) -> dict[str, int]:
     if engine.kind == "sglang" and role == "prefill" and engine.bootstrap_port is not None:
         ports[BOOTSTRAP_PORT_NAME] = engine.bootstrap_port
     return ports
+
+
+def _runs_router(tokens: list[str]) -> bool:
+    """A router started from an engine's image (`lmsysorg/sglang` also ships the model
+    gateway): it serves no model, so it is no engine."""
+    return any(t.split(".", 1)[0] in ROUTER_MODULES or t.rsplit("/", 1)[-1] in ROUTER_PROGRAMS for t in tokens)
 
 
 def _kind_of_image(image: str) -> EngineKind | None:
@@ -158,9 +169,11 @@ def _read(kind: EngineKind, index: int, container: Mapping[str, Any]) -> Engine:
             container=index,
             model=flags.get("--model-path") or flags.get("--model") or None,
             tensor_parallel=_number(flags.get("--tp-size", flags.get("--tp")), 1),
+            pipeline_parallel=_number(flags.get("--pp-size", flags.get("--pipeline-parallel-size")), 1),
             port=_number(flags.get("--port"), SGLANG_PORT),
             role=_ROLES.get(mode or ""),
-            bootstrap_port=_number(flags.get("--disaggregation-bootstrap-port"), SGLANG_BOOTSTRAP_PORT),
+            # a container port named `bootstrap` says where it listens, else the flag, else SGLang's default
+            bootstrap_port=_number(_named_port(container, BOOTSTRAP_PORT_NAME) or flags.get("--disaggregation-bootstrap-port"), SGLANG_BOOTSTRAP_PORT),
         )
     serve = _vllm_serve(tokens)
     after = tokens[serve + 2 :] if serve is not None else []
@@ -170,10 +183,17 @@ def _read(kind: EngineKind, index: int, container: Mapping[str, Any]) -> Engine:
         container=index,
         model=flags.get("--model") or positional,
         tensor_parallel=_number(flags.get("--tensor-parallel-size", flags.get("-tp")), 1),
+        pipeline_parallel=_number(flags.get("--pipeline-parallel-size", flags.get("-pp")), 1),
         port=_number(flags.get("--port"), VLLM_PORT),
         role=_vllm_role(flags.get("--kv-transfer-config")),
         bootstrap_port=None,
+        kv_connector=bool(flags.get("--kv-transfer-config")),
     )
+
+
+def _named_port(container: Mapping[str, Any], name: str) -> str | None:
+    port = next((p.get("containerPort") for p in container.get("ports") or [] if p.get("name") == name), None)
+    return None if port is None else str(port)
 
 
 def _vllm_role(config: str | None) -> ServingRole | None:

@@ -43,7 +43,7 @@ from tandem.api.naming import (
     pod_name,
     service_name,
 )
-from tandem.api.engines import BOOTSTRAP_PORT_NAME, SGLANG_BOOTSTRAP_ANNOTATION, engine_of, listening_ports, serving_role
+from tandem.api.engines import SGLANG_BOOTSTRAP_ANNOTATION, engine_of, listening_ports, serving_role
 from tandem.api.resources import InferenceGroup
 from tandem.cluster.payloads import GroupPayload, OwnerReference, PodPayload
 
@@ -143,8 +143,7 @@ def _declare_engine(pod: PodPayload) -> None:
     if not container.get("ports"):
         container["ports"] = [{"name": n, "containerPort": p} for n, p in listening_ports(engine, role).items()]
     if engine.kind == "sglang" and role == "prefill":
-        named = next((p.get("containerPort") for p in container["ports"] if p.get("name") == BOOTSTRAP_PORT_NAME), None)
-        pod["metadata"]["annotations"].setdefault(SGLANG_BOOTSTRAP_ANNOTATION, str(named or engine.bootstrap_port))
+        pod["metadata"]["annotations"].setdefault(SGLANG_BOOTSTRAP_ANNOTATION, str(engine.bootstrap_port))
 
 
 def _add_environment(container: dict[str, Any], values: dict[str, str]) -> None:
