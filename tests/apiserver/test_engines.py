@@ -15,6 +15,7 @@ import pytest
 from apiserver.engine_pods import LLAMA, PODS, call, events, sglang_pod, vllm_pod
 from apiserver.helpers import Client, Clock, pod, small_cluster
 from tandem.apiserver import pod_network
+from tandem.cluster.pods import pod_ready
 from tandem.apiserver.engines.host import EngineHost
 from tandem.apiserver.kubelets import Kubelet
 from tandem.apiserver.server import ApiServer
@@ -50,11 +51,7 @@ class World:
         self.clock.now += 1000 * self.host.lifecycle_scale
         self.step()
         for p in pods:
-            assert _ready(self.pod(p["metadata"]["name"])), p["metadata"]["name"]
-
-
-def _ready(obj: dict[str, Any]) -> bool:
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in obj.get("status", {}).get("conditions", []))
+            assert pod_ready(self.pod(p["metadata"]["name"])), p["metadata"]["name"]
 
 
 @pytest.fixture
@@ -77,14 +74,14 @@ def test_an_engine_pod_turns_ready_only_once_its_model_loaded_and_its_health_ans
     w.client.post(PODS, sglang_pod("d", "decode"))
     due = w.step()
     running = w.pod("d")
-    assert running["status"]["phase"] == "Running" and not _ready(running)
+    assert running["status"]["phase"] == "Running" and not pod_ready(running)
     assert running["status"]["podIP"].startswith("127.")
     assert call(w.url("d") + "/health")[0] == 503, "loading: not healthy yet"
     assert due == pytest.approx(38.03 * SCALE, abs=1e-4), "the serving model's cold start, scaled"
     assert w.host.report()["pods"][0]["readySince"] is None
     w.clock.now += due
     w.step()
-    assert _ready(w.pod("d")) and call(w.url("d") + "/health")[0] == 200
+    assert pod_ready(w.pod("d")) and call(w.url("d") + "/health")[0] == 200
     assert w.host.report()["pods"][0]["readySince"] is not None, "when it turned Ready, for tests that check no request came earlier"
 
 
@@ -95,7 +92,7 @@ def test_a_lifecycle_scale_shortens_the_load_and_the_grace_but_not_the_requests(
     assert w.host.time_scale == 1.0 and w.host.report()["lifecycleScale"] == SCALE
     w.clock.now += 1
     w.step()
-    assert _ready(w.pod("d"))
+    assert pod_ready(w.pod("d"))
     w.client.delete(f"{PODS}/d")
     assert w.step() == pytest.approx(10 * SCALE), "the preStop sleep times the lifecycle scale"
 
@@ -157,7 +154,7 @@ def test_vllm_answers_with_its_own_names_and_a_model_without_profile_says_its_ti
     w.step()
     w.clock.now += 10.0 * SCALE  # the fixed load time
     w.step()
-    assert _ready(w.pod("v"))
+    assert pod_ready(w.pod("v"))
     url = w.url("v", 8000)
     assert call(url + "/health")[0] == 200 and call(url + "/health_generate")[0] == 404
     assert call(url + "/v1/completions", {"prompt": "a b c", "max_tokens": 4})[0] == 200
@@ -258,7 +255,7 @@ def test_the_server_reports_every_engine_pod_and_its_requests_after_it_is_gone()
         client = Client(server.url)
         client.post(PODS, sglang_pod("d", "null"))
         for _ in range(400):
-            if _ready(client.get(f"{PODS}/d").body):
+            if pod_ready(client.get(f"{PODS}/d").body):
                 break
             threading.Event().wait(0.01)
         url = f"http://{client.get(f'{PODS}/d').body['status']['podIP']}:30000"
@@ -299,5 +296,5 @@ def test_an_engine_that_cannot_listen_is_an_event_and_the_pod_runs_without_it(wo
         events = w.client.get("/api/v1/namespaces/serving/events").body["items"]
         assert [(e["reason"], e["type"], e["involvedObject"]["name"]) for e in events] == [("EngineNotStarted", "Warning", "d")]
         assert f"cannot listen on {first}:30000" in events[0]["message"]
-        assert _ready(w.pod("d")), "no engine to wait for"
+        assert pod_ready(w.pod("d")), "no engine to wait for"
         assert w.client.delete(f"{PODS}/d").code == 200 and w.client.get(f"{PODS}/d").code == 404, "deleted at once, as any other pod"

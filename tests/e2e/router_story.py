@@ -26,6 +26,7 @@ import yaml
 
 from e2e.processes import REPO, ApiServer, RouterProcess, start_apiserver, start_operator, start_router, tandem, wait_for
 from support.router_load import Load, Outcome, generate
+from tandem.cluster.pods import pod_ready
 from tandem.topology.generate import generate_cluster
 
 GROUP_FILE = REPO / "examples/serving/sglang-pd.yaml"
@@ -138,15 +139,11 @@ def _pods(server: ApiServer, group: dict[str, Any]) -> list[dict[str, Any]]:
     return server.get(f"/api/v1/namespaces/{meta['namespace']}/pods?labelSelector=tandem.dev/group={meta['name']}")["items"]
 
 
-def _ready(pod: dict[str, Any]) -> bool:
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in (pod.get("status") or {}).get("conditions", []))
-
-
 def _serving(server: ApiServer, router: RouterProcess, group: dict[str, Any], units: int, revision: str | None = None) -> bool:
     """Every pod of `units` units (2 prefill + 2 decode each) Ready, of `revision` when given,
     and the router's workers exactly those pods."""
     pods = [p for p in _pods(server, group) if not p["metadata"].get("deletionTimestamp")]
-    if len(pods) != 4 * units or not all(_ready(p) for p in pods):
+    if len(pods) != 4 * units or not all(pod_ready(p) for p in pods):
         return False
     if revision is not None and any(p["metadata"]["labels"]["tandem.dev/revision"] != revision for p in pods):
         return False
