@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from support.fuzz import examples
 from tandem.apiserver.engines import timing
 from tandem.sim.serving import gpu_profile, model_profile, roofline
 
@@ -63,6 +64,7 @@ def test_tokens_to_generate(body, tokens):
     assert timing.max_new_tokens(body) == tokens
 
 
+@settings(max_examples=examples(100))
 @given(st.lists(st.integers(1, 20_000), max_size=30), st.integers(1, 16_384))
 def test_a_prefill_iteration_takes_whole_prompts_first_come_within_the_budget(waiting, budget):
     taken = timing.prefill_batch(waiting, budget)
@@ -72,11 +74,13 @@ def test_a_prefill_iteration_takes_whole_prompts_first_come_within_the_budget(wa
         assert sum(waiting[: taken + 1]) > budget, "a prompt that fits is not left waiting"
 
 
+@settings(max_examples=examples(100))
 @given(st.integers(-10, 10**7), st.integers(0, 10**7))
 def test_token_usage_is_a_fraction(held, capacity):
     assert 0.0 <= timing.token_usage(held, capacity) <= 1.0
 
 
+@settings(max_examples=examples(100))
 @given(st.integers(1, 255), st.integers(1, 4096))
 def test_a_bigger_decode_batch_takes_no_less_per_step_and_no_more_per_token(batch, context):
     cost = timing.timing(LLAMA_8B, H100, 1)

@@ -6,15 +6,17 @@ from __future__ import annotations
 import ipaddress
 import time
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apiserver.engine_pods import PODS, sglang_pod
 from apiserver.helpers import Client, small_cluster
+from support.fuzz import examples
 from tandem.apiserver import pod_network
 from tandem.apiserver.server import ApiServer
 
 
+@settings(max_examples=examples(100))
 @given(st.integers(10, 254).filter(lambda b: b != pod_network.HOST_BLOCK), st.integers(1, 254 * 255 - 1))
 def test_every_pod_address_is_loopback_in_its_block_and_never_the_reservation(block, n):
     ip = ipaddress.ip_address(pod_network.address(block, n))

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from support.builders import group, role
+from support.fuzz import examples
 from tandem.api.resources import InferenceGroup
 from tandem.controller.affinity_keep import keep_affinities
 from tandem.coordination.model import Decision, Delete, Replica
@@ -81,6 +82,7 @@ def test_without_a_required_affinity_the_planners_choice_stands():
 PLACED = st.tuples(st.sampled_from(["old", NEW]), st.sampled_from(["Scheduled", "Ready"]), st.sampled_from([None, *RACK_OF]))
 
 
+@settings(max_examples=examples(100))
 @given(
     prefill=st.lists(PLACED, min_size=1, max_size=3),
     decode=st.lists(PLACED, min_size=1, max_size=4),

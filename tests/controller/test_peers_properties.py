@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from support.builders import group, role
+from support.fuzz import examples
 from tandem.api.naming import POD_INDEX_LABEL, REPLICA_LABEL, REVISION_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import InferenceGroup, TopologyLevel
 from tandem.cluster.replicas import replicas_of_unit
@@ -52,6 +53,7 @@ def _unit(nodes, prefill, decode, decode_size):
     return node_objects, pods
 
 
+@settings(max_examples=examples(100))
 @given(
     nodes=nodes_strategy,
     prefill=st.lists(replica_strategy, min_size=1, max_size=4),
