@@ -20,7 +20,7 @@ BOUNDS = (0.1, 0.5, 1.0, math.inf)
 
 
 def reading(waiting=0.0, running=0.0, kv=0.0, prompt=0.0, generated=0.0, requests=0.0, ttft=None, itl=None) -> PodReading:
-    return PodReading(waiting, running, kv, prompt, generated, requests, ttft, itl)
+    return PodReading(waiting, running, kv, prompt, generated, requests, ttft or Histogram(()), itl or Histogram(()))
 
 
 def hist(*counts: float) -> Histogram:
@@ -60,21 +60,31 @@ def test_vllm_names_are_read_preferring_the_current_kv_gauge_and_one_itl_histogr
         *[Sample("vllm:time_per_output_token_seconds_bucket", (*labels, ("le", le)), c) for le, c in (("0.1", 1), ("+Inf", 2))],
     ]
     got = read_pod(samples, VLLM)
+    assert got is not None
     assert (got.waiting, got.running, got.prompt_tokens, got.generation_tokens, got.requests) == (5.0, 4.0, 100.0, 40.0, 5.0)
     assert got.kv_usage == pytest.approx(0.6), "usage averaged over engines; the pre-V1 name not added"
     assert got.itl == Histogram(((0.1, 1.0), (math.inf, 2.0))), "ITL exported twice is read once"
-    assert got.ttft is None and math.isnan(read_pod([], SGLANG).waiting)
+    assert got.ttft == Histogram(()) and got.prompt_tokens == 100.0
 
 
-def test_an_absent_or_nan_series_is_not_measured_never_zero() -> None:
+def test_an_absent_gauge_is_not_measured_while_an_absent_counter_has_counted_nothing_yet() -> None:
+    """prometheus-client shows a labelled counter only from its first increment (SGLang's do)."""
     got = read_pod([Sample("sglang:num_queue_reqs", (), NAN), Sample("sglang:num_running_reqs", (), 2.0)], SGLANG)
-    assert math.isnan(got.waiting) and got.running == 2.0 and math.isnan(got.prompt_tokens)
+    assert got is not None and math.isnan(got.waiting) and got.running == 2.0
+    assert got.prompt_tokens == 0.0 and got.ttft == Histogram(())
+
+
+def test_an_exposition_with_none_of_the_engines_gauges_is_no_reading() -> None:
+    """A wrong mapping must not read as an idle engine (zero rates would scale down)."""
+    assert read_pod([Sample("vllm:num_requests_waiting", (), 3.0), Sample("sglang:prompt_tokens_total", (), 5.0)], SGLANG) is None
+    assert read_pod([], VLLM) is None
 
 
 def test_another_engine_is_mapped_by_name_and_a_bad_mapping_names_its_field() -> None:
     names = engine_names({"waiting": "q", "running": ["r"], "kv_usage": "kv", "prompt_tokens": "p", "generation_tokens": "g",
                           "requests": "n", "ttft": "t", "itl": "i"})
-    assert read_pod([Sample("q", (), 7.0), Sample("p_total", (), 9.0)], names).waiting == 7.0
+    got = read_pod([Sample("q", (), 7.0), Sample("p_total", (), 9.0)], names)
+    assert got is not None and (got.waiting, got.prompt_tokens) == (7.0, 9.0)
     with pytest.raises(BadEngineNames, match="^itl: "):
         engine_names({"waiting": "q", "running": "r", "kv_usage": "kv", "prompt_tokens": "p", "generation_tokens": "g", "requests": "n", "ttft": "t"})
     with pytest.raises(BadEngineNames, match="^queue: not a figure"):
@@ -94,6 +104,8 @@ def test_a_counter_reset_counts_the_new_value_as_the_increase() -> None:
 def test_a_histogram_reset_counts_the_new_buckets_and_the_p90_interpolates_inside_a_bucket() -> None:
     observed = histogram_increase([hist(1, 2, 3, 3), hist(5, 8, 9, 10), hist(0, 1, 1, 1)])
     assert observed == {0.1: 4.0, 0.5: 7.0, 1.0: 7.0, math.inf: 8.0}
+    assert histogram_increase([Histogram(()), hist(1, 1, 2, 2)]) == {0.1: 1.0, 0.5: 1.0, 1.0: 2.0, math.inf: 2.0}, \
+        "a histogram that appears counts its first observations"
     assert quantile(0.9, {0.1: 0.0, 0.5: 10.0, math.inf: 10.0}) == pytest.approx(0.1 + 0.4 * 0.9)
     assert quantile(0.9, {0.1: 1.0, math.inf: 10.0}) == 0.1, "in +Inf: the highest finite bound"
     assert math.isnan(quantile(0.9, {0.1: 0.0, math.inf: 0.0}))

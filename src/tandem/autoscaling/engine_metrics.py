@@ -8,8 +8,13 @@ export the same). Another engine is read by giving its own `EngineNames`.
 
 Each figure lists alternative names, the first one present wins (vLLM renamed its KV gauge
 and exports ITL twice; summing both would count it double). Across label sets a gauge of
-requests is summed, a usage gauge averaged, counters and histogram buckets summed. A
-series that is absent, or NaN (Prometheus' staleness marker), is not measured: NaN, never 0.
+requests is summed, a usage gauge averaged, counters and histogram buckets summed.
+
+What an absent series means: a gauge that is absent, or NaN (Prometheus' staleness
+marker), is not measured (NaN, never 0). A counter or histogram that is absent has counted
+nothing yet (0, no observations): prometheus-client shows a labelled series only from its
+first increment, as SGLang's do. An exposition with none of the mapped gauges is not this
+engine's (a wrong mapping, a sidecar answering): no reading at all, the pod is missing.
 """
 
 from __future__ import annotations
@@ -92,7 +97,7 @@ def engine_names(mapping: Mapping[str, object]) -> EngineNames:
 
 @dataclass(frozen=True)
 class Histogram:
-    """Cumulative bucket counts, by upper bound ascending (the last is +Inf)."""
+    """Cumulative bucket counts, by upper bound ascending (the last is +Inf); none: nothing observed yet."""
 
     buckets: tuple[tuple[float, float], ...]
 
@@ -103,7 +108,7 @@ class Histogram:
 
 @dataclass(frozen=True)
 class PodReading:
-    """One pod's figures in one scrape; NaN (None for a histogram) where not exported."""
+    """One pod's figures in one scrape (gauges NaN where not exported)."""
 
     waiting: float
     running: float
@@ -111,16 +116,18 @@ class PodReading:
     prompt_tokens: float
     generation_tokens: float
     requests: float
-    ttft: Histogram | None
-    itl: Histogram | None
+    ttft: Histogram
+    itl: Histogram
 
 
-def read_pod(samples: Iterable[Sample], names: EngineNames) -> PodReading:
-    """The figures `names` maps, from one pod's exposition."""
+def read_pod(samples: Iterable[Sample], names: EngineNames) -> PodReading | None:
+    """The figures `names` maps, from one pod's exposition; None when it has none of its gauges."""
     by_name: dict[str, list[Sample]] = {}
     for sample in samples:
         if not math.isnan(sample.value):
             by_name.setdefault(sample.name, []).append(sample)
+    if not any(name in by_name for name in (*names.waiting, *names.running, *names.kv_usage)):
+        return None
     return PodReading(
         waiting=_gauge(by_name, names.waiting, mean=False),
         running=_gauge(by_name, names.running, mean=False),
@@ -148,10 +155,10 @@ def _counter(by_name: Mapping[str, list[Sample]], names: Sequence[str]) -> float
             found = by_name.get(exposed)
             if found:
                 return math.fsum(s.value for s in found)
-    return math.nan
+    return 0.0
 
 
-def _histogram(by_name: Mapping[str, list[Sample]], names: Sequence[str]) -> Histogram | None:
+def _histogram(by_name: Mapping[str, list[Sample]], names: Sequence[str]) -> Histogram:
     for name in names:
         found = by_name.get(name + "_bucket")
         if not found:
@@ -163,7 +170,7 @@ def _histogram(by_name: Mapping[str, list[Sample]], names: Sequence[str]) -> His
                 counts[bound] = counts.get(bound, 0.0) + sample.value
         if counts and math.inf in counts:
             return Histogram(tuple(sorted(counts.items())))
-    return None
+    return Histogram(())
 
 
 def _bound(text: str | None) -> float | None:

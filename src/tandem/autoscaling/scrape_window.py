@@ -16,12 +16,13 @@ round's time, so the scaler's `metricMaxAgeSeconds` judges how old they are.
   bucket counts' increases merged over the pods, interpolated inside a bucket as
   Prometheus' `histogram_quantile()` does (a reset as for counters); NaN when none.
 - **A pod missing from a scrape** (no answer, a time-out, an exposition that did not
-  parse) is represented by its other readings in the window. A pod that is Ready in the
+  parse or is not its engine's) is represented by its other readings in the window. A pod that is Ready in the
   latest round and has no reading in the window, or too few for a rate (two), makes its
   role's totals not measured (NaN): a sum without it would be too low and could scale
   down. The policy then takes no action, naming the figure.
 - **A stale series**: a reading older than the window is never used (the pod counts as
-  missing), and a series a pod stopped exporting is NaN in that reading, never 0.
+  missing), and a gauge a pod stopped exporting is NaN in that reading, never 0 (what an
+  absent counter or histogram means: `engine_metrics`).
 - **All scrapes failed** (no pod answered in the latest round), no round, or no Ready
   engine pod: no `Signals` at all (None), so nothing is decided on missing data.
 - A pod that runs no engine whose metrics are known (a router) counts in its role's
@@ -129,7 +130,7 @@ def rate(points: Sequence[tuple[float, float]]) -> float:
 
 def histogram_increase(readings: Sequence[Histogram]) -> dict[float, float]:
     """Cumulative counts observed between the first and last histogram, by upper bound; a
-    count that dropped, or buckets that changed, is a reset."""
+    count that dropped, or buckets that changed (from none: the first observations), is a reset."""
     total: dict[float, float] = {}
     for before, after in zip(readings, readings[1:]):
         same = [b for b, _ in before.buckets] == [b for b, _ in after.buckets]
@@ -159,11 +160,10 @@ def quantile(q: float, buckets: Mapping[float, float]) -> float:
     return lower
 
 
-def _merged(history: Mapping[str, list[tuple[float, PodReading]]], pick: Callable[[PodReading], Histogram | None]) -> dict[float, float]:
+def _merged(history: Mapping[str, list[tuple[float, PodReading]]], pick: Callable[[PodReading], Histogram]) -> dict[float, float]:
     merged: dict[float, float] = {}
     for name in sorted(history):
-        readings = [h for _, r in history[name] if (h := pick(r)) is not None]
-        for bound, count in histogram_increase(readings).items():
+        for bound, count in histogram_increase([pick(r) for _, r in history[name]]).items():
             merged[bound] = merged.get(bound, 0.0) + count
     return merged
 

@@ -26,6 +26,7 @@ from tandem.api.naming import GROUP_LABEL, ROLE_LABEL
 from tandem.autoscaling.engine_metrics import ENGINE_NAMES, EngineNames, PodReading, Sample, read_pod
 from tandem.autoscaling.scrape_window import ScrapedPod, ScrapeRound, Serves, window_signals
 from tandem.autoscaling.signals import Signals
+from tandem.cluster.payloads import as_pod
 from tandem.cluster.pods import pod_index, pod_ready
 from tandem.cluster.ports import ApiError, Reader
 
@@ -70,7 +71,9 @@ class PodMetrics:
         targets = self._targets(reader, namespace, name)
         with ThreadPoolExecutor(max_workers=self._parallel) as pool:
             readings = dict(zip(targets, pool.map(lambda pod: self._scrape(*targets[pod][2:]), targets)))
-        scrape = ScrapeRound(now, {pod: ScrapedPod(targets[pod][0], targets[pod][1], readings[pod], engine=targets[pod][2] is not None) for pod in sorted(targets)})
+        scrape = ScrapeRound(now, {
+            pod: ScrapedPod(role, serves, readings[pod], engine=names is not None) for pod, (role, serves, names, _, _) in sorted(targets.items())
+        })
         with self._lock:
             rounds = [r for r in self._history.get((namespace, name), []) if r.at > now - self.window_s and r.at <= now]
             rounds.append(scrape)
@@ -89,7 +92,7 @@ class PodMetrics:
         for pod in reader.list("Pod", namespace, labels={GROUP_LABEL: name}):
             meta = pod.get("metadata") or {}
             ip = (pod.get("status") or {}).get("podIP")
-            if not pod_ready(pod) or pod_index(pod) != 0 or not ip or meta.get("deletionTimestamp"):
+            if not pod_ready(as_pod(pod)) or pod_index(as_pod(pod)) != 0 or not ip or meta.get("deletionTimestamp"):
                 continue
             role = (meta.get("labels") or {}).get(ROLE_LABEL, "")
             targets[meta["name"]] = (role, *self._endpoint(pod), ip)
@@ -110,9 +113,9 @@ class PodMetrics:
         names = self._names.get(kind) if isinstance(kind, str) else None
         for wanted in (METRICS_PORT_NAME, HTTP_PORT_NAME):
             for container in containers:
-                port = _named_port(container, wanted)
-                if port:
-                    return None, names, port
+                named = _named_port(container, wanted)
+                if named:
+                    return None, names, named
         return None, names, 0
 
     def _scrape(self, names: EngineNames | None, port: int, ip: str) -> PodReading | None:
@@ -123,7 +126,7 @@ class PodMetrics:
             return None
         try:
             return read_pod(parse_exposition(text), names)
-        except ValueError:
+        except (ValueError, IndexError, KeyError, TypeError):  # what the parser raises on a malformed line
             return None
 
 

@@ -1,0 +1,225 @@
+"""The pods' own /metrics as the autoscaler's source, against the local API server's engine
+stand-ins (vLLM- and SGLang-format /metrics on 127.X pod IPs): Signals from a load, a
+restarted pod, a pod that stops answering, and an outage of every pod."""
+
+from __future__ import annotations
+
+import http.server
+import math
+import socket
+import threading
+import urllib.parse
+from typing import Any
+
+import pytest
+
+from apiserver.engine_pods import LLAMA, PODS, call, sglang_pod, vllm_pod
+from apiserver.helpers import NS, Client, Clock, small_cluster
+from tandem.apiserver import pod_network
+from tandem.apiserver.engines.host import EngineHost
+from tandem.apiserver.kubelets import Kubelet
+from tandem.apiserver.server import ApiServer
+from tandem.cluster.pods import pod_ready
+from tandem.autoscaling.engine_metrics import engine_names
+from tandem.errors import NotFound
+from tandem.operator.pod_metrics import PodMetrics, parse_exposition
+
+SCALE = 0.001
+GROUP = "g"
+
+
+def member(pod: dict[str, Any], role: str, index: int = 0) -> dict[str, Any]:
+    labels = pod["metadata"].setdefault("labels", {})
+    labels.update({"tandem.dev/group": GROUP, "tandem.dev/role": role, "tandem.dev/pod-index": str(index)})
+    return pod
+
+
+class Snapshot:
+    """A Reader over the server: the group as given, its pods as the API lists them."""
+
+    def __init__(self, client: Client, roles: list[str]):
+        self.client = client
+        self.group: dict[str, Any] | None = {"metadata": {"name": GROUP, "namespace": NS}, "spec": {"roles": [{"name": r} for r in roles]}}
+
+    def __call__(self) -> Snapshot:
+        return self
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
+        if kind != "InferenceGroup" or self.group is None or name != GROUP:
+            raise NotFound(f"{kind} {name} not found")
+        return self.group
+
+    def list(self, kind: str, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[dict[str, Any]]:
+        assert kind == "Pod" and labels == {"tandem.dev/group": GROUP}
+        selector = urllib.parse.quote(f"tandem.dev/group={GROUP}")
+        return list(self.client.get(f"{PODS}?labelSelector={selector}").body["items"])
+
+
+@pytest.fixture
+def world():
+    with ApiServer(objects=small_cluster(gpus=8), kubelet=False) as server:
+        client = Client(server.url)
+        clock = Clock()
+        host = EngineHost(SCALE, monotonic=clock)
+        network = pod_network.reserve()
+        kubelet = Kubelet(server.state, engines=host, monotonic=clock, address_block=network.block)
+
+        def settle() -> None:
+            """Every start and graceful stop the kubelet has under way, carried out."""
+            for _ in range(3):
+                with server.state.lock:
+                    kubelet.step()
+                clock.now += 1000 * SCALE
+
+        def ready(*pods: dict[str, Any]) -> None:
+            for p in pods:
+                assert client.post(PODS, p).code == 201
+            settle()
+            for p in pods:
+                assert pod_ready(client.get(f"{PODS}/{p['metadata']['name']}").body)
+
+        def url(name: str, port: int) -> str:
+            return f"http://{client.get(f'{PODS}/{name}').body['status']['podIP']}:{port}"
+
+        try:
+            yield client, ready, url, settle
+        finally:
+            host.close_all()
+            network.release()
+
+
+def complete(url: str, tokens: int, times: int = 1) -> None:
+    for _ in range(times):
+        assert call(url + "/v1/completions", {"prompt": "a b c d", "max_tokens": tokens})[0] == 200
+
+
+def test_vllm_pods_give_decode_token_rates_requests_and_percentiles_over_the_window(world) -> None:
+    client, ready, url, _ = world
+    ready(member(vllm_pod("d-0"), "decode"), member(vllm_pod("d-1"), "decode"), member(vllm_pod("d-1-w", kv_role=None), "decode", index=1))
+    metrics = PodMetrics(Snapshot(client, ["decode"]), window_s=60)
+    first = metrics("serving", GROUP, 0.0)
+    assert first is not None and first.roles["decode"].replicas == 2, "one pod per replica: the leader"
+    assert math.isnan(first.roles["decode"].tokens_per_s), "one reading has no rate yet"
+    assert first.roles["decode"].queue_depth == 0.0
+    complete(url("d-0", 8000), 5, times=2)
+    complete(url("d-1", 8000), 3)
+    got = metrics("serving", GROUP, 10.0)
+    assert got is not None and got.at == 10.0
+    assert got.roles["decode"].tokens_per_s == pytest.approx((10 + 3) / 10)
+    assert got.output_tokens_per_s == pytest.approx(1.3) and got.arrival_rate == pytest.approx(0.3)
+    assert got.ttft_p90_s > 0 and got.itl_p90_s > 0
+
+
+def test_sglang_prefill_counts_prompt_tokens_and_every_role_of_the_group_is_listed(world) -> None:
+    client, ready, url, _ = world
+    ready(member(sglang_pod("p-0", "prefill"), "prefill"), member(sglang_pod("d-0", "decode"), "decode"))
+    metrics = PodMetrics(Snapshot(client, ["prefill", "decode", "router"]))
+    metrics("serving", GROUP, 0.0)
+    got = metrics("serving", GROUP, 15.0)
+    assert got is not None and sorted(got.roles) == ["decode", "prefill", "router"]
+    assert got.roles["prefill"].tokens_per_s == 0.0 and got.roles["router"].replicas == 0
+    assert got.roles["decode"].kv_utilization == 0.0 and got.roles["decode"].busy_fraction == 0.0
+
+
+def test_a_restarted_pod_under_the_same_name_counts_its_new_tokens_not_a_negative_rate(world) -> None:
+    client, ready, url, settle = world
+    ready(member(vllm_pod("d-0"), "decode"))
+    metrics = PodMetrics(Snapshot(client, ["decode"]))
+    metrics("serving", GROUP, 0.0)
+    complete(url("d-0", 8000), 8)
+    metrics("serving", GROUP, 10.0)
+    assert client.delete(f"{PODS}/d-0").code == 200
+    settle()
+    assert client.get(f"{PODS}/d-0").code == 404
+    ready(member(vllm_pod("d-0"), "decode"))  # made again under its name: its counters start from 0
+    complete(url("d-0", 8000), 2)
+    got = metrics("serving", GROUP, 20.0)
+    assert got is not None and got.roles["decode"].tokens_per_s == pytest.approx((8 + 2) / 20)
+
+
+def test_a_pod_that_stops_answering_is_missing_and_an_outage_of_every_pod_gives_no_signals(world) -> None:
+    client, ready, url, host = world
+    ready(member(vllm_pod("d-0"), "decode"), member(vllm_pod("d-1"), "decode"))
+    snapshot = Snapshot(client, ["decode"])
+    metrics = PodMetrics(snapshot, window_s=60, timeout_s=0.5)
+    metrics("serving", GROUP, 0.0)
+    metrics("serving", GROUP, 15.0)
+    broken = {p["metadata"]["name"]: p for p in snapshot.list("Pod", NS, {"tandem.dev/group": GROUP})}
+    nowhere = ".".join(broken["d-1"]["status"]["podIP"].split(".")[:2] + ["255", "254"])  # in the server's block, never handed out
+    lying = dict(broken["d-1"], status={**broken["d-1"]["status"], "podIP": nowhere})
+    snapshot.list = lambda *a, **k: [broken["d-0"], lying]  # type: ignore[method-assign]
+    got = metrics("serving", GROUP, 30.0)
+    assert got is not None and got.roles["decode"].replicas == 2 and got.roles["decode"].tokens_per_s == 0.0, "d-1 stands on its readings at 0 and 15 s"
+    nobody = dict(broken["d-0"], status={**broken["d-0"]["status"], "podIP": nowhere})
+    snapshot.list = lambda *a, **k: [nobody, lying]  # type: ignore[method-assign]
+    assert metrics("serving", GROUP, 45.0) is None, "every scrape failed: no signals, so no decision"
+    snapshot.group = None
+    assert metrics("serving", GROUP, 60.0) is None
+
+
+def test_an_exposition_that_does_not_parse_is_a_value_error_and_counters_keep_their_total() -> None:
+    samples = parse_exposition('# TYPE vllm:prompt_tokens counter\nvllm:prompt_tokens_total{engine="0"} 3.0\n')
+    assert [(s.name, s.labels, s.value) for s in samples if not s.name.endswith("_created")] == [
+        ("vllm:prompt_tokens_total", (("engine", "0"),), 3.0)]
+    with pytest.raises(ValueError):
+        parse_exposition("vllm:num_requests_waiting not-a-number\n")
+
+
+def ready_pod(name: str, role: str, port: int, annotations: dict[str, str]) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": NS, "annotations": annotations,
+                         "labels": {"tandem.dev/group": GROUP, "tandem.dev/role": role, "tandem.dev/pod-index": "0"}},
+            "spec": {"containers": [{"name": "e", "image": "acme/engine:1", "ports": [{"name": "metrics", "containerPort": port}]}]},
+            "status": {"podIP": "127.0.0.1", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+class Pods(Snapshot):
+    def __init__(self, pods: list[dict[str, Any]], roles: list[str]):
+        super().__init__(Client("http://127.0.0.1:1"), roles)
+        self.pods = pods
+
+    def list(self, kind: str, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[dict[str, Any]]:
+        return self.pods
+
+
+def test_another_engine_is_read_through_its_mapping_and_its_named_metrics_port() -> None:
+    """Any engine: annotated `tandem.dev/engine: KIND`, its series mapped, its port named `metrics`."""
+    names = engine_names({"waiting": "acme_queue", "running": "acme_running", "kv_usage": "acme_kv", "prompt_tokens": "acme_prompt",
+                          "generation_tokens": "acme_generated", "requests": "acme_requests", "ttft": "acme_ttft", "itl": "acme_itl"})
+    generated = [0]
+
+    class Exposition(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = f"acme_queue 4\nacme_running 1\nacme_kv 0.5\nacme_generated_total {generated[0]}\n".encode()
+            self.send_response(200 if self.path == "/metrics" else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Exposition)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        pods = Pods([ready_pod("x-0", "worker", server.server_address[1], {"tandem.dev/engine": "acme"})], ["worker"])
+        metrics = PodMetrics(pods, names={"acme": names})
+        metrics("serving", GROUP, 0.0)
+        generated[0] = 50
+        got = metrics("serving", GROUP, 10.0)
+        assert got is not None and got.roles["worker"].queue_depth == 4.0 and got.roles["worker"].tokens_per_s == 5.0
+        assert PodMetrics(pods)("serving", GROUP, 0.0) is None, "an engine without a mapping is never read"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_pod_that_accepts_but_never_answers_is_missing_after_the_time_out() -> None:
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(1)  # connections queue; nothing ever reads or answers
+    try:
+        pods = Pods([ready_pod("x-0", "worker", silent.getsockname()[1], {"tandem.dev/engine": "acme"})], ["worker"])
+        names = engine_names({f: f for f in ("waiting", "running", "kv_usage", "prompt_tokens", "generation_tokens", "requests", "ttft", "itl")})
+        assert PodMetrics(pods, names={"acme": names}, timeout_s=0.2)("serving", GROUP, 0.0) is None
+    finally:
+        silent.close()
