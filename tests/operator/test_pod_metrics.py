@@ -9,9 +9,11 @@ import math
 import socket
 import threading
 import urllib.parse
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from apiserver.engine_pods import LLAMA, PODS, call, sglang_pod, vllm_pod
 from apiserver.helpers import NS, Client, Clock, small_cluster
@@ -21,11 +23,14 @@ from tandem.apiserver.kubelets import Kubelet
 from tandem.apiserver.server import ApiServer
 from tandem.cluster.pods import pod_ready
 from tandem.autoscaling.engine_metrics import engine_names
+from tandem.cluster.memory import MemoryStore
+from tandem.controller.autoscaler import autoscale
 from tandem.errors import NotFound
 from tandem.operator.pod_metrics import PodMetrics, parse_exposition
 
 SCALE = 0.001
 GROUP = "g"
+AUTOSCALED = Path(__file__).resolve().parents[2] / "examples" / "llama-70b-autoscaled.yaml"
 
 
 def member(pod: dict[str, Any], role: str, index: int = 0) -> dict[str, Any]:
@@ -223,3 +228,72 @@ def test_a_pod_that_accepts_but_never_answers_is_missing_after_the_time_out() ->
         assert PodMetrics(pods, names={"acme": names}, timeout_s=0.2)("serving", GROUP, 0.0) is None
     finally:
         silent.close()
+
+
+class VllmExposition:
+    """A vLLM-format /metrics on 127.0.0.1 whose generated-token counter a test moves; `up` False answers 500."""
+
+    def __init__(self) -> None:
+        self.generated = 0.0
+        self.up = True
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = (f'vllm:num_requests_waiting{{engine="0"}} 0\nvllm:num_requests_running{{engine="0"}} 1\n'
+                        f'vllm:kv_cache_usage_perc{{engine="0"}} 0.5\nvllm:generation_tokens_total{{engine="0"}} {outer.generated}\n').encode()
+                self.send_response(200 if outer.up else 500)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_autoscaler_pass_scales_on_scraped_token_rates_and_takes_no_action_through_an_outage() -> None:
+    """The whole chain: pods' /metrics -> PodMetrics -> the autoscaler's pass (FixedRatio,
+    3,000 decode tokens/s per replica, 2:1). An outage of every pod is no signals, so no
+    action; the same pods answering with no load scale down."""
+    group = yaml.safe_load(AUTOSCALED.read_text())
+    group["spec"]["autoscaling"]["stabilization"] = {"scaleUpSeconds": 0, "scaleDownSeconds": 0}
+    store = MemoryStore()
+    store.create(group)
+    name = group["metadata"]["name"]
+    engines = {pod: VllmExposition() for pod in ("p-0", "d-0")}
+    try:
+        for pod, exposition in engines.items():
+            role = "prefill" if pod.startswith("p") else "decode"
+            made = ready_pod(pod, role, exposition.server.server_address[1], {})
+            made["metadata"]["labels"]["tandem.dev/group"] = name
+            made["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v0.11.0"
+            store.create({"apiVersion": "v1", "kind": "Pod", **made})
+        metrics = PodMetrics(store.snapshot)
+
+        def decide(now: float) -> tuple[list[int], str]:
+            autoscale(store, now, metrics)
+            stored = store.get("InferenceGroup", "serving", name)
+            return [r["replicas"] for r in stored["spec"]["roles"]], stored["status"]["autoscaling"]["reason"]
+
+        assert decide(0.0) == ([2, 1], "no action: decode tokensPerSecond not measured (NaN) -> unchanged (prefill 2, decode 1)")
+        engines["d-0"].generated = 15 * 12_000
+        assert decide(15.0)[0] == [8, 4], "12,000 tok/s / 3,000 = 4 decode, prefill 2:1"
+        for exposition in engines.values():
+            exposition.up = False
+        counts, reason = decide(30.0)
+        assert counts == [8, 4] and reason.startswith("no action: no signals"), reason
+        assert decide(45.0)[0] == [8, 4], "still down"
+        for exposition in engines.values():
+            exposition.up = True
+        assert decide(90.0)[0] == [8, 4], "one scrape in the window: no rate yet (and the panic of the burst at 15 s is over at 75 s)"
+        assert decide(105.0)[0] == [1, 1], "answering again with no new tokens: the load is gone, down to the minimums"
+    finally:
+        for exposition in engines.values():
+            exposition.close()
