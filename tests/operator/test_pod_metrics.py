@@ -158,8 +158,10 @@ def test_a_pod_that_stops_answering_is_missing_and_an_outage_of_every_pod_gives_
     nobody = dict(broken["d-0"], status={**broken["d-0"]["status"], "podIP": nowhere})
     snapshot.list = lambda *a, **k: [nobody, lying]  # type: ignore[method-assign]
     assert metrics("serving", GROUP, 45.0) is None, "every scrape failed: no signals, so no decision"
+    last = metrics.last_round("serving", GROUP)
+    assert last is not None and last.at == 45.0 and {p: s.reading for p, s in last.pods.items()} == {"d-0": None, "d-1": None}
     snapshot.group = None
-    assert metrics("serving", GROUP, 60.0) is None
+    assert metrics("serving", GROUP, 60.0) is None and metrics.last_round("serving", GROUP) is None, "a group gone is forgotten"
 
 
 def test_an_exposition_that_does_not_parse_is_a_value_error_and_counters_keep_their_total() -> None:

@@ -81,6 +81,13 @@ class PodMetrics:
             kept = list(rounds)
         return window_signals(kept, roles, self.window_s)
 
+    def last_round(self, namespace: str, name: str) -> ScrapeRound | None:
+        """The group's latest scrape (its time, and each Ready leader with its reading or None
+        when it did not answer), for the operator's own metrics and messages."""
+        with self._lock:
+            rounds = self._history.get((namespace, name))
+            return rounds[-1] if rounds else None
+
     def forget(self, namespace: str, name: str) -> None:
         """Drop a group's history (the group is gone)."""
         with self._lock:
