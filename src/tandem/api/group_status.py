@@ -5,7 +5,8 @@ Two owners write it, each with a merge patch of only its own keys:
 
 - the reconcile pass: `observedGeneration`, `revision`, `replicas`, `functionalUnits`,
   `selector`, `state`, `message`, `ready`, `conditions`, `roles`, `unitStates`, `units`, `creations`;
-- the autoscaler: `autoscaling`.
+- the autoscaler: `autoscaling`, and in `conditions` its own `ScalingActive` entry (the
+  reconcile pass keeps it as read, and drops it once the group has no `spec.autoscaling`).
 
 `replicas` (units that exist) and `selector` back the scale subresource, so
 `kubectl scale ig NAME --replicas=N` and an HPA can address the group; `functionalUnits`,
@@ -193,3 +194,6 @@ RECONCILE_KEYS = (
     "conditions", "roles", "unitStates", "units", "creations",
 )
 AUTOSCALER_KEYS = ("autoscaling",)
+# The autoscaler's own entry in `conditions`: written by it alone, kept by the reconcile
+# pass as read while the group has `spec.autoscaling` (dropped once it has none).
+AUTOSCALING_CONDITION = "ScalingActive"

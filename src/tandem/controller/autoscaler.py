@@ -19,23 +19,30 @@ status keys are never read back or rewritten here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import math
 from typing import Any, Callable
 
 from tandem.api.autoscaling import AutoscalingSpec
-from tandem.api.group_status import AUTOSCALER_KEYS, AutoscalingStatus, InferenceGroupStatus
+from tandem.api.group_status import AUTOSCALER_KEYS, AUTOSCALING_CONDITION, AutoscalingStatus, Condition, InferenceGroupStatus
 from tandem.api.resources import InferenceGroup
 from tandem.api.timestamps import rfc3339, seconds
 from tandem.api.validation import check_group
 from tandem.autoscaling.group import group_inputs
 from tandem.autoscaling.memory import AutoscalerState
-from tandem.autoscaling.scaler import scale
+from tandem.autoscaling.scaler import ScaleDecision, scale
 from tandem.autoscaling.signals import Signals
 from tandem.cluster.payloads import as_group
-from tandem.cluster.ports import ApiError, Cluster, Conflict, Object, Reader, Writer
-from tandem.controller.status_patch import autoscaler_memory_of, autoscaler_state_of, owned_patch, read_status
+from tandem.cluster.ports import ApiError, Cluster, Conflict, EventType, Object, ObjectRef, Reader, Writer
+from tandem.controller.status_patch import autoscaler_memory_of, autoscaler_state_of, condition, owned_patch, read_status
 
 # (namespace, name, now) -> the group's signals, or None when there are none.
 Metrics = Callable[[str, str, float], Signals | None]
+
+SCALED = "ScaledTo"  # the Normal event's reason for a change written
+# The condition's reasons: the autoscaler decides from signals, or why it cannot.
+VALID_SIGNALS, NO_METRICS_SOURCE, NO_SIGNALS, STALE_SIGNALS, MISSING_SIGNAL = (
+    "ValidSignals", "NoMetricsSource", "NoSignals", "StaleSignals", "MissingSignal",
+)
 
 
 # ----------------------------------------------------------------------------- observe
@@ -61,6 +68,7 @@ class Due:
     spec: AutoscalingSpec
     stored: InferenceGroupStatus
     signals: Signals | None
+    sourced: bool = True  # False: the operator has no metrics source at all
 
 
 @dataclass(frozen=True)
@@ -70,8 +78,9 @@ class AutoscalingState:
     groups: tuple[Due | Skipped, ...] = ()
 
 
-def observe_autoscaling(reader: Reader, now: float, metrics: Metrics) -> AutoscalingState:
-    """Read the groups that configure autoscaling, and the signals of those due a decision."""
+def observe_autoscaling(reader: Reader, now: float, metrics: Metrics | None) -> AutoscalingState:
+    """Read the groups that configure autoscaling, and the signals of those due a decision
+    (none at all without a metrics source)."""
     groups: list[Due | Skipped] = []
     for raw in reader.list("InferenceGroup"):
         if not raw.get("spec", {}).get("autoscaling") or raw["metadata"].get("deletionTimestamp"):
@@ -93,8 +102,8 @@ def observe_autoscaling(reader: Reader, now: float, metrics: Metrics) -> Autosca
         if saved is not None and now - seconds(saved.last_decision_at) < spec.interval_seconds:
             groups.append(Skipped(key, due_at=seconds(saved.last_decision_at) + spec.interval_seconds))
             continue
-        signals = metrics(typed.metadata.namespace, typed.metadata.name, now)
-        groups.append(Due(key, raw, typed, spec, stored, signals))
+        signals = None if metrics is None else metrics(typed.metadata.namespace, typed.metadata.name, now)
+        groups.append(Due(key, raw, typed, spec, stored, signals, sourced=metrics is not None))
     return AutoscalingState(tuple(groups))
 
 
@@ -115,6 +124,16 @@ class GroupScaling:
     roles_patch: dict[str, Any] | None = None  # `{"spec": {"roles": [...]}}`
     resource_version: str | None = None  # the precondition of the spec patch
     desired: dict[str, int] = field(default_factory=dict)
+    # `ScalingActive` as it should be; `conditions` the list to write (the stored one with
+    # it in place) when it changed, else None; `warning` when it turned False or changed why.
+    active: Condition | None = None
+    conditions: list[dict[str, Any]] | None = None
+    warning: bool = False
+    scaled_message: str = ""  # the ScaledTo event's message, for a change
+    signals: Signals | None = None  # what the decision read, for the operator's metrics
+    panic: bool = False
+    decided: dict[str, int] = field(default_factory=dict)  # every managed role's count per unit after the decision
+    involved: ObjectRef | None = None  # the group, as the events name it
 
 
 @dataclass(frozen=True)
@@ -151,6 +170,15 @@ def _decide_group(group: Due, now: float) -> GroupScaling:
         desired=desired,
         state=autoscaler_memory_of(decision.state),
     )
+    stored = group.stored.condition(AUTOSCALING_CONDITION)
+    active = _active(group, decision, now)
+    same = stored is not None and (stored.status, stored.reason, stored.message) == (active.status, active.reason, active.message)
+    conditions = None
+    if not same:
+        written = [c if c.type != AUTOSCALING_CONDITION else active for c in group.stored.conditions]
+        written += [] if stored is not None else [active]
+        conditions = [c.model_dump(by_alias=True, mode="json") for c in written]
+    order = [role["name"] for role in group.raw["spec"]["roles"] if role["name"] in desired]
     return GroupScaling(
         key=group.key,
         namespace=meta.get("namespace"),
@@ -161,10 +189,54 @@ def _decide_group(group: Due, now: float) -> GroupScaling:
         roles_patch=roles_patch,
         resource_version=meta.get("resourceVersion"),
         desired=desired if decision.changed else {},
+        active=active,
+        conditions=conditions,
+        warning=active.status == "False" and not same,
+        scaled_message=" ".join(f"{role}={desired[role]}" for role in order) + f": {decision.reason}",
+        signals=group.signals,
+        panic=decision.panic,
+        decided=desired,
+        involved=ObjectRef.of(group.raw),
     )
 
 
+def _active(group: Due, decision: ScaleDecision, now: float) -> Condition:
+    """`ScalingActive`: whether the decision read usable signals, and if not, why not."""
+    generation = int(group.raw["metadata"].get("generation") or 0)
+    before = group.stored.conditions
+    signals = group.signals
+    if not group.sourced:
+        why, message = NO_METRICS_SOURCE, (
+            "the operator runs without a metrics source (tandem operator --metrics-source): the counts are not sized to load, "
+            "only kept inside spec.autoscaling.roles")
+    elif signals is None:
+        why, message = NO_SIGNALS, "the metrics source has no signals for the group: counts held (missing data never scales down)"
+    elif now - signals.at > group.spec.metric_max_age_seconds or math.isnan(signals.at):
+        why, message = STALE_SIGNALS, (
+            f"the newest signals are older than metricMaxAgeSeconds ({group.spec.metric_max_age_seconds} s): counts held "
+            "(missing data never scales down)")
+    elif decision.reason.startswith("no action: "):
+        why, message = MISSING_SIGNAL, decision.reason.removeprefix("no action: ").split(" -> ")[0] + ": counts held"
+    else:
+        return condition(before, AUTOSCALING_CONDITION, True, VALID_SIGNALS, f"{group.spec.policy} sizes the roles from the group's signals", now,
+                         generation)
+    return condition(before, AUTOSCALING_CONDITION, False, why, message, now, generation)
+
+
 # ----------------------------------------------------------------------------- apply
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What one group's decision read and wrote, for the operator's metrics."""
+
+    namespace: str
+    name: str
+    outcome: str  # scaled, unchanged (usable signals, nothing to change), held (the condition's False reason), conflict, failed
+    desired: dict[str, int]  # every managed role per unit, as decided
+    panic: bool
+    signals: Signals | None
+    age: float | None  # seconds from the signals' measurement to the decision
 
 
 @dataclass
@@ -173,6 +245,14 @@ class AutoscaleReport:
     changes: list[tuple[str, dict[str, int]]] = field(default_factory=list)  # (namespace/name, desired per role)
     conflicts: int = 0
     requeue_after: float | None = None  # until the next group is due a decision
+    warnings: list[str] = field(default_factory=list)  # of `events`, the ones that are Warning events
+    decided: list[Decided] = field(default_factory=list)  # a row per group decided this pass
+    groups: list[tuple[str, str]] = field(default_factory=list)  # every group with spec.autoscaling, decided or not
+
+    @property
+    def retryable(self) -> bool:
+        """A decision lost to a concurrent edit: the schedule tries again soon."""
+        return self.conflicts > 0
 
 
 def apply_scaling(writer: Writer, decisions: ScalingDecisions, now: float) -> AutoscaleReport:
@@ -181,36 +261,88 @@ def apply_scaling(writer: Writer, decisions: ScalingDecisions, now: float) -> Au
     report = AutoscaleReport()
     due: list[float] = []
     for group in decisions.groups:
+        namespace, _, name = group.key.partition("/")
+        report.groups.append((namespace, name))
         if isinstance(group, Skipped):
             if group.note is not None:
                 report.events.append(group.note)
             if group.due_at is not None:
                 due.append(group.due_at)
             continue
-        if group.roles_patch is not None:
-            try:
-                writer.patch("InferenceGroup", group.namespace, group.name, group.roles_patch, resource_version=group.resource_version)
-            except Conflict:
-                report.conflicts += 1
-                continue  # someone changed the group since we read it: decide again next pass
-            except ApiError as exc:
-                report.events.append(f"{group.key}: autoscaler: spec not written: {exc.message}")
-                continue
-            report.events.append(f"{group.key}: autoscaler: {group.reason}")
-            report.changes.append((group.key, group.desired))
-        try:
-            # Its own key only, so no precondition: the reconcile pass's keys are not in it.
-            writer.patch_status("InferenceGroup", group.namespace, group.name, group.status_patch)
-        except ApiError as exc:
-            report.events.append(f"{group.key}: autoscaler: memory not written: {exc.message}")
-        due.append(group.next_due)
+        outcome = _apply_group(writer, group, report)
+        age = None if group.signals is None else max(now - group.signals.at, 0.0)
+        report.decided.append(Decided(namespace, name, outcome, group.decided, group.panic, group.signals, age))
+        if outcome != "conflict":
+            due.append(group.next_due)
     report.requeue_after = max(min(due) - now, 0.0) if due else None
     return report
+
+
+def _apply_group(writer: Writer, group: GroupScaling, report: AutoscaleReport) -> str:
+    """Write one group's decision: the spec, then the status with the condition when it
+    changed; the outcome for the metrics."""
+    version = group.resource_version
+    involved = group.involved or ObjectRef("InferenceGroup", group.namespace, group.name)
+    if group.roles_patch is not None:
+        try:
+            written = writer.patch("InferenceGroup", group.namespace, group.name, group.roles_patch, resource_version=group.resource_version)
+        except Conflict:
+            report.conflicts += 1
+            return "conflict"  # someone changed the group since we read it: decide again next pass
+        except ApiError as exc:
+            report.events.append(f"{group.key}: autoscaler: spec not written: {exc.message}")
+            report.warnings.append(report.events[-1])
+            return "failed"
+        version = (written.get("metadata") or {}).get("resourceVersion", version)
+        involved = ObjectRef.of(written)
+        report.events.append(f"{group.key}: autoscaler: {group.reason}")
+        report.changes.append((group.key, group.desired))
+        _event(writer, involved, "Normal", SCALED, group.scaled_message)
+    _write_status(writer, group, version, report)
+    if group.warning and group.active is not None:
+        line = f"{group.key}: autoscaler: {group.active.reason}: {group.active.message}"
+        report.events.append(line)
+        report.warnings.append(line)
+        _event(writer, involved, "Warning", group.active.reason, group.active.message)
+    if group.roles_patch is not None:
+        return "scaled"
+    return "unchanged" if group.active is None or group.active.status == "True" else group.active.reason
+
+
+def _write_status(writer: Writer, group: GroupScaling, version: str | None, report: AutoscaleReport) -> None:
+    """The autoscaler's memory alone needs no precondition (its own key); with the
+    condition, the whole conditions list goes, so it is preconditioned on the version read
+    (or just written): a concurrent reconcile write makes it fall back to the memory alone,
+    and the condition is compared again at the next decision."""
+    if group.conditions is not None:
+        patch = {"status": {**group.status_patch["status"], "conditions": group.conditions}}
+        try:
+            writer.patch_status("InferenceGroup", group.namespace, group.name, patch, resource_version=version)
+            return
+        except Conflict:
+            pass
+        except ApiError as exc:
+            report.events.append(f"{group.key}: autoscaler: status not written: {exc.message}")
+            report.warnings.append(report.events[-1])
+            return
+    try:
+        writer.patch_status("InferenceGroup", group.namespace, group.name, group.status_patch)
+    except ApiError as exc:
+        report.events.append(f"{group.key}: autoscaler: memory not written: {exc.message}")
+        report.warnings.append(report.events[-1])
+
+
+def _event(writer: Writer, involved: ObjectRef, kind: EventType, reason: str, message: str) -> None:
+    try:
+        writer.record_event(involved, kind, reason, message)
+    except ApiError:
+        pass  # events are best effort, as in Kubernetes
 
 
 # ----------------------------------------------------------------------------- the pass
 
 
-def autoscale(cluster: Cluster, now: float, metrics: Metrics) -> AutoscaleReport:
-    """One pass over the groups that configure `spec.autoscaling` and are due a decision."""
+def autoscale(cluster: Cluster, now: float, metrics: Metrics | None) -> AutoscaleReport:
+    """One pass over the groups that configure `spec.autoscaling` and are due a decision;
+    `metrics` None: the operator has no metrics source (the groups' condition says so)."""
     return apply_scaling(cluster, decide_scaling(observe_autoscaling(cluster.snapshot(), now, metrics), now), now)

@@ -58,7 +58,7 @@ from typing import Any, Callable, Mapping
 
 from collections import Counter
 
-from tandem.api.group_status import RECONCILE_KEYS, UNIT_STATES, InferenceGroupStatus, RoleStatus, UnitState, UnitStatus, list_units, worded
+from tandem.api.group_status import AUTOSCALING_CONDITION, RECONCILE_KEYS, UNIT_STATES, InferenceGroupStatus, RoleStatus, UnitState, UnitStatus, list_units, worded
 from tandem.api.merge import merge_patch
 from tandem.api.naming import GROUP_LABEL, PEERS_FILE, POD_INDEX_LABEL, REPLICA_LABEL, ROLE_LABEL, UNIT_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup, TopologyLevel
@@ -988,6 +988,8 @@ def _status(draft: _Draft, now: float, expected: _Expected, state: ClusterState)
         degraded=not available and any(r.ready_replicas for r in roles), faults=tuple(faults), never_fit=draft.never_fit,
     ))
     conditions = [condition(before.conditions, kind, value, why, message, now, generation) for kind, value, why, message in health.conditions]
+    if typed.spec.autoscaling is not None:  # the autoscaler's condition is its own: kept as read
+        conditions += [c for c in before.conditions if c.type == AUTOSCALING_CONDITION]
     status = InferenceGroupStatus(
         observed_generation=generation,
         revision=revision,

@@ -19,6 +19,7 @@
 | tandem_group_condition | gauge | namespace, group, condition (1 when True) |
 | tandem_group_unit_states | gauge | namespace, group, state (Stalled, Unschedulable, Pending, Progressing, Complete: units in it) |
 | tandem_group_unit_operations | gauge | namespace, group, operation (Rollout, Scaling, Update, Idle: units doing it) |
+| tandem_autoscaler_* | | the autoscaler loop's (autoscaler_metrics.py) |
 | tandem_webhook_requests_total | counter | verdict (allowed, denied, malformed, error) |
 | tandem_webhook_review_seconds | histogram | |
 | process_*, python_* | | the standard process, platform and garbage-collector collectors |
@@ -42,6 +43,7 @@ from tandem.api.naming import GATE, GROUP_LABEL
 from tandem.api.naming import ADMITTED
 from tandem.cluster.ports import Reader
 from tandem.controller import PassReport
+from tandem.operator.autoscaler_metrics import AutoscalerMetrics
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -76,6 +78,7 @@ class OperatorMetrics:
         self.unit_states, self.unit_operations = rollout_gauges(r)
         self._group_versions: dict[tuple[str, str], str | None] = {}  # the resourceVersion each group's series were set from
         self._group_series: dict[tuple[str, str], set[tuple[Gauge, tuple[str, ...]]]] = {}
+        self.autoscaler = AutoscalerMetrics(r)
         self.webhook_requests = PromCounter("tandem_webhook_requests", "Admission reviews answered, by verdict.", ["verdict"], registry=r)
         self.webhook_seconds = Histogram("tandem_webhook_review_seconds", "Time to review one AdmissionReview.", buckets=_LATENCY_BUCKETS, registry=r)
         # The process's CPU, memory and file descriptors, the interpreter, and its garbage

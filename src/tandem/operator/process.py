@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from tandem.cluster.ports import Cluster
-from tandem.controller import DelegationSettings, ProvisioningSettings
+from tandem.controller import DelegationSettings, Metrics, ProvisioningSettings
 from tandem.operator.runner import Operator
 from tandem.runtime import webhook_config
 from tandem.runtime.leader import LeaderElector
@@ -34,16 +34,22 @@ class OperatorConfig(ProcessConfig):
     provisioning: ProvisioningSettings = field(default_factory=ProvisioningSettings)
     # Groups naming these schedulers are handed to them (docs/backends.md): none by default.
     delegation: DelegationSettings = field(default_factory=DelegationSettings)
+    # The autoscaler's signals: built over the connected cluster (a scraper finds the Ready
+    # pods in its snapshot). None: no metrics source; autoscaled groups are told so
+    # (ScalingActive=False, NoMetricsSource) and their counts are not sized to load.
+    metrics_source: Callable[[Cluster], Metrics] | None = None
 
 
 def run(config: OperatorConfig, connect: Callable[[OperatorConfig, Callable[..., None]], Cluster], stop: threading.Event | None = None) -> int:
     """Run until SIGTERM/SIGINT (or `stop`); returns the exit status."""
 
     def start(cluster: Cluster, clock: Callable[[], float], elector: LeaderElector | None) -> Operator:
+        source = config.metrics_source(cluster) if config.metrics_source is not None else None
         return Operator(cluster, clock, elector, PassSchedule(resync=config.resync), on_synced=_freeze_heap, provisioning=config.provisioning,
-                        delegation=config.delegation)
+                        delegation=config.delegation, metrics_source=source)
 
-    return run_process(config, lambda changed: connect(config, changed), start, _admission, "operator", {}, stop, log)
+    started = {"metrics_source": config.metrics_source is not None}
+    return run_process(config, lambda changed: connect(config, changed), start, _admission, "operator", started, stop, log)
 
 
 def _freeze_heap() -> None:

@@ -10,17 +10,22 @@
 A follower keeps its informers warm and its elector polling, and writes nothing: when it
 takes over, its first pass starts from the cluster as it is (the controller keeps no
 memory of its own). Time comes from the injected `clock`; `tick(now)` is the loop body,
-so tests drive it with any time they like.
+so tests drive it with any time they like. Beside it, in a thread of its own, the
+autoscaler's loop (`autoscaler_loop.py`) decides the counts of the groups with
+`spec.autoscaling`, while this loop's elector holds the Lease; it ends before the Lease
+is given up.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from tandem.cluster.ports import Cluster
-from tandem.controller import DelegationSettings, Memo, PassReport, ProvisioningSettings, reconcile
+from tandem.controller import DelegationSettings, Memo, Metrics, PassReport, ProvisioningSettings, reconcile
+from tandem.operator.autoscaler_loop import AutoscalerLoop
 from tandem.operator.metrics import OperatorMetrics
 from tandem.placement import place
 from tandem.runtime.leader import LeaderElector
@@ -52,7 +57,46 @@ class Operator(PassLoop[PassReport]):
     on_synced: Callable[[], None] | None = None
     provisioning: ProvisioningSettings = field(default_factory=ProvisioningSettings)  # off unless asked
     delegation: DelegationSettings = field(default_factory=DelegationSettings)  # no scheduler but tandem's unless asked
+    # Where the autoscaler reads each group's signals; None: nowhere, and the autoscaled
+    # groups' ScalingActive condition says so.
+    metrics_source: Metrics | None = None
     log = log
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.autoscaler = AutoscalerLoop(self.cluster, self.clock, self.metrics_source, self.may_write, self.metrics.autoscaler)
+        self._autoscaler_thread: threading.Thread | None = None
+
+    def may_write(self, now: float) -> bool:
+        """What a loop beside this one asks before it writes: this process leads (its Lease
+        renewed within the deadline, as of `now`) and its informers have synced."""
+        holds = self.elector.holds(now) if self.elector is not None else True
+        return self.leading and holds and self.ready()
+
+    def changed(self, *args: object) -> None:
+        super().changed(*args)
+        if not args or args[0] == "InferenceGroup":  # a group added or edited may be due a decision
+            self.autoscaler.changed()
+
+    def run(self, stop: threading.Event) -> None:
+        """The reconcile loop here, the autoscaler's in a thread of its own; both until `stop`."""
+        self._autoscaler_thread = threading.Thread(target=self.autoscaler.run, args=(stop,), name="autoscaler", daemon=True)
+        self._autoscaler_thread.start()
+        super().run(stop)
+
+    def _stopping(self) -> None:
+        """The autoscaler's pass under way finishes before the Lease is given up."""
+        thread = self._autoscaler_thread
+        if thread is None:
+            return
+        self.autoscaler.stop_waiting()
+        thread.join(timeout=30.0)
+        if thread.is_alive():
+            log.warning("the autoscaler's pass did not end within 30 s; giving the Lease up anyway")
+
+    def stop_waiting(self) -> None:
+        super().stop_waiting()
+        self.autoscaler.stop_waiting()
 
     def _pass(self, now: float) -> PassReport:
         return reconcile(self.cluster, now, self._timed_place, self.memo, self.provisioning, self.delegation)

@@ -78,6 +78,12 @@ class LeaderElector:
         transitions = int(spec.get("leaseTransitions") or 0) + (0 if mine else 1)
         return self._write(now, lease, transitions)
 
+    def holds(self, now: float) -> bool:
+        """Whether this process may write as the leader at `now`, read without touching the
+        Lease: it leads and renewed within the renew deadline (a loop in another thread asks
+        this; only the loop that steps the elector writes the Lease)."""
+        return self.leading and self.last_renewed is not None and now - self.last_renewed < self.config.renew_deadline
+
     def release(self, now: float) -> None:
         """Give the Lease up (SIGTERM): a standby need not wait for it to expire."""
         if not self.leading:

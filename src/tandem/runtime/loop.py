@@ -22,8 +22,9 @@ ELECTION_LOG_EVERY_S = 60.0  # a lasting leader-election failure is logged again
 
 
 def run_loop(tick: Callable[[float], object], schedule: PassSchedule, elector: LeaderElector | None, wake: threading.Event,
-             stop: threading.Event, clock: Callable[[], float], log: logging.Logger) -> None:
-    """Loop until `stop` is set; then give the Lease up."""
+             stop: threading.Event, clock: Callable[[], float], log: logging.Logger, stopping: Callable[[], None] | None = None) -> None:
+    """Loop until `stop` is set; then call `stopping` (a loop beside this one ends its
+    writes) and give the Lease up."""
     while not stop.is_set():
         now = clock()
         try:
@@ -40,6 +41,8 @@ def run_loop(tick: Callable[[float], object], schedule: PassSchedule, elector: L
         wake.wait(timeout=min(max(wait, 0.01), 1.0))
         if stop.is_set():
             break
+    if stopping is not None:
+        stopping()
     if elector is not None:
         elector.release(clock())
 
@@ -174,7 +177,10 @@ class PassLoop(Generic[Report]):
 
     def run(self, stop: threading.Event) -> None:
         """Loop until `stop` is set; then give the Lease up."""
-        run_loop(self.tick, self.schedule, self.elector, self._wake, stop, self.clock, self.log)
+        run_loop(self.tick, self.schedule, self.elector, self._wake, stop, self.clock, self.log, self._stopping)
+
+    def _stopping(self) -> None:
+        """Before the Lease is given up: a process with a loop beside this one waits for it here."""
 
     def stop_waiting(self) -> None:
         self._wake.set()
