@@ -1,0 +1,59 @@
+"""`tandem operator` without a metrics source does not ignore `spec.autoscaling` in silence:
+over the real API (`tandem apiserver`, kubectl) the autoscaled example gets
+`ScalingActive=False NoMetricsSource`, a Warning event `kubectl describe` shows, and keeps
+the condition while the reconcile pass rolls the group out; its counts stay as written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+from tandem.topology.generate import generate_cluster
+from e2e.processes import KUBECTL, NO_KUBECTL, ApiServer, start_apiserver, start_operator, wait_for
+
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason=NO_KUBECTL)
+NS, NAME = "serving", "llama-70b-chat"
+GROUP = f"/apis/tandem.dev/v1alpha1/namespaces/{NS}/inferencegroups/{NAME}"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ApiServer]:
+    topology, nodes = generate_cluster([("block", 2), ("rack", 2), ("host", 4)], 8)
+    (tmp_path / "nodes.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": nodes}))
+    (tmp_path / "topology.yaml").write_text(yaml.safe_dump(topology))
+    started = start_apiserver(tmp_path, "--cluster", str(tmp_path / "nodes.yaml"), "--no-crds", "--ready-after", "0.2")
+    try:
+        yield started
+    finally:
+        assert started.stop() == 0
+
+
+def _condition(group: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in (group.get("status") or {}).get("conditions") or [] if c["type"] == kind), None)
+
+
+def test_an_autoscaled_group_without_a_metrics_source_is_told_so(server: ApiServer, tmp_path: Path) -> None:
+    server.kubectl("apply", "-k", "deploy/crds")
+    operator = start_operator(server, tmp_path, "solo", "--resync", "30")
+    try:
+        server.kubectl("apply", "-f", str(tmp_path / "topology.yaml"))
+        server.kubectl("apply", "-f", "examples/llama-70b-autoscaled.yaml")
+
+        def told() -> dict[str, Any] | None:
+            group = server.get(GROUP)
+            available = _condition(group, "Available")
+            return group if _condition(group, "ScalingActive") and available and available["status"] == "True" else None
+
+        group = wait_for(told, 60, "the group Available with its ScalingActive condition")
+        condition = _condition(group, "ScalingActive")
+        assert condition is not None and (condition["status"], condition["reason"]) == ("False", "NoMetricsSource")
+        assert {r["name"]: r["replicas"] for r in group["spec"]["roles"]} == {"prefill": 2, "decode": 1}, "counts as written"
+        described = server.kubectl("describe", "ig", NAME, "-n", NS).stdout
+        assert "NoMetricsSource" in described and "Warning" in described
+        assert '"metrics_source": false' in operator.log() and "NoMetricsSource" in operator.log()
+    finally:
+        operator.process.terminate()
+        assert operator.process.wait(timeout=20) == 0
