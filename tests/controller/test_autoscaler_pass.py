@@ -58,3 +58,38 @@ def test_an_invalid_group_is_named_and_skipped_while_the_others_scale():
     report = autoscale(store, 0.0, lambda ns, name, now: _signals(now, 12_000.0))
     assert [key for key, _ in report.changes] == ["serving/b"]
     assert len(report.events) == 2 and report.events[0].startswith("serving/a: autoscaler: invalid, skipped:")
+
+
+def _active(store: MemoryStore, name: str = "a") -> dict | None:
+    conditions = store.get("InferenceGroup", "serving", name).get("status", {}).get("conditions", [])
+    return next((c for c in conditions if c["type"] == "ScalingActive"), None)
+
+
+def test_a_figure_the_policy_needs_missing_holds_the_counts_and_names_it():
+    store = _store("a")
+    report = autoscale(store, 0.0, lambda ns, name, now: _signals(now, float("nan")))
+    assert report.changes == [] and [d.outcome for d in report.decided] == ["MissingSignal"]
+    condition = _active(store)
+    assert condition is not None and condition["status"] == "False" and condition["reason"] == "MissingSignal"
+    assert "decode" in condition["message"] and "NaN" in condition["message"] and "->" not in condition["message"]
+
+
+def test_the_condition_is_written_once_and_a_concurrent_status_write_is_not_overwritten():
+    store = _store("a")
+    observed = observe_autoscaling(store.snapshot(), 0.0, None)
+    decisions = decide_scaling(observed, 0.0)
+    # the reconcile pass writes its conditions between the autoscaler's read and its write
+    store.patch_status("InferenceGroup", "serving", "a", {"status": {"conditions": [
+        {"type": "Accepted", "status": "True", "reason": "Valid", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    apply_scaling(store, decisions, 0.0)
+    status = store.get("InferenceGroup", "serving", "a")["status"]
+    assert [c["type"] for c in status["conditions"]] == ["Accepted"], "the stale list is not written over the newer one"
+    assert status["autoscaling"]["lastDecisionAt"], "the memory is written all the same"
+    autoscale(store, 15.0, None)  # the next decision writes the condition beside the newer list
+    assert [c["type"] for c in store.get("InferenceGroup", "serving", "a")["status"]["conditions"]] == ["Accepted", "ScalingActive"]
+    version = store.get("InferenceGroup", "serving", "a")["metadata"]["resourceVersion"]
+    autoscale(store, 30.0, None)
+    assert _active(store)["lastTransitionTime"] == "1970-01-01T00:00:15Z"
+    warnings = [e for e in store.list("Event") if e["reason"] == "NoMetricsSource"]
+    assert len(warnings) == 1 and warnings[0].get("count", 1) == 1, "one Warning when it turned, none while it stays"
+    assert store.get("InferenceGroup", "serving", "a")["metadata"]["resourceVersion"] != version, "the memory still moves"

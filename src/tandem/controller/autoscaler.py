@@ -298,8 +298,8 @@ def _apply_group(writer: Writer, group: GroupScaling, report: AutoscaleReport) -
         report.events.append(f"{group.key}: autoscaler: {group.reason}")
         report.changes.append((group.key, group.desired))
         _event(writer, involved, "Normal", SCALED, group.scaled_message)
-    _write_status(writer, group, version, report)
-    if group.warning and group.active is not None:
+    turned = _write_status(writer, group, version, report)
+    if turned and group.warning and group.active is not None:  # said when the condition turns, once
         line = f"{group.key}: autoscaler: {group.active.reason}: {group.active.message}"
         report.events.append(line)
         report.warnings.append(line)
@@ -309,27 +309,28 @@ def _apply_group(writer: Writer, group: GroupScaling, report: AutoscaleReport) -
     return "unchanged" if group.active is None or group.active.status == "True" else group.active.reason
 
 
-def _write_status(writer: Writer, group: GroupScaling, version: str | None, report: AutoscaleReport) -> None:
+def _write_status(writer: Writer, group: GroupScaling, version: str | None, report: AutoscaleReport) -> bool:
     """The autoscaler's memory alone needs no precondition (its own key); with the
     condition, the whole conditions list goes, so it is preconditioned on the version read
     (or just written): a concurrent reconcile write makes it fall back to the memory alone,
-    and the condition is compared again at the next decision."""
+    and the condition is compared again at the next decision. Whether the condition was written."""
     if group.conditions is not None:
         patch = {"status": {**group.status_patch["status"], "conditions": group.conditions}}
         try:
             writer.patch_status("InferenceGroup", group.namespace, group.name, patch, resource_version=version)
-            return
+            return True
         except Conflict:
             pass
         except ApiError as exc:
             report.events.append(f"{group.key}: autoscaler: status not written: {exc.message}")
             report.warnings.append(report.events[-1])
-            return
+            return False
     try:
         writer.patch_status("InferenceGroup", group.namespace, group.name, group.status_patch)
     except ApiError as exc:
         report.events.append(f"{group.key}: autoscaler: memory not written: {exc.message}")
         report.warnings.append(report.events[-1])
+    return False
 
 
 def _event(writer: Writer, involved: ObjectRef, kind: EventType, reason: str, message: str) -> None:
