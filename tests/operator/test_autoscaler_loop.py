@@ -209,3 +209,28 @@ def test_run_starts_the_autoscaler_beside_the_reconcile_loop_and_ends_it_before_
     assert replicas(store) == {"prefill": 8, "decode": 4}
     assert operator._autoscaler_thread is not None and not operator._autoscaler_thread.is_alive()
     assert "holderIdentity" not in store.get("Lease", "tandem-system", "tandem-operator")["spec"], "released on stop"
+
+
+def test_a_decision_lost_to_a_concurrent_edit_is_decided_again_soon_not_an_interval_later():
+    from tandem.cluster.ports import Conflict
+
+    store = world(autoscaled())
+    clock = Clock()
+    operator = Operator(store, clock, metrics_source=Source())
+    operator.tick(clock.now)
+    real_patch, refused = store.patch, []
+
+    def conflicting(kind, namespace, name, patch, **kw):
+        if kind == "InferenceGroup" and not refused:
+            refused.append(name)
+            raise Conflict("the object has been modified")
+        return real_patch(kind, namespace, name, patch, **kw)
+
+    store.patch = conflicting  # type: ignore[method-assign]
+    first = operator.autoscaler.tick(clock.now)
+    assert first is not None and [d.outcome for d in first.decided] == ["conflict"] and replicas(store) == {"prefill": 2, "decode": 1}
+    clock.now += 1.0
+    again = operator.autoscaler.tick(clock.now)
+    assert again is not None and [d.outcome for d in again.decided] == ["scaled"] and replicas(store) == {"prefill": 8, "decode": 4}
+    text = generate_latest(operator.metrics.registry).decode()
+    assert 'tandem_autoscaler_decisions_total{group="chat",namespace="serving",outcome="conflict"} 1.0' in text

@@ -249,10 +249,13 @@ class AutoscaleReport:
     decided: list[Decided] = field(default_factory=list)  # a row per group decided this pass
     groups: list[tuple[str, str]] = field(default_factory=list)  # every group with spec.autoscaling, decided or not
 
+    failures: int = 0  # decisions whose spec change was not written (a conflict, a refusal)
+
     @property
     def retryable(self) -> bool:
-        """A decision lost to a concurrent edit: the schedule tries again soon."""
-        return self.conflicts > 0
+        """A decision not written (a concurrent edit, the API refusing): the schedule tries
+        again soon, backing off while it keeps failing."""
+        return self.failures > 0
 
 
 def apply_scaling(writer: Writer, decisions: ScalingDecisions, now: float) -> AutoscaleReport:
@@ -272,7 +275,9 @@ def apply_scaling(writer: Writer, decisions: ScalingDecisions, now: float) -> Au
         outcome = _apply_group(writer, group, report)
         age = None if group.signals is None else max(now - group.signals.at, 0.0)
         report.decided.append(Decided(namespace, name, outcome, group.decided, group.panic, group.signals, age))
-        if outcome != "conflict":
+        if outcome in ("conflict", "failed"):
+            report.failures += 1  # not written: the group is decided again on the next pass
+        else:
             due.append(group.next_due)
     report.requeue_after = max(min(due) - now, 0.0) if due else None
     return report
