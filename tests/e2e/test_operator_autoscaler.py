@@ -1,7 +1,11 @@
-"""`tandem operator` without a metrics source does not ignore `spec.autoscaling` in silence:
-over the real API (`tandem apiserver`, kubectl) the autoscaled example gets
-`ScalingActive=False NoMetricsSource`, a Warning event `kubectl describe` shows, and keeps
-the condition while the reconcile pass rolls the group out; its counts stay as written."""
+"""`tandem operator`'s autoscaler loop over the real API (`tandem apiserver`, kubectl).
+
+Without a metrics source (`--metrics-source none`) it does not ignore `spec.autoscaling`
+in silence: the autoscaled example gets `ScalingActive=False NoMetricsSource`, a Warning
+event `kubectl describe` shows, and keeps the condition while the reconcile pass rolls the
+group out; its counts stay as written. With the default source (`pods`) and the local API
+server's engine stand-ins, the condition turns True once two scrapes of every pod make a
+window."""
 
 from __future__ import annotations
 
@@ -12,23 +16,32 @@ import pytest
 import yaml
 
 from tandem.topology.generate import generate_cluster
-from e2e.processes import KUBECTL, NO_KUBECTL, ApiServer, start_apiserver, start_operator, wait_for
+from e2e.processes import KUBECTL, NO_KUBECTL, REPO, ApiServer, start_apiserver, start_operator, wait_for
 
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason=NO_KUBECTL)
 NS, NAME = "serving", "llama-70b-chat"
 GROUP = f"/apis/tandem.dev/v1alpha1/namespaces/{NS}/inferencegroups/{NAME}"
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ApiServer]:
+def _server(tmp_path: Path, *args: str) -> Iterator[ApiServer]:
     topology, nodes = generate_cluster([("block", 2), ("rack", 2), ("host", 4)], 8)
     (tmp_path / "nodes.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": nodes}))
     (tmp_path / "topology.yaml").write_text(yaml.safe_dump(topology))
-    started = start_apiserver(tmp_path, "--cluster", str(tmp_path / "nodes.yaml"), "--no-crds", "--ready-after", "0.2")
+    started = start_apiserver(tmp_path, "--cluster", str(tmp_path / "nodes.yaml"), "--no-crds", "--ready-after", "0.2", *args)
     try:
         yield started
     finally:
         assert started.stop() == 0
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ApiServer]:
+    yield from _server(tmp_path)
+
+
+@pytest.fixture
+def engines(tmp_path: Path) -> Iterator[ApiServer]:
+    yield from _server(tmp_path, "--engines", "--engine-time-scale", "0.01")
 
 
 def _condition(group: dict[str, Any], kind: str) -> dict[str, Any] | None:
@@ -37,7 +50,7 @@ def _condition(group: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 def test_an_autoscaled_group_without_a_metrics_source_is_told_so(server: ApiServer, tmp_path: Path) -> None:
     server.kubectl("apply", "-k", "deploy/crds")
-    operator = start_operator(server, tmp_path, "solo", "--resync", "30")
+    operator = start_operator(server, tmp_path, "solo", "--resync", "30", "--metrics-source", "none")
     try:
         server.kubectl("apply", "-f", str(tmp_path / "topology.yaml"))
         server.kubectl("apply", "-f", "examples/llama-70b-autoscaled.yaml")
@@ -54,6 +67,28 @@ def test_an_autoscaled_group_without_a_metrics_source_is_told_so(server: ApiServ
         described = server.kubectl("describe", "ig", NAME, "-n", NS).stdout
         assert "NoMetricsSource" in described and "Warning" in described
         assert '"metrics_source": false' in operator.log() and "NoMetricsSource" in operator.log()
+    finally:
+        operator.process.terminate()
+        assert operator.process.wait(timeout=20) == 0
+
+
+def test_with_the_pods_own_metrics_the_autoscaler_reads_valid_signals(engines: ApiServer, tmp_path: Path) -> None:
+    engines.kubectl("apply", "-k", "deploy/crds")
+    operator = start_operator(engines, tmp_path, "solo", "--resync", "30")  # the default source: pods
+    try:
+        engines.kubectl("apply", "-f", str(tmp_path / "topology.yaml"))
+        group = yaml.safe_load((REPO / "examples" / "llama-70b-autoscaled.yaml").read_text())
+        group["spec"]["autoscaling"]["intervalSeconds"] = 2  # two decisions, two scrapes, a window: soon
+        (tmp_path / "group.yaml").write_text(yaml.safe_dump(group))
+        engines.kubectl("apply", "-f", str(tmp_path / "group.yaml"))
+
+        def valid() -> dict[str, Any] | None:
+            condition = _condition(engines.get(GROUP), "ScalingActive")
+            return condition if condition and condition["status"] == "True" else None
+
+        condition = wait_for(valid, 90, "ScalingActive=True from the pods' /metrics")
+        assert condition["reason"] == "ValidSignals"
+        assert '"metrics_source": true' in operator.log()
     finally:
         operator.process.terminate()
         assert operator.process.wait(timeout=20) == 0

@@ -238,6 +238,13 @@ class LogFormat(str, Enum):
     json = "json"
 
 
+class MetricsSource(str, Enum):
+    """Where `tandem operator`'s autoscaler reads the groups' signals."""
+
+    pods = "pods"  # each Ready replica's own /metrics (tandem.operator.pod_metrics)
+    none = "none"  # nowhere: autoscaled groups keep their counts and say so (ScalingActive=False)
+
+
 # The flags both process commands take, declared once (the same name, help and bounds in each).
 KubeconfigFlag = Annotated[Path | None, typer.Option(help="Kubeconfig to use; without it, the in-cluster ServiceAccount.", show_default=False)]
 LeaderElectFlag = Annotated[bool, typer.Option("--leader-elect", help="Elect one writer among replicas with a Lease.")]
@@ -304,6 +311,11 @@ def operator_command(
     queue: Annotated[
         str, typer.Option("--queue", help="Volcano/KAI queue or Kueue LocalQueue for a delegated group without spec.scheduler.queue.")
     ] = "default",
+    metrics_source: Annotated[
+        MetricsSource,
+        typer.Option("--metrics-source", help="Where the autoscaler reads signals: pods (each Ready replica's /metrics) or none "
+                     "(groups with spec.autoscaling keep their counts; their ScalingActive condition says why)."),
+    ] = MetricsSource.pods,
 ) -> None:
     """Run the controller against a Kubernetes API: informers, passes, leader election, metrics."""
 
@@ -324,7 +336,8 @@ def operator_command(
         configure(log_format.value)
         shared = _process_fields(kubeconfig, leader_elect, lease_namespace, lease_duration, identity, metrics_port, health_port, resync, webhook_port,
                                  webhook_cert_dir, manage_webhook_config, webhook_host)
-        config = OperatorConfig(namespaces=tuple(namespace), provisioning=settings, delegation=delegation, **shared)
+        source = _metrics_source(metrics_source)
+        config = OperatorConfig(namespaces=tuple(namespace), provisioning=settings, delegation=delegation, metrics_source=source, **shared)
 
         def connect(cfg: OperatorConfig, changed):  # type: ignore[no-untyped-def]
             # the informers re-list on their own period; --resync is how often a pass runs; a
@@ -337,6 +350,15 @@ def operator_command(
         raise typer.Exit(run_operator(config, connect))
 
     guard(run)
+
+
+def _metrics_source(choice: MetricsSource) -> Any:
+    """The operator's metrics source, built over the connected cluster; None for `none`."""
+    if choice is MetricsSource.none:
+        return None
+    from tandem.operator.pod_metrics import PodMetrics
+
+    return lambda cluster: PodMetrics(cluster.snapshot)
 
 
 @app.command("topology-controller")
