@@ -234,3 +234,26 @@ def test_a_decision_lost_to_a_concurrent_edit_is_decided_again_soon_not_an_inter
     assert again is not None and [d.outcome for d in again.decided] == ["scaled"] and replicas(store) == {"prefill": 8, "decode": 4}
     text = generate_latest(operator.metrics.registry).decode()
     assert 'tandem_autoscaler_decisions_total{group="chat",namespace="serving",outcome="conflict"} 1.0' in text
+
+
+def test_a_source_that_keeps_history_forgets_a_group_no_longer_autoscaled():
+    store = world(autoscaled("a"), autoscaled("b"))
+    clock = Clock()
+
+    class Keeping(Source):
+        def __init__(self) -> None:
+            super().__init__()
+            self.forgotten: list[tuple[str, str]] = []
+
+        def forget(self, namespace: str, name: str) -> None:
+            self.forgotten.append((namespace, name))
+
+    source = Keeping()
+    operator = Operator(store, clock, metrics_source=source)
+    operator.tick(clock.now)
+    operator.autoscaler.tick(clock.now)
+    store.delete("InferenceGroup", "serving", "a")
+    operator.autoscaler.changed()
+    clock.now += 1.0
+    assert operator.autoscaler.tick(clock.now) is not None
+    assert source.forgotten == [("serving", "a")]

@@ -51,6 +51,7 @@ class AutoscalerLoop:
     def __post_init__(self) -> None:
         self.passes = 0
         self._wake = threading.Event()
+        self._groups: set[tuple[str, str]] = set()  # the autoscaled groups the last pass listed
 
     def changed(self) -> None:
         """A group was added or changed: a pass becomes due (it decides only for groups due)."""
@@ -64,10 +65,21 @@ class AutoscalerLoop:
         report = autoscale(self.cluster, now, self.source)
         self.schedule.ran(now, report.requeue_after, retry=report.retryable)
         self.passes += 1
+        self._forget_gone(report)
         ended = self.clock()
         self.metrics.observe(report, max(ended - now, 0.0), ended)
         self._log(report)
         return report
+
+    def _forget_gone(self, report: AutoscaleReport) -> None:
+        """A source that keeps a history per group (PodMetrics' scrapes) drops the history of
+        a group deleted or no longer autoscaled: nothing else would ask for it again."""
+        listed = set(report.groups)
+        forget = getattr(self.source, "forget", None)
+        if forget is not None:
+            for namespace, name in sorted(self._groups - listed):
+                forget(namespace, name)
+        self._groups = listed
 
     def _log(self, report: AutoscaleReport) -> None:
         """A line per change and per condition turned (Warning events at WARNING); a pass that
