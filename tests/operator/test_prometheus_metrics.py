@@ -1,0 +1,173 @@
+"""PrometheusMetrics against a tiny fake of Prometheus' HTTP API on 127.0.0.1: the queries it
+sends for a group, how the answers become Signals, and that a server down, failing or
+answering nonsense gives no signals (so nothing is decided on missing data)."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import math
+import threading
+import urllib.parse
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from e2e.processes import free_port
+from tandem.errors import NotFound
+from tandem.operator.prometheus_metrics import PrometheusMetrics
+
+NS, GROUP = "serving", "g"
+VLLM = "vllm/vllm-openai:v0.11.0"
+
+
+def pod(name: str, role: str, kv_role: str, *, ready: bool = True, index: int = 0) -> dict[str, Any]:
+    args = ["--kv-transfer-config", json.dumps({"kv_connector": "NixlConnector", "kv_role": kv_role})]
+    return {"metadata": {"name": name, "namespace": NS, "labels": {"tandem.dev/group": GROUP, "tandem.dev/role": role, "tandem.dev/pod-index": str(index)}},
+            "spec": {"containers": [{"name": "vllm", "image": VLLM, "command": ["vllm", "serve", "m"], "args": args}]},
+            "status": {"podIP": "127.10.0.9", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+class Cluster:
+    """A Reader holding one group and its pods."""
+
+    def __init__(self, pods: list[dict[str, Any]]):
+        self.pods = pods
+        self.group: dict[str, Any] | None = {"metadata": {"name": GROUP, "namespace": NS}, "spec": {"roles": [{"name": "prefill"}, {"name": "decode"}]}}
+
+    def __call__(self) -> Cluster:
+        return self
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
+        if kind != "InferenceGroup" or self.group is None or name != GROUP:
+            raise NotFound(f"{kind} {name} not found")
+        return self.group
+
+    def list(self, kind: str, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[dict[str, Any]]:
+        assert kind == "Pod" and namespace == NS and labels == {"tandem.dev/group": GROUP}
+        return self.pods
+
+
+def figure_of(query: str) -> str:
+    """Which figure a default vLLM query asks for."""
+    for marker, figure in (("count_over_time", "scrapes"), ("> bool 0", "busy"), ("num_requests_waiting", "waiting"),
+                           ("cache_usage", "kv_usage"), ("prompt_tokens", "prompt_tokens"), ("generation_tokens", "generation_tokens"),
+                           ("request_success", "requests"), ("time_to_first_token", "ttft_p90"), ("inter_token", "itl_p90")):
+        if marker in query:
+            return figure
+    raise AssertionError(query)
+
+
+STEADY: dict[str, Any] = {
+    "scrapes": {"p-0": 12, "d-0": 12, "d-1": 11},
+    "waiting": {"p-0": 2, "d-0": 1, "d-1": 0},
+    "busy": {"p-0": 1, "d-0": 0.5, "d-1": 0.5},
+    "kv_usage": {"p-0": 0, "d-0": 0.3, "d-1": 0.1},
+    "prompt_tokens": {"p-0": 800},
+    "generation_tokens": {"d-0": 60, "d-1": 40},
+    "requests": {"d-0": 2, "d-1": 1},
+    "ttft_p90": 0.25,
+    "itl_p90": "NaN",
+}
+
+
+def vector(value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, dict):
+        return [{"metric": {"pod": p, "namespace": NS}, "value": [1700000000.5, str(v)]} for p, v in value.items()]
+    return [{"metric": {}, "value": [1700000000.5, str(value)]}]
+
+
+class FakePrometheus:
+    """Answers `/api/v1/query` with `respond(figure) -> (status, body)`; keeps every query."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+        self.respond: Callable[[str], tuple[int, Any]] = lambda figure: (200, {"status": "success", "data": {"resultType": "vector", "result": vector(STEADY[figure])}})
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                parsed = urllib.parse.urlsplit(self.path)
+                assert parsed.path == "/prom/api/v1/query", parsed.path
+                query = urllib.parse.parse_qs(parsed.query)["query"][0]
+                fake.queries.append(query)
+                status, body = fake.respond(figure_of(query))
+                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/prom"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def prometheus() -> Iterator[FakePrometheus]:
+    fake = FakePrometheus()
+    yield fake
+    fake.server.shutdown()
+    fake.server.server_close()
+
+
+def group_pods() -> list[dict[str, Any]]:
+    return [pod("p-0", "prefill", "kv_producer"), pod("d-0", "decode", "kv_consumer"), pod("d-1", "decode", "kv_consumer"),
+            pod("d-1-w", "decode", "kv_consumer", index=1), pod("d-2", "decode", "kv_consumer", ready=False)]
+
+
+def test_one_query_per_figure_selects_the_group_over_the_window_and_the_answers_become_signals(prometheus) -> None:
+    metrics = PrometheusMetrics(prometheus.url, Cluster(group_pods()), window_s=30)
+    got = metrics(NS, GROUP, 42.0)
+    assert len(prometheus.queries) == 9 and sorted(map(figure_of, prometheus.queries)) == sorted(STEADY)
+    assert all('namespace="serving",tandem_dev_group="g"' in q and "[30s" in q for q in prometheus.queries)
+    assert got is not None and got.at == 42.0 and got.window_s == 30
+    decode, prefill = got.roles["decode"], got.roles["prefill"]
+    assert decode.replicas == 2, "Ready replica leaders only: not a worker, not a pod still loading"
+    assert (decode.queue_depth, decode.busy_fraction, decode.kv_utilization, decode.tokens_per_s) == (1, 0.5, pytest.approx(0.2), 100)
+    assert (prefill.replicas, prefill.queue_depth, prefill.tokens_per_s) == (1, 2, 800)
+    assert (got.arrival_rate, got.input_tokens_per_s, got.output_tokens_per_s) == (3, 800, 100)
+    assert got.ttft_p90_s == 0.25 and math.isnan(got.itl_p90_s), "NaN: no token in the window"
+
+
+def test_a_pod_whose_series_went_stale_leaves_its_role_not_measured(prometheus) -> None:
+    stale = {**STEADY, "scrapes": {"p-0": 12, "d-0": 12}, "waiting": {"p-0": 2, "d-0": 1}, "generation_tokens": {"d-0": 60}}
+    prometheus.respond = lambda figure: (200, {"status": "success", "data": {"resultType": "vector", "result": vector(stale[figure])}})
+    got = PrometheusMetrics(prometheus.url, Cluster(group_pods()))(NS, GROUP, 0.0)
+    assert got is not None and got.roles["decode"].replicas == 2
+    assert math.isnan(got.roles["decode"].queue_depth) and math.isnan(got.roles["decode"].tokens_per_s), "one series for two Ready replicas"
+    assert got.roles["prefill"].tokens_per_s == 800
+
+
+@pytest.mark.parametrize("answer", [
+    (503, "service unavailable"),
+    (200, {"status": "error", "errorType": "timeout", "error": "query timed out"}),
+    (200, "not json"),
+    (200, {"status": "success", "data": {"resultType": "matrix", "result": []}}),
+])
+def test_a_failing_answer_to_any_query_gives_no_signals(prometheus, answer) -> None:
+    prometheus.respond = lambda figure: answer if figure == "busy" else (200, {"status": "success", "data": {"resultType": "vector", "result": vector(STEADY[figure])}})
+    assert PrometheusMetrics(prometheus.url, Cluster(group_pods()))(NS, GROUP, 0.0) is None
+
+
+def test_prometheus_down_or_without_the_groups_series_gives_no_signals(prometheus) -> None:
+    nobody = f"http://127.0.0.1:{free_port()}"
+    assert PrometheusMetrics(nobody, Cluster(group_pods()), timeout_s=1)(NS, GROUP, 0.0) is None
+    prometheus.respond = lambda figure: (200, {"status": "success", "data": {"resultType": "vector", "result": []}})
+    assert PrometheusMetrics(prometheus.url, Cluster(group_pods()))(NS, GROUP, 0.0) is None, "the relabel config missing, or every series stale"
+
+
+def test_a_group_gone_or_without_ready_engines_gives_no_signals_and_asks_nothing(prometheus) -> None:
+    cluster = Cluster([pod("d-2", "decode", "kv_consumer", ready=False)])
+    assert PrometheusMetrics(prometheus.url, cluster)(NS, GROUP, 0.0) is None
+    cluster.group = None
+    assert PrometheusMetrics(prometheus.url, cluster)(NS, GROUP, 0.0) is None
+    assert prometheus.queries == []
+
+
+def test_a_url_that_is_not_http_is_refused_naming_the_flag() -> None:
+    with pytest.raises(ValueError, match="^--prometheus-url: 'prometheus:9090'"):
+        PrometheusMetrics("prometheus:9090", Cluster([]))
