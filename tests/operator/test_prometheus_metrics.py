@@ -9,11 +9,14 @@ import json
 import math
 import threading
 import urllib.parse
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+import yaml
 
 from e2e.processes import free_port
+from tandem.autoscaling.prometheus_queries import GROUP_LABEL, NAMESPACE_LABEL, POD_LABEL, ROLE_LABEL
 from tandem.errors import NotFound
 from tandem.operator.prometheus_metrics import PrometheusMetrics
 
@@ -171,3 +174,14 @@ def test_a_group_gone_or_without_ready_engines_gives_no_signals_and_asks_nothing
 def test_a_url_that_is_not_http_is_refused_naming_the_flag() -> None:
     with pytest.raises(ValueError, match="^--prometheus-url: 'prometheus:9090'"):
         PrometheusMetrics("prometheus:9090", Cluster([]))
+
+
+def test_the_docs_show_the_relabel_config_that_ships() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    shipped = yaml.safe_load((repo / "examples" / "prometheus" / "prometheus.yml").read_text())["scrape_configs"][0]
+    section = (repo / "docs" / "autoscaling.md").read_text().split("## Signals from a Prometheus server", 1)[1]
+    shown = yaml.safe_load(section.split("```yaml", 1)[1].split("```", 1)[0])["scrape_configs"][0]
+    assert shown["relabel_configs"] == shipped["relabel_configs"]
+    assert shown["kubernetes_sd_configs"] == shipped["kubernetes_sd_configs"] == [{"role": "pod"}]
+    targets = {r.get("target_label") for r in shipped["relabel_configs"]} - {None}
+    assert targets == {NAMESPACE_LABEL, POD_LABEL, GROUP_LABEL, ROLE_LABEL}, "the labels the queries select on"
