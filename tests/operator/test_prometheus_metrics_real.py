@@ -1,7 +1,8 @@
 """A real Prometheus server (Debian's `prometheus`) scraping the local API server's engine
 stand-ins with the shipped scrape job (examples/prometheus/prometheus.yml): PrometheusMetrics
-reads the same load as PodMetrics reads from the pods directly, a Ready pod Prometheus does
-not scrape leaves its role not measured, and Prometheus stopped gives no signals.
+reads the same load as PodMetrics reads from the pods directly, a pod whose series went
+stale or that Prometheus does not scrape leaves its role not measured, and Prometheus
+stopped gives no signals.
 
 Debian builds Prometheus without Kubernetes service discovery, so the job's
 `kubernetes_sd_configs` is swapped for a `file_sd_configs` file holding the targets and meta
@@ -221,6 +222,15 @@ def test_prometheus_reads_what_the_pods_show_and_nothing_when_it_is_down(prometh
     assert close(prometheus_said.input_tokens_per_s, pods_said.input_tokens_per_s, 0.25)
     assert prometheus_said.ttft_p90_s > 0 and close(prometheus_said.ttft_p90_s, pods_said.ttft_p90_s, 0.5)
     assert prometheus_said.itl_p90_s > 0 and close(prometheus_said.itl_p90_s, pods_said.itl_p90_s, 0.5)
+
+    # d-1 leaves Prometheus' targets (its series are marked stale) while it stays Ready: its
+    # scrapes inside the window stand for it, then its role is not measured, never summed low.
+    discover([p for p in listed() if p["metadata"]["name"] != "d-1"])
+    gone = wait_for(lambda: (s := through("serving", GROUP, time.monotonic())) is not None and math.isnan(s.roles["decode"].queue_depth) and s,
+                    WINDOW_S + 15, "d-1's series stale past the window", every=0.5)
+    assert gone.roles["decode"].replicas == 2 and math.isnan(gone.roles["decode"].tokens_per_s)
+    assert gone.roles["prefill"].tokens_per_s == 0.0 and gone.roles["prefill"].queue_depth == 0.0, "p-0 is still scraped, idle"
+    discover(listed())
 
     # A Ready decode pod that Prometheus does not scrape: decode is not measured, prefill is.
     assert client.post(PODS, member(vllm_pod("d-2", kv_role="kv_consumer"), "decode")).code == 201
