@@ -4,45 +4,36 @@ reads the same load as PodMetrics reads from the pods directly, a pod whose seri
 stale or that Prometheus does not scrape leaves its role not measured, and Prometheus
 stopped gives no signals.
 
-Debian builds Prometheus without Kubernetes service discovery, so the job's
-`kubernetes_sd_configs` is swapped for a `file_sd_configs` file holding the targets and meta
-labels Kubernetes' pod role gives (`kubernetes_pod_targets`, from the API server's pod list);
-the relabel config is the shipped one, unchanged. Every address is on 127.0.0.0/8: the pods'
-IPs, the server, Prometheus' own listener; the config has no remote write and no other job.
+Debian builds Prometheus without Kubernetes service discovery: the job's discovery is a
+file of the targets and meta labels Kubernetes' pod role gives (`support.prometheus_server`),
+its relabel config the shipped one. Every address is on 127.0.0.0/8: the pods' IPs, the
+server, Prometheus' own listener; the config has no remote write and no other job.
 """
 
 from __future__ import annotations
 
-import copy
 import ipaddress
-import json
 import math
-import re
-import shutil
-import subprocess
 import threading
 import time
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from apiserver.engine_pods import PODS, call, vllm_pod
 from apiserver.helpers import NS, Client, small_cluster
-from e2e.processes import free_port, wait_for
+from e2e.processes import wait_for
+from support.prometheus_server import NO_PROMETHEUS, PROMETHEUS, prometheus_server
 from tandem.apiserver.server import ApiServer
 from tandem.cluster.pods import pod_ready
 from tandem.errors import NotFound
 from tandem.operator.pod_metrics import PodMetrics
 from tandem.operator.prometheus_metrics import PrometheusMetrics
 
-PROMETHEUS = shutil.which("prometheus")
-pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="Prometheus is not installed (`apt-get install prometheus`; .ci/run installs it)")
+pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason=NO_PROMETHEUS)
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "prometheus" / "prometheus.yml"
 GROUP = "g"
 WINDOW_S = 12.0
 SCALE = 0.001
@@ -75,44 +66,6 @@ class Snapshot:
         return list(self.client.get(f"{PODS}?labelSelector={selector}").body["items"])
 
 
-def _label_name(name: str) -> str:
-    return re.sub(r"[^a-zA-Z0-9_]", "_", name)
-
-
-def kubernetes_pod_targets(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Prometheus' Kubernetes pod role, as file_sd target groups: a target per declared
-    container port (`podIP:port`) with the pod's meta labels."""
-    groups = []
-    for pod in pods:
-        meta, ip = pod["metadata"], (pod.get("status") or {}).get("podIP")
-        if not ip:
-            continue
-        labels = {"__meta_kubernetes_namespace": meta["namespace"], "__meta_kubernetes_pod_name": meta["name"],
-                  "__meta_kubernetes_pod_ip": ip, "__meta_kubernetes_pod_ready": str(pod_ready(pod)).lower(),
-                  "__meta_kubernetes_pod_phase": (pod.get("status") or {}).get("phase", "")}
-        for key, value in (meta.get("labels") or {}).items():
-            labels[f"__meta_kubernetes_pod_label_{_label_name(key)}"] = value
-            labels[f"__meta_kubernetes_pod_labelpresent_{_label_name(key)}"] = "true"
-        for container in pod["spec"]["containers"]:
-            for port in container.get("ports") or []:
-                groups.append({"targets": [f"{ip}:{port['containerPort']}"], "labels": {
-                    **labels, "__meta_kubernetes_pod_container_name": container["name"],
-                    "__meta_kubernetes_pod_container_port_name": port.get("name", ""),
-                    "__meta_kubernetes_pod_container_port_number": str(port["containerPort"])}})
-    return groups
-
-
-def scrape_config(targets: Path) -> dict[str, Any]:
-    """The shipped job with file discovery in place of Kubernetes', scraping every second."""
-    config = copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
-    config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
-    (job,) = config["scrape_configs"]
-    assert [sd["role"] for sd in job.pop("kubernetes_sd_configs")] == ["pod"]
-    job["file_sd_configs"] = [{"files": [str(targets)], "refresh_interval": "1s"}]
-    assert set(config) == {"global", "scrape_configs"}, "no remote write, no rule files, no alerting"
-    return config
-
-
 def loopback(url: str) -> bool:
     return ipaddress.ip_address(urllib.parse.urlsplit(url).hostname or "").is_loopback
 
@@ -120,45 +73,8 @@ def loopback(url: str) -> bool:
 @pytest.fixture
 def prometheus_world(tmp_path: Path):
     with ApiServer(objects=small_cluster(gpus=8), engines=True, engine_time_scale=1.0, engine_lifecycle_scale=SCALE) as server:
-        client = Client(server.url)
-        targets = tmp_path / "targets.json"
-        targets.write_text("[]")
-        config = tmp_path / "prometheus.yml"
-        config.write_text(yaml.safe_dump(scrape_config(targets)))
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        log = (tmp_path / "prometheus.log").open("w")
-        process = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",  # type: ignore[list-item]
-                                    f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"], stdout=log, stderr=log)
-        try:
-            wait_for(lambda: answers(url + "/-/ready") or process.poll() is not None, 30, "Prometheus ready", every=0.2)
-            assert process.poll() is None, (tmp_path / "prometheus.log").read_text()
-
-            def discover(pods: list[dict[str, Any]]) -> None:
-                """Tell Prometheus these pods (written whole: file discovery reads the file again)."""
-                staged = tmp_path / "targets.json.new"
-                staged.write_text(json.dumps(kubernetes_pod_targets(pods)))
-                staged.replace(targets)
-
-            yield client, url, process, discover
-        finally:
-            if process.poll() is None:
-                process.terminate()
-                process.wait(timeout=20)
-            log.close()
-
-
-def answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as answer:
-            return answer.status == 200
-    except OSError:
-        return False
-
-
-def active_targets(url: str) -> list[dict[str, Any]]:
-    with urllib.request.urlopen(url + "/api/v1/targets?state=active", timeout=5) as answer:
-        return json.load(answer)["data"]["activeTargets"]
+        with prometheus_server(tmp_path) as prometheus:
+            yield Client(server.url), prometheus
 
 
 def close(got: float, want: float, rel: float, abs_: float = 0.0) -> bool:
@@ -166,7 +82,8 @@ def close(got: float, want: float, rel: float, abs_: float = 0.0) -> bool:
 
 
 def test_prometheus_reads_what_the_pods_show_and_nothing_when_it_is_down(prometheus_world) -> None:
-    client, url, process, discover = prometheus_world
+    client, prometheus = prometheus_world
+    discover = prometheus.discover
     pods = [member(vllm_pod("p-0", kv_role="kv_producer"), "prefill"), member(vllm_pod("d-0", kv_role="kv_consumer"), "decode"),
             member(vllm_pod("d-1", kv_role="kv_consumer"), "decode"), member(vllm_pod("d-1-w", kv_role="kv_consumer"), "decode", index=1)]
     for pod in pods:
@@ -174,9 +91,9 @@ def test_prometheus_reads_what_the_pods_show_and_nothing_when_it_is_down(prometh
     listed = lambda: Snapshot(client, []).list("Pod")  # noqa: E731
     wait_for(lambda: all(pod_ready(p) for p in listed()) and len(listed()) == 4, 60, "the engine pods Ready", every=0.2)
     discover(listed())
-    wait_for(lambda: len(active_targets(url)) == 3 and all(t["health"] == "up" for t in active_targets(url)), 30,
+    wait_for(lambda: len(prometheus.active_targets()) == 3 and all(t["health"] == "up" for t in prometheus.active_targets()), 30,
              "Prometheus scraping the three leaders", every=0.2)
-    scraped = active_targets(url)
+    scraped = prometheus.active_targets()
     assert all(loopback(t["scrapeUrl"]) for t in scraped), [t["scrapeUrl"] for t in scraped]
     assert sorted(t["labels"]["pod"] for t in scraped) == ["d-0", "d-1", "p-0"], "the leaders only, on their `http` port"
     assert {t["labels"]["tandem_dev_role"] for t in scraped} == {"prefill", "decode"}
@@ -194,7 +111,7 @@ def test_prometheus_reads_what_the_pods_show_and_nothing_when_it_is_down(prometh
     workers = [threading.Thread(target=load, args=args, daemon=True) for args in (("d-0", 20), ("d-1", 10), ("p-0", 1))]
     snapshot = Snapshot(client, ["prefill", "decode"])
     direct = PodMetrics(snapshot, window_s=WINDOW_S)
-    through = PrometheusMetrics(url, snapshot, window_s=WINDOW_S)
+    through = PrometheusMetrics(prometheus.url, snapshot, window_s=WINDOW_S)
     for worker in workers:
         worker.start()
     try:
@@ -241,6 +158,5 @@ def test_prometheus_reads_what_the_pods_show_and_nothing_when_it_is_down(prometh
     assert math.isnan(missing.output_tokens_per_s) and not math.isnan(missing.roles["prefill"].tokens_per_s)
 
     # Prometheus stopped: no signals, so no decision.
-    process.terminate()
-    process.wait(timeout=20)
+    prometheus.stop()
     assert through("serving", GROUP, time.monotonic()) is None
