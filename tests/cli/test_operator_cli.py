@@ -42,3 +42,16 @@ def test_an_unknown_backend_or_a_bad_queue_is_one_error_line_and_exit_2(run_cli,
     result = run_cli("operator", "--kubeconfig", tmp_path / "absent", "--backends", "kueue", "--queue", "Team_A")
     assert result.exit_code == 2 and result.exception is None
     assert result.stderr.strip().startswith("error: --queue: 'Team_A' is not a DNS-1123 subdomain")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(("--metrics-source", "prometheus"), "error: --prometheus-url: --metrics-source prometheus needs the server's URL"),
+     (("--metrics-source", "prometheus", "--prometheus-url", "ftp://metrics"), "error: --prometheus-url: 'ftp://metrics' is not http(s)://host[:port]"),
+     (("--prometheus-url", "http://127.0.0.1:9090"), "error: --prometheus-url: only with --metrics-source prometheus")],
+    ids=["no-url", "not-http", "url-without-prometheus"],
+)
+def test_a_prometheus_source_without_a_usable_url_is_one_error_line_and_exit_2(run_cli, tmp_path, args, message):
+    result = run_cli("operator", "--kubeconfig", tmp_path / "absent", *args)
+    assert result.exit_code == 2 and result.exception is None
+    assert result.stderr.strip() == message

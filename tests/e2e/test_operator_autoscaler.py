@@ -17,6 +17,7 @@ import yaml
 
 from tandem.topology.generate import generate_cluster
 from e2e.processes import KUBECTL, NO_KUBECTL, REPO, ApiServer, start_apiserver, start_operator, wait_for
+from support.prometheus_server import NO_PROMETHEUS, PROMETHEUS, prometheus_server
 
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason=NO_KUBECTL)
 NS, NAME = "serving", "llama-70b-chat"
@@ -92,3 +93,31 @@ def test_with_the_pods_own_metrics_the_autoscaler_reads_valid_signals(engines: A
     finally:
         operator.process.terminate()
         assert operator.process.wait(timeout=20) == 0
+
+
+@pytest.mark.skipif(PROMETHEUS is None, reason=NO_PROMETHEUS)
+def test_with_a_prometheus_server_the_autoscaler_reads_valid_signals(engines: ApiServer, tmp_path: Path) -> None:
+    """The same through a real Prometheus scraping the pods with the shipped job. Debian's
+    build has no Kubernetes discovery, so the test writes the pods' targets to a file as
+    Prometheus' pod role would see them (`support.prometheus_server`), again as pods come."""
+    engines.kubectl("apply", "-k", "deploy/crds")
+    with prometheus_server(tmp_path) as prometheus:
+        operator = start_operator(engines, tmp_path, "solo", "--resync", "30", "--metrics-source", "prometheus", "--prometheus-url", prometheus.url)
+        try:
+            engines.kubectl("apply", "-f", str(tmp_path / "topology.yaml"))
+            group = yaml.safe_load((REPO / "examples" / "llama-70b-autoscaled.yaml").read_text())
+            group["spec"]["autoscaling"]["intervalSeconds"] = 2
+            (tmp_path / "group.yaml").write_text(yaml.safe_dump(group))
+            engines.kubectl("apply", "-f", str(tmp_path / "group.yaml"))
+
+            def valid() -> dict[str, Any] | None:
+                prometheus.discover(engines.get(f"/api/v1/namespaces/{NS}/pods")["items"])
+                condition = _condition(engines.get(GROUP), "ScalingActive")
+                return condition if condition and condition["status"] == "True" else None
+
+            condition = wait_for(valid, 120, "ScalingActive=True from Prometheus", every=1.0)
+            assert condition["reason"] == "ValidSignals"
+            assert all(target["scrapeUrl"].startswith("http://127.") for target in prometheus.active_targets())
+        finally:
+            operator.process.terminate()
+            assert operator.process.wait(timeout=20) == 0

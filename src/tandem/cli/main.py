@@ -242,6 +242,7 @@ class MetricsSource(str, Enum):
     """Where `tandem operator`'s autoscaler reads the groups' signals."""
 
     pods = "pods"  # each Ready replica's own /metrics (tandem.operator.pod_metrics)
+    prometheus = "prometheus"  # a Prometheus server's query API (tandem.operator.prometheus_metrics, --prometheus-url)
     none = "none"  # nowhere: autoscaled groups keep their counts and say so (ScalingActive=False)
 
 
@@ -313,9 +314,15 @@ def operator_command(
     ] = "default",
     metrics_source: Annotated[
         MetricsSource,
-        typer.Option("--metrics-source", help="Where the autoscaler reads signals: pods (each Ready replica's /metrics) or none "
-                     "(groups with spec.autoscaling keep their counts; their ScalingActive condition says why)."),
+        typer.Option("--metrics-source", help="Where the autoscaler reads signals: pods (each Ready replica's /metrics), prometheus "
+                     "(a Prometheus server's query API, --prometheus-url) or none (groups with spec.autoscaling keep their counts; "
+                     "their ScalingActive condition says why)."),
     ] = MetricsSource.pods,
+    prometheus_url: Annotated[
+        str | None,
+        typer.Option("--prometheus-url", help="With --metrics-source prometheus: the server, http(s)://host[:port] "
+                     "(its scrape job relabelled as examples/prometheus/prometheus.yml does).", show_default=False),
+    ] = None,
 ) -> None:
     """Run the controller against a Kubernetes API: informers, passes, leader election, metrics."""
 
@@ -336,7 +343,7 @@ def operator_command(
         configure(log_format.value)
         shared = _process_fields(kubeconfig, leader_elect, lease_namespace, lease_duration, identity, metrics_port, health_port, resync, webhook_port,
                                  webhook_cert_dir, manage_webhook_config, webhook_host)
-        source = _metrics_source(metrics_source)
+        source = _metrics_source(metrics_source, prometheus_url)
         config = OperatorConfig(namespaces=tuple(namespace), provisioning=settings, delegation=delegation, metrics_source=source, **shared)
 
         def connect(cfg: OperatorConfig, changed):  # type: ignore[no-untyped-def]
@@ -352,10 +359,24 @@ def operator_command(
     guard(run)
 
 
-def _metrics_source(choice: MetricsSource) -> Any:
-    """The operator's metrics source, built over the connected cluster; None for `none`."""
+def _metrics_source(choice: MetricsSource, prometheus_url: str | None) -> Any:
+    """The operator's metrics source, built over the connected cluster; None for `none`.
+    A bad `--prometheus-url` is refused before anything connects."""
+    if choice is not MetricsSource.prometheus and prometheus_url is not None:
+        raise InputError(Problem("--prometheus-url", "only with --metrics-source prometheus"))
     if choice is MetricsSource.none:
         return None
+    if choice is MetricsSource.prometheus:
+        from tandem.operator.prometheus_metrics import PrometheusMetrics, server_url
+
+        if prometheus_url is None:
+            raise InputError(Problem("--prometheus-url", "--metrics-source prometheus needs the server's URL"))
+        url = prometheus_url
+        try:
+            server_url(url)  # checked now, not at the first decision
+        except ValueError as exc:
+            raise InputError(Problem("--prometheus-url", str(exc).removeprefix("--prometheus-url: "))) from None
+        return lambda cluster: PrometheusMetrics(url, cluster.snapshot)
     from tandem.operator.pod_metrics import PodMetrics
 
     return lambda cluster: PodMetrics(cluster.snapshot)

@@ -48,6 +48,14 @@ class PrometheusDown(Exception):
     """The server gave no usable answer to a query (refused, time-out, not 200, an error)."""
 
 
+def server_url(url: str) -> urllib.parse.SplitResult:
+    """`url` read as a Prometheus server's address; ValueError unless it is http(s)://host[:port][/prefix]."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError(f"--prometheus-url: {url!r} is not http(s)://host[:port]")
+    return parsed
+
+
 class PrometheusMetrics:
     """The autoscaler's `Metrics` over a Prometheus server's HTTP API."""
 
@@ -63,11 +71,8 @@ class PrometheusMetrics:
         """`url`: the server (`http://host:9090`, a path prefix kept); `snapshot` gives a Reader
         of the cluster; `queries` by engine kind (a pod annotated `tandem.dev/engine: KIND` is
         read with `queries[KIND]`). A `url` that is not http(s)://host raises ValueError."""
-        parsed = urllib.parse.urlsplit(url)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ValueError(f"--prometheus-url: {url!r} is not http(s)://host[:port]")
         self.url = url
-        self._parsed = parsed
+        self._parsed = server_url(url)
         self._snapshot = snapshot
         self.window_s = float(window_s)
         self.timeout_s = float(timeout_s)
