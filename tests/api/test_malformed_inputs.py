@@ -184,7 +184,7 @@ CASES = [
     ("autoscaling-unknown-field", group(autoscaling(extra="stabilisation: {scaleDownSeconds: 60}")), "spec.autoscaling.stabilisation", "unknown field"),
     ("autoscaling-decode-role-unknown", group(autoscaling(extra="decodeRole: generate")), "spec.autoscaling.decodeRole", "names no role of this group: 'generate'"),
     ("autoscaling-same-roles", group(autoscaling(extra="decodeRole: prefill")), "spec.autoscaling.decodeRole", "must differ from prefillRole"),
-    ("autoscaling-bounds-unknown-role", group(autoscaling(bounds="{prefill: {maxReplicas: 8}, decode: {maxReplicas: 8}, router: {maxReplicas: 2}}")), "spec.autoscaling.roles.router", "names no managed role"),
+    ("autoscaling-bounds-unknown-role", group(autoscaling(bounds="{prefill: {maxReplicas: 8}, decode: {maxReplicas: 8}, router: {maxReplicas: 2}}")), "spec.autoscaling.roles.router", "names no role of this group: 'router'"),
     ("autoscaling-bounds-missing-role", group(autoscaling(bounds="{prefill: {maxReplicas: 8}}")), "spec.autoscaling.roles.decode", "required field is missing"),
     ("autoscaling-min-above-max", group(autoscaling(bounds="{prefill: {minReplicas: 9, maxReplicas: 8}, decode: {maxReplicas: 8}}")), "spec.autoscaling.roles.prefill.minReplicas", "minReplicas (9) must be <= maxReplicas (8)"),
     ("autoscaling-min-below-role-min", group(autoscaling(bounds="{prefill: {minReplicas: 0, maxReplicas: 8}, decode: {maxReplicas: 8}}")), "spec.autoscaling.roles.prefill.minReplicas", "must be >= the role's minReplicas (1)"),

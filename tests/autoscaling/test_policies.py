@@ -15,6 +15,7 @@ from tandem.autoscaling.slo import slo
 def first(policy: str, found, current=None, units: int = 1, bounds=BOUNDS, gpus=GPUS, **changes):
     """One decision of a fresh autoscaler (no history, no panic)."""
     current = current or {"prefill": 1, "decode": 1}
+    changes.setdefault("panic", {"thresholdPercent": 100_000})  # a first decision from the minimums is no burst here
     return scale(spec(policy, **changes), bounds, gpus, current, units, found, AutoscalerState(), found.at)
 
 
@@ -88,7 +89,10 @@ def test_preferred_band_says_when_the_band_cannot_hold_the_total() -> None:
     changed["bands"] = {"prefill": {"minPercent": 40, "maxPercent": 45}, "decode": {"minPercent": 55, "maxPercent": 60}}
     decision = first("PreferredBand", found, preferredBand=changed)
     assert "bands cannot hold total 3 at any total within the roles' bounds: role bounds used" in decision.reason
-    assert sum(decision.desired.values()) == 3
+    assert sum(decision.recommended.values()) == 3
+    # the bands are the last guard: the short role is raised to the least counts that hold them (40% of 5)
+    assert dict(decision.desired) == {"prefill": 2, "decode": 3}
+    assert "bands kept after the windows: prefill 1 -> 2, decode 2 -> 3" in decision.reason
 
 
 def test_a_band_is_kept_at_a_smaller_total_when_a_roles_maximum_binds() -> None:

@@ -1,4 +1,4 @@
-"""`spec.autoscaling` of an InferenceGroup: how the prefill and decode roles grow and shrink.
+"""`spec.autoscaling` of an InferenceGroup: how the prefill, decode and any other managed roles grow and shrink.
 
 Only field-local rules live here; rules that relate fields to each other or to the
 group's roles (unknown roles, min > max, bands whose minimums exceed 100%, a GPU budget
@@ -122,9 +122,11 @@ class AutoscalingSpec(StrictModel):
     independent: Independent | None = None
 
     @property
-    def managed_roles(self) -> tuple[str, str]:
-        """The roles the autoscaler sizes, prefill first (the order ties are broken in)."""
-        return (self.prefill_role, self.decode_role)
+    def managed_roles(self) -> tuple[str, ...]:
+        """The roles the autoscaler sizes: prefill, decode, then every other role named in
+        `roles` (router, encoder, ...) in the order written; ties are broken in this order."""
+        pair = (self.prefill_role, self.decode_role)
+        return pair + tuple(name for name in self.roles if name not in pair)
 
     def policy_block(self) -> FixedRatio | PreferredBand | SLO | Independent | None:
         """The configuration block of the chosen policy (None when it is missing)."""

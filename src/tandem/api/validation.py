@@ -171,9 +171,17 @@ def _check_autoscaling(group: InferenceGroup) -> list[Problem]:
             problems.append(Problem(f"{path}.{field}", f"names no role of this group: {value!r} (roles: {', '.join(names)})"))
     if spec.prefill_role == spec.decode_role:
         problems.append(Problem(f"{path}.decodeRole", f"must differ from prefillRole ({spec.prefill_role!r})"))
+    for key in spec.roles:
+        if key not in names:
+            problems.append(Problem(f"{path}.roles{key_path(key)}", f"names no role of this group: {key!r} (roles: {', '.join(names)})"))
     if problems:
         return problems
     managed = spec.managed_roles
+    if spec.policy == "SLO" and len(managed) > 2:
+        extra = managed[2]
+        problems.append(
+            Problem(f"{path}.roles{key_path(extra)}", f"policy SLO sizes only prefillRole and decodeRole; {extra!r} needs FixedRatio, PreferredBand or Independent")
+        )
 
     def role_keys(where: str, keys: list[str], required: bool = True) -> None:
         for key in keys:

@@ -17,12 +17,22 @@ the smallest counts above the needs that hold both bands (each raise is monotone
 first fixed point is the least one). A role that would have to pass its maximum stops
 there, and the reason says the band could not be kept: raiseShort never lowers a role
 below its need to keep a band.
+
+With three or more roles (a router, an encoder beside prefill and decode) a role above
+its maxPercent needs the *others* to grow, and which of them is a choice. There the
+least total T at or above the needs is found whose per-role ranges
+[max(need, ceil(T·min/100)), min(max, floor(T·max/100))] can hold it, and the replicas
+above those floors are shared by need (rounding.apportion): the total is the least that
+holds every band, no role goes below its need, and when no total within the maxima can
+hold them, the needs stand and the reason says the band was not kept.
 """
 
 from __future__ import annotations
 
 import math
 from typing import Mapping
+
+from tandem.autoscaling.rounding import apportion
 
 Bounds = Mapping[str, tuple[int, int]]
 
@@ -31,8 +41,10 @@ def raise_short(asks: Mapping[str, int], bands: Mapping[str, tuple[int, int]], b
     """Counts of the two roles of `bounds`: each at least its ask (within its bounds), raised until the
     percent `bands` hold, each at most its maximum; and notes for the reason line."""
     roles = list(bounds)
-    if len(roles) != 2:
-        raise ValueError(f"raiseShort sizes exactly two roles, got {roles}")
+    if len(roles) < 2:
+        raise ValueError(f"raiseShort needs at least two roles, got {roles}")
+    if len(roles) > 2:
+        return _raise_many(asks, bands, bounds)
     asked = {role: min(max(asks.get(role, 0), bounds[role][0]), bounds[role][1]) for role in roles}
     floors = {role: _floor_percent(role, roles, bands) for role in roles}
     counts = dict(asked)
@@ -72,3 +84,21 @@ def _least(percent: int, other: int) -> float:
     if percent >= 100:
         return math.inf
     return -(-percent * other // (100 - percent))
+
+
+def _raise_many(asks: Mapping[str, int], bands: Mapping[str, tuple[int, int]], bounds: Bounds) -> tuple[dict[str, int], list[str]]:
+    """raiseShort for three or more roles (see the module docstring): the least total at or
+    above the needs whose bands, each role floored at its need, can hold it; the replicas
+    above those floors shared by need (rounding.apportion)."""
+    roles = list(bounds)
+    asked = {role: min(max(asks.get(role, 0), bounds[role][0]), bounds[role][1]) for role in roles}
+    for total in range(sum(asked.values()), sum(hi for _, hi in bounds.values()) + 1):
+        limits = {}
+        for role in roles:
+            low, high = bands.get(role, (0, 100))
+            limits[role] = (max(asked[role], -(-total * low // 100)), min(bounds[role][1], total * high // 100))
+        if all(lo <= hi for lo, hi in limits.values()) and sum(lo for lo, _ in limits.values()) <= total <= sum(hi for _, hi in limits.values()):
+            counts = apportion(total, {role: float(asked[role]) for role in roles}, limits)
+            notes = [f"raiseShort: {role} raised from {asked[role]} to {counts[role]} to hold the band" for role in roles if counts[role] > asked[role]]
+            return counts, notes
+    return asked, ["raiseShort: no total within the roles' maximums holds the bands above every need: band not kept, no role lowered below its signal"]

@@ -1,8 +1,10 @@
-"""FixedRatio (HeteroScale, arXiv 2508.19559): one signal, decode tokens/s, sizes both pools.
+"""FixedRatio (HeteroScale, arXiv 2508.19559): one signal, decode tokens/s, sizes every pool.
 
 Decode replicas per unit = ceil(decode tokens/s / per-replica target / units); the total
-is then the smallest that holds them at the configured prefill:decode ratio, so decode
-never gets fewer than the signal asks for: total = ceil(decode × (p + d) / d).
+is then the smallest that holds them at the configured ratio, so decode never gets fewer
+than the signal asks for: total = ceil(decode × Σ ratio / d) (two roles: (p + d) / d).
+Every other managed role (prefill, a router, an encoder, ...) asks for its share beside
+decode, ceil(decode × r / d).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from tandem.autoscaling.signals import Signals
 def fixed_ratio(spec: AutoscalingSpec, signals: Signals, units: int) -> Split:
     config = spec.fixed_ratio
     assert config is not None, "validation requires the fixedRatio block"
-    prefill, decode = spec.managed_roles
+    roles, decode = spec.managed_roles, spec.decode_role
     found = role_signals(signals, decode)
     if found.replicas <= 0:
         raise MissingSignal(f"no Ready {decode} replicas to measure tokens/s")
@@ -24,11 +26,13 @@ def fixed_ratio(spec: AutoscalingSpec, signals: Signals, units: int) -> Split:
     per_replica = config.decode_tokens_per_second_per_replica
     needed = rate / per_replica / units
     decode_replicas = whole(needed)
-    p, d = config.ratio[prefill], config.ratio[decode]
-    total = -(-decode_replicas * (p + d) // d)
+    ratio = {role: config.ratio[role] for role in roles}
+    d = ratio[decode]
+    total = -(-decode_replicas * sum(ratio.values()) // d)
     per_unit = f" / {units} units" if units > 1 else ""
     text = (
         f"FixedRatio: {decode} {rate:,.0f} tok/s / {per_replica:,.0f} per replica{per_unit} = {needed:.2f}"
-        f" -> {decode} {decode_replicas}, total {total} at {prefill}:{decode} {p}:{d}"
+        f" -> {decode} {decode_replicas}, total {total} at {':'.join(roles)} {':'.join(str(ratio[r]) for r in roles)}"
     )
-    return Split(total, {prefill: p, decode: d}, text, asks={prefill: total - decode_replicas, decode: decode_replicas})
+    asks = {role: decode_replicas if role == decode else -(-decode_replicas * ratio[role] // d) for role in roles}
+    return Split(total, ratio, text, asks=asks)

@@ -92,6 +92,8 @@ def scale(
         return ScaleDecision(
             inside, changed, reason, _panicking(state.panic_until, now), _touched(state, changed, now), inside
         )
+    bands: Mapping[str, tuple[int, int]] = {}
+    needs: dict[str, int] | None = None
     if isinstance(recommendation, PerRole):
         keys: dict[str, tuple[str, ...]] = {role: (role,) for role in roles}
         raw, fits = dict(recommendation.desired), None
@@ -103,7 +105,10 @@ def scale(
         )
         notes += split_notes
         keys = {TOTAL: roles}
-    return _apply(spec, recommendation.text, raw, keys, fits, start, inside, notes, state, now)
+        bands = recommendation.bands
+        if recommendation.asks:
+            needs = {role: _clamp(recommendation.asks.get(role, raw[role]), limits[role]) for role in roles}
+    return _apply(spec, recommendation.text, raw, keys, fits, start, inside, notes, state, now, limits, bands, needs)
 
 
 def _recommend(
@@ -126,7 +131,8 @@ def _unusable(spec: AutoscalingSpec) -> str | None:
     if block is None:
         return f"{where} is missing"
     if isinstance(block, SLO):
-        return None
+        roles = spec.managed_roles
+        return f"policy SLO sizes only {roles[0]} and {roles[1]}, not {roles[2]}" if len(roles) > 2 else None
     keys, field = (block.ratio, "ratio") if isinstance(block, FixedRatio) else (block.targets, "targets")
     absent = [role for role in spec.managed_roles if role not in keys]
     return f"{where}.{field} has no entry for {absent[0]}" if absent else None
@@ -154,8 +160,11 @@ def _apply(
     notes: list[str],
     state: AutoscalerState,
     now: float,
+    limits: Bounds,
+    bands: Mapping[str, tuple[int, int]] | None = None,
+    needs: Mapping[str, int] | None = None,
 ) -> ScaleDecision:
-    """Panic and the windows applied to each role's recommendation `raw`.
+    """Panic and the windows applied to each role's recommendation `raw`, then the bands.
 
     `panic_keys` maps a panic key to the roles it covers: the total covers both roles of a
     ratio-keeping policy (a burst of the total freezes both), each role covers itself for
@@ -172,6 +181,18 @@ def _apply(
             panic_until[key] = now + spec.panic.window_seconds
             notes.append(f"panic: {key} {wanted} >= {threshold}% of {have}")
     frozen = {r for key, covered in panic_keys.items() if key in panic_until for r in covered}
+    recommended = dict(raw)
+    bypass = needs is not None and TOTAL in panic_until
+    if bypass and needs is not None:
+        # Kthena (PR #948): panic mode bypasses coordination. A burst is not throttled by
+        # the band (keepTotal) nor does it inflate the other roles (raiseShort): each role
+        # goes to its own need; the GPU budget still wins.
+        if fits is None or fits(needs):
+            raw = dict(needs)
+            notes.append("panic bypasses the bands and ratio: each role at its own need")
+        else:
+            bypass = False
+            notes.append("panic bypass would exceed the gpuBudget: the policy's split is used")
     up, down = spec.stabilization.scale_up_seconds, spec.stabilization.scale_down_seconds
     desired: dict[str, int] = {}
     for role in roles:
@@ -189,11 +210,38 @@ def _apply(
     if fits is not None and not fits(desired):  # the budget beats the windows
         desired = dict(raw)
         notes.append("held counts would exceed the gpuBudget: the policy's split is used")
+    if bands and not bypass:
+        desired, band_notes = _keep_bands(desired, bands, limits, fits)
+        notes += band_notes
     history = prune(history + (Recommendation(now, dict(raw)),), now, max(up, down))
     changed = desired != start
     reason = text + "".join(f"; {note}" for note in notes) + _outcome(desired, changed)
     new_state = AutoscalerState(history, panic_until, now if changed else state.last_change_at)
-    return ScaleDecision(desired, changed, reason, bool(frozen), new_state, raw)
+    return ScaleDecision(desired, changed, reason, bool(frozen), new_state, recommended)
+
+
+def _keep_bands(
+    desired: dict[str, int],
+    bands: Mapping[str, tuple[int, int]],
+    limits: Bounds,
+    fits: Callable[[Mapping[str, int]], bool] | None,
+) -> tuple[dict[str, int], list[str]]:
+    """The bands as the last guard, after the windows (Kthena enforces its ratio last too):
+    a window may hold one role while another moves, and the pair then leaves its band; the
+    short role is raised (never a held one lowered) when that holds every band within the
+    roles' maxima and the GPU budget, else the counts stay and the reason says so."""
+    if _in_bands(desired, bands):
+        return desired, []
+    raised, _ = raise_short(desired, bands, limits)
+    if _in_bands(raised, bands) and (fits is None or fits(raised)):
+        moved = ", ".join(f"{role} {desired[role]} -> {raised[role]}" for role in raised if raised[role] != desired[role])
+        return raised, [f"bands kept after the windows: {moved}"]
+    return desired, ["the held counts leave the bands and no raise within the maximums and budget restores them: band not kept"]
+
+
+def _in_bands(counts: Mapping[str, int], bands: Mapping[str, tuple[int, int]]) -> bool:
+    total = sum(counts.values())
+    return all(total * lo <= 100 * counts[role] <= total * hi for role, (lo, hi) in bands.items() if role in counts)
 
 
 def _split(

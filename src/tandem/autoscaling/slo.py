@@ -25,7 +25,7 @@ from tandem.autoscaling.signals import Signals, missing
 def slo(spec: AutoscalingSpec, signals: Signals, units: int) -> Split:
     config = spec.slo
     assert config is not None, "validation requires the slo block"
-    prefill, decode = spec.managed_roles
+    prefill, decode = spec.prefill_role, spec.decode_role  # validation keeps SLO to these two
     arrivals = figure(signals.arrival_rate, "arrival rate")
     input_rate = figure(signals.input_tokens_per_s, "input tokens/s")
     output_rate = figure(signals.output_tokens_per_s, "output tokens/s")
