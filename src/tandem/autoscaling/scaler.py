@@ -23,7 +23,14 @@ the GPU budget (SLO), panic and the stabilisation windows, the percent bands
 - Panic (Knative): a recommendation at or above `thresholdPercent` of the current count
   (the total for ratio-keeping policies, each role for Independent) starts or extends
   panic for `windowSeconds`; while panicking the scale-up window is skipped and nothing
-  it covers scales down.
+  it covers scales down. Panic bypasses the bands and the ratio, as Kthena's PR #948
+  does: each role is recommended its own need (within its bounds and the GPU budget).
+- Outside panic the bands are the last guard, after the windows (Kthena repairs its
+  ratio last too): held counts that leave a band are brought back by raising the short
+  role, or the reason says the band was not kept.
+
+Any number of managed roles (prefill, decode, a router, an encoder, ...) go through the
+same steps; with two, every decision is what it was when only two were possible.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from tandem.autoscaling.signals import Signals
 from tandem.autoscaling.slo import slo
 from tandem.autoscaling.stabilization import prune, stabilize
 
-TOTAL = "total"  # the panic key of the ratio-keeping policies: both roles together
+TOTAL = "total"  # the panic key of the ratio-keeping policies: every managed role together
 
 
 @dataclass(frozen=True)
@@ -70,8 +77,8 @@ def scale(
 ) -> ScaleDecision:
     """The desired replicas per unit of the managed roles (see the module docstring).
 
-    `bounds`, `gpus_per_replica` and `current` are per unit and must name both managed
-    roles (`group_inputs` reads them from a group); `signals` are totals over all `units`.
+    `bounds`, `gpus_per_replica` and `current` are per unit and must name every managed
+    role (`group_inputs` reads them from a group); `signals` are totals over all `units`.
     """
     roles = spec.managed_roles
     limits = {role: bounds[role] for role in roles}
