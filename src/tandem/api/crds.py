@@ -203,7 +203,7 @@ DESCRIPTIONS = {
     "AutoscalingSpec.decodeRole": "The managed decode role; not prefillRole.",
     "AutoscalingSpec.intervalSeconds": "How often the autoscaler decides.",
     "AutoscalingSpec.metricMaxAgeSeconds": "Signals older than this lead to no action.",
-    "AutoscalingSpec.roles": "Replica bounds per unit, one entry per managed role.",
+    "AutoscalingSpec.roles": "Replica bounds per unit: prefillRole, decodeRole, and any other role of the group named here, which is then managed too.",
     "AutoscalingSpec.ratioEnforcement": "keepTotal: split the asked total by the ratio; raiseShort: raise the role short of it (ratio-keeping policies).",
     "RoleBounds.minReplicas": "Fewest replicas per unit (default: the role's own minReplicas).",
     "RoleBounds.maxReplicas": "Most replicas per unit.",
