@@ -153,30 +153,44 @@ def test_validation_accepts_a_group_role_as_a_managed_role(policy: str, extra: s
 
 
 def test_panic_bypasses_the_band_and_the_band_returns_when_panic_ends() -> None:
-    """6 prefill / 2 decode asked from 1/1 at a 50/50 band: keepTotal would give 4/4 and
-    raiseShort 6/6; the burst (800%) panics, so each role gets its own need, 6/2. Once
-    panic ends the scale-down window holds prefill, and the band returns by raising decode."""
+    """6 prefill / 2 decode asked from 1/1 at a 50/50 band: outside panic keepTotal gives
+    4/4. The burst (800%) panics, and no band may cap a role while panicking: each role
+    gets the larger of its banded count and its count in the split without the band (the
+    blend alone, 62.5% / 37.5% of 8: 5/3), so 5/4. raiseShort only ever raises for the
+    band (6/6), so there is nothing to bypass. Once panic ends the scale-down window holds
+    prefill, and the band returns by raising decode, never by lowering the role that burst."""
     roles = ("prefill", "decode")
     bands = {"prefill": (50, 50), "decode": (50, 50)}
-    for mode in ("keepTotal", "raiseShort"):
+    expected = {"keepTotal": ((4, 4), (5, 4), (5, 5)), "raiseShort": ((6, 6), (6, 6), (6, 6))}
+    for mode, (banded, burst_counts, calm_counts) in expected.items():
         autoscaling = many("PreferredBand", roles, bands=bands, enforcement=mode)
         bounds = {r: (1, 40) for r in roles}
         burst = scale(autoscaling, bounds, {r: 1 for r in roles}, {"prefill": 1, "decode": 1}, 1, load({"prefill": 6, "decode": 2}), AutoscalerState(), 0.0)
-        assert burst.panic and dict(burst.desired) == {"prefill": 6, "decode": 2}, mode
-        assert "panic bypasses the bands and ratio: each role at its own need" in burst.reason
-        assert dict(burst.recommended) == ({"prefill": 4, "decode": 4} if mode == "keepTotal" else {"prefill": 6, "decode": 6})
+        assert burst.panic and ("panic bypasses the bands" in burst.reason) == (mode == "keepTotal"), mode
+        assert (burst.desired["prefill"], burst.desired["decode"]) == burst_counts, mode
+        assert (burst.recommended["prefill"], burst.recommended["decode"]) == banded, mode
         calm = scale(autoscaling, bounds, {r: 1 for r in roles}, dict(burst.desired), 1, load({"prefill": 6, "decode": 2}, at=75.0), burst.state, 75.0)
-        assert not calm.panic and dict(calm.desired) == {"prefill": 6, "decode": 6}, mode
-        if mode == "keepTotal":  # the split is 4/4, prefill's window holds 6, the band guard raises decode
-            assert "prefill scale-down held at 6 by the 300 s window; bands kept after the windows: decode 4 -> 6" in calm.reason
+        assert not calm.panic and (calm.desired["prefill"], calm.desired["decode"]) == calm_counts, mode
+        assert "panic bypasses" not in calm.reason
+    assert "prefill scale-down held at 5 by the 300 s window; bands kept after the windows: decode 4 -> 5" in calm_reason(bands)
 
 
-def test_panic_bypass_gives_way_to_the_gpu_budget() -> None:
-    autoscaling = AutoscalingSpec.model_validate({**SPEC, "policy": "SLO", "slo": {**SPEC["slo"], "gpuBudget": 40}})
-    found = Signals(0.0, 60.0, {"prefill": role(1), "decode": role(1)}, 10.0, 100_000.0, 9_000.0, 0.5, 0.02)
+def calm_reason(bands) -> str:
+    roles = ("prefill", "decode")
+    autoscaling = many("PreferredBand", roles, bands=bands)
+    bounds = {r: (1, 40) for r in roles}
+    burst = scale(autoscaling, bounds, {r: 1 for r in roles}, {"prefill": 1, "decode": 1}, 1, load({"prefill": 6, "decode": 2}), AutoscalerState(), 0.0)
+    return scale(autoscaling, bounds, {r: 1 for r in roles}, dict(burst.desired), 1, load({"prefill": 6, "decode": 2}, at=75.0), burst.state, 75.0).reason
+
+
+@pytest.mark.parametrize("policy", ["FixedRatio", "SLO"])
+def test_panic_leaves_a_policy_without_bands_as_it_was(policy: str) -> None:
+    """No band, nothing to bypass: FixedRatio's ratio and SLO's split (and budget) stand in panic."""
+    found = Signals(0.0, 60.0, {"prefill": role(1), "decode": role(6, tokens=12_400)}, 10.0, 100_000.0, 9_000.0, 0.5, 0.02)
+    autoscaling = AutoscalingSpec.model_validate({**SPEC, "policy": policy})
     decision = scale(autoscaling, {"prefill": (1, 8), "decode": (1, 16)}, {"prefill": 8, "decode": 8}, {"prefill": 1, "decode": 1}, 1, found, AutoscalerState(), 0.0)
-    assert decision.panic and "panic bypass would exceed the gpuBudget" in decision.reason
-    assert 8 * sum(decision.desired.values()) <= 40
+    assert decision.panic and "panic bypasses" not in decision.reason
+    assert dict(decision.desired) == dict(decision.recommended)
 
 
 # ----------------------------------------------------------------------------- properties

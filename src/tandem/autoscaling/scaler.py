@@ -23,8 +23,8 @@ the GPU budget (SLO), panic and the stabilisation windows, the percent bands
 - Panic (Knative): a recommendation at or above `thresholdPercent` of the current count
   (the total for ratio-keeping policies, each role for Independent) starts or extends
   panic for `windowSeconds`; while panicking the scale-up window is skipped and nothing
-  it covers scales down. Panic bypasses the bands and the ratio, as Kthena's PR #948
-  does: each role is recommended its own need (within its bounds and the GPU budget).
+  it covers scales down. Panic bypasses the bands, as Kthena's PR #948 does: no band
+  caps a role while panicking (each role at least its count without the bands).
 - Outside panic the bands are the last guard, after the windows (Kthena repairs its
   ratio last too): held counts that leave a band are brought back by raising the short
   role, or the reason says the band was not kept.
@@ -100,7 +100,7 @@ def scale(
             inside, changed, reason, _panicking(state.panic_until, now), _touched(state, changed, now), inside
         )
     bands: Mapping[str, tuple[int, int]] = {}
-    needs: dict[str, int] | None = None
+    unbanded: dict[str, int] | None = None
     if isinstance(recommendation, PerRole):
         keys: dict[str, tuple[str, ...]] = {role: (role,) for role in roles}
         raw, fits = dict(recommendation.desired), None
@@ -113,9 +113,9 @@ def scale(
         notes += split_notes
         keys = {TOTAL: roles}
         bands = recommendation.bands
-        if recommendation.asks:
-            needs = {role: _clamp(recommendation.asks.get(role, raw[role]), limits[role]) for role in roles}
-    return _apply(spec, recommendation.text, raw, keys, fits, start, inside, notes, state, now, limits, bands, needs)
+        if bands:  # what panic recommends instead: the same split without the bands
+            unbanded, _ = _split(recommendation.total, recommendation.weights, limits, {}, fits, recommendation.gpu_budget, raise_from)
+    return _apply(spec, recommendation.text, raw, keys, fits, start, inside, notes, state, now, limits, bands, unbanded)
 
 
 def _recommend(
@@ -169,7 +169,7 @@ def _apply(
     now: float,
     limits: Bounds,
     bands: Mapping[str, tuple[int, int]] | None = None,
-    needs: Mapping[str, int] | None = None,
+    unbanded: Mapping[str, int] | None = None,
 ) -> ScaleDecision:
     """Panic and the windows applied to each role's recommendation `raw`, then the bands.
 
@@ -189,17 +189,18 @@ def _apply(
             notes.append(f"panic: {key} {wanted} >= {threshold}% of {have}")
     frozen = {r for key, covered in panic_keys.items() if key in panic_until for r in covered}
     recommended = dict(raw)
-    bypass = needs is not None and TOTAL in panic_until
-    if bypass and needs is not None:
-        # Kthena (PR #948): panic mode bypasses coordination. A burst is not throttled by
-        # the band (keepTotal) nor does it inflate the other roles (raiseShort): each role
-        # goes to its own need; the GPU budget still wins.
-        if fits is None or fits(needs):
-            raw = dict(needs)
-            notes.append("panic bypasses the bands and ratio: each role at its own need")
-        else:
-            bypass = False
-            notes.append("panic bypass would exceed the gpuBudget: the policy's split is used")
+    bypass = unbanded is not None and TOTAL in panic_until
+    if bypass and unbanded is not None:
+        # Kthena (PR #948): panic mode bypasses coordination. Here the bands may not cap a
+        # role while panicking: each role gets the larger of its banded count and its count
+        # in the same split without the bands (a burst is not throttled, and no other role
+        # is lowered for it, so calm returns without a rebalance); the budget still wins.
+        lifted = {role: max(raw[role], unbanded[role]) for role in raw}
+        if lifted != raw and (fits is None or fits(lifted)):
+            raw = lifted
+            notes.append("panic bypasses the bands")
+        elif lifted != raw:
+            notes.append("panic would bypass the bands beyond the gpuBudget: the banded split is used")
     up, down = spec.stabilization.scale_up_seconds, spec.stabilization.scale_down_seconds
     desired: dict[str, int] = {}
     for role in roles:
