@@ -221,6 +221,8 @@ def _apply(
     if bands and not bypass:
         desired, band_notes = _keep_bands(desired, bands, limits, fits)
         notes += band_notes
+    elif bands and not _in_bands(desired, bands) and "panic bypasses the bands" not in notes:
+        notes.append("panic bypasses the bands")  # held by panic outside them: said, never silent
     history = prune(history + (Recommendation(now, dict(raw)),), now, max(up, down))
     changed = desired != start
     reason = text + "".join(f"; {note}" for note in notes) + _outcome(desired, changed)
