@@ -15,7 +15,6 @@ raise within the maximums could keep them.
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import pytest
@@ -173,6 +172,12 @@ def test_panic_bypasses_the_band_and_the_band_returns_when_panic_ends() -> None:
         assert not calm.panic and (calm.desired["prefill"], calm.desired["decode"]) == calm_counts, mode
         assert "panic bypasses" not in calm.reason
     assert "prefill scale-down held at 5 by the 300 s window; bands kept after the windows: decode 4 -> 5" in calm_reason(bands)
+    # no band, nothing to bypass: FixedRatio's ratio and SLO's split (and budget) stand in panic
+    found = Signals(0.0, 60.0, {"prefill": role(1), "decode": role(6, tokens=12_400)}, 10.0, 100_000.0, 9_000.0, 0.5, 0.02)
+    for policy in ("FixedRatio", "SLO"):
+        decision = scale(AutoscalingSpec.model_validate({**SPEC, "policy": policy}), {"prefill": (1, 8), "decode": (1, 16)},
+                         {"prefill": 8, "decode": 8}, {"prefill": 1, "decode": 1}, 1, found, AutoscalerState(), 0.0)
+        assert decision.panic and "panic bypasses" not in decision.reason and dict(decision.desired) == dict(decision.recommended), policy
 
 
 def calm_reason(bands) -> str:
@@ -181,16 +186,6 @@ def calm_reason(bands) -> str:
     bounds = {r: (1, 40) for r in roles}
     burst = scale(autoscaling, bounds, {r: 1 for r in roles}, {"prefill": 1, "decode": 1}, 1, load({"prefill": 6, "decode": 2}), AutoscalerState(), 0.0)
     return scale(autoscaling, bounds, {r: 1 for r in roles}, dict(burst.desired), 1, load({"prefill": 6, "decode": 2}, at=75.0), burst.state, 75.0).reason
-
-
-@pytest.mark.parametrize("policy", ["FixedRatio", "SLO"])
-def test_panic_leaves_a_policy_without_bands_as_it_was(policy: str) -> None:
-    """No band, nothing to bypass: FixedRatio's ratio and SLO's split (and budget) stand in panic."""
-    found = Signals(0.0, 60.0, {"prefill": role(1), "decode": role(6, tokens=12_400)}, 10.0, 100_000.0, 9_000.0, 0.5, 0.02)
-    autoscaling = AutoscalingSpec.model_validate({**SPEC, "policy": policy})
-    decision = scale(autoscaling, {"prefill": (1, 8), "decode": (1, 16)}, {"prefill": 8, "decode": 8}, {"prefill": 1, "decode": 1}, 1, found, AutoscalerState(), 0.0)
-    assert decision.panic and "panic bypasses" not in decision.reason
-    assert dict(decision.desired) == dict(decision.recommended)
 
 
 # ----------------------------------------------------------------------------- properties
@@ -278,13 +273,3 @@ def test_raise_short_for_many_roles_only_raises_and_keeps_the_bands_whenever_som
     assert kept == in_band(counts, bands), (counts, notes)
     if len(roles) > 2:  # the many-role rule is exact: it fails only when no raise within the maximums holds the bands
         assert kept == holdable(floors, bands, {r: bounds[r][1] for r in roles}, sum(hi for _, hi in bounds.values())), (counts, notes)
-
-
-def test_two_roles_raise_short_is_still_the_least_split() -> None:
-    """The two-role rule is unchanged: brute force agrees on a grid."""
-    bands = {"prefill": (30, 60), "decode": (40, 70)}
-    bounds = {"prefill": (1, 20), "decode": (1, 20)}
-    for p, d in itertools.product(range(1, 12), repeat=2):
-        counts, _ = raise_short({"prefill": p, "decode": d}, bands, bounds)
-        feasible = [(a, b) for a in range(p, 21) for b in range(d, 21) if in_band({"prefill": a, "decode": b}, bands)]
-        assert (counts["prefill"], counts["decode"]) == min(feasible, key=lambda c: (c[0] + c[1], c))
