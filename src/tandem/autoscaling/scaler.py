@@ -30,7 +30,8 @@ the GPU budget (SLO), panic and the stabilisation windows, the percent bands
   role, or the reason says the band was not kept.
 
 Any number of managed roles (prefill, decode, a router, an encoder, ...) go through the
-same steps; with two, every decision is what it was when only two were possible.
+same steps; with two, the policies' recommendations are what they were when only two
+were possible.
 """
 
 from __future__ import annotations
