@@ -8,8 +8,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from support.fuzz import examples
 
 from tandem.autoscaling.prometheus_queries import (
     ENGINE_QUERIES,
@@ -119,6 +121,7 @@ FIGURES = ("waiting", "busy", "kv_usage", "prompt_tokens", "generation_tokens", 
 value = st.floats(min_value=0, max_value=1e4, allow_nan=False)
 
 
+@settings(max_examples=examples(100))
 @given(st.dictionaries(st.sampled_from(["d-0", "d-1", "p-0"]), st.fixed_dictionaries({f: value for f in FIGURES}), min_size=1),
        st.sampled_from(["d-0", "d-1", "p-0"]))
 def test_a_pod_dropped_from_the_answers_never_lowers_a_total_it_leaves_it_not_measured(series, dropped) -> None:
