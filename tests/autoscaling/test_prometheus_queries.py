@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from support.fuzz import examples
-
 from tandem.autoscaling.prometheus_queries import (
     ENGINE_QUERIES,
     BadQueries,
