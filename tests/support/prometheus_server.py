@@ -100,6 +100,15 @@ class PrometheusServer:
             self.process.terminate()
             self.process.wait(timeout=20)
 
+    def restart(self) -> None:
+        """Start it again after `stop`, on the same port with the same config and data (a
+        server back from an outage); returns once it is ready."""
+        assert self.process.poll() is not None, "stop it first"
+        with self.log.open("a") as log:
+            self.process = subprocess.Popen(self.process.args, stdout=log, stderr=log)
+        wait_for(lambda: answers(self.url + "/-/ready") or self.process.poll() is not None, 30, "Prometheus ready again", every=0.2)
+        assert self.process.poll() is None, self.log.read_text()
+
 
 @contextmanager
 def prometheus_server(work: Path, interval: str = "1s") -> Iterator[PrometheusServer]:

@@ -223,7 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
             with state.lock:
                 target = route(state.registry, url.path)
             if target is None:
-                self._other(method, url.path)
+                self._other(method, url.path, raw)
                 return
             body = self._parse(raw)
             accept = self.headers.get("Accept") or JSON
@@ -268,12 +268,15 @@ class _Handler(BaseHTTPRequestHandler):
                 "reason": fault.status_reason, "code": fault.code}
         self._send(fault.code, json.dumps(body).encode(), JSON, list(fault.headers.items()))
 
-    def _other(self, method: str, path: str) -> None:
+    def _other(self, method: str, path: str, raw: bytes = b"") -> None:
         """Everything that is not a resource: health, version, discovery, OpenAPI."""
         state = self.api.state
         path = "/" + path.strip("/")
         if path in ("/healthz", "/readyz", "/livez"):
             self._send(200, b"ok", "text/plain; charset=utf-8")
+            return
+        if path == "/tandem/engines/faults" and self.api.engines is not None and method in ("GET", "PUT"):
+            self._json(200, self._engine_faults(method, raw))
             return
         if method != "GET":
             raise NotFound("the server could not find the requested resource")
@@ -308,6 +311,20 @@ class _Handler(BaseHTTPRequestHandler):
         if answer is None:
             raise NotFound("the server could not find the requested resource")
         self._json(200, answer)
+
+    def _engine_faults(self, method: str, raw: bytes) -> dict[str, Any]:
+        """The engine stand-ins' faults (`engines/standin.py` EngineFaults): read, or set whole."""
+        engines = self.api.engines
+        assert engines is not None
+        if method == "GET":
+            return engines.faults.to_dict()
+        try:
+            body = json.loads(raw or b"null")
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+            return engines.set_faults(body)
+        except ValueError as exc:
+            raise BadRequest(f"/tandem/engines/faults: {exc}") from None
 
     def _watch(self, target: Route, params: dict[str, str], accept: str) -> None:
         watch.check(params)  # a bad selector is a 400, before the 200 goes out

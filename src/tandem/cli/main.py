@@ -323,6 +323,11 @@ def operator_command(
         typer.Option("--prometheus-url", help="With --metrics-source prometheus: the server, http(s)://host[:port] "
                      "(its scrape job relabelled as examples/prometheus/prometheus.yml does).", show_default=False),
     ] = None,
+    metrics_window: Annotated[
+        float,
+        typer.Option("--metrics-window", help="Seconds of metrics the autoscaler reads at each decision: rates, means and p90s over "
+                     "this window (Knative's stable window).", min=1.0),
+    ] = 60.0,
 ) -> None:
     """Run the controller against a Kubernetes API: informers, passes, leader election, metrics."""
 
@@ -343,7 +348,7 @@ def operator_command(
         configure(log_format.value)
         shared = _process_fields(kubeconfig, leader_elect, lease_namespace, lease_duration, identity, metrics_port, health_port, resync, webhook_port,
                                  webhook_cert_dir, manage_webhook_config, webhook_host)
-        source = _metrics_source(metrics_source, prometheus_url)
+        source = _metrics_source(metrics_source, prometheus_url, metrics_window)
         config = OperatorConfig(namespaces=tuple(namespace), provisioning=settings, delegation=delegation, metrics_source=source, **shared)
 
         def connect(cfg: OperatorConfig, changed):  # type: ignore[no-untyped-def]
@@ -359,7 +364,7 @@ def operator_command(
     guard(run)
 
 
-def _metrics_source(choice: MetricsSource, prometheus_url: str | None) -> Any:
+def _metrics_source(choice: MetricsSource, prometheus_url: str | None, window_s: float = 60.0) -> Any:
     """The operator's metrics source, built over the connected cluster; None for `none`.
     A bad `--prometheus-url` is refused before anything connects."""
     if choice is not MetricsSource.prometheus and prometheus_url is not None:
@@ -376,10 +381,10 @@ def _metrics_source(choice: MetricsSource, prometheus_url: str | None) -> Any:
             server_url(url)  # checked now, not at the first decision
         except ValueError as exc:
             raise InputError(Problem("--prometheus-url", str(exc).removeprefix("--prometheus-url: "))) from None
-        return lambda cluster: PrometheusMetrics(url, cluster.snapshot)
+        return lambda cluster: PrometheusMetrics(url, cluster.snapshot, window_s=window_s)
     from tandem.operator.pod_metrics import PodMetrics
 
-    return lambda cluster: PodMetrics(cluster.snapshot)
+    return lambda cluster: PodMetrics(cluster.snapshot, window_s=window_s)
 
 
 @app.command("topology-controller")

@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 
 from tandem.apiserver.engines import timing
 from tandem.apiserver.engines.recognition import EngineSpec, recognise
-from tandem.apiserver.engines.standin import RequestLog, StandIn
+from tandem.apiserver.engines.standin import EngineFaults, RequestLog, StandIn
 from tandem.errors import InputError
 from tandem.sim.serving.profiles import GPU_NAMES, MODEL_NAMES, GpuProfile, ModelProfile, gpu_profile, model_profile
 
@@ -48,6 +48,16 @@ class EngineHost:
         self._lock = threading.Lock()
         self._models: dict[str, ModelProfile] = {}
         self._gpus: dict[str, GpuProfile] = {}
+        self.faults = EngineFaults()  # every stand-in's, present and future
+
+    def set_faults(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """`{"metricsDown": bool}`: every stand-in's `/metrics` answers 503 (true) or again
+        as its engine would (false); ValueError on anything else."""
+        if set(body) != {"metricsDown"} or not isinstance(body["metricsDown"], bool):
+            raise ValueError('the body must be {"metricsDown": true|false}')
+        self.faults.metrics_down = body["metricsDown"]
+        log.warning("engine stand-ins: metrics %s", "down (a fault set by a test)" if self.faults.metrics_down else "answering again")
+        return self.faults.to_dict()
 
     def recognise(self, pod: Mapping[str, Any], node: Mapping[str, Any] | None) -> EngineSpec | None:
         return recognise(pod, node, MODEL_NAMES, GPU_NAMES)
@@ -61,7 +71,8 @@ class EngineHost:
         name = f"{meta.get('namespace')}/{meta['name']}"
         requests = RequestLog()
         try:
-            standin = StandIn(spec, ip, cost, self.time_scale, requests, name, self._monotonic() + load * self.lifecycle_scale, self._monotonic)
+            standin = StandIn(spec, ip, cost, self.time_scale, requests, name, self._monotonic() + load * self.lifecycle_scale, self._monotonic,
+                              self.faults)
         except OSError as exc:
             problem = f"the {spec.engine} stand-in cannot listen on {ip}:{spec.port}: {exc.strerror or exc}; the pod runs without one"
             log.warning("engine stand-in %s: %s", name, problem)

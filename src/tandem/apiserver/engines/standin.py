@@ -43,6 +43,18 @@ VERSION = {"sglang": "0.5.5", "vllm": "0.11.0"}  # what /get_server_info and /ve
 
 
 @dataclass
+class EngineFaults:
+    """Faults a test sets on every stand-in of a server at once (`PUT /tandem/engines/faults`):
+    `metrics_down` makes `/metrics` answer 503 while the engine keeps serving, a metrics
+    outage as an autoscaler sees one."""
+
+    metrics_down: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metricsDown": self.metrics_down}
+
+
+@dataclass
 class RequestLog:
     """Per pod, every serving request and KV handoff it received: path, arrival (wall-clock seconds), status, failed,
     and the SGLang bootstrap room when the request carried one."""
@@ -97,12 +109,13 @@ class Rooms:
 
 class StandIn:
     def __init__(self, spec: EngineSpec, ip: str, cost: Timing, scale: float, requests: RequestLog, name: str, ready_at: float,
-                 monotonic: Callable[[], float] = time.monotonic):
+                 monotonic: Callable[[], float] = time.monotonic, faults: EngineFaults | None = None):
         """Listens at once (answering 503 on its health endpoints until `ready_at` on the
         `monotonic` clock); raises OSError when the port cannot be bound."""
         self.spec, self.ip, self.cost, self.scale, self.requests, self.name = spec, ip, cost, scale, requests, name
         self.ready_at = ready_at
         self._monotonic = monotonic
+        self.faults = EngineFaults() if faults is None else faults  # shared by the server's stand-ins
         self.draining = False
         self.rooms = Rooms()
         self._inflight = 0
@@ -318,6 +331,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._json(503, {"error": "the model is loading"})
             return self._send(200, b"", "text/plain")
         if path == "/metrics":
+            if engine.faults.metrics_down:
+                return self._json(503, {"error": "metrics outage (set through the API server's /tandem/engines/faults)"})
             data = engine.metrics.exposition(engine.loop.load, engine.loop.capacity, timing.token_usage)
             return self._send(200, data, "text/plain; version=0.0.4; charset=utf-8")
         if not engine.loaded():
