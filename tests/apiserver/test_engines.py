@@ -298,3 +298,32 @@ def test_an_engine_that_cannot_listen_is_an_event_and_the_pod_runs_without_it(wo
         assert f"cannot listen on {first}:30000" in events[0]["message"]
         assert pod_ready(w.pod("d")), "no engine to wait for"
         assert w.client.delete(f"{PODS}/d").code == 200 and w.client.get(f"{PODS}/d").code == 404, "deleted at once, as any other pod"
+
+
+def test_the_metrics_fault_switch_makes_every_engine_s_metrics_answer_503_while_it_serves():
+    """`PUT /tandem/engines/faults {"metricsDown": true}`: a metrics outage as an autoscaler
+    sees one (tests/e2e/test_autoscaling_load.py), the engine still serving; a wrong body is a 400."""
+    with ApiServer(objects=small_cluster(gpus=8), engines=True, engine_time_scale=SCALE) as server:
+        client = Client(server.url)
+        client.post(PODS, sglang_pod("d", "null"))
+        for _ in range(400):
+            if pod_ready(client.get(f"{PODS}/d").body):
+                break
+            threading.Event().wait(0.01)
+        url = f"http://{client.get(f'{PODS}/d').body['status']['podIP']}:30000"
+        assert client.get("/tandem/engines/faults").body == {"metricsDown": False}
+        assert call(url + "/metrics")[0] == 200
+        assert client.put("/tandem/engines/faults", {"metricsDown": True}).body == {"metricsDown": True}
+        assert call(url + "/metrics")[0] == 503
+        assert call(url + "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 1}})[0] == 200, "still serving"
+        client.post(PODS, sglang_pod("e", "null"))  # a stand-in started during the outage is in it too
+        for _ in range(400):
+            if pod_ready(client.get(f"{PODS}/e").body):
+                break
+            threading.Event().wait(0.01)
+        assert call(f"http://{client.get(f'{PODS}/e').body['status']['podIP']}:30000/metrics")[0] == 503
+        for body in ({"metricsDown": "yes"}, {"metricsDown": True, "other": 1}, [1]):
+            reply = client.put("/tandem/engines/faults", body)
+            assert reply.code == 400 and "/tandem/engines/faults" in reply.body["message"], reply.body
+        assert client.put("/tandem/engines/faults", {"metricsDown": False}).body == {"metricsDown": False}
+        assert call(url + "/metrics")[0] == 200

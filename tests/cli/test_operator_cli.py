@@ -55,3 +55,24 @@ def test_a_prometheus_source_without_a_usable_url_is_one_error_line_and_exit_2(r
     result = run_cli("operator", "--kubeconfig", tmp_path / "absent", *args)
     assert result.exit_code == 2 and result.exception is None
     assert result.stderr.strip() == message
+
+
+def test_a_metrics_window_under_a_second_is_one_error_line_and_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "tandem.cli.main", "operator", "--kubeconfig", str(tmp_path / "absent"), "--metrics-window", "0.5"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert result.stderr.startswith("error: Invalid value for '--metrics-window': Input should be greater than or equal to 1")
+
+
+def test_the_metrics_window_reaches_either_source():
+    from tandem.cli.main import MetricsSource, _metrics_source
+
+    class Cluster:
+        snapshot = staticmethod(lambda: None)
+
+    assert _metrics_source(MetricsSource.pods, None, 5.0)(Cluster).window_s == 5.0
+    assert _metrics_source(MetricsSource.prometheus, "http://127.0.0.1:9090", 7.0)(Cluster).window_s == 7.0
+    assert _metrics_source(MetricsSource.pods, None)(Cluster).window_s == 60.0
