@@ -79,7 +79,8 @@ class Watch:
     namespace: str
     name: str
     prometheus: PrometheusServer | None = None
-    counts: list[tuple[int, int]] = field(default_factory=list)
+    counts: list[tuple[int, int]] = field(default_factory=list)  # spec.roles
+    desired: list[tuple[int, int]] = field(default_factory=list)  # status.autoscaling.desired: each decision's
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> "Watch":
@@ -99,9 +100,13 @@ class Watch:
     def _follow(self) -> None:
         while not self._stop.wait(0.2):
             try:
-                roles = {r["name"]: r["replicas"] for r in self.group()["spec"]["roles"]}
+                group = self.group()
+                roles = {r["name"]: r["replicas"] for r in group["spec"]["roles"]}
                 if not self.counts or self.counts[-1] != (roles["prefill"], roles["decode"]):
                     self.counts.append((roles["prefill"], roles["decode"]))
+                desired = ((group.get("status") or {}).get("autoscaling") or {}).get("desired")
+                if desired and (not self.desired or self.desired[-1] != (desired["prefill"], desired["decode"])):
+                    self.desired.append((desired["prefill"], desired["decode"]))
                 if self.prometheus is not None:
                     self.prometheus.discover(self.server.get(f"/api/v1/namespaces/{self.namespace}/pods")["items"])
             except OSError:
@@ -203,6 +208,7 @@ def _story(server: ApiServer, tmp_path: Path, source: list[str], outage: Any, re
         assert events[0][1] == (2, 4) and events[-1][1] == (1, 1), events
         assert all(_in_ratio(*counts) for _, counts in events), f"a decision outside the ratio: {events}"
         assert all(_in_ratio(*counts) for counts in watch.counts), f"a count outside the ratio: {watch.counts}"
+        assert all(_in_ratio(*counts) for counts in watch.desired) and (2, 4) in watch.desired, f"a decision outside the ratio: {watch.desired}"
         assert watch.counts[0] == (1, 1) and (2, 4) in watch.counts and watch.counts[-1] == (1, 1), watch.counts
         outcomes = load.outcomes
         assert sum(o.ok for o in outcomes) >= 10, f"the load was served: {[o.error for o in outcomes if not o.ok][:5]}"
