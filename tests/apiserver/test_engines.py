@@ -250,15 +250,21 @@ def test_grace_period_zero_removes_at_once_and_other_pods_go_at_once(world):
     assert w.client.delete(f"{PODS}/plain").code == 200 and w.client.get(f"{PODS}/plain").code == 404
 
 
+def _one_ready_engine(client: Client) -> str:
+    """Pod `d`, an SGLang engine, created and waited for until Ready (the server's own
+    kubelet runs it); its engine's URL."""
+    client.post(PODS, sglang_pod("d", "null"))
+    for _ in range(400):
+        if pod_ready(client.get(f"{PODS}/d").body):
+            break
+        threading.Event().wait(0.01)
+    return f"http://{client.get(f'{PODS}/d').body['status']['podIP']}:30000"
+
+
 def test_the_server_reports_every_engine_pod_and_its_requests_after_it_is_gone():
     with ApiServer(objects=small_cluster(gpus=8), engines=True, engine_time_scale=SCALE) as server:
         client = Client(server.url)
-        client.post(PODS, sglang_pod("d", "null"))
-        for _ in range(400):
-            if pod_ready(client.get(f"{PODS}/d").body):
-                break
-            threading.Event().wait(0.01)
-        url = f"http://{client.get(f'{PODS}/d').body['status']['podIP']}:30000"
+        url = _one_ready_engine(client)
         assert call(url + "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 1}})[0] == 200
         for _ in range(400):  # a record is finished a moment after its answer went out
             if all(r["status"] for r in server.engine_report()["pods"][0]["requests"]):
@@ -305,12 +311,7 @@ def test_the_metrics_fault_switch_makes_every_engine_s_metrics_answer_503_while_
     sees one (tests/e2e/test_autoscaling_load.py), the engine still serving; a wrong body is a 400."""
     with ApiServer(objects=small_cluster(gpus=8), engines=True, engine_time_scale=SCALE) as server:
         client = Client(server.url)
-        client.post(PODS, sglang_pod("d", "null"))
-        for _ in range(400):
-            if pod_ready(client.get(f"{PODS}/d").body):
-                break
-            threading.Event().wait(0.01)
-        url = f"http://{client.get(f'{PODS}/d').body['status']['podIP']}:30000"
+        url = _one_ready_engine(client)
         assert client.get("/tandem/engines/faults").body == {"metricsDown": False}
         assert call(url + "/metrics")[0] == 200
         assert client.put("/tandem/engines/faults", {"metricsDown": True}).body == {"metricsDown": True}

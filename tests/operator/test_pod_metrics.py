@@ -17,6 +17,7 @@ import yaml
 
 from apiserver.engine_pods import LLAMA, PODS, call, sglang_pod, vllm_pod
 from apiserver.helpers import NS, Client, Clock, small_cluster
+from support.one_group import HeldPods, OneGroup
 from tandem.apiserver import pod_network
 from tandem.apiserver.engines.host import EngineHost
 from tandem.apiserver.kubelets import Kubelet
@@ -25,7 +26,6 @@ from tandem.cluster.pods import pod_ready
 from tandem.autoscaling.engine_metrics import engine_names
 from tandem.cluster.memory import MemoryStore
 from tandem.controller.autoscaler import autoscale
-from tandem.errors import NotFound
 from tandem.operator.pod_metrics import PodMetrics, parse_exposition
 
 SCALE = 0.001
@@ -39,23 +39,14 @@ def member(pod: dict[str, Any], role: str, index: int = 0) -> dict[str, Any]:
     return pod
 
 
-class Snapshot:
+class Snapshot(OneGroup):
     """A Reader over the server: the group as given, its pods as the API lists them."""
 
     def __init__(self, client: Client, roles: list[str]):
+        super().__init__(NS, GROUP, roles)
         self.client = client
-        self.group: dict[str, Any] | None = {"metadata": {"name": GROUP, "namespace": NS}, "spec": {"roles": [{"name": r} for r in roles]}}
 
-    def __call__(self) -> Snapshot:
-        return self
-
-    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
-        if kind != "InferenceGroup" or self.group is None or name != GROUP:
-            raise NotFound(f"{kind} {name} not found")
-        return self.group
-
-    def list(self, kind: str, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[dict[str, Any]]:
-        assert kind == "Pod" and labels == {"tandem.dev/group": GROUP}
+    def pods(self, namespace: str | None) -> list[dict[str, Any]]:
         selector = urllib.parse.quote(f"tandem.dev/group={GROUP}")
         return list(self.client.get(f"{PODS}?labelSelector={selector}").body["items"])
 
@@ -179,13 +170,8 @@ def ready_pod(name: str, role: str, port: int, annotations: dict[str, str]) -> d
             "status": {"podIP": "127.0.0.1", "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
-class Pods(Snapshot):
-    def __init__(self, pods: list[dict[str, Any]], roles: list[str]):
-        super().__init__(Client("http://127.0.0.1:1"), roles)
-        self.pods = pods
-
-    def list(self, kind: str, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[dict[str, Any]]:
-        return self.pods
+def held_pods(pods: list[dict[str, Any]], roles: list[str]) -> HeldPods:
+    return HeldPods(NS, GROUP, roles, pods)
 
 
 def test_another_engine_is_read_through_its_mapping_and_its_named_metrics_port() -> None:
@@ -208,7 +194,7 @@ def test_another_engine_is_read_through_its_mapping_and_its_named_metrics_port()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Exposition)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        pods = Pods([ready_pod("x-0", "worker", server.server_address[1], {"tandem.dev/engine": "acme"})], ["worker"])
+        pods = held_pods([ready_pod("x-0", "worker", server.server_address[1], {"tandem.dev/engine": "acme"})], ["worker"])
         metrics = PodMetrics(pods, names={"acme": names})
         metrics("serving", GROUP, 0.0)
         generated[0] = 50
@@ -225,7 +211,7 @@ def test_a_pod_that_accepts_but_never_answers_is_missing_after_the_time_out() ->
     silent.bind(("127.0.0.1", 0))
     silent.listen(1)  # connections queue; nothing ever reads or answers
     try:
-        pods = Pods([ready_pod("x-0", "worker", silent.getsockname()[1], {"tandem.dev/engine": "acme"})], ["worker"])
+        pods = held_pods([ready_pod("x-0", "worker", silent.getsockname()[1], {"tandem.dev/engine": "acme"})], ["worker"])
         names = engine_names({f: f for f in ("waiting", "running", "kv_usage", "prompt_tokens", "generation_tokens", "requests", "ttft", "itl")})
         assert PodMetrics(pods, names={"acme": names}, timeout_s=0.2)("serving", GROUP, 0.0) is None
     finally:

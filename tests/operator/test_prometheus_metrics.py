@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from e2e.processes import free_port
+from support.one_group import HeldPods
 from tandem.autoscaling.prometheus_queries import GROUP_LABEL, NAMESPACE_LABEL, POD_LABEL, ROLE_LABEL
-from tandem.errors import NotFound
 from tandem.operator.prometheus_metrics import PrometheusMetrics
 
 NS, GROUP = "serving", "g"
@@ -31,24 +31,15 @@ def pod(name: str, role: str, kv_role: str, *, ready: bool = True, index: int = 
             "status": {"podIP": "127.10.0.9", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
-class Cluster:
+class Cluster(HeldPods):
     """A Reader holding one group and its pods."""
 
     def __init__(self, pods: list[dict[str, Any]]):
-        self.pods = pods
-        self.group: dict[str, Any] | None = {"metadata": {"name": GROUP, "namespace": NS}, "spec": {"roles": [{"name": "prefill"}, {"name": "decode"}]}}
+        super().__init__(NS, GROUP, ["prefill", "decode"], pods)
 
-    def __call__(self) -> Cluster:
-        return self
-
-    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
-        if kind != "InferenceGroup" or self.group is None or name != GROUP:
-            raise NotFound(f"{kind} {name} not found")
-        return self.group
-
-    def list(self, kind: str, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[dict[str, Any]]:
-        assert kind == "Pod" and namespace == NS and labels == {"tandem.dev/group": GROUP}
-        return self.pods
+    def pods(self, namespace: str | None) -> list[dict[str, Any]]:
+        assert namespace == NS
+        return self.held
 
 
 def figure_of(query: str) -> str:

@@ -22,6 +22,12 @@ def pod_index(pod: PodPayload) -> int:
     return int(pod["metadata"].get("labels", {}).get(POD_INDEX_LABEL, "0"))
 
 
+def serving_leader(pod: PodPayload) -> bool:
+    """The leader (pod 0) of its replica, Ready and not being deleted: a pod whose engine
+    takes requests and reports the replica's load (what the metrics sources read)."""
+    return pod_ready(pod) and pod_index(pod) == 0 and not pod.get("metadata", {}).get("deletionTimestamp")
+
+
 def pod_gpus(pod: PodPayload) -> int:
     """Whole GPUs a pod requests, over its containers."""
     return sum(

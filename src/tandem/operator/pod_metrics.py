@@ -27,7 +27,7 @@ from tandem.autoscaling.engine_metrics import ENGINE_NAMES, EngineNames, PodRead
 from tandem.autoscaling.scrape_window import ScrapedPod, ScrapeRound, Serves, window_signals
 from tandem.autoscaling.signals import Signals
 from tandem.cluster.payloads import as_pod
-from tandem.cluster.pods import pod_index, pod_ready
+from tandem.cluster.pods import serving_leader
 from tandem.cluster.ports import ApiError, Reader
 
 METRICS_PORT_NAME = "metrics"
@@ -99,7 +99,7 @@ class PodMetrics:
         for pod in reader.list("Pod", namespace, labels={GROUP_LABEL: name}):
             meta = pod.get("metadata") or {}
             ip = (pod.get("status") or {}).get("podIP")
-            if not pod_ready(as_pod(pod)) or pod_index(as_pod(pod)) != 0 or not ip or meta.get("deletionTimestamp"):
+            if not ip or not serving_leader(as_pod(pod)):
                 continue
             role = (meta.get("labels") or {}).get(ROLE_LABEL, "")
             targets[meta["name"]] = (role, *self._endpoint(pod), ip)

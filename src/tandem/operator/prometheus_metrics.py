@@ -36,7 +36,7 @@ from tandem.autoscaling.prometheus_queries import (
 )
 from tandem.autoscaling.signals import Signals
 from tandem.cluster.payloads import as_pod
-from tandem.cluster.pods import pod_index, pod_ready
+from tandem.cluster.pods import serving_leader
 from tandem.cluster.ports import ApiError, Reader
 
 DEFAULT_WINDOW_S = 60.0  # as the pods source
@@ -147,7 +147,7 @@ class PrometheusMetrics:
         leaders: dict[str, LeaderPod] = {}
         for pod in reader.list("Pod", namespace, labels={GROUP_LABEL: name}):
             meta = pod.get("metadata") or {}
-            if not pod_ready(as_pod(pod)) or pod_index(as_pod(pod)) != 0 or meta.get("deletionTimestamp"):
+            if not serving_leader(as_pod(pod)):
                 continue
             role = (meta.get("labels") or {}).get(ROLE_LABEL, "")
             engine = engine_of(pod)
