@@ -5,7 +5,9 @@
 examples/serving/sglang-pd.yaml with a `spec.autoscaling` added (FixedRatio 1:2 on decode
 tokens/s, short windows so the story fits in well under a minute), and SGLang's real router
 in front, with the example's flags, finding the pods through its own Kubernetes client. The
-story, once with the pods' own `/metrics` and once through a real Prometheus:
+story, once with the pods' own `/metrics` and once through a real Prometheus that finds the
+pods through the API server (`http_sd_configs` on `/tandem/prometheus/.../pods`: Kubernetes'
+pod role, which Debian's build lacks):
 
 1. idle at 1 prefill / 1 decode; a load step through the router: the first scale-up is a
    panic (the recommendation is over 200% of the count, so the 4 s scale-up window is
@@ -36,7 +38,7 @@ import yaml
 
 from e2e.processes import KUBECTL, NO_KUBECTL, NO_ROUTER, ApiServer, RouterProcess, start_apiserver, start_operator, start_router, wait_for
 from e2e.router_story import GROUP_FILE, documents, router_args
-from support.prometheus_server import NO_PROMETHEUS, PROMETHEUS, PrometheusServer, prometheus_server
+from support.prometheus_server import NO_PROMETHEUS, PROMETHEUS, prometheus_server
 from support.router_load import Load
 from tandem.cluster.pods import pod_ready
 from tandem.topology.generate import generate_cluster
@@ -72,13 +74,11 @@ SCALED = re.compile(r"^prefill=(\d+) decode=(\d+): ")
 
 @dataclass
 class Watch:
-    """The group's counts every time they change (read 5 times a second), and, with
-    Prometheus, its targets kept to the pods (file discovery in place of Kubernetes')."""
+    """The group's counts every time they change (read 5 times a second)."""
 
     server: ApiServer
     namespace: str
     name: str
-    prometheus: PrometheusServer | None = None
     counts: list[tuple[int, int]] = field(default_factory=list)  # spec.roles
     desired: list[tuple[int, int]] = field(default_factory=list)  # status.autoscaling.desired: each decision's
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -107,8 +107,6 @@ class Watch:
                 desired = ((group.get("status") or {}).get("autoscaling") or {}).get("desired")
                 if desired and (not self.desired or self.desired[-1] != (desired["prefill"], desired["decode"])):
                     self.desired.append((desired["prefill"], desired["decode"]))
-                if self.prometheus is not None:
-                    self.prometheus.discover(self.server.get(f"/api/v1/namespaces/{self.namespace}/pods")["items"])
             except OSError:
                 continue
 
@@ -160,8 +158,7 @@ def cluster(tmp_path: Path) -> Iterator[ApiServer]:
         assert server.stop() == 0
 
 
-def _story(server: ApiServer, tmp_path: Path, source: list[str], outage: Any, recover: Any,
-           prometheus: PrometheusServer | None = None) -> None:
+def _story(server: ApiServer, tmp_path: Path, source: list[str], outage: Any, recover: Any) -> None:
     group = documents(GROUP_FILE)[0]
     namespace, name = group["metadata"]["namespace"], group["metadata"]["name"]
     for role in group["spec"]["roles"]:
@@ -170,7 +167,7 @@ def _story(server: ApiServer, tmp_path: Path, source: list[str], outage: Any, re
     (tmp_path / "group.yaml").write_text(yaml.safe_dump(group))
     operator = start_operator(server, tmp_path, "tandem-0", "--metrics-window", str(WINDOW_S), *source)
     router = load = None
-    watch = Watch(server, namespace, name, prometheus).start()
+    watch = Watch(server, namespace, name).start()
     try:
         server.kubectl("create", "namespace", namespace)
         server.kubectl("apply", "-f", str(tmp_path / "group.yaml"))
@@ -236,6 +233,9 @@ def test_a_load_step_scales_up_an_outage_holds_and_the_end_of_load_scales_down(c
 
 @pytest.mark.skipif(PROMETHEUS is None, reason=NO_PROMETHEUS)
 def test_the_same_through_a_prometheus_server_stopped_for_the_outage(cluster: ApiServer, tmp_path: Path) -> None:
-    with prometheus_server(tmp_path) as prometheus:
-        _story(cluster, tmp_path, ["--metrics-source", "prometheus", "--prometheus-url", prometheus.url],
-               prometheus.stop, prometheus.restart, prometheus)
+    """Prometheus finds the pods itself: its http_sd asks the API server for what Kubernetes'
+    pod role would give (Debian's build has no Kubernetes discovery), and the shipped job's
+    relabel rules keep the leaders' `http` ports."""
+    namespace = documents(GROUP_FILE)[0]["metadata"]["namespace"]
+    with prometheus_server(tmp_path, discovery=f"{cluster.url}/tandem/prometheus/namespaces/{namespace}/pods") as prometheus:
+        _story(cluster, tmp_path, ["--metrics-source", "prometheus", "--prometheus-url", prometheus.url], prometheus.stop, prometheus.restart)

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from tandem.apiserver import cel, discovery, pod_network, protobuf, tables, verbs, watch
+from tandem.apiserver import cel, discovery, pod_network, prometheus_sd, protobuf, tables, verbs, watch
 from tandem.apiserver.error_status import Expired, Refused, UnsupportedMediaType, failure
 from tandem.apiserver.faults import Faults, Injected, Request
 from tandem.apiserver.engines.host import EngineHost
@@ -282,6 +282,12 @@ class _Handler(BaseHTTPRequestHandler):
             raise NotFound("the server could not find the requested resource")
         if path == "/tandem/engines":
             self._json(200, self.api.engine_report())
+            return
+        wanted, namespace = prometheus_sd.namespace_of(path)
+        if wanted:  # Prometheus' http_sd_configs (Debian's build has no kubernetes_sd_configs)
+            with state.lock:
+                pods = state.store.list("Pod", namespace)
+            self._json(200, prometheus_sd.pod_targets(pods))
             return
         if path == "/version":
             self._json(200, discovery.version_info())
