@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
+from tandem.cluster.payloads import as_pod
 from tandem.cluster.pods import pod_ready
 
 _INVALID = re.compile(r"[^a-zA-Z0-9_]")
@@ -36,7 +37,7 @@ def _sanitised(name: str) -> str:
 def _pod_labels(pod: dict[str, Any], ip: str) -> dict[str, str]:
     meta, status, spec = pod["metadata"], pod.get("status") or {}, pod.get("spec") or {}
     labels = {"__meta_kubernetes_namespace": meta.get("namespace", ""), POD + "name": meta["name"], POD + "ip": ip,
-              POD + "ready": str(pod_ready(pod)).lower(), POD + "phase": status.get("phase", ""),
+              POD + "ready": str(pod_ready(as_pod(pod))).lower(), POD + "phase": status.get("phase", ""),
               POD + "node_name": spec.get("nodeName", ""), POD + "host_ip": status.get("hostIP", ""), POD + "uid": meta.get("uid", "")}
     controller = next((ref for ref in meta.get("ownerReferences") or [] if ref.get("controller")), None)
     if controller is not None:
