@@ -427,7 +427,7 @@ def with_variant(scenario: Scenario, variant: Variant) -> Scenario:
 # long. The NICs (KV transfer between replicas) and the memory sizes are left as they are:
 # the factor is about the engine's speed, which is what a calibration can get wrong.
 SPEED_FIELDS = ("peak_tflops", "hbm_bandwidth_tbps", "nvlink_gbps")
-TIME_FIELDS = ("layer_overhead_us", "prefill_layer_overhead_us", "iteration_overhead_us", "all_reduce_latency_us")
+TIME_FIELDS = ("layer_overhead_us", "prefill_layer_overhead_us", "iteration_overhead_us", "all_reduce_latency_us", "all_reduce_step_latency_us")
 
 
 def scaled_gpu(gpu: GpuProfile, factor: float) -> GpuProfile:

@@ -169,6 +169,10 @@ class GpuProfile(StrictModel):
     iteration_overhead_us: NonNegative  # per forward pass: scheduling, sampling, host work
     # engine: tensor-parallel all-reduce over NVLink
     all_reduce_latency_us: NonNegative
+    # per step of the log2(tp) steps of a tree (recursive-doubling) all-reduce: the part of
+    # its latency that grows with the TP degree. 0 in the bundled profiles, whose vLLM
+    # custom all-reduce is flat in TP; `tandem profile fit` fits it to stacks that are not.
+    all_reduce_step_latency_us: NonNegative = 0.0
     all_reduce_efficiency: dict[Count, Fraction]  # by TP degree: ring bus bandwidth / NVLink bandwidth
     # KV transfer between replicas
     nic_efficiency: Fraction

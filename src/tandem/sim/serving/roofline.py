@@ -107,13 +107,18 @@ def _kv_heads_per_gpu(model: ModelProfile, tp: int) -> float:
     return max(model.kv_heads / tp, 1.0)
 
 
+def all_reduce_latency_seconds(gpu: GpuProfile, tp: int) -> float:
+    """An all-reduce's fixed time over `tp` GPUs: latency + log2(tp) steps x step latency."""
+    return (gpu.all_reduce_latency_us + math.log2(tp) * gpu.all_reduce_step_latency_us) * 1e-6
+
+
 def all_reduce_seconds(gpu: GpuProfile, tp: int, message_bytes: float) -> float:
-    """One ring all-reduce of `message_bytes` over `tp` GPUs: latency + 2(tp-1)/tp x bytes /
+    """One ring all-reduce of `message_bytes` over `tp` GPUs: latency(tp) + 2(tp-1)/tp x bytes /
     (NVLink bytes/s x efficiency(tp)); 0 without tensor parallelism."""
     if tp <= 1:
         return 0.0
     bus = gpu.nvlink_gbps * 1e9 * gpu.all_reduce_efficiency_at(tp)
-    return gpu.all_reduce_latency_us * 1e-6 + 2 * (tp - 1) / tp * message_bytes / bus
+    return all_reduce_latency_seconds(gpu, tp) + 2 * (tp - 1) / tp * message_bytes / bus
 
 
 def _gemm_seconds(model: ModelProfile, gpu: GpuProfile, parallel: Parallel, tokens: float) -> float:
@@ -149,7 +154,7 @@ def _communication_seconds(model: ModelProfile, gpu: GpuProfile, parallel: Paral
         return 2 * all_reduce_seconds(gpu, parallel.tp, message)
     tp = parallel.tp
     sent = message * model.experts_per_token * (tp - 1) / tp / tp  # per GPU, the share routed off it
-    all_to_all = gpu.all_reduce_latency_us * 1e-6 + sent / (gpu.nvlink_gbps * 1e9 * gpu.all_reduce_efficiency_at(tp))
+    all_to_all = all_reduce_latency_seconds(gpu, tp) + sent / (gpu.nvlink_gbps * 1e9 * gpu.all_reduce_efficiency_at(tp))
     return all_reduce_seconds(gpu, tp, message) + 2 * all_to_all
 
 
