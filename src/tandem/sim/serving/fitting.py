@@ -42,7 +42,7 @@ FITTED: dict[str, tuple[float, float]] = {
 }
 # Weight of the pull towards the base profile, per constant, in the logistic space:
 # small beside a row's log error, enough to keep an unconstrained constant where it was.
-PRIOR_WEIGHT = 0.01
+PRIOR_WEIGHT = 0.001
 MAX_ITERATIONS = 300
 
 
