@@ -42,8 +42,11 @@ FITTED: dict[str, tuple[float, float]] = {
 }
 # Weight of the pull towards the base profile, per constant, in the logistic space:
 # small beside a row's log error, enough to keep an unconstrained constant where it was.
-PRIOR_WEIGHT = 0.001
+PRIOR_WEIGHT = 0.01
 MAX_ITERATIONS = 300
+# A base value at a bound (an overhead of 0) starts, and is pulled towards, this share of
+# the range inside it: at the bound itself the logistic map would put it infinitely far.
+FLOOR = 1e-4
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,7 @@ def fit_profile(model: ModelProfile, base: GpuProfile, observations: Sequence[Ob
     lows = np.array([FITTED[k][0] for k in keys])
     highs = np.array([FITTED[k][1] for k in keys])
     start = np.array([_base_value(base, k) for k in keys])
-    z0 = _to_free(np.clip(start, lows + 1e-6 * (highs - lows), highs - 1e-6 * (highs - lows)), lows, highs)
+    z0 = _to_free(np.clip(start, lows + FLOOR * (highs - lows), highs - FLOOR * (highs - lows)), lows, highs)
     weight = math.sqrt(len(kept) / len(configs))  # the prior counts like one row per configuration
 
     def candidate(z: np.ndarray) -> GpuProfile:

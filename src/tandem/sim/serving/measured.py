@@ -226,8 +226,8 @@ def _genai_perf_json(source: str, document: dict[str, Any], tp: int | None, conc
         unit = document[metric].get("unit", "ms") if isinstance(document.get(metric), dict) else "ms"
         if unit != "ms":
             raise InputError(Problem(f"{metric}.unit", f"must be 'ms', got {unit!r}", source))
-    config = document.get("input_config") if isinstance(document.get("input_config"), dict) else {}
-    loadgen = config.get("loadgen") if isinstance(config.get("loadgen"), dict) else {}
+    config: dict[str, Any] = document["input_config"] if isinstance(document.get("input_config"), dict) else {}
+    loadgen: dict[str, Any] = config["loadgen"] if isinstance(config.get("loadgen"), dict) else {}
     recorded = config.get("concurrency", loadgen.get("concurrency"))
     batch = _whole(source, "input_config.concurrency", recorded, concurrency, "--concurrency", "genai-perf --concurrency N")
     degree = _whole(source, "tp", None, tp, "--tp", "genai-perf does not record it")
