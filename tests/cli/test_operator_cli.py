@@ -48,8 +48,8 @@ def test_an_unknown_backend_or_a_bad_queue_is_one_error_line_and_exit_2(run_cli,
     ("args", "message"),
     [(("--metrics-source", "prometheus"), "error: --prometheus-url: --metrics-source prometheus needs the server's URL"),
      (("--metrics-source", "prometheus", "--prometheus-url", "ftp://metrics"), "error: --prometheus-url: 'ftp://metrics' is not http(s)://host[:port]"),
-     (("--prometheus-url", "http://127.0.0.1:9090"), "error: --prometheus-url: only with --metrics-source prometheus")],
-    ids=["no-url", "not-http", "url-without-prometheus"],
+     (("--prometheus-url", "ftp://metrics"), "error: --prometheus-url: 'ftp://metrics' is not http(s)://host[:port]")],
+    ids=["no-url", "not-http", "not-http-with-pods"],
 )
 def test_a_prometheus_source_without_a_usable_url_is_one_error_line_and_exit_2(run_cli, tmp_path, args, message):
     result = run_cli("operator", "--kubeconfig", tmp_path / "absent", *args)
@@ -67,12 +67,13 @@ def test_a_metrics_window_under_a_second_is_one_error_line_and_exit_2(tmp_path):
     assert result.stderr.startswith("error: Invalid value for '--metrics-window': Input should be greater than or equal to 1")
 
 
-def test_the_metrics_window_reaches_either_source():
+def test_the_flags_are_the_defaults_groups_override():
+    """--metrics-window reaches either source; --prometheus-url is also the server of groups that
+    ask for Prometheus while the operator's default is another source."""
+    from tandem.autoscaling.metrics_source import SourceDefaults
     from tandem.cli.main import MetricsSource, _metrics_source
 
-    class Cluster:
-        snapshot = staticmethod(lambda: None)
-
-    assert _metrics_source(MetricsSource.pods, None, 5.0)(Cluster).window_s == 5.0
-    assert _metrics_source(MetricsSource.prometheus, "http://127.0.0.1:9090", 7.0)(Cluster).window_s == 7.0
-    assert _metrics_source(MetricsSource.pods, None)(Cluster).window_s == 60.0
+    assert _metrics_source(MetricsSource.pods, None, 5.0) == SourceDefaults("pods", None, 5.0)
+    assert _metrics_source(MetricsSource.prometheus, "http://127.0.0.1:9090", 7.0) == SourceDefaults("prometheus", "http://127.0.0.1:9090", 7.0)
+    assert _metrics_source(MetricsSource.pods, "http://127.0.0.1:9090") == SourceDefaults("pods", "http://127.0.0.1:9090", 60.0)
+    assert _metrics_source(MetricsSource.none, None) == SourceDefaults("none", None, 60.0)

@@ -27,7 +27,7 @@ import yaml
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema
 
-from tandem.api import base, group_status, resources, topology_status
+from tandem.api import autoscaling, base, group_status, resources, topology_status
 from tandem.api.kube import PodTemplateSpec
 from tandem.api.naming import HOSTNAME_LABEL
 from tandem.api.validation import RESERVED_LEVEL
@@ -49,6 +49,14 @@ _VALIDATORS: dict[Any, dict[str, Any]] = {
     # 0 or more, or one to three digits worth 0..100 and "%", exactly as _PERCENT and its check.
     resources._int_or_percent: {"minimum": 0, "pattern": r"^([0-9]{1,2}|0[0-9]{2}|100)%$"},
     group_status._timestamp: {"format": "date-time"},
+    autoscaling._metric_name: {"maxLength": 200, "pattern": autoscaling.METRIC_NAME.pattern},
+    autoscaling._http_url: {"maxLength": 2048, "pattern": autoscaling.HTTP_URL.pattern},
+    autoscaling._url_path: {"maxLength": 1024, "pattern": autoscaling.URL_PATH.pattern},
+    autoscaling._port_type: {},  # only narrows the error message; the union is the type
+    # a number 1..65535 or a port's name (the schema's pattern applies to strings, the bounds to numbers)
+    autoscaling._port: {"minimum": 1, "maximum": 65535, "maxLength": 15, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+    # the placeholders and brackets are checked by the webhook (`_query_template`); the schema keeps $selector
+    autoscaling._query_template: {"maxLength": 4096, "pattern": r"\$selector"},
 }
 # Models the CRD does not describe field by field.
 _OPAQUE: dict[type[BaseModel], dict[str, Any]] = {
@@ -205,6 +213,32 @@ DESCRIPTIONS = {
     "AutoscalingSpec.metricMaxAgeSeconds": "Signals older than this lead to no action.",
     "AutoscalingSpec.roles": "Replica bounds per unit: prefillRole, decodeRole, and any other role of the group named here, which is then managed too.",
     "AutoscalingSpec.ratioEnforcement": "keepTotal: split the asked total by the ratio; raiseShort: raise the role short of it (ratio-keeping policies).",
+    "AutoscalingSpec.metrics": "Where this group's signals are read; absent fields keep the operator's --metrics-source and --prometheus-url.",
+    "MetricsSpec.source": "pods (each Ready replica leader's own /metrics) or prometheus (a Prometheus server's query API); default: the operator's --metrics-source.",
+    "MetricsSpec.names": "The engine's series per figure, for engines other than vLLM and SGLang (pods annotated tandem.dev/engine) or renamed series; both sources read them. A figure not named keeps vLLM's or SGLang's name, and is not measured for another engine.",
+    "MetricsSpec.pods": "How the pods source scrapes the group's pods.",
+    "MetricsSpec.prometheus": "The Prometheus server and queries of the prometheus source.",
+    "EngineSeries.waiting": "Gauge of requests queued.",
+    "EngineSeries.running": "Gauge of requests in the running batch.",
+    "EngineSeries.kvUsage": "Gauge of KV-cache use, 0..1.",
+    "EngineSeries.promptTokens": "Counter of prompt tokens processed (with or without _total).",
+    "EngineSeries.generationTokens": "Counter of tokens generated (with or without _total).",
+    "EngineSeries.requests": "Counter of requests finished (with or without _total).",
+    "EngineSeries.ttft": "Histogram of the time to first token in seconds (its name without _bucket).",
+    "EngineSeries.itl": "Histogram of the inter-token latency in seconds (its name without _bucket).",
+    "PodsMetricsSource.port": "The port to scrape: a number, or a container port's name; default: the port named metrics, else the engine's HTTP port.",
+    "PodsMetricsSource.path": "The path of the exposition.",
+    "PrometheusMetricsSource.url": "The server, http(s)://host[:port][/prefix]; default: the operator's --prometheus-url.",
+    "PrometheusMetricsSource.queries": "PromQL templates per figure ($selector: the group's label matchers, $window: the window); a figure not given keeps the query made from the series names.",
+    "PrometheusQueries.scrapes": "Per pod (by pod): samples of the pod in the window.",
+    "PrometheusQueries.waiting": "Per pod: mean requests queued.",
+    "PrometheusQueries.busy": "Per pod: share of the window with a request running, 0..1.",
+    "PrometheusQueries.kvUsage": "Per pod: mean KV-cache use, 0..1.",
+    "PrometheusQueries.promptTokens": "Per pod: prompt tokens per second.",
+    "PrometheusQueries.generationTokens": "Per pod: tokens generated per second.",
+    "PrometheusQueries.requests": "Per pod: requests finished per second.",
+    "PrometheusQueries.ttftP90": "The group: 90th percentile of the time to first token, seconds.",
+    "PrometheusQueries.itlP90": "The group: 90th percentile of the inter-token latency, seconds.",
     "RoleBounds.minReplicas": "Fewest replicas per unit (default: the role's own minReplicas).",
     "RoleBounds.maxReplicas": "Most replicas per unit.",
     "Stabilization.scaleUpSeconds": "Scale up to the lowest recommendation of this window.",

@@ -13,14 +13,15 @@ requests is summed, a usage gauge averaged, counters and histogram buckets summe
 What an absent series means: a gauge that is absent, or NaN (Prometheus' staleness
 marker), is not measured (NaN, never 0). A counter or histogram that is absent has counted
 nothing yet (0, no observations): prometheus-client shows a labelled series only from its
-first increment, as SGLang's do. An exposition with none of the mapped gauges is not this
+first increment, as SGLang's do. A figure mapped to no name at all (another engine's
+mapping that leaves it out: `renamed`) is not measured (NaN), whatever its kind. An exposition with none of the mapped gauges is not this
 engine's (a wrong mapping, a sidecar answering): no reading at all, the pod is missing.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
 FIGURES = ("waiting", "running", "kv_usage", "prompt_tokens", "generation_tokens", "requests", "ttft", "itl")
@@ -73,6 +74,16 @@ SGLANG = EngineNames(
 
 # By engine kind, as `tandem.api.engines.engine_of` names it.
 ENGINE_NAMES: Mapping[str, EngineNames] = {"sglang": SGLANG, "vllm": VLLM}
+
+
+# Another engine's mapping before any figure is named: nothing is read.
+NO_NAMES = EngineNames(waiting=(), running=(), kv_usage=(), prompt_tokens=(), generation_tokens=(), requests=(), ttft=(), itl=())
+
+
+def renamed(base: EngineNames | None, names: Mapping[str, str]) -> EngineNames:
+    """`base` (an engine's own names; None: an engine without defaults) with each figure in
+    `names` read from that one series instead; figures are `FIGURES`."""
+    return replace(base if base is not None else NO_NAMES, **{figure: (name,) for figure, name in sorted(names.items())})
 
 
 class BadEngineNames(ValueError):
@@ -150,6 +161,8 @@ def _gauge(by_name: Mapping[str, list[Sample]], names: Sequence[str], *, mean: b
 
 
 def _counter(by_name: Mapping[str, list[Sample]], names: Sequence[str]) -> float:
+    if not names:
+        return math.nan  # mapped to nothing: not measured (not "counted nothing")
     for name in names:
         for exposed in (name, name + "_total"):
             found = by_name.get(exposed)

@@ -16,6 +16,8 @@ answers into `Signals` with the same meanings as the pods' own `/metrics`
   leaves its role's totals not measured (NaN): fewer series than Ready replicas would sum
   too low and could scale down. Rates need two scrapes of the pod in the window
   (`scrapes`); a pod scraped twice with no counter series has counted nothing yet (0).
+- **A figure with no query** (another engine's mapping that names no series for it, `""`):
+  not asked, not measured (NaN); without a `scrapes` query no pod has a series.
 - **Prometheus down** (no answer, an error, a query that failed) and **no series of any
   engine pod of the group** (not scraped: the relabel config is missing, or every series
   is stale): no `Signals` at all, so nothing is decided, never a scale-down.
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Mapping, Sequence
 
 from tandem.autoscaling.engine_metrics import ENGINE_NAMES, EngineNames
@@ -66,8 +68,9 @@ def _series(name: str) -> str:
 
 
 def _first(parts: Sequence[str]) -> str:
-    """Alternatives, the first present wins per pod (PromQL `or` keeps the left side's series)."""
-    return " or ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
+    """Alternatives, the first present wins per pod (PromQL `or` keeps the left side's series);
+    none: "" (not asked)."""
+    return " or ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0] if parts else ""
 
 
 def _counter(name: str) -> str:
@@ -78,8 +81,9 @@ def _counter(name: str) -> str:
 def default_queries(names: EngineNames) -> EngineQueries:
     """The queries that read an engine's series as the pods source reads its exposition."""
     gauges = (*names.waiting, *names.running, *names.kv_usage)
+    counted = _first([f"count_over_time({_series(n)}[$window])" for n in gauges])
     return EngineQueries(
-        scrapes="max by (pod) (" + _first([f"count_over_time({_series(n)}[$window])" for n in gauges]) + ")",
+        scrapes=f"max by (pod) ({counted})" if counted else "",
         waiting=_first([f"avg by (pod) (sum by (pod, instance) (avg_over_time({_series(n)}[$window])))" for n in names.waiting]),
         busy=_first([f"avg by (pod) (avg_over_time((sum by (pod, instance) ({_series(n)}) > bool 0)[$window:]))" for n in names.running]),
         kv_usage=_first([f"avg by (pod) (avg_over_time({_series(n)}[$window]))" for n in names.kv_usage]),
@@ -108,6 +112,11 @@ def engine_queries(mapping: Mapping[str, object]) -> EngineQueries:
             raise BadQueries(f"{name}: a PromQL query using $selector (the group's label matchers) is required")
         given[name] = value
     return EngineQueries(**given)
+
+
+def with_queries(base: EngineQueries, queries: Mapping[str, str]) -> EngineQueries:
+    """`base` with each figure in `queries` (names of `EngineQueries`' fields) asked by that template instead."""
+    return replace(base, **dict(sorted(queries.items())))
 
 
 def _label_value(value: str) -> str:
@@ -163,7 +172,10 @@ def group_signals(
             return math.nan
         kind = engines[pod].kind
         assert kind is not None
-        value = answers[kind].per_pod.get(name, {}).get(pod)
+        asked = answers[kind].per_pod.get(name)
+        if asked is None:
+            return math.nan  # no query for the figure: not measured
+        value = asked.get(pod)
         if name in ("prompt_tokens", "generation_tokens", "requests"):
             if not scrapes[pod] >= 2:
                 return math.nan

@@ -320,8 +320,9 @@ def operator_command(
     ] = MetricsSource.pods,
     prometheus_url: Annotated[
         str | None,
-        typer.Option("--prometheus-url", help="With --metrics-source prometheus: the server, http(s)://host[:port] "
-                     "(its scrape job relabelled as examples/prometheus/prometheus.yml does).", show_default=False),
+        typer.Option("--prometheus-url", help="The Prometheus server, http(s)://host[:port] (its scrape job relabelled as "
+                     "examples/prometheus/prometheus.yml does): required by --metrics-source prometheus; with another source, "
+                     "the server of groups whose spec.autoscaling.metrics.source is prometheus and names none.", show_default=False),
     ] = None,
     metrics_window: Annotated[
         float,
@@ -348,8 +349,8 @@ def operator_command(
         configure(log_format.value)
         shared = _process_fields(kubeconfig, leader_elect, lease_namespace, lease_duration, identity, metrics_port, health_port, resync, webhook_port,
                                  webhook_cert_dir, manage_webhook_config, webhook_host)
-        source = _metrics_source(metrics_source, prometheus_url, metrics_window)
-        config = OperatorConfig(namespaces=tuple(namespace), provisioning=settings, delegation=delegation, metrics_source=source, **shared)
+        defaults = _metrics_source(metrics_source, prometheus_url, metrics_window)
+        config = OperatorConfig(namespaces=tuple(namespace), provisioning=settings, delegation=delegation, metrics=defaults, **shared)
 
         def connect(cfg: OperatorConfig, changed):  # type: ignore[no-untyped-def]
             # the informers re-list on their own period; --resync is how often a pass runs; a
@@ -365,26 +366,20 @@ def operator_command(
 
 
 def _metrics_source(choice: MetricsSource, prometheus_url: str | None, window_s: float = 60.0) -> Any:
-    """The operator's metrics source, built over the connected cluster; None for `none`.
-    A bad `--prometheus-url` is refused before anything connects."""
-    if choice is not MetricsSource.prometheus and prometheus_url is not None:
-        raise InputError(Problem("--prometheus-url", "only with --metrics-source prometheus"))
-    if choice is MetricsSource.none:
-        return None
-    if choice is MetricsSource.prometheus:
-        from tandem.operator.prometheus_metrics import PrometheusMetrics, server_url
+    """The operator's metrics defaults (`SourceDefaults`); a group's spec.autoscaling.metrics
+    overrides them. A bad `--prometheus-url` is refused before anything connects."""
+    from tandem.autoscaling.metrics_source import SourceDefaults
 
-        if prometheus_url is None:
-            raise InputError(Problem("--prometheus-url", "--metrics-source prometheus needs the server's URL"))
-        url = prometheus_url
+    if choice is MetricsSource.prometheus and prometheus_url is None:
+        raise InputError(Problem("--prometheus-url", "--metrics-source prometheus needs the server's URL"))
+    if prometheus_url is not None:
+        from tandem.operator.prometheus_metrics import server_url
+
         try:
-            server_url(url)  # checked now, not at the first decision
+            server_url(prometheus_url)  # checked now, not at the first decision
         except ValueError as exc:
             raise InputError(Problem("--prometheus-url", str(exc).removeprefix("--prometheus-url: "))) from None
-        return lambda cluster: PrometheusMetrics(url, cluster.snapshot, window_s=window_s)
-    from tandem.operator.pod_metrics import PodMetrics
-
-    return lambda cluster: PodMetrics(cluster.snapshot, window_s=window_s)
+    return SourceDefaults(source=choice.value, prometheus_url=prometheus_url, window_s=window_s)
 
 
 @app.command("topology-controller")

@@ -5,7 +5,7 @@ Drivers (the operator, the simulator's runner, the admission webhook) use only w
 package exports; its modules are its own (an import-linter contract keeps them so).
 """
 
-from tandem.controller.autoscaler import AutoscaleReport, Metrics, autoscale
+from tandem.controller.autoscaler import AutoscaleReport, Metrics, Sources, autoscale
 from tandem.controller.delegation import DelegationSettings
 from tandem.controller.observe import OBSERVED_KINDS
 from tandem.controller.provisioning import PROVISIONING_KINDS, ProvisioningSettings
@@ -23,6 +23,7 @@ __all__ = [
     "PassReport",
     "ProvisioningSettings",
     "Placer",
+    "Sources",
     "WriteError",
     "autoscale",
     "group_problems",

@@ -29,6 +29,7 @@ from tandem.api.timestamps import rfc3339, seconds
 from tandem.api.validation import check_group
 from tandem.autoscaling.group import group_inputs
 from tandem.autoscaling.memory import AutoscalerState
+from tandem.autoscaling.metrics_source import OPERATOR_HAS_NONE, NoSource
 from tandem.autoscaling.scaler import ScaleDecision, scale
 from tandem.autoscaling.signals import Signals
 from tandem.cluster.payloads import as_group
@@ -37,6 +38,9 @@ from tandem.controller.status_patch import autoscaler_memory_of, autoscaler_stat
 
 # (namespace, name, now) -> the group's signals, or None when there are none.
 Metrics = Callable[[str, str, float], Signals | None]
+# A group -> the source that reads its signals, or why it has none (the operator's: its
+# `spec.autoscaling.metrics` over the flags, `tandem.autoscaling.metrics_source`).
+Sources = Callable[[InferenceGroup], Metrics | NoSource]
 
 SCALED = "ScaledTo"  # the Normal event's reason for a change written
 # The condition's reasons: the autoscaler decides from signals, or why it cannot.
@@ -68,7 +72,7 @@ class Due:
     spec: AutoscalingSpec
     stored: InferenceGroupStatus
     signals: Signals | None
-    sourced: bool = True  # False: the operator has no metrics source at all
+    unsourced: str | None = None  # why the group has no metrics source (None: it has one)
 
 
 @dataclass(frozen=True)
@@ -78,9 +82,10 @@ class AutoscalingState:
     groups: tuple[Due | Skipped, ...] = ()
 
 
-def observe_autoscaling(reader: Reader, now: float, metrics: Metrics | None) -> AutoscalingState:
+def observe_autoscaling(reader: Reader, now: float, metrics: Metrics | None, sources: Sources | None = None) -> AutoscalingState:
     """Read the groups that configure autoscaling, and the signals of those due a decision
-    (none at all without a metrics source)."""
+    from each one's source: `sources` picks it per group; without it, `metrics` reads every
+    group (None: no source at all)."""
     groups: list[Due | Skipped] = []
     for raw in reader.list("InferenceGroup"):
         if not raw.get("spec", {}).get("autoscaling") or raw["metadata"].get("deletionTimestamp"):
@@ -102,8 +107,11 @@ def observe_autoscaling(reader: Reader, now: float, metrics: Metrics | None) -> 
         if saved is not None and now - seconds(saved.last_decision_at) < spec.interval_seconds:
             groups.append(Skipped(key, due_at=seconds(saved.last_decision_at) + spec.interval_seconds))
             continue
-        signals = None if metrics is None else metrics(typed.metadata.namespace, typed.metadata.name, now)
-        groups.append(Due(key, raw, typed, spec, stored, signals, sourced=metrics is not None))
+        source = sources(typed) if sources is not None else metrics if metrics is not None else NoSource(OPERATOR_HAS_NONE)
+        if isinstance(source, NoSource):
+            groups.append(Due(key, raw, typed, spec, stored, None, unsourced=source.message))
+            continue
+        groups.append(Due(key, raw, typed, spec, stored, source(typed.metadata.namespace, typed.metadata.name, now)))
     return AutoscalingState(tuple(groups))
 
 
@@ -205,10 +213,8 @@ def _active(group: Due, decision: ScaleDecision, now: float) -> Condition:
     generation = int(group.raw["metadata"].get("generation") or 0)
     before = group.stored.conditions
     signals = group.signals
-    if not group.sourced:
-        why, message = NO_METRICS_SOURCE, (
-            "the operator runs without a metrics source (tandem operator --metrics-source): the counts are not sized to load, "
-            "only kept inside spec.autoscaling.roles")
+    if group.unsourced is not None:
+        why, message = NO_METRICS_SOURCE, group.unsourced
     elif signals is None:
         why, message = NO_SIGNALS, "the metrics source has no signals for the group: counts held (missing data never scales down)"
     elif now - signals.at > group.spec.metric_max_age_seconds or math.isnan(signals.at):
@@ -348,7 +354,8 @@ def _event(writer: Writer, involved: ObjectRef, kind: EventType, reason: str, me
 # ----------------------------------------------------------------------------- the pass
 
 
-def autoscale(cluster: Cluster, now: float, metrics: Metrics | None) -> AutoscaleReport:
+def autoscale(cluster: Cluster, now: float, metrics: Metrics | None, *, sources: Sources | None = None) -> AutoscaleReport:
     """One pass over the groups that configure `spec.autoscaling` and are due a decision;
-    `metrics` None: the operator has no metrics source (the groups' condition says so)."""
-    return apply_scaling(cluster, decide_scaling(observe_autoscaling(cluster.snapshot(), now, metrics), now), now)
+    `sources` picks each group's source, else `metrics` reads them all (None: there is no
+    metrics source, the groups' condition says so)."""
+    return apply_scaling(cluster, decide_scaling(observe_autoscaling(cluster.snapshot(), now, metrics, sources), now), now)

@@ -2,7 +2,7 @@
 
     while not stopped:
         if may_write(now) and schedule.due(now):         # the Lease holder, informers synced
-            report = autoscale(cluster, now, source)     # the same pass the simulator runs
+            report = autoscale(cluster, now, source, sources=sources)  # the same pass the simulator runs
             schedule.ran(now, report.requeue_after, retry=report.retryable)
         wait until the next group is due, or a group changes
 
@@ -10,9 +10,12 @@ Each group decides on its own `spec.autoscaling.intervalSeconds` (the pass says 
 next one is due); a new or edited group is looked at within a second. It runs in a thread
 of its own so that reading signals (a scrape of every pod, a query) never holds up a
 reconcile pass, and only while the reconcile loop's elector holds the Lease: it never
-touches the Lease itself. `source` None (the operator was given no metrics source) still
-runs the pass: every autoscaled group gets `ScalingActive=False NoMetricsSource`, so the
-operator never ignores `spec.autoscaling` in silence. `tick(now)` is the loop body, the
+touches the Lease itself. `sources` picks each group's metrics source (its
+`spec.autoscaling.metrics` over the operator's flags: `group_sources.GroupSources`);
+without it `source` reads every group. A group left without one (`--metrics-source none`
+and nothing in the group, or Prometheus with no server named) still runs the pass: it gets
+`ScalingActive=False NoMetricsSource` saying what to set, so the operator never ignores
+`spec.autoscaling` in silence. `tick(now)` is the loop body, the
 time passed in, so tests drive it with any time they like.
 """
 
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from tandem.cluster.ports import Cluster
-from tandem.controller import AutoscaleReport, Metrics, autoscale
+from tandem.controller import AutoscaleReport, Metrics, Sources, autoscale
 from tandem.operator.autoscaler_metrics import AutoscalerMetrics
 from tandem.runtime.loop import run_loop
 from tandem.runtime.schedule import PassSchedule
@@ -46,6 +49,7 @@ class AutoscalerLoop:
     may_write: Callable[[float], bool]  # whether this process holds the Lease and its informers synced, at a time
     metrics: AutoscalerMetrics
     schedule: PassSchedule = field(default_factory=autoscaler_schedule)
+    sources: Sources | None = None  # each group's source (wins over `source`)
     log = log
 
     def __post_init__(self) -> None:
@@ -62,7 +66,7 @@ class AutoscalerLoop:
         """One turn of the loop; the pass's report if one ran."""
         if not self.may_write(now) or not self.schedule.due(now):
             return None
-        report = autoscale(self.cluster, now, self.source)
+        report = autoscale(self.cluster, now, self.source, sources=self.sources)
         self.schedule.ran(now, report.requeue_after, retry=report.retryable)
         self.passes += 1
         self._forget_gone(report)
@@ -75,10 +79,11 @@ class AutoscalerLoop:
         """A source that keeps a history per group (PodMetrics' scrapes) drops the history of
         a group deleted or no longer autoscaled: nothing else would ask for it again."""
         listed = set(report.groups)
-        forget = getattr(self.source, "forget", None)
-        if forget is not None:
-            for namespace, name in sorted(self._groups - listed):
-                forget(namespace, name)
+        for holder in (self.source, self.sources):
+            forget = getattr(holder, "forget", None)
+            if forget is not None:
+                for namespace, name in sorted(self._groups - listed):
+                    forget(namespace, name)
         self._groups = listed
 
     def _log(self, report: AutoscaleReport) -> None:

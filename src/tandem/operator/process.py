@@ -12,8 +12,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
+from tandem.autoscaling.metrics_source import SourceDefaults
 from tandem.cluster.ports import Cluster
-from tandem.controller import DelegationSettings, Metrics, ProvisioningSettings
+from tandem.controller import DelegationSettings, ProvisioningSettings
+from tandem.operator.group_sources import GroupSources
 from tandem.operator.runner import Operator
 from tandem.runtime import webhook_config
 from tandem.runtime.leader import LeaderElector
@@ -34,21 +36,21 @@ class OperatorConfig(ProcessConfig):
     provisioning: ProvisioningSettings = field(default_factory=ProvisioningSettings)
     # Groups naming these schedulers are handed to them (docs/backends.md): none by default.
     delegation: DelegationSettings = field(default_factory=DelegationSettings)
-    # The autoscaler's signals: built over the connected cluster (a scraper finds the Ready
-    # pods in its snapshot). None: no metrics source; autoscaled groups are told so
-    # (ScalingActive=False, NoMetricsSource) and their counts are not sized to load.
-    metrics_source: Callable[[Cluster], Metrics] | None = None
+    # Where the autoscaler reads signals by default (--metrics-source, --prometheus-url,
+    # --metrics-window); a group's spec.autoscaling.metrics overrides it. Sources are built
+    # over the connected cluster (a scraper finds the Ready pods in its snapshot). A group
+    # left with none is told so (ScalingActive=False, NoMetricsSource), its counts not sized to load.
+    metrics: SourceDefaults = field(default_factory=lambda: SourceDefaults(source="none"))
 
 
 def run(config: OperatorConfig, connect: Callable[[OperatorConfig, Callable[..., None]], Cluster], stop: threading.Event | None = None) -> int:
     """Run until SIGTERM/SIGINT (or `stop`); returns the exit status."""
 
     def start(cluster: Cluster, clock: Callable[[], float], elector: LeaderElector | None) -> Operator:
-        source = config.metrics_source(cluster) if config.metrics_source is not None else None
         return Operator(cluster, clock, elector, PassSchedule(resync=config.resync), on_synced=_freeze_heap, provisioning=config.provisioning,
-                        delegation=config.delegation, metrics_source=source)
+                        delegation=config.delegation, group_sources=GroupSources(config.metrics, cluster.snapshot))
 
-    started = {"metrics_source": config.metrics_source is not None}
+    started = {"metrics_source": config.metrics.source != "none"}
     return run_process(config, lambda changed: connect(config, changed), start, _admission, "operator", started, stop, log)
 
 

@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping
 
 from tandem.api.engines import ENGINE_ANNOTATION, engine_of, serving_role
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL
+from tandem.autoscaling.engine_metrics import ENGINE_NAMES, renamed
 from tandem.autoscaling.prometheus_queries import (
     ENGINE_QUERIES,
     PER_POD,
@@ -31,8 +32,10 @@ from tandem.autoscaling.prometheus_queries import (
     EngineQueries,
     KindAnswers,
     LeaderPod,
+    default_queries,
     group_signals,
     render,
+    with_queries,
 )
 from tandem.autoscaling.signals import Signals
 from tandem.cluster.payloads import as_pod
@@ -67,16 +70,24 @@ class PrometheusMetrics:
         window_s: float = DEFAULT_WINDOW_S,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         queries: Mapping[str, EngineQueries] = ENGINE_QUERIES,
+        renames: Mapping[str, str] | None = None,
+        overrides: Mapping[str, str] | None = None,
     ):
         """`url`: the server (`http://host:9090`, a path prefix kept); `snapshot` gives a Reader
         of the cluster; `queries` by engine kind (a pod annotated `tandem.dev/engine: KIND` is
-        read with `queries[KIND]`). A `url` that is not http(s)://host raises ValueError."""
+        read with `queries[KIND]`). A group's own mapping (`spec.autoscaling.metrics`):
+        `renames` (figure -> series) makes every engine kind's queries from its series with
+        those in their place, an annotated kind of any name included; `overrides` (figure of
+        `EngineQueries` -> template) replace those queries. A `url` that is not
+        http(s)://host raises ValueError."""
         self.url = url
         self._parsed = server_url(url)
         self._snapshot = snapshot
         self.window_s = float(window_s)
         self.timeout_s = float(timeout_s)
         self._queries = dict(queries)
+        self._renames = dict(renames or {})
+        self._overrides = dict(overrides or {})
 
     def __call__(self, namespace: str, name: str, now: float) -> Signals | None:
         """The group's signals over the window ending at the server's now; None when Prometheus
@@ -90,10 +101,24 @@ class PrometheusMetrics:
         pods = self._leaders(reader, namespace, name)
         kinds = sorted({p.kind for p in pods.values() if p.kind is not None})
         try:
-            answers = {kind: self._ask(self._queries[kind], namespace, name) for kind in kinds}
+            answers = {kind: self._ask(self._read_with(kind), namespace, name) for kind in kinds}
         except PrometheusDown:
             return None
         return group_signals(pods, roles, answers, now, self.window_s)
+
+    def _read_with(self, kind: str) -> EngineQueries:
+        """The queries of an engine kind that is read (`_reads`)."""
+        if not self._renames and not self._overrides:
+            return self._queries[kind]
+        if self._renames or kind not in self._queries:
+            base = default_queries(renamed(ENGINE_NAMES.get(kind), self._renames))
+        else:
+            base = self._queries[kind]
+        return with_queries(base, self._overrides)
+
+    def _reads(self, kind: str) -> bool:
+        """Whether pods of this engine kind are read: it has queries, or the group maps its own."""
+        return kind in self._queries or bool(self._renames or self._overrides)
 
     def query(self, promql: str) -> list[dict[str, Any]]:
         """An instant query's result vector; PrometheusDown on any failure."""
@@ -124,6 +149,8 @@ class PrometheusMetrics:
     def _ask(self, queries: EngineQueries, namespace: str, name: str) -> KindAnswers:
         per_pod: dict[str, dict[str, float]] = {}
         for figure in PER_POD:
+            if not getattr(queries, figure):
+                continue  # no query for it: not measured
             values: dict[str, float] = {}
             for series in self.query(render(getattr(queries, figure), namespace, name, self.window_s)):
                 pod = (series.get("metric") or {}).get(POD_LABEL)
@@ -133,12 +160,14 @@ class PrometheusMetrics:
             per_pod[figure] = values
         return KindAnswers(
             per_pod=per_pod,
-            ttft_p90=self._one(render(queries.ttft_p90, namespace, name, self.window_s)),
+            ttft_p90=self._one(render(queries.ttft_p90, namespace, name, self.window_s)),  # "" stays "": not asked
             itl_p90=self._one(render(queries.itl_p90, namespace, name, self.window_s)),
         )
 
     def _one(self, promql: str) -> float:
-        """A group query's value: NaN with no series or NaN (nothing observed in the window)."""
+        """A group query's value: NaN with no query, no series or NaN (nothing observed in the window)."""
+        if not promql:
+            return math.nan
         values = [v for v in (_value(s) for s in self.query(promql)) if not math.isnan(v)]
         return max(values) if values else math.nan
 
@@ -152,11 +181,12 @@ class PrometheusMetrics:
             role = (meta.get("labels") or {}).get(ROLE_LABEL, "")
             engine = engine_of(pod)
             if engine is not None:
-                kind: str | None = engine.kind if engine.kind in self._queries else None
+                kind: str | None = engine.kind if self._reads(engine.kind) else None
                 leaders[meta["name"]] = LeaderPod(role, serving_role(engine, pod), kind)
                 continue
             annotated = (meta.get("annotations") or {}).get(ENGINE_ANNOTATION)
-            leaders[meta["name"]] = LeaderPod(role, None, annotated if annotated in self._queries else None)
+            read = isinstance(annotated, str) and self._reads(annotated)
+            leaders[meta["name"]] = LeaderPod(role, None, annotated if read else None)
         return leaders
 
 

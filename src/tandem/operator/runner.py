@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from tandem.cluster.ports import Cluster
-from tandem.controller import DelegationSettings, Memo, Metrics, PassReport, ProvisioningSettings, reconcile
+from tandem.controller import DelegationSettings, Memo, Metrics, PassReport, ProvisioningSettings, Sources, reconcile
 from tandem.operator.autoscaler_loop import AutoscalerLoop
 from tandem.operator.metrics import OperatorMetrics
 from tandem.placement import place
@@ -60,11 +60,15 @@ class Operator(PassLoop[PassReport]):
     # Where the autoscaler reads each group's signals; None: nowhere, and the autoscaled
     # groups' ScalingActive condition says so.
     metrics_source: Metrics | None = None
+    # Each group's source instead (the process's: `group_sources.GroupSources`, the group's
+    # spec.autoscaling.metrics over the flags); None: `metrics_source` for every group.
+    group_sources: Sources | None = None
     log = log
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.autoscaler = AutoscalerLoop(self.cluster, self.clock, self.metrics_source, self.may_write, self.metrics.autoscaler)
+        self.autoscaler = AutoscalerLoop(self.cluster, self.clock, self.metrics_source, self.may_write, self.metrics.autoscaler,
+                                         sources=self.group_sources)
         self._autoscaler_thread: threading.Thread | None = None
 
     def may_write(self, now: float) -> bool:
