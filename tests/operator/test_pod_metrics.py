@@ -17,6 +17,7 @@ import yaml
 
 from apiserver.engine_pods import LLAMA, PODS, call, sglang_pod, vllm_pod
 from apiserver.helpers import NS, Client, Clock, small_cluster
+from support.metrics_fakes import VllmExposition
 from support.one_group import HeldPods, OneGroup
 from tandem.apiserver import pod_network
 from tandem.apiserver.engines.host import EngineHost
@@ -216,34 +217,6 @@ def test_a_pod_that_accepts_but_never_answers_is_missing_after_the_time_out() ->
         assert PodMetrics(pods, names={"acme": names}, timeout_s=0.2)("serving", GROUP, 0.0) is None
     finally:
         silent.close()
-
-
-class VllmExposition:
-    """A vLLM-format /metrics on 127.0.0.1 whose generated-token counter a test moves; `up` False answers 500."""
-
-    def __init__(self) -> None:
-        self.generated = 0.0
-        self.up = True
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = (f'vllm:num_requests_waiting{{engine="0"}} 0\nvllm:num_requests_running{{engine="0"}} 1\n'
-                        f'vllm:kv_cache_usage_perc{{engine="0"}} 0.5\nvllm:generation_tokens_total{{engine="0"}} {outer.generated}\n').encode()
-                self.send_response(200 if outer.up else 500)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def test_the_autoscaler_pass_scales_on_scraped_token_rates_and_takes_no_action_through_an_outage() -> None:
