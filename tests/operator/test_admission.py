@@ -285,3 +285,23 @@ def test_a_change_of_backend_is_admitted_with_a_warning_that_it_is_a_rolling_han
     assert verdict.allowed and len(handed) == 1
     assert "'native' to 'volcano'" in handed[0] and "rolling update" in handed[0]
     assert not [w for w in review(request(new, "UPDATE", new), store.snapshot()).warnings if w.startswith("spec.scheduler.backend")]
+
+
+def test_a_groups_metrics_source_is_admitted_and_its_mistakes_refused_as_tandem_validate_refuses_them():
+    store = world()
+    good = design_group()
+    good["spec"]["autoscaling"] = {
+        "policy": "FixedRatio", "roles": {"prefill": {"maxReplicas": 8}, "decode": {"maxReplicas": 4}},
+        "fixedRatio": {"ratio": {"prefill": 2, "decode": 1}, "decodeTokensPerSecondPerReplica": 3000},
+        "metrics": {"source": "prometheus", "names": {"waiting": "tgi_queue_size"}, "pods": {"port": "http"},
+                    "prometheus": {"url": "http://prometheus.monitoring:9090", "queries": {"busy": "max by (pod) (x{$selector})"}}},
+    }
+    assert review(request(good), store.snapshot()).allowed
+    bad = copy.deepcopy(good)
+    bad["spec"]["autoscaling"]["metrics"] = {"source": "prometheus", "names": {"queue": "q", "running": "9lives"},
+                                             "prometheus": {"url": "ftp://prometheus", "queries": {"busy": "max(x)"}}}
+    verdict = review(request(bad), store.snapshot())
+    assert not verdict.allowed
+    assert sorted(p.split(": ")[0] for p in verdict.problems) == [
+        "spec.autoscaling.metrics.names.queue", "spec.autoscaling.metrics.names.running",
+        "spec.autoscaling.metrics.prometheus.queries.busy", "spec.autoscaling.metrics.prometheus.url"]

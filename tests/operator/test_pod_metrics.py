@@ -207,6 +207,76 @@ def test_another_engine_is_read_through_its_mapping_and_its_named_metrics_port()
         server.server_close()
 
 
+# Hugging Face TGI's series (its docs' metrics reference), as docs/autoscaling.md maps them.
+TGI = {"waiting": "tgi_queue_size", "running": "tgi_batch_current_size", "requests": "tgi_request_success",
+       "prompt_tokens": "tgi_request_input_length_sum", "generation_tokens": "tgi_request_generated_tokens_sum",
+       "itl": "tgi_request_mean_time_per_token_duration"}
+
+
+class TgiExposition:
+    """A TGI-format /metrics on 127.0.0.1 (gauges, a counter, per-request histograms) that a test moves."""
+
+    def __init__(self) -> None:
+        self.requests, self.generated, self.prompt = 0, 0, 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                n = outer.requests
+                body = ("# TYPE tgi_queue_size gauge\ntgi_queue_size 3\n# TYPE tgi_batch_current_size gauge\ntgi_batch_current_size 2\n"
+                        f"# TYPE tgi_request_success counter\ntgi_request_success {n}\n"
+                        "# TYPE tgi_request_generated_tokens histogram\n"
+                        f'tgi_request_generated_tokens_bucket{{le="+Inf"}} {n}\ntgi_request_generated_tokens_sum {outer.generated}\n'
+                        f"tgi_request_generated_tokens_count {n}\n"
+                        "# TYPE tgi_request_input_length histogram\n"
+                        f'tgi_request_input_length_bucket{{le="+Inf"}} {n}\ntgi_request_input_length_sum {outer.prompt}\n'
+                        f"tgi_request_input_length_count {n}\n"
+                        "# TYPE tgi_request_mean_time_per_token_duration histogram\n"
+                        f'tgi_request_mean_time_per_token_duration_bucket{{le="0.01"}} 0\n'
+                        f'tgi_request_mean_time_per_token_duration_bucket{{le="0.05"}} {n}\n'
+                        f'tgi_request_mean_time_per_token_duration_bucket{{le="+Inf"}} {n}\n'
+                        f"tgi_request_mean_time_per_token_duration_sum {0.03 * n}\ntgi_request_mean_time_per_token_duration_count {n}\n").encode()
+                self.send_response(200 if self.path == "/metrics" else 404)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_group_naming_tgis_series_gets_its_signals_read_from_them_on_the_port_it_names() -> None:
+    """A group's own mapping (spec.autoscaling.metrics: names, pods.port): TGI pods, annotated
+    `tandem.dev/engine: tgi`, are read through TGI's series on the port named `http`."""
+    tgi = TgiExposition()
+    try:
+        made = ready_pod("t-0", "decode", tgi.server.server_address[1], {"tandem.dev/engine": "tgi"})
+        made["spec"]["containers"][0]["ports"] = [{"name": "http", "containerPort": tgi.server.server_address[1]}, {"name": "metrics", "containerPort": 1}]
+        pods = held_pods([made], ["prefill", "decode"])
+        metrics = PodMetrics(pods, renames=TGI, port="http")
+        metrics("serving", GROUP, 0.0)
+        tgi.requests, tgi.generated, tgi.prompt = 20, 4_000, 10_000
+        got = metrics("serving", GROUP, 10.0)
+        assert got is not None and got.roles["decode"].replicas == 1
+        assert (got.roles["decode"].queue_depth, got.roles["decode"].busy_fraction) == (3.0, 1.0)
+        assert got.roles["decode"].tokens_per_s == 400.0 and got.output_tokens_per_s == 400.0 and got.arrival_rate == 2.0
+        assert got.input_tokens_per_s == 1_000.0, "prompt tokens from the input-length histogram's sum"
+        assert 0.01 < got.itl_p90_s <= 0.05
+        assert math.isnan(got.roles["decode"].kv_utilization) and math.isnan(got.ttft_p90_s), "TGI exports neither: not measured"
+        assert PodMetrics(pods)("serving", GROUP, 0.0) is None, "without the group's mapping an engine tandem does not know is not read"
+        assert PodMetrics(pods, renames=TGI)("serving", GROUP, 0.0) is None, "the port named metrics (1) answers nothing"
+        assert PodMetrics(pods, renames=TGI, port="http", path="/prometheus/metrics")("serving", GROUP, 0.0) is None, "the path is the group's too"
+    finally:
+        tgi.close()
+
+
 def test_a_pod_that_accepts_but_never_answers_is_missing_after_the_time_out() -> None:
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))

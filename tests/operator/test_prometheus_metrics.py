@@ -101,6 +101,37 @@ def test_a_group_gone_or_without_ready_engines_gives_no_signals_and_asks_nothing
     assert prometheus.queries == []
 
 
+def tgi_figure(query: str) -> str:
+    """Which figure a query made from TGI's series (or the group's own busy query) asks for."""
+    for marker, figure in (("count_over_time", "scrapes"), ("max_over_time", "busy"), ("tgi_queue_size", "waiting"),
+                           ("input_length_sum", "prompt_tokens"), ("generated_tokens_sum", "generation_tokens"),
+                           ("tgi_request_success", "requests"), ("mean_time_per_token", "itl_p90")):
+        if marker in query:
+            return figure
+    raise AssertionError(query)
+
+
+def test_a_group_naming_its_engines_series_and_a_query_of_its_own_is_asked_for_those(prometheus) -> None:
+    """spec.autoscaling.metrics with source prometheus: the queries are made from the group's
+    names (TGI's), its own template replaces one, and a figure with no series is not asked."""
+    tgi = {"waiting": "tgi_queue_size", "running": "tgi_batch_current_size", "requests": "tgi_request_success",
+           "prompt_tokens": "tgi_request_input_length_sum", "generation_tokens": "tgi_request_generated_tokens_sum",
+           "itl": "tgi_request_mean_time_per_token_duration"}
+    busy = "avg by (pod) (max_over_time(tgi_batch_current_size{$selector}[$window]) > bool 0)"
+    pods = []
+    for made in group_pods()[:3]:
+        made["metadata"]["annotations"] = {"tandem.dev/engine": "tgi"}
+        made["spec"]["containers"][0] = {"name": "tgi", "image": "ghcr.io/huggingface/text-generation-inference:3.3"}
+        pods.append(made)
+    prometheus.classify = tgi_figure
+    got = PrometheusMetrics(prometheus.url, Cluster(pods), window_s=30, renames=tgi, overrides={"busy": busy})(NS, GROUP, 0.0)
+    assert sorted(map(tgi_figure, prometheus.queries)) == sorted(["scrapes", "waiting", "busy", "prompt_tokens", "generation_tokens", "requests", "itl_p90"])
+    assert 'avg by (pod) (max_over_time(tgi_batch_current_size{namespace="serving",tandem_dev_group="g"}[30s]) > bool 0)' in prometheus.queries
+    assert got is not None and got.roles["decode"].queue_depth == 1 and got.roles["decode"].tokens_per_s == 100
+    assert math.isnan(got.roles["decode"].kv_utilization) and math.isnan(got.ttft_p90_s), "no series named: not asked, not measured"
+    assert PrometheusMetrics(prometheus.url, Cluster(pods))(NS, GROUP, 0.0) is None, "without the group's names TGI pods are not read"
+
+
 def test_a_url_that_is_not_http_is_refused_naming_the_flag() -> None:
     with pytest.raises(ValueError, match="^--prometheus-url: 'prometheus:9090'"):
         PrometheusMetrics("prometheus:9090", Cluster([]))

@@ -41,10 +41,12 @@ def vector(value: Any) -> list[dict[str, Any]]:
 
 
 class FakePrometheus:
-    """Answers `/api/v1/query` with `respond(figure) -> (status, body)`; keeps every query."""
+    """Answers `/api/v1/query` with `respond(figure) -> (status, body)`, the figure told from the
+    query by `classify` (default: the vLLM queries' `figure_of`); keeps every query."""
 
     def __init__(self) -> None:
         self.queries: list[str] = []
+        self.classify: Callable[[str], str] = figure_of
         self.respond: Callable[[str], tuple[int, Any]] = lambda figure: (200, {"status": "success", "data": {"resultType": "vector", "result": vector(STEADY[figure])}})
         fake = self
 
@@ -54,7 +56,7 @@ class FakePrometheus:
                 assert parsed.path == "/prom/api/v1/query", parsed.path
                 query = urllib.parse.parse_qs(parsed.query)["query"][0]
                 fake.queries.append(query)
-                status, body = fake.respond(figure_of(query))
+                status, body = fake.respond(fake.classify(query))
                 data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(data)))
