@@ -5,10 +5,12 @@ in silence: the autoscaled example gets `ScalingActive=False NoMetricsSource`, a
 event `kubectl describe` shows, and keeps the condition while the reconcile pass rolls the
 group out; its counts stay as written. With the default source (`pods`) and the local API
 server's engine stand-ins, the condition turns True once two scrapes of every pod make a
-window."""
+window; a group that chooses a Prometheus server of its own (spec.autoscaling.metrics) is
+read from it while the operator's default stays the pods."""
 
 from __future__ import annotations
 
+import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -96,17 +98,20 @@ def test_with_the_pods_own_metrics_the_autoscaler_reads_valid_signals(engines: A
 
 
 @pytest.mark.skipif(PROMETHEUS is None, reason=NO_PROMETHEUS)
-def test_with_a_prometheus_server_the_autoscaler_reads_valid_signals(engines: ApiServer, tmp_path: Path) -> None:
-    """The same through a real Prometheus scraping the pods with the shipped job. Debian's
-    build has no Kubernetes discovery, so the test writes the pods' targets to a file as
-    Prometheus' pod role would see them (`support.prometheus_server`), again as pods come."""
+def test_a_group_that_chooses_a_prometheus_server_is_read_from_it_while_the_operator_scrapes_by_default(engines: ApiServer, tmp_path: Path) -> None:
+    """The operator runs with its default source (pods); the group chooses Prometheus in
+    spec.autoscaling.metrics, naming the server there. A real Prometheus scrapes the pods
+    with the shipped job. Debian's build has no Kubernetes discovery, so the test writes
+    the pods' targets to a file as Prometheus' pod role would see them
+    (`support.prometheus_server`), again as pods come."""
     engines.kubectl("apply", "-k", "deploy/crds")
     with prometheus_server(tmp_path) as prometheus:
-        operator = start_operator(engines, tmp_path, "solo", "--resync", "30", "--metrics-source", "prometheus", "--prometheus-url", prometheus.url)
+        operator = start_operator(engines, tmp_path, "solo", "--resync", "30")  # the default source: pods
         try:
             engines.kubectl("apply", "-f", str(tmp_path / "topology.yaml"))
             group = yaml.safe_load((REPO / "examples" / "llama-70b-autoscaled.yaml").read_text())
             group["spec"]["autoscaling"]["intervalSeconds"] = 2
+            group["spec"]["autoscaling"]["metrics"] = {"source": "prometheus", "prometheus": {"url": prometheus.url}}
             (tmp_path / "group.yaml").write_text(yaml.safe_dump(group))
             engines.kubectl("apply", "-f", str(tmp_path / "group.yaml"))
 
@@ -118,6 +123,16 @@ def test_with_a_prometheus_server_the_autoscaler_reads_valid_signals(engines: Ap
             condition = wait_for(valid, 120, "ScalingActive=True from Prometheus", every=1.0)
             assert condition["reason"] == "ValidSignals"
             assert all(target["scrapeUrl"].startswith("http://127.") for target in prometheus.active_targets())
+            assert _queries_answered(prometheus.url) > 0, "the group's signals came from its Prometheus, not the operator's default"
+            assert '"metrics_source": true' in operator.log()
         finally:
             operator.process.terminate()
             assert operator.process.wait(timeout=20) == 0
+
+
+def _queries_answered(url: str) -> float:
+    """Instant queries Prometheus answered, from its own /metrics."""
+    with urllib.request.urlopen(url + "/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("prometheus_http_requests_total{") and 'handler="/api/v1/query"' in line and 'code="200"' in line)
