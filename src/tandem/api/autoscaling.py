@@ -4,6 +4,9 @@ Only field-local rules live here; rules that relate fields to each other or to t
 group's roles (unknown roles, min > max, bands whose minimums exceed 100%, a GPU budget
 below the minimums) are in `tandem.api.validation` so each names its own field path.
 Every policy's block may be present at once, so a comparison can switch `policy` alone.
+`metrics` is the group's own metrics source over the operator's flags (its rules are all
+field-local: patterns the CRD's schema holds too, and the PromQL template check, which
+only the webhook and `tandem validate` run); `tandem.autoscaling.metrics_source` chooses from it.
 """
 
 from __future__ import annotations
