@@ -14,7 +14,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tandem.api.autoscaling import MetricsSpec
+from tandem.api.autoscaling import MetricsSpec, _query_template
 from tandem.autoscaling.engine_metrics import VLLM, Sample, read_pod, renamed
 from tandem.autoscaling.metrics_source import (
     OPERATOR_HAS_NONE,
@@ -121,3 +121,25 @@ def test_queries_are_made_from_the_groups_names_and_its_own_templates_replace_th
     assert queries.busy == "max by (pod) (x{$selector})"
     assert queries.generation_tokens == "" and queries.ttft_p90 == "", "a figure with no series has no query: not asked"
     assert with_queries(ENGINE_QUERIES["vllm"], {}) == ENGINE_QUERIES["vllm"]
+
+
+METRIC_NAMES = st.from_regex(r"[a-zA-Z_:][a-zA-Z0-9_:]{0,30}", fullmatch=True)
+FIGURES = ("waiting", "running", "kv_usage", "prompt_tokens", "generation_tokens", "requests", "ttft", "itl")
+
+
+@given(st.dictionaries(st.sampled_from(FIGURES), METRIC_NAMES))
+def test_every_query_tandem_makes_from_a_groups_names_is_a_valid_template_for_its_own(names) -> None:
+    """The template rule (`spec.autoscaling.metrics.prometheus.queries`) accepts what tandem itself asks."""
+    made = default_queries(renamed(None, names))
+    for engine in (made, *ENGINE_QUERIES.values()):
+        for query in vars(engine).values():
+            if query:
+                assert _query_template(query) == query
+
+
+@given(st.text(max_size=200))
+def test_any_text_is_a_template_or_one_value_error(text) -> None:
+    try:
+        _query_template(text)
+    except ValueError as exc:
+        assert str(exc) and "\n" not in str(exc)
