@@ -14,9 +14,11 @@ from typer.testing import CliRunner
 
 # Property tests: `ci` (the default) is reproducible, a seed fixed per test and no example
 # database; `explore` (`make fuzz`, or TANDEM_HYPOTHESIS_PROFILE=explore) draws fresh
-# seeds on every run, and TANDEM_FUZZ_SCALE multiplies every test's examples.
-settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
-settings.register_profile("explore", derandomize=False, database=None, print_blob=True)
+# seeds on every run, and TANDEM_FUZZ_SCALE multiplies every test's examples. Neither has a
+# per-example deadline: that is a timed assertion, and on a busy 2-core machine it fails
+# tests that are right (speed is measured in bench/, not asserted in tests).
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None)
+settings.register_profile("explore", derandomize=False, database=None, print_blob=True, deadline=None)
 settings.load_profile(os.environ.get("TANDEM_HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parents[1]
