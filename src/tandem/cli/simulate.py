@@ -92,7 +92,7 @@ def run_simulation(
                 bar.advance(overall)
     for name, (_, figures) in runs.items():
         figures["across_seeds"] = across_seeds(per_seed[name])
-    files = write_report(out, runs, f"tandem simulate: {path.name}")
+    files = write_report(out, runs, f"tandem simulate: {path.name}", scenario)
     _print_placement(runs, path, scenario.duration_s, console)
     if any(figures.get("serving") for _, figures in runs.values()):
         _print_serving(runs, console)

@@ -1,282 +1,80 @@
-"""Files a person opens after `tandem simulate`: summary.json, PNG plots and index.html."""
+"""Files a person opens after `tandem simulate`: summary.json, SVG plots and index.html.
+
+summary.json is the machine-readable record (its keys: sim/summary.py); index.html is the
+human view of the same figures: column names with units, latencies in milliseconds,
+shares in percent, a reason wherever a figure is missing, the scenario's events on every
+plot over time, and a short "how to read this". Same inputs, byte-identical files.
+"""
 
 from __future__ import annotations
 
 import html
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import matplotlib
-import numpy as np
-
-matplotlib.use("Agg")  # files only, never a window
-import matplotlib.pyplot as plt  # noqa: E402
-
-from tandem.sim.runner import Result  # noqa: E402
-from tandem.sim.summary import GROUP_KEYS  # noqa: E402
-
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
-
-PLOTS = {
-    "functional.png": "Functional units over time",
-    "ratio.png": "Ready fraction of the desired count, per role",
-    "partial.png": "GPUs held by non-functional units, and allocated",
-    "topology.png": "Placement topology quality: from-replicas next to a counterpart (affinity satisfied), per group",
-}
-SERVING_PLOTS = {
-    "serving_slo.png": "SLO attainment and goodput per GPU, side by side",
-    "serving_latency.png": "TTFT p90 and ITL p90 of the requests arriving in each 30 s, against the SLO",
-    "serving_replicas.png": "Ready prefill and decode replicas over time (the autoscaler's changes as dots), and the request rate",
-    "serving_utilisation.png": "GPU utilisation of the serving replicas over time (share of Ready serving GPUs computing)",
-    "serving_replica_load.png": "Per replica (first run): prefill queue depth and decode KV-cache utilisation (allocated blocks) over time",
-}
-SEEDS_PLOT = {
-    "serving_seeds.png": "Across seeds: mean and 95% interval (bar) and each seed (dots) of SLO attainment, goodput per GPU, TTFT p90 and ITL p90",
-}
-# Per-group serving figures shown in the HTML table, in order.
-SERVING_COLUMNS = (
-    "requests", "completed", "slo_attainment", "goodput_rps_per_gpu", "gpu_utilisation", "mean_gpus", "restarts",
-    "preempted", "prefix_cache_hit_rate", "drained_replicas", "drain_requeued",
+from tandem.sim.report_plots import Context, Plot, group_colours, write_plots
+from tandem.sim.report_text import (
+    DEFINITIONS,
+    PLACEMENT_COLUMNS,
+    count,
+    interval,
+    latency_triple,
+    milliseconds,
+    missing_reason,
+    percent,
+    placement_cell,
+    seconds,
 )
+from tandem.sim.runner import Result, Scenario
+from tandem.sim.scenario_events import ScenarioEvent, scenario_events
+
+Runs = dict[str, tuple[Result, dict[str, Any]]]
+Cell = tuple[str, str | None]  # (text, why it is missing)
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1300px; }
+h2 { margin-top: 1.6em; } .lede { color: #444; }
+.table-wrap { overflow-x: auto; max-width: 100%; margin: 0.5em 0 1em; }
+table { border-collapse: collapse; font-size: 13px; }
+td, th { border: 1px solid #ccc; padding: 4px 8px; text-align: right; vertical-align: top; }
+th { background: #f4f4f4; font-weight: 600; text-align: left; max-width: 11em; }
+td.name { text-align: left; white-space: nowrap; }
+.why { display: block; color: #666; font-size: 11px; max-width: 16em; white-space: normal; text-align: left; }
+.swatch { display: inline-block; width: 0.8em; height: 0.8em; margin-right: 0.35em; border-radius: 2px; vertical-align: baseline; }
+.how { background: #f7f9fc; border: 1px solid #dde3ee; padding: 0.6em 1.2em; }
+.how h2 { margin-top: 0.4em; }
+.how dl { display: grid; grid-template-columns: minmax(12em, max-content) 1fr; gap: 0.25em 1em; }
+.how dt { font-weight: 600; } .how dd { margin: 0; }
+.headline { font-size: 17px; } ol.events li { margin: 0.15em 0; }
+figure { margin: 1.5em 0; } img { max-width: 100%; height: auto; } figcaption { color: #333; }
+figcaption .marked { display: block; color: #666; font-size: 12px; }
+pre { background: #f6f6f6; padding: 1em; max-height: 30em; overflow: auto; font-size: 12px; }
+"""
 
 
-def write_report(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]], title: str) -> list[Path]:
-    """Write summary.json, the plots and index.html for one run per policy; returns the files."""
+def write_report(out: Path, runs: Runs, title: str, scenario: Scenario) -> list[Path]:
+    """Write summary.json, the plots and index.html for one run per policy; `scenario` is
+    the one run (its first seed): its events are marked on the plots. Returns the files."""
     out.mkdir(parents=True, exist_ok=True)
     files = [out / "summary.json"]
     summary = {policy: figures for policy, (_, figures) in runs.items()}
     _write_text(files[0], json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    files += _plots(out, runs)
-    if any(result.serving for result, _ in runs.values()):
-        files += _serving_plots(out, runs)
-        if _seeded(runs):
-            files += _seeds_plot(out, runs)
+    groups = sorted({g for _, figures in runs.values() for g in figures["groups"]} | {g for _, figures in runs.values() for g in figures.get("serving", {})})
+    events = scenario_events(scenario)
+    context = Context(events, scenario.duration_s, group_colours(groups), _cluster_gpus(scenario))
+    totals = {name: sum(v["partial_gpu_seconds"] for v in figures["groups"].values()) for name, (_, figures) in runs.items()}
+    show_partial = any(total > 0 for total in totals.values())
+    plots = write_plots(out, runs, context, show_partial)
+    files += [path for path, _ in plots]
     index = out / "index.html"
-    _write_text(index, _html(title, runs))  # last: a report with an index.html is whole
+    _write_text(index, _html(title, runs, scenario, context, [plot for _, plot in plots], totals))  # last: a report with an index.html is whole
     files.append(index)
     return files
 
 
-def _plots(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]]) -> list[Path]:
-    written: list[Path] = []
-    policies = list(runs)
-    figure, axes = plt.subplots(1, len(policies), figsize=(6 * len(policies), 3.6), squeeze=False, sharey=True)
-    for ax, policy in zip(axes[0], policies):
-        result = runs[policy][0]
-        for group in sorted({g for s in result.samples for g in s.functional}):
-            points = [(s.at, s.functional[group]) for s in result.samples if group in s.functional]
-            ax.step([p[0] for p in points], [p[1] for p in points], where="post", label=group)
-        _decorate(ax, f"{policy}", "functional units")
-    _save(figure, out / "functional.png", written)
-
-    figure, axes = plt.subplots(1, len(policies), figsize=(6 * len(policies), 3.6), squeeze=False, sharey=True)
-    for ax, policy in zip(axes[0], policies):
-        result = runs[policy][0]
-        for group in sorted({g for s in result.samples for g in s.ready}):
-            for role in sorted({r for s in result.samples for r in s.ready.get(group, {})}):
-                ratios = [
-                    (s.at, s.ready[group][role] / s.desired[group][role])
-                    for s in result.samples
-                    if group in s.ready and s.desired[group].get(role)
-                ]
-                ax.step([p[0] for p in ratios], [p[1] for p in ratios], where="post", label=f"{group} {role}")
-        _decorate(ax, f"{policy}", "Ready / desired")
-    _save(figure, out / "ratio.png", written)
-
-    figure, axes = plt.subplots(1, 2, figsize=(12, 3.6), squeeze=False)
-    for policy in policies:
-        result = runs[policy][0]
-        axes[0][0].step([s.at for s in result.samples], [sum(s.partial_gpus.values()) for s in result.samples], where="post", label=policy)
-        axes[0][1].step([s.at for s in result.samples], [s.allocated_gpus for s in result.samples], where="post", label=policy)
-    _decorate(axes[0][0], "GPUs held by non-functional units", "GPUs")
-    _decorate(axes[0][1], "GPUs allocated", "GPUs")
-    _save(figure, out / "partial.png", written)
-
-    groups = sorted({g for _, figures in runs.values() for g in figures["groups"]})
-    figure, ax = plt.subplots(figsize=(max(6, 2.2 * len(groups)), 3.4))
-    width = 0.8 / max(len(policies), 1)
-    for offset, policy in enumerate(policies):
-        values = [runs[policy][1]["groups"].get(g, {}).get("affinity_satisfied_fraction") for g in groups]
-        xs = [i + offset * width for i in range(len(groups))]
-        ax.bar(xs, [v if v is not None else 0 for v in values], width=width, label=policy)
-    ax.set_xticks([i + width * (len(policies) - 1) / 2 for i in range(len(groups))], groups, fontsize=8)
-    ax.set_ylim(0, 1.05)
-    _decorate(ax, "affinity satisfied at the end (0 also where a group has no affinity)", "fraction")
-    ax.set_xlabel("group")
-    _save(figure, out / "topology.png", written)
-    figure.clear()
-    plt.close("all")
-    return written
-
-
-def _serving_plots(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]]) -> list[Path]:
-    written: list[Path] = []
-    names = list(runs)
-    groups = sorted({g for _, figures in runs.values() for g in figures.get("serving", {})})
-    figure, axes = plt.subplots(1, 2, figsize=(12, 3.8), squeeze=False)
-    width = 0.8 / max(len(names), 1)
-    for offset, name in enumerate(names):
-        serving = runs[name][1].get("serving", {})
-        xs = [i + offset * width for i in range(len(groups))]
-        axes[0][0].bar(xs, [serving.get(g, {}).get("slo_attainment") or 0 for g in groups], width=width, label=name)
-        axes[0][1].bar(xs, [serving.get(g, {}).get("goodput_rps_per_gpu") or 0 for g in groups], width=width, label=name)
-    for ax, title, unit in ((axes[0][0], "SLO attainment (TTFT and ITL met)", "share of requests"), (axes[0][1], "goodput per GPU", "requests/s per GPU")):
-        ax.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(groups))], groups, fontsize=8)
-        _decorate(ax, title, unit)
-        ax.set_xlabel("group")
-    _save(figure, out / "serving_slo.png", written)
-
-    figure, axes = plt.subplots(2, len(names), figsize=(5.5 * len(names), 6.4), squeeze=False, sharey="row")
-    for column, name in enumerate(names):
-        for key, served in sorted(runs[name][0].serving.items()):
-            for row, (metric, target) in enumerate((("ttft_s", served.ttft_slo_s), ("itl_s", served.itl_slo_s))):
-                centres, p90 = _binned_p90(served.arrival_s, getattr(served, metric), 30.0)
-                ax = axes[row][column]
-                ax.plot(centres, p90, label=f"{key} p90")
-                ax.axhline(target, color="red", linestyle="--", linewidth=1, label=f"SLO {target:g} s")
-                ax.set_yscale("log")
-                _decorate(ax, f"{name}: {metric.removesuffix('_s').upper()}", "seconds")
-    _save(figure, out / "serving_latency.png", written)
-
-    figure, axes = plt.subplots(1, len(names), figsize=(5.5 * len(names), 3.6), squeeze=False, sharey=True)
-    for ax, name in zip(axes[0], names):
-        result = runs[name][0]
-        rate_axis = ax.twinx()
-        for key, timeline in sorted(result.serving_timeline.items()):
-            if not timeline:
-                continue
-            times = [t for t, *_ in timeline] + [result.samples[-1].at if result.samples else timeline[-1][0]]
-            for index, role in ((1, "prefill"), (2, "decode")):
-                values = [row[index] for row in timeline]
-                ax.step(times, values + values[-1:], where="post", label=f"{key} {role} Ready")
-            for at, desired in result.scale_events.get(key, []):
-                ax.scatter([at] * len(desired), list(desired.values()), s=9, color="black", zorder=3)
-            arrivals = result.serving[key].arrival_s
-            if len(arrivals):
-                edges = np.arange(0.0, float(arrivals[-1]) + 30.0, 30.0)
-                counts, _ = np.histogram(arrivals, edges)
-                rate_axis.plot(edges[:-1] + 15.0, counts / 30.0, color="grey", alpha=0.5, linewidth=1)
-        rate_axis.set_ylabel("requests/s (grey)", fontsize=8)
-        _decorate(ax, name, "Ready replicas")
-    _save(figure, out / "serving_replicas.png", written)
-
-    figure, ax = plt.subplots(figsize=(12, 3.4))
-    for name in names:
-        for key, values in sorted(runs[name][1].get("serving", {}).items()):
-            points = values["gpu_utilisation_over_time"]
-            ax.plot([t for t, _ in points], [u for _, u in points], linewidth=1, label=f"{name}: {key}")
-    ax.set_ylim(0, 1.05)
-    _decorate(ax, "GPU utilisation of the serving replicas", "busy share")
-    _save(figure, out / "serving_utilisation.png", written)
-
-    first = runs[names[0]][0]
-    figure, axes = plt.subplots(1, 2, figsize=(12, 3.6), squeeze=False)
-    for key, served in sorted(first.serving.items()):
-        samples = served.samples
-        for replica, ident in enumerate(served.replica_ids):
-            rows = np.flatnonzero(samples.replica == replica)
-            label = ident.split("@")[0].removeprefix(key + "/")
-            if served.replica_kinds[replica] == "prefill":
-                axes[0][0].step(samples.at_s[rows], samples.queue_depth[rows], where="post", linewidth=0.8, label=label)
-            else:
-                axes[0][1].step(samples.at_s[rows], samples.kv_utilization[rows], where="post", linewidth=0.8, label=label)
-    _decorate(axes[0][0], f"{names[0]}: prefill queue depth", "queued prompts")
-    _decorate(axes[0][1], f"{names[0]}: decode KV-cache utilisation", "reserved / capacity")
-    _save(figure, out / "serving_replica_load.png", written)
-    plt.close("all")
-    return written
-
-
-def _seeded(runs: dict[str, tuple[Result, dict[str, Any]]]) -> bool:
-    return any(figures.get("across_seeds", {}).get("serving") for _, figures in runs.values())
-
-
-# (figure, percentile or None, title, unit, scale) of the panels of serving_seeds.png
-_SEED_PANELS = (
-    ("slo_attainment", None, "SLO attainment", "share of requests", 1.0),
-    ("goodput_rps_per_gpu", None, "goodput per GPU", "requests/s per GPU", 1.0),
-    ("ttft_s", "p90", "TTFT p90", "seconds", 1.0),
-    ("itl_s", "p90", "ITL p90", "milliseconds", 1000.0),
-)
-
-
-def _seeds_plot(out: Path, runs: dict[str, tuple[Result, dict[str, Any]]]) -> list[Path]:
-    """Each run's mean with its 95% interval as an error bar, and every seed as a dot: a
-    difference holds across seeds where two bars do not overlap."""
-    written: list[Path] = []
-    names = list(runs)
-    groups = sorted({g for _, figures in runs.values() for g in figures.get("across_seeds", {}).get("serving", {})})
-    figure, axes = plt.subplots(2, 2, figsize=(max(10, 1.1 * len(names) * max(len(groups), 1) + 4), 7.2), squeeze=False)
-    width = 0.8 / max(len(groups), 1)
-    for ax, (key, quantile, title, unit, scale) in zip(axes.flat, _SEED_PANELS):
-        for offset, group in enumerate(groups):
-            xs: list[float] = []
-            means: list[float] = []
-            errors: list[list[float]] = [[], []]  # below and above each mean
-            dots_x: list[float] = []
-            dots_y: list[float] = []
-            for index, name in enumerate(names):
-                stat = runs[name][1].get("across_seeds", {}).get("serving", {}).get(group, {}).get(key)
-                stat = stat.get(quantile) if (stat is not None and quantile) else stat
-                if not stat or stat["mean"] is None:
-                    continue
-                x = index + (offset - (len(groups) - 1) / 2) * width
-                mean = stat["mean"] * scale
-                low, high = (stat["ci95"] or [stat["mean"], stat["mean"]])
-                xs.append(x)
-                means.append(mean)
-                errors[0].append(mean - low * scale)
-                errors[1].append(high * scale - mean)
-                measured = [v * scale for v in stat["values"] if v is not None]
-                dots_x += [x] * len(measured)
-                dots_y += measured
-            ax.errorbar(xs, means, yerr=errors, fmt="o", capsize=4, label=group if len(groups) > 1 else None)
-            ax.scatter(dots_x, dots_y, s=8, color="grey", alpha=0.6, zorder=3)
-        ax.set_xticks(range(len(names)), names, fontsize=7, rotation=30, ha="right")
-        _decorate(ax, f"{title} (mean, 95% interval, seeds)", unit)
-        ax.set_xlabel("")
-    _save(figure, out / "serving_seeds.png", written)
-    plt.close("all")
-    return written
-
-
-def _binned_p90(times: np.ndarray, values: np.ndarray, width: float) -> tuple[list[float], list[float]]:
-    """p90 of `values` (NaN left out) per `width`-second bin of `times`."""
-    if len(times) == 0:
-        return [], []
-    bins = np.floor(times / width).astype(np.int64)
-    centres, p90 = [], []
-    for b in np.unique(bins):
-        chosen = values[bins == b]
-        chosen = chosen[~np.isnan(chosen)]
-        if chosen.size:
-            centres.append(float(b * width + width / 2))
-            p90.append(float(np.percentile(chosen, 90)))
-    return centres, p90
-
-
-def _decorate(ax: Axes, title: str, ylabel: str) -> None:
-    ax.set_title(title, fontsize=10)
-    ax.set_xlabel("simulated time (s)")
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="best")
-
-
-def _save(figure: Figure, path: Path, written: list[Path]) -> None:
-    figure.tight_layout()
-    partial = _partial(path)
-    try:
-        figure.savefig(partial, dpi=110, format=path.suffix.lstrip("."))
-        partial.replace(path)
-    finally:
-        partial.unlink(missing_ok=True)
-        plt.close(figure)
-    written.append(path)
+def _cluster_gpus(scenario: Scenario) -> int:
+    return sum(int(n.get("status", {}).get("allocatable", {}).get("nvidia.com/gpu", 0)) for n in scenario.cluster if n.get("kind") == "Node")
 
 
 def _partial(path: Path) -> Path:
@@ -293,90 +91,214 @@ def _write_text(path: Path, text: str) -> None:
         partial.unlink(missing_ok=True)
 
 
-def _html(title: str, runs: dict[str, tuple[Result, dict[str, Any]]]) -> str:
-    rows = []
-    keys = list(GROUP_KEYS)
-    for policy, (_, figures) in runs.items():
-        for group, values in figures["groups"].items():
-            cells = "".join(f"<td>{html.escape(str(values.get(k)))}</td>" for k in keys)
-            rows.append(f"<tr><td>{html.escape(policy)}</td><td>{html.escape(group)}</td>{cells}</tr>")
-    header = "".join(f"<th>{html.escape(k)}</th>" for k in ["policy", "group", *keys])
-    serving_rows = []
-    for name, (_, figures) in runs.items():
-        for group, values in figures.get("serving", {}).items():
-            serving_cells = [values.get(k) for k in SERVING_COLUMNS]
-            serving_cells += ["/".join(_short(values[m][q]) for q in ("p50", "p90", "p99")) for m in ("ttft_s", "itl_s")]
-            serving_cells.append(len(values["scale_events"]))
-            serving_rows.append(
-                f"<tr><td>{html.escape(name)}</td><td>{html.escape(group)}</td>"
-                + "".join(f"<td>{html.escape(_short(c))}</td>" for c in serving_cells)
-                + "</tr>"
-            )
-    serving = ""
-    plots = dict(PLOTS)
-    if serving_rows:
-        columns = ["run", "group", *SERVING_COLUMNS, "ttft_s p50/p90/p99", "itl_s p50/p90/p99", "scale events"]
-        serving_header = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-        seeds = [figures.get("across_seeds", {}).get("seeds", []) for _, figures in runs.values()]
-        first = f" (first seed, {seeds[0][0]})" if seeds and len(seeds[0]) > 1 else ""
-        serving = f"<h2>Serving{html.escape(first)}</h2><table><tr>{serving_header}</tr>{''.join(serving_rows)}</table>"
-        plots = {**SERVING_PLOTS, **PLOTS}
-        if _seeded(runs):
-            serving += _seeds_table(runs)
-            plots = {**SEEDS_PLOT, **plots}
-    images = "".join(
-        f'<figure><img src="{name}" alt="{html.escape(caption)}"><figcaption>{html.escape(caption)}</figcaption></figure>'
-        for name, caption in plots.items()
-    )
+# --- the page ---------------------------------------------------------------------------
+
+
+def _html(title: str, runs: Runs, scenario: Scenario, context: Context, plots: list[Plot], totals: dict[str, float]) -> str:
+    seeds = max(len(figures.get("across_seeds", {}).get("seeds", [])) for _, figures in runs.values()) or 1
     first_policy = next(iter(runs))  # the first run's log
     log = "\n".join(f"{at:9.1f}  {html.escape(line)}" for at, line in runs[first_policy][0].log[:400])
+    serving = any(figures.get("serving") for _, figures in runs.values())
+    parts = [
+        f"<h1>{html.escape(title)}</h1>",
+        f'<p class="lede">{html.escape(_lede(runs, scenario, seeds))}</p>',
+        _headline(runs, scenario, totals),
+        _how_to_read(runs, context),
+        _events(context.events),
+    ]
+    if serving:
+        parts.append(_serving_tables(runs, context, seeds))
+        if seeds > 1:
+            parts.append(_seeds_table(runs, context, seeds))
+    parts.append(_placement_table(runs, context, scenario.duration_s))
+    parts.append("<h2>Plots</h2>" + "".join(_figure(plot, context.events) for plot in plots if plot.name != "partial.svg"))
+    parts.append(f"<h2>Event log ({html.escape(first_policy)}, first 400 lines)</h2><pre>{log}</pre>")
+    body = "\n".join(parts)
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
-table {{ border-collapse: collapse; font-size: 13px; }} td, th {{ border: 1px solid #ccc; padding: 4px 8px; text-align: right; }}
-td:first-child, td:nth-child(2), th {{ text-align: left; }} figure {{ margin: 1.5em 0; }} img {{ max-width: 100%; }}
-pre {{ background: #f6f6f6; padding: 1em; max-height: 30em; overflow: auto; font-size: 12px; }}
-</style></head><body>
-<h1>{html.escape(title)}</h1>
-{serving}
-<h2>Placement and coordination</h2><table><tr>{header}</tr>{''.join(rows)}</table>
-<h2>Over time</h2>{images}
-<h2>Event log ({html.escape(first_policy)}, first 400 lines)</h2><pre>{log}</pre>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>{html.escape(title)}</title>
+<style>{STYLE}</style></head><body>
+{body}
 </body></html>
 """
 
 
-def _seeds_table(runs: dict[str, tuple[Result, dict[str, Any]]]) -> str:
+def _lede(runs: Runs, scenario: Scenario, seeds: int) -> str:
+    names = ", ".join(runs)
+    runs_text = f"run: {names}" if len(runs) == 1 else f"{len(runs)} runs compared: {names}"
+    seed_text = (
+        f"one seed ({scenario.seed}): no intervals across seeds (--seeds N adds them)"
+        if seeds == 1
+        else f"{seeds} seeds from {scenario.seed}: tables and plots per run show the first seed, “Across {seeds} seeds” their mean and 95% interval"
+    )
+    return f"{scenario.duration_s:,.0f} s simulated · {runs_text} · {seed_text}"
+
+
+def _headline(runs: Runs, scenario: Scenario, totals: dict[str, float]) -> str:
+    """The headline figure, GPUs held by units that cannot serve: plotted against the other
+    runs when there are any, said in words when there is nothing to set it against."""
+    out = ["<h2>Headline: GPUs held by units that cannot serve</h2>"]
+    said = "; ".join(f"<b>{html.escape(name)}</b> {count(total)} GPU·s" for name, total in totals.items())
+    if len(runs) > 1:
+        out.append(f'<p class="headline">GPU-seconds held by non-functional units (a role below its minimum placed) over the run: {said}.</p>')
+        if any(totals.values()):
+            out.append(_figure(Plot("partial.svg", "GPUs held by non-functional units over time, per run", True), scenario_events(scenario)))
+        else:
+            out.append("<p>Every run held 0: no plot, a flat line at 0 says nothing more.</p>")
+    else:
+        (name, total), = totals.items()
+        out.append(
+            f'<p class="headline">{said} held by non-functional units (a role below its minimum placed) over the {scenario.duration_s:,.0f} s'
+            + (": no GPU ever waited in a half-placed unit." if total == 0 else ".")
+            + "</p><p>No comparison was run, so there is nothing to set this against: "
+            "<code>tandem simulate SCENARIO --compare</code> runs the same scenario with the scenario's <code>compare:</code> runs, or with "
+            "the independent (each role its own gang) and sequential placement baselines, and plots them side by side here.</p>"
+        )
+        if total > 0:
+            out.append(_figure(Plot("partial.svg", "GPUs held by non-functional units over time", True), scenario_events(scenario)))
+    return "\n".join(out)
+
+
+def _how_to_read(runs: Runs, context: Context) -> str:
+    items = "".join(f"<dt>{html.escape(term)}</dt><dd>{html.escape(text)}</dd>" for term, text in DEFINITIONS)
+    example = _availability_example(runs)
+    notes = (
+        "Colours are groups, the same on every plot and beside the group's name in the tables. Latencies are in milliseconds, "
+        "shares in percent. Numbered dotted lines on the plots over time are the scenario's events, listed below."
+    )
+    return f'<section class="how"><h2>How to read this</h2><p>{html.escape(notes)}</p><dl>{items}</dl>{example}</section>'
+
+
+def _availability_example(runs: Runs) -> str:
+    """The page's own case of a group functional for most of the run yet 0% available."""
+    name, (result, figures) = next(iter(runs.items()))
+    for group, values in figures["groups"].items():
+        if values["available_fraction"] == 0 and values["time_to_first_functional_s"] is not None:
+            most = max((s.functional.get(group, 0) for s in result.samples), default=0)
+            units = _units_wanted(result, group)
+            wanted = f" of its {units}" if units else ""
+            return (
+                f"<p>Here ({html.escape(name)}), <b>{html.escape(group)}</b> had a functional unit {seconds(values['time_to_first_functional_s'])} after it "
+                f"arrived, yet is 0% available: at most {most}{wanted} units were functional at once, never all of them.</p>"
+            )
+    return ""
+
+
+def _units_wanted(result: Result, group: str) -> int | None:
+    namespace, name = group.split("/")
+    found = [g for g in result.store.snapshot().list("InferenceGroup", namespace) if g["metadata"]["name"] == name]
+    return int(found[0]["spec"].get("replicas", 1)) if found else None
+
+
+def _events(events: list[ScenarioEvent]) -> str:
+    if not events:
+        return "<h2>Scenario events</h2><p>The scenario schedules no event: nothing is marked on the plots.</p>"
+    items = "".join(f'<li value="{e.number}"><b>{seconds(e.at)}</b> — {html.escape(e.text)}</li>' for e in events)
+    return f'<h2>Scenario events</h2><p>Marked on every plot over time as numbered dotted lines.</p><ol class="events">{items}</ol>'
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(rows_cells) + "</tr>" for rows_cells in rows)
+    return f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def _name_cells(run: str, group: str, context: Context) -> list[str]:
+    colour = context.colours.get(group, "#999999")
+    return [f'<td class="name">{html.escape(run)}</td>', f'<td class="name"><span class="swatch" style="background:{colour}"></span>{html.escape(group)}</td>']
+
+
+def _cell(cell: Cell) -> str:
+    text, why = cell
+    return f"<td>{html.escape(text)}" + (f'<span class="why">{html.escape(why)}</span>' if why else "") + "</td>"
+
+
+def _serving_tables(runs: Runs, context: Context, seeds: int) -> str:
+    first = f" (first seed, {next(iter(runs.values()))[1]['across_seeds']['seeds'][0]})" if seeds > 1 else ""
+    requests, capacity = [], []
+    for name, (_, figures) in runs.items():
+        for group, v in figures.get("serving", {}).items():
+            slo = v["slo"]
+            requests.append(
+                _name_cells(name, group, context)
+                + [
+                    _cell((f"{count(v['completed'])} / {count(v['requests'])}", None)),
+                    _cell((percent(v["slo_attainment"]), None)),
+                    _cell(("n/a", "the group held no GPU while requests arrived") if v["goodput_rps_per_gpu"] is None else (f"{v['goodput_rps_per_gpu']:.3g}", None)),
+                    _cell(latency_triple(v["ttft_s"])),
+                    _cell(latency_triple(v["itl_s"])),
+                    _cell((f"{milliseconds(slo['ttft_s'])} / {milliseconds(slo['itl_s'])}", None)),
+                ]
+            )
+            capacity.append(
+                _name_cells(name, group, context)
+                + [
+                    _cell((f"{v['mean_gpus']:,.1f}", None)),
+                    _cell(("n/a", "no serving replica was Ready") if v["gpu_utilisation"] is None else (percent(v["gpu_utilisation"]), None)),
+                    _cell((count(len(v["scale_events"])), None)),
+                    _cell((count(v["drained_replicas"]), None)),
+                    _cell((count(v["drain_requeued"]), None)),
+                    _cell((count(v["restarts"]), None)),
+                    _cell((count(v["preempted"]), None)),
+                    _cell(("n/a", "nothing was prefilled") if v["prefix_cache_hit_rate"] is None else (percent(v["prefix_cache_hit_rate"]), None)),
+                ]
+            )
+    requests_header = [
+        "Run", "Group", "Requests completed / arrived", "SLO met (% of all requests)", "Goodput (SLO-met requests/s per GPU)",
+        "TTFT p50 / p90 / p99 (ms)", "ITL p50 / p90 / p99 (ms)", "SLO targets: TTFT / ITL (ms)",
+    ]
+    capacity_header = [
+        "Run", "Group", "Mean GPUs held", "GPU busy (% of Ready GPU time)", "Autoscaler changes", "Replicas drained",
+        "Requests sent back by a drain", "Requests restarted (lost work)", "Requests preempted (KV cache)", "Prefix-cache hits (% of prompt tokens)",
+    ]
+    return (
+        f"<h2>Serving{html.escape(first)}</h2><h3>Requests and latency</h3>{_table(requests_header, requests)}"
+        f"<h3>Capacity and disruption</h3>{_table(capacity_header, capacity)}"
+    )
+
+
+def _seeds_table(runs: Runs, context: Context, seeds: int) -> str:
     """Every run's serving figures across its seeds, as mean ± half the 95% interval."""
-    columns = ["run", "group", "seeds", "slo_attainment", "goodput_rps_per_gpu", "mean_gpus", "ttft_s p50", "ttft_s p90", "ttft_s p99", "itl_s p50", "itl_s p90", "itl_s p99"]
     rows = []
-    count = 0
     for name, (_, figures) in runs.items():
         across = figures.get("across_seeds", {})
-        count = max(count, len(across.get("seeds", [])))
-        for group, values in across.get("serving", {}).items():
-            cells = [len(across["seeds"])] + [_interval(values[k]) for k in ("slo_attainment", "goodput_rps_per_gpu", "mean_gpus")]
-            cells += [_interval(values[m][q]) for m in ("ttft_s", "itl_s") for q in ("p50", "p90", "p99")]
-            rows.append(
-                f"<tr><td>{html.escape(name)}</td><td>{html.escape(group)}</td>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>"
-            )
-    header = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    note = "mean ± half of the 95% interval (Student t) over the seeds; a difference holds where two intervals do not overlap"
-    return f"<h2>Across {count} seed(s)</h2><p>{html.escape(note)}</p><table><tr>{header}</tr>{''.join(rows)}</table>"
+        for group, v in across.get("serving", {}).items():
+            cells = [
+                interval(v["slo_attainment"], 100, 2, "%"),
+                interval(v["goodput_rps_per_gpu"], 1, 4),
+                interval(v["mean_gpus"], 1, 1),
+            ]
+            cells += [interval(v[m][q], 1000, 1) for m in ("ttft_s", "itl_s") for q in ("p50", "p90", "p99")]
+            rows.append(_name_cells(name, group, context) + [_cell((count(len(across["seeds"])), None))] + [_cell(c) for c in cells])
+    header = ["Run", "Group", "Seeds", "SLO met (%)", "Goodput (requests/s per GPU)", "Mean GPUs held"]
+    header += [f"{m} {q} (ms)" for m in ("TTFT", "ITL") for q in ("p50", "p90", "p99")]
+    note = "mean ± half of the 95% interval (Student t) over the seeds; a difference between two runs holds where their intervals do not overlap"
+    return f"<h2>Across {seeds} seeds</h2><p>{html.escape(note)}</p>{_table(header, rows)}"
 
 
-def _interval(stat: dict[str, Any]) -> str:
-    if stat["mean"] is None:
-        return "-"
-    if stat["ci95"] is None:
-        return _short(stat["mean"])
-    return f"{_short(stat['mean'])} ± {(stat['ci95'][1] - stat['ci95'][0]) / 2:.2g}"
+def _placement_table(runs: Runs, context: Context, duration_s: float) -> str:
+    rows = []
+    for name, (result, figures) in runs.items():
+        for group, values in figures["groups"].items():
+            cells = []
+            for key, _ in PLACEMENT_COLUMNS:
+                why = missing_reason(key, group, result, duration_s) if values.get(key) is None else ""
+                cells.append(_cell(placement_cell(key, values.get(key), why)))
+            rows.append(_name_cells(name, group, context) + cells)
+    header = ["Run", "Group", *(label for _, label in PLACEMENT_COLUMNS)]
+    return f"<h2>Placement and coordination</h2>{_table(header, rows)}"
 
 
-def _short(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+def _figure(plot: Plot, events: list[ScenarioEvent]) -> str:
+    marked = ""
+    alt = plot.caption
+    if plot.over_time and events:
+        listed = "; ".join(f"{e.number}: {seconds(e.at)} {e.short}" for e in events)
+        marked = f'<span class="marked">Dotted lines mark the scenario\'s events — {html.escape(listed)}.</span>'
+        alt += f". Events marked: {listed}"
+    return (
+        f'<figure><img src="{plot.name}" alt="{html.escape(alt)}">'
+        f"<figcaption>{html.escape(plot.caption)}{marked}</figcaption></figure>"
+    )
+
+
+
