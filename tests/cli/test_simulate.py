@@ -47,8 +47,10 @@ def test_simulate_writes_summary_plots_and_report(tmp_path, run_cli, examples):
     }
     assert figures["partial_gpu_seconds"] == 0 and figures["time_to_first_functional_s"] is not None
     page = (out / "index.html").read_text()
-    for image in ("functional.png", "ratio.png", "partial.png", "topology.png"):
+    for image in ("functional.svg", "ratio.svg", "allocated.svg", "topology.svg"):
         assert (out / image).stat().st_size > 1000 and f'src="{image}"' in page
+    stranded = any(g["partial_gpu_seconds"] for figures in summary.values() for g in figures["groups"].values())
+    assert ('src="partial.svg"' in page) == bool(stranded), "the headline plot when a run held GPUs in non-functional units"
 
 
 def test_a_bad_scenario_is_one_line_and_exit_2(tmp_path, run_cli):
@@ -106,7 +108,10 @@ def test_seeds_give_means_and_intervals_and_the_same_seeds_the_same_bytes(tmp_pa
     for out in outs:
         result = run_cli("simulate", tmp_path / "scenario.yaml", "--compare", "--seeds", "2", "--run", "fixed-ratio", "--run", "band-raise", "--out", out)
         assert result.exit_code == 0, result.stderr
-    assert (outs[0] / "summary.json").read_bytes() == (outs[1] / "summary.json").read_bytes()
+    written = sorted(p.name for p in outs[0].iterdir())
+    assert written == sorted(p.name for p in outs[1].iterdir())
+    for name in written:  # summary.json, every plot and index.html
+        assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), f"{name} differs between two runs of the same inputs"
     summary = json.loads((outs[0] / "summary.json").read_text())
     assert set(summary) == {"fixed-ratio", "band-raise"}, "--run picks runs of the compare list"
     across = summary["fixed-ratio"]["across_seeds"]
@@ -116,8 +121,8 @@ def test_seeds_give_means_and_intervals_and_the_same_seeds_the_same_bytes(tmp_pa
     assert slo["ci95"][0] <= slo["mean"] <= slo["ci95"][1]
     assert "serving across 2 seeds" in result.stdout
     page = (outs[0] / "index.html").read_text()
-    assert "Across 2 seed(s)" in page and 'src="serving_seeds.png"' in page
-    assert (outs[0] / "serving_seeds.png").stat().st_size > 1000
+    assert "Across 2 seeds" in page and 'src="serving_seeds.svg"' in page
+    assert (outs[0] / "serving_seeds.svg").stat().st_size > 1000
 
 
 def test_an_unknown_run_is_named(tmp_path, run_cli, examples):

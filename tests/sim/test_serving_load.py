@@ -130,9 +130,9 @@ def test_compare_runs_every_policy_on_the_same_requests_and_writes_the_report(tm
     requests = {name: figures["serving"]["serving/llama-70b-chat"]["requests"] for name, figures in summary.items()}
     assert len(set(requests.values())) == 1, "every policy must see the same trace"
     page = (out / "index.html").read_text()
-    for image in ("serving_slo.png", "serving_latency.png", "serving_replicas.png", "serving_utilisation.png", "serving_replica_load.png"):
+    for image in ("serving_slo.svg", "serving_latency.svg", "serving_replicas.svg", "serving_utilisation.svg", "serving_replica_load.svg"):
         assert (out / image).stat().st_size > 1000 and f'src="{image}"' in page
-    assert "goodput_rps_per_gpu" in page and "SLO met" in result.stdout
+    assert "Goodput (SLO-met requests/s per GPU)" in page and "SLO met" in result.stdout
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,7 @@ h2 { margin-top: 1.6em; } .lede { color: #444; }
 .table-wrap { overflow-x: auto; max-width: 100%; margin: 0.5em 0 1em; }
 table { border-collapse: collapse; font-size: 13px; }
 td, th { border: 1px solid #ccc; padding: 4px 8px; text-align: right; vertical-align: top; }
+td { white-space: nowrap; }
 th { background: #f4f4f4; font-weight: 600; text-align: left; max-width: 11em; }
 td.name { text-align: left; white-space: nowrap; }
 .why { display: block; color: #666; font-size: 11px; max-width: 16em; white-space: normal; text-align: left; }
@@ -267,7 +268,7 @@ def _seeds_table(runs: Runs, context: Context, seeds: int) -> str:
                 interval(v["goodput_rps_per_gpu"], 1, 4),
                 interval(v["mean_gpus"], 1, 1),
             ]
-            cells += [interval(v[m][q], 1000, 1) for m in ("ttft_s", "itl_s") for q in ("p50", "p90", "p99")]
+            cells += [interval(v[m][q], 1000, 0 if (v[m][q]["mean"] or 0) >= 0.1 else 1) for m in ("ttft_s", "itl_s") for q in ("p50", "p90", "p99")]
             rows.append(_name_cells(name, group, context) + [_cell((count(len(across["seeds"])), None))] + [_cell(c) for c in cells])
     header = ["Run", "Group", "Seeds", "SLO met (%)", "Goodput (requests/s per GPU)", "Mean GPUs held"]
     header += [f"{m} {q} (ms)" for m in ("TTFT", "ITL") for q in ("p50", "p90", "p99")]

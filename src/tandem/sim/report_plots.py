@@ -127,12 +127,14 @@ def _partial(runs: Runs, context: Context) -> Figure:
 
 def _functional(runs: Runs, context: Context) -> Figure:
     figure, axes = _panels(len(runs), height=3.4)
+    top = 0.0
     for panel, (ax, (name, (result, _))) in enumerate(zip(axes, runs.items())):
         for group in sorted({g for s in result.samples for g in s.functional}):
             points = [(s.at, s.functional[group]) for s in result.samples if group in s.functional]
             ax.step([p[0] for p in points], [p[1] for p in points], where="post", color=context.colours[group], linewidth=1.5)
+            top = max([top, *(p[1] for p in points)])
         _over_time(ax, context, panel, name, "functional units")
-        _count_axis(ax)
+    _count_axes(axes, top)
     _group_legend(figure, axes[-1], context, [g for g in context.colours])
     return figure
 
@@ -140,6 +142,7 @@ def _functional(runs: Runs, context: Context) -> Figure:
 def _ratio(runs: Runs, context: Context) -> Figure:
     figure, axes = _panels(len(runs), height=3.4)
     roles: set[str] = set()
+    top = 100.0
     for panel, (ax, (name, (result, _))) in enumerate(zip(axes, runs.items())):
         for group in sorted({g for s in result.samples for g in s.ready}):
             for role in sorted({r for s in result.samples for r in s.ready.get(group, {})}):
@@ -150,14 +153,17 @@ def _ratio(runs: Runs, context: Context) -> Figure:
                     if group in s.ready and s.desired[group].get(role)
                 ]
                 ax.step([p[0] for p in ratios], [p[1] for p in ratios], where="post", color=context.colours[group], linestyle=_role_style(role), linewidth=1.2)
+                top = max([top, *(p[1] for p in ratios)])
         _over_time(ax, context, panel, name, "Ready / desired (%)")
-        ax.set_ylim(bottom=0)
+    for ax in axes:
+        ax.set_ylim(0, top * 1.05)
     _group_legend(figure, axes[-1], context, list(context.colours), sorted(roles))
     return figure
 
 
 def _allocated(runs: Runs, context: Context) -> Figure:
     figure, axes = _panels(len(runs), height=3.4)
+    top = float(context.cluster_gpus)
     for panel, (ax, (name, (result, _))) in enumerate(zip(axes, runs.items())):
         times = np.array([s.at for s in result.samples] + [context.duration_s])
         below = np.zeros(len(times))
@@ -167,12 +173,12 @@ def _allocated(runs: Runs, context: Context) -> Figure:
                 continue
             ax.fill_between(times, below, below + held, step="post", color=context.colours[group], alpha=0.75, linewidth=0)
             below = below + held
+        top = max(top, float(below.max()))
         if context.cluster_gpus:
             ax.axhline(context.cluster_gpus, color="black", linewidth=0.8)
             ax.annotate(f"cluster: {context.cluster_gpus:,} GPUs", xy=(0.005, context.cluster_gpus), xycoords=("axes fraction", "data"), xytext=(0, -10), textcoords="offset points", fontsize=7)
         _over_time(ax, context, panel, name, "GPUs held")
-        _count_axis(ax)
-        ax.set_ylim(0, max(ax.get_ylim()[1], context.cluster_gpus * 1.08))
+    _count_axes(axes, top)
     _group_legend(figure, axes[-1], context, list(context.colours))
     return figure
 
@@ -194,8 +200,14 @@ def _serving_latency(runs: Runs, context: Context) -> Figure:
                 ax.axhline(target, color=colour, linestyle="--", linewidth=1.2)
                 ax.annotate(f"{short_name(key)} SLO {_ms(target)}", xy=(1.0, target), xycoords=("axes fraction", "data"), xytext=(-3, 2), textcoords="offset points", ha="right", va="bottom", fontsize=7, color=colour)
                 top = max([top, target, *(v * 1000.0 for v in p90)])
-            _over_time(ax, context, row * len(names) + column, f"{name}: {title} (ms)", "milliseconds")
-            ax.set_ylim(0, top * 1.12 if top > 0 else 1)
+            targets = [(s.ttft_slo_s if metric == "ttft_s" else s.itl_slo_s) * 1000.0 for s in runs[name][0].serving.values()]
+            if targets and top > 20 * max(targets):  # a linear axis would flatten the targets to its floor
+                _over_time(ax, context, row * len(names) + column, f"{name}: {title} (ms, log scale: up to {top:,.0f} ms)", "milliseconds")
+                ax.set_yscale("log")
+                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+            else:
+                _over_time(ax, context, row * len(names) + column, f"{name}: {title} (ms)", "milliseconds")
+                ax.set_ylim(0, top * 1.12 if top > 0 else 1)
     handles = [Line2D([], [], color=context.colours[g], linewidth=1.2, label=f"{short_name(g)} p90") for g in sorted(set(groups))]
     handles += [Line2D([], [], color=context.colours[g], linestyle="--", linewidth=1.2, label=f"{short_name(g)} SLO target") for g in sorted(set(groups))]
     grid[0][-1].legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
@@ -280,7 +292,7 @@ def _replica_load(runs: Runs, context: Context) -> Figure:
                 picked = np.nan_to_num(values[chosen].astype(float)) * scale
                 mean = np.bincount(index, weights=picked, minlength=times.size) / np.bincount(index, minlength=times.size)
                 ax.step(times, mean, where="post", color=colour, linewidth=1.8)
-            _over_time(ax, context, 2 * row + column, f"{short_name(key)} · {title} ({len(replicas)} replicas)", unit)
+            _over_time(ax, context, 2 * row + column, f"{short_name(key)} · {title} ({len(replicas)} replica{'' if len(replicas) == 1 else 's'})", unit)
             if kind == "prefill":
                 _count_axis(ax)
                 if times.size and not values[chosen].any():
@@ -406,6 +418,7 @@ def _seeds(runs: Runs, context: Context) -> Figure:
         ax.set_xticks(range(len(names)), names, fontsize=7, rotation=30 if len(names) > 3 else 0, ha="right" if len(names) > 3 else "center")
         ax.set_xlim(-0.6, len(names) - 0.4)
         ax.set_ylim(0, 105 if key == "slo_attainment" else (top * 1.12 if top > 0 else 1))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 100 else f"{v:g}"))
         ax.set_title(f"{title} (mean, 95% interval, each seed)", fontsize=10)
         ax.set_ylabel(unit)
         ax.grid(alpha=0.3, axis="y")
@@ -459,10 +472,16 @@ def _mark_events(ax: Axes, context: Context, panel: int) -> None:
 
 def _count_axis(ax: Axes) -> None:
     """A count never goes below 0, and its ticks are whole numbers."""
-    _, high = ax.get_ylim()
-    ax.set_ylim(0, max(high, 1.0))
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    _count_axes([ax], ax.get_ylim()[1])
+
+
+def _count_axes(axes: Sequence[Axes], top: float) -> None:
+    """Panels sharing a count axis: 0 to a little above the largest value of any (at least
+    1), whole numbers: a line at its maximum stays clear of the frame."""
+    for ax in axes:
+        ax.set_ylim(0, max(top * 1.08, 1.08))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
 
 
 def _role_style(role: str) -> Any:
