@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from tandem.sim.report_plots import Context, Plot, group_colours, write_plots
 from tandem.sim.report_text import (
@@ -190,7 +190,7 @@ def _units_wanted(result: Result, group: str) -> int | None:
     return int(found[0]["spec"].get("replicas", 1)) if found else None
 
 
-def _events(events: list[ScenarioEvent]) -> str:
+def _events(events: Sequence[ScenarioEvent]) -> str:
     if not events:
         return "<h2>Scenario events</h2><p>The scenario schedules no event: nothing is marked on the plots.</p>"
     items = "".join(f'<li value="{e.number}"><b>{seconds(e.at)}</b> — {html.escape(e.text)}</li>' for e in events)
@@ -289,7 +289,7 @@ def _placement_table(runs: Runs, context: Context, duration_s: float) -> str:
     return f"<h2>Placement and coordination</h2>{_table(header, rows)}"
 
 
-def _figure(plot: Plot, events: list[ScenarioEvent]) -> str:
+def _figure(plot: Plot, events: Sequence[ScenarioEvent]) -> str:
     marked = ""
     alt = plot.caption
     if plot.over_time and events:

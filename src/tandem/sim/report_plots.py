@@ -27,6 +27,7 @@ from tandem.sim.runner import Result  # noqa: E402
 from tandem.sim.scenario_events import ScenarioEvent  # noqa: E402
 
 if TYPE_CHECKING:
+    from matplotlib.artist import Artist
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
@@ -37,10 +38,9 @@ Runs = dict[str, tuple[Result, dict[str, Any]]]
 GROUP_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 ROLE_STYLES = {"prefill": "-", "decode": "--", "router": ":"}
 OTHER_ROLE_STYLE = "-."
-RUN_STYLES = (("#111111", "-"), ("#777777", "--"), ("#111111", ":"), ("#777777", "-."), ("#444444", (0, (5, 1, 1, 1))))
+RUN_STYLES: tuple[tuple[str, Any], ...] = (("#111111", "-"), ("#777777", "--"), ("#111111", ":"), ("#777777", "-."), ("#444444", (0, (5, 1, 1, 1))))
 HATCHES = ("", "//", "..", "xx", "\\\\", "++", "--", "oo")
 EVENT_COLOUR = "#555555"
-RC = {"svg.hashsalt": "tandem-report", "svg.fonttype": "path", "font.size": 9}
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,8 @@ def short_name(group: str) -> str:
 def write_plots(out: Path, runs: Runs, context: Context, show_partial: bool) -> list[tuple[Path, Plot]]:
     """Every plot of the report that has something to show, in page order."""
     drawn: list[tuple[Path, Plot]] = []
-    with plt.rc_context(RC):
+    # fixed SVG ids (the salt), text as paths (the same glyphs on every machine)
+    with plt.rc_context({"svg.hashsalt": "tandem-report", "svg.fonttype": "path", "font.size": 9}):
         serving = any(result.serving for result, _ in runs.values())
         seeded = any(_seed_count(figures) > 1 for _, figures in runs.values())
         makers: list[tuple[Plot, Callable[[], Figure]]] = []
@@ -490,7 +491,7 @@ def _role_style(role: str) -> Any:
 
 def _group_legend(figure: Figure, ax: Axes, context: Context, groups: list[str], roles: Sequence[str] = ()) -> None:
     """Colours are groups, line styles roles: one short legend for the figure."""
-    handles = [Patch(color=context.colours[g], label=short_name(g)) for g in groups]
+    handles: list[Artist] = [Patch(color=context.colours[g], label=short_name(g)) for g in groups]
     handles += [Line2D([], [], color="black", linestyle=_role_style(r), label=r) for r in roles]
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
 
