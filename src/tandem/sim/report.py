@@ -30,6 +30,7 @@ from tandem.sim.runner import Result, Scenario
 from tandem.sim.scenario_events import ScenarioEvent, scenario_events
 
 Runs = dict[str, tuple[Result, dict[str, Any]]]
+MANY_EVENTS = 12  # more than this: captions point to the list instead of repeating it
 Cell = tuple[str, str | None]  # (text, why it is missing)
 
 STYLE = """
@@ -47,7 +48,7 @@ td.name { text-align: left; white-space: nowrap; }
 .how h2 { margin-top: 0.4em; }
 .how dl { display: grid; grid-template-columns: minmax(12em, max-content) 1fr; gap: 0.25em 1em; }
 .how dt { font-weight: 600; } .how dd { margin: 0; }
-.headline { font-size: 17px; } ol.events li { margin: 0.15em 0; }
+.headline { font-size: 17px; } ol.events li { margin: 0.15em 0; } ol.events.many { columns: 22em auto; }
 figure { margin: 1.5em 0; } img { max-width: 100%; height: auto; } figcaption { color: #333; }
 figcaption .marked { display: block; color: #666; font-size: 12px; }
 pre { background: #f6f6f6; padding: 1em; max-height: 30em; overflow: auto; font-size: 12px; }
@@ -103,7 +104,7 @@ def _html(title: str, runs: Runs, scenario: Scenario, context: Context, plots: l
     parts = [
         f"<h1>{html.escape(title)}</h1>",
         f'<p class="lede">{html.escape(_lede(runs, scenario, seeds))}</p>',
-        _headline(runs, scenario, totals),
+        _headline(runs, scenario, totals, next((p for p in plots if p.name == "partial.svg"), None), context.events),
         _how_to_read(runs, context),
         _events(context.events),
     ]
@@ -134,15 +135,15 @@ def _lede(runs: Runs, scenario: Scenario, seeds: int) -> str:
     return f"{scenario.duration_s:,.0f} s simulated · {runs_text} · {seed_text}"
 
 
-def _headline(runs: Runs, scenario: Scenario, totals: dict[str, float]) -> str:
+def _headline(runs: Runs, scenario: Scenario, totals: dict[str, float], plot: Plot | None, events: Sequence[ScenarioEvent]) -> str:
     """The headline figure, GPUs held by units that cannot serve: plotted against the other
     runs when there are any, said in words when there is nothing to set it against."""
     out = ["<h2>Headline: GPUs held by units that cannot serve</h2>"]
     said = "; ".join(f"<b>{html.escape(name)}</b> {count(total)} GPU·s" for name, total in totals.items())
     if len(runs) > 1:
         out.append(f'<p class="headline">GPU-seconds held by non-functional units (a role below its minimum placed) over the run: {said}.</p>')
-        if any(totals.values()):
-            out.append(_figure(Plot("partial.svg", "GPUs held by non-functional units over time, per run", True), scenario_events(scenario)))
+        if plot is not None:
+            out.append(_figure(plot, events))
         else:
             out.append("<p>Every run held 0: no plot, a flat line at 0 says nothing more.</p>")
     else:
@@ -154,8 +155,8 @@ def _headline(runs: Runs, scenario: Scenario, totals: dict[str, float]) -> str:
             "<code>tandem simulate SCENARIO --compare</code> runs the same scenario with the scenario's <code>compare:</code> runs, or with "
             "the independent (each role its own gang) and sequential placement baselines, and plots them side by side here.</p>"
         )
-        if total > 0:
-            out.append(_figure(Plot("partial.svg", "GPUs held by non-functional units over time", True), scenario_events(scenario)))
+        if plot is not None:
+            out.append(_figure(plot, events))
     return "\n".join(out)
 
 
@@ -194,7 +195,8 @@ def _events(events: Sequence[ScenarioEvent]) -> str:
     if not events:
         return "<h2>Scenario events</h2><p>The scenario schedules no event: nothing is marked on the plots.</p>"
     items = "".join(f'<li value="{e.number}"><b>{seconds(e.at)}</b> — {html.escape(e.text)}</li>' for e in events)
-    return f'<h2>Scenario events</h2><p>Marked on every plot over time as numbered dotted lines.</p><ol class="events">{items}</ol>'
+    columns = ' class="events many"' if len(events) > MANY_EVENTS else ' class="events"'
+    return f"<h2>Scenario events</h2><p>Marked on every plot over time as numbered dotted lines.</p><ol{columns}>{items}</ol>"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -294,7 +296,8 @@ def _figure(plot: Plot, events: Sequence[ScenarioEvent]) -> str:
     alt = plot.caption
     if plot.over_time and events:
         listed = "; ".join(f"{e.number}: {seconds(e.at)} {e.short}" for e in events)
-        marked = f'<span class="marked">Dotted lines mark the scenario\'s events — {html.escape(listed)}.</span>'
+        shown = listed if len(events) <= MANY_EVENTS else f"{len(events)} of them, numbered as in Scenario events above"
+        marked = f'<span class="marked">Dotted lines mark the scenario\'s events — {html.escape(shown)}.</span>'
         alt += f". Events marked: {listed}"
     return (
         f'<figure><img src="{plot.name}" alt="{html.escape(alt)}">'

@@ -41,6 +41,7 @@ OTHER_ROLE_STYLE = "-."
 RUN_STYLES: tuple[tuple[str, Any], ...] = (("#111111", "-"), ("#777777", "--"), ("#111111", ":"), ("#777777", "-."), ("#444444", (0, (5, 1, 1, 1))))
 HATCHES = ("", "//", "..", "xx", "\\\\", "++", "--", "oo")
 EVENT_COLOUR = "#555555"
+LEGEND_GROUPS = 10  # groups named in a legend; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def write_plots(out: Path, runs: Runs, context: Context, show_partial: bool) -> 
         seeded = any(_seed_count(figures) > 1 for _, figures in runs.values())
         makers: list[tuple[Plot, Callable[[], Figure]]] = []
         if show_partial:
-            makers.append((Plot("partial.svg", "GPUs held by units that cannot serve (a role below its minimum placed), per run: the headline figure", True), lambda: _partial(runs, context)))
+            makers.append((Plot("partial.svg", "GPUs held by units that cannot serve (a role below its minimum placed) over time, per run", True), lambda: _partial(runs, context)))
         if serving:
             makers += [
                 (Plot("serving_slo.svg", "SLO attainment and goodput per GPU, per group (colour) and run (hatch)", False), lambda: _serving_slo(runs, context)),
@@ -166,10 +167,12 @@ def _allocated(runs: Runs, context: Context) -> Figure:
     figure, axes = _panels(len(runs), height=3.4)
     top = float(context.cluster_gpus)
     for panel, (ax, (name, (result, _))) in enumerate(zip(axes, runs.items())):
-        times = np.array([s.at for s in result.samples] + [context.duration_s])
+        sampled = np.array([s.at for s in result.samples] + [context.duration_s])
+        times = _grid(sampled, context.duration_s)
         below = np.zeros(len(times))
         for group in context.colours:
             held = np.array([s.gpus.get(group, 0) for s in result.samples] + [result.samples[-1].gpus.get(group, 0) if result.samples else 0], dtype=float)
+            held = _at(sampled, held, times)
             if not held.any():
                 continue
             ax.fill_between(times, below, below + held, step="post", color=context.colours[group], alpha=0.75, linewidth=0)
@@ -188,19 +191,24 @@ def _serving_latency(runs: Runs, context: Context) -> Figure:
     names = list(runs)
     figure, grid = plt.subplots(2, len(names), figsize=(max(12, 6 * len(names)), 6.4), squeeze=False)
     groups: list[str] = []
+    shared = False
     for column, name in enumerate(names):
         for row, (metric, title) in enumerate((("ttft_s", "TTFT p90"), ("itl_s", "ITL p90"))):
             ax = grid[row][column]
             top = 0.0
+            by_target: dict[float, list[str]] = {}  # groups sharing a target share its line
             for key, served in sorted(runs[name][0].serving.items()):
                 groups.append(key)
-                colour = context.colours[key]
                 target = (served.ttft_slo_s if metric == "ttft_s" else served.itl_slo_s) * 1000.0
+                by_target.setdefault(target, []).append(key)
                 centres, p90 = _binned_p90(served.arrival_s, getattr(served, metric), 30.0)
-                ax.plot(centres, [v * 1000.0 for v in p90], color=colour, linewidth=1.2)
-                ax.axhline(target, color=colour, linestyle="--", linewidth=1.2)
-                ax.annotate(f"{short_name(key)} SLO {_ms(target)}", xy=(1.0, target), xycoords=("axes fraction", "data"), xytext=(-3, 2), textcoords="offset points", ha="right", va="bottom", fontsize=7, color=colour)
+                ax.plot(centres, [v * 1000.0 for v in p90], color=context.colours[key], linewidth=1.2)
                 top = max([top, target, *(v * 1000.0 for v in p90)])
+            for target, keys in sorted(by_target.items()):
+                shared = shared or len(keys) > 1
+                colour = context.colours[keys[0]] if len(keys) == 1 else "#333333"
+                ax.axhline(target, color=colour, linestyle="--", linewidth=1.2)
+                ax.annotate(f"{', '.join(short_name(k) for k in keys)} SLO {_ms(target)}", xy=(1.0, target), xycoords=("axes fraction", "data"), xytext=(-3, 2), textcoords="offset points", ha="right", va="bottom", fontsize=7, color=colour)
             targets = [(s.ttft_slo_s if metric == "ttft_s" else s.itl_slo_s) * 1000.0 for s in runs[name][0].serving.values()]
             if targets and top > 20 * max(targets):  # a linear axis would flatten the targets to its floor
                 _over_time(ax, context, row * len(names) + column, f"{name}: {title} (ms, log scale: up to {top:,.0f} ms)", "milliseconds")
@@ -211,6 +219,8 @@ def _serving_latency(runs: Runs, context: Context) -> Figure:
                 ax.set_ylim(0, top * 1.12 if top > 0 else 1)
     handles = [Line2D([], [], color=context.colours[g], linewidth=1.2, label=f"{short_name(g)} p90") for g in sorted(set(groups))]
     handles += [Line2D([], [], color=context.colours[g], linestyle="--", linewidth=1.2, label=f"{short_name(g)} SLO target") for g in sorted(set(groups))]
+    if shared:
+        handles.append(Line2D([], [], color="#333333", linestyle="--", linewidth=1.2, label="SLO target shared by several groups"))
     grid[0][-1].legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     return figure
 
@@ -321,8 +331,10 @@ def _bars(ax: Axes, runs: Runs, groups: list[str], value: Callable[[dict[str, An
                 ax.text(x, 0, missing, rotation=90, ha="center", va="bottom", fontsize=7, color="#444444")
                 continue
             ax.bar([x], [v], width=width * 0.92, color=context.colours[group], hatch=HATCHES[offset % len(HATCHES)], edgecolor="white" if not offset else "black", linewidth=0.5)
-            ax.text(x, v + top * 0.01, label(v), ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(range(len(groups)), [short_name(g) for g in groups], fontsize=8)
+            if len(groups) * len(names) <= 24:  # more labels than that overlap: the axis tells
+                ax.text(x, v + top * 0.01, label(v), ha="center", va="bottom", fontsize=7)
+    many = len(groups) > 8
+    ax.set_xticks(range(len(groups)), [short_name(g) for g in groups], fontsize=7 if many else 8, rotation=90 if many else 0)
     ax.set_xlim(-0.6, len(groups) - 0.4)
     ax.grid(alpha=0.3, axis="y")
 
@@ -360,7 +372,7 @@ def _serving_slo(runs: Runs, context: Context) -> Figure:
 
 def _topology(runs: Runs, context: Context) -> Figure:
     groups = sorted({g for _, figures in runs.values() for g in figures["groups"]})
-    figure, ax = plt.subplots(figsize=(12, 3.4))
+    figure, ax = plt.subplots(figsize=(max(12.0, 0.25 * len(groups) * len(runs)), 3.4 if len(groups) <= 8 else 4.4))
 
     def satisfied(figures: dict[str, Any], group: str) -> float | None:
         v = figures["groups"].get(group, {}).get("affinity_satisfied_fraction")
@@ -471,6 +483,24 @@ def _mark_events(ax: Axes, context: Context, panel: int) -> None:
         ax.annotate(text, xy=(at, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=7, color=EVENT_COLOUR, annotation_clip=False)
 
 
+# Points of a stacked area plot at most: one a pixel or so of a 12-inch figure, so a run
+# with thousands of samples and many groups stays a small file.
+AREA_POINTS = 1200
+
+
+def _grid(times: np.ndarray, end: float) -> np.ndarray:
+    """The sample times, or an even grid over the run when there are more than AREA_POINTS."""
+    return times if len(times) <= AREA_POINTS else np.linspace(0.0, end, AREA_POINTS)
+
+
+def _at(times: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """A step series (each value holds from its time to the next) read at the grid's times."""
+    if grid is times:
+        return values
+    index = np.searchsorted(times, grid, side="right") - 1
+    return np.where(index >= 0, values[np.clip(index, 0, len(values) - 1)], 0.0)
+
+
 def _count_axis(ax: Axes) -> None:
     """A count never goes below 0, and its ticks are whole numbers."""
     _count_axes([ax], ax.get_ylim()[1])
@@ -491,7 +521,9 @@ def _role_style(role: str) -> Any:
 
 def _group_legend(figure: Figure, ax: Axes, context: Context, groups: list[str], roles: Sequence[str] = ()) -> None:
     """Colours are groups, line styles roles: one short legend for the figure."""
-    handles: list[Artist] = [Patch(color=context.colours[g], label=short_name(g)) for g in groups]
+    handles: list[Artist] = [Patch(color=context.colours[g], label=short_name(g)) for g in groups[:LEGEND_GROUPS]]
+    if len(groups) > LEGEND_GROUPS:  # a legend a person can still read: colours repeat past ten groups anyway
+        handles.append(Patch(color="white", label=f"… {len(groups) - LEGEND_GROUPS} more (colours repeat every {len(GROUP_COLOURS)})"))
     handles += [Line2D([], [], color="black", linestyle=_role_style(r), label=r) for r in roles]
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
 
