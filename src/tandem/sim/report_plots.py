@@ -175,7 +175,8 @@ def _allocated(runs: Runs, context: Context) -> Figure:
             held = _at(sampled, held, times)
             if not held.any():
                 continue
-            ax.fill_between(times, below, below + held, step="post", color=context.colours[group], alpha=0.75, linewidth=0)
+            # many groups' areas as one picture inside the SVG: vectors would weigh megabytes
+            ax.fill_between(times, below, below + held, step="post", color=context.colours[group], alpha=0.75, linewidth=0, rasterized=len(context.colours) > LEGEND_GROUPS)
             below = below + held
         top = max(top, float(below.max()))
         if context.cluster_gpus:
@@ -204,11 +205,15 @@ def _serving_latency(runs: Runs, context: Context) -> Figure:
                 centres, p90 = _binned_p90(served.arrival_s, getattr(served, metric), 30.0)
                 ax.plot(centres, [v * 1000.0 for v in p90], color=context.colours[key], linewidth=1.2)
                 top = max([top, target, *(v * 1000.0 for v in p90)])
-            for target, keys in sorted(by_target.items()):
+            for order, (target, keys) in enumerate(sorted(by_target.items())):
                 shared = shared or len(keys) > 1
                 colour = context.colours[keys[0]] if len(keys) == 1 else "#333333"
                 ax.axhline(target, color=colour, linestyle="--", linewidth=1.2)
-                ax.annotate(f"{', '.join(short_name(k) for k in keys)} SLO {_ms(target)}", xy=(1.0, target), xycoords=("axes fraction", "data"), xytext=(-3, 2), textcoords="offset points", ha="right", va="bottom", fontsize=7, color=colour)
+                right = order % 2 == 0  # labels of near targets alternate ends, so they do not overlap
+                ax.annotate(
+                    f"{', '.join(short_name(k) for k in keys)} SLO {_ms(target)}", xy=(1.0 if right else 0.0, target), xycoords=("axes fraction", "data"),
+                    xytext=(-3 if right else 3, 2), textcoords="offset points", ha="right" if right else "left", va="bottom", fontsize=7, color=colour,
+                )
             targets = [(s.ttft_slo_s if metric == "ttft_s" else s.itl_slo_s) * 1000.0 for s in runs[name][0].serving.values()]
             if targets and top > 20 * max(targets):  # a linear axis would flatten the targets to its floor
                 _over_time(ax, context, row * len(names) + column, f"{name}: {title} (ms, log scale: up to {top:,.0f} ms)", "milliseconds")
@@ -557,7 +562,7 @@ def _save(figure: Figure, path: Path) -> None:
     figure.tight_layout()
     partial = path.with_name(f".{path.name}.partial")
     try:
-        figure.savefig(partial, format="svg", metadata={"Date": None})
+        figure.savefig(partial, format="svg", metadata={"Date": None}, dpi=150)  # dpi: of rasterized areas only
         partial.replace(path)
     finally:
         partial.unlink(missing_ok=True)
