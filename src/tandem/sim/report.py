@@ -48,7 +48,8 @@ td.name { text-align: left; white-space: nowrap; }
 .how h2 { margin-top: 0.4em; }
 .how dl { display: grid; grid-template-columns: minmax(12em, max-content) 1fr; gap: 0.25em 1em; }
 .how dt { font-weight: 600; } .how dd { margin: 0; }
-.headline { font-size: 17px; } ol.events li { margin: 0.15em 0; } ol.events.many { columns: 22em auto; }
+.headline { font-size: 17px; } ol.events li { margin: 0.15em 0; } ol.events.many { columns: 22em auto; column-gap: 3.5em; }
+ol.events.many li { break-inside: avoid; }
 figure { margin: 1.5em 0; } img { max-width: 100%; height: auto; } figcaption { color: #333; }
 figcaption .marked { display: block; color: #666; font-size: 12px; }
 pre { background: #f6f6f6; padding: 1em; max-height: 30em; overflow: auto; font-size: 12px; }
