@@ -213,6 +213,7 @@ def _serving_latency(runs: Runs, context: Context) -> Figure:
                 ax.annotate(
                     f"{', '.join(short_name(k) for k in keys)} SLO {_ms(target)}", xy=(1.0 if right else 0.0, target), xycoords=("axes fraction", "data"),
                     xytext=(-3 if right else 3, 2), textcoords="offset points", ha="right" if right else "left", va="bottom", fontsize=7, color=colour,
+                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1},
                 )
             targets = [(s.ttft_slo_s if metric == "ttft_s" else s.itl_slo_s) * 1000.0 for s in runs[name][0].serving.values()]
             if targets and top > 20 * max(targets):  # a linear axis would flatten the targets to its floor
