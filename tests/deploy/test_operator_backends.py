@@ -30,9 +30,9 @@ def gang_grants(backend: str, namespace: str = "") -> set[Grant]:
     return {(namespace, kind.group, kind.plural, verb) for kind in DELEGATED_KINDS[backend] for verb in gang_verbs(kind)}
 
 
-# Once any backend is enabled: is a backend live (its CRDs established), and the PriorityClass a group's spec.priority names.
-CLUSTER_GRANTS: set[Grant] = {("", "apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")} | {
-    ("", PRIORITY_CLASS.group, PRIORITY_CLASS.plural, v) for v in ("list", "watch", "create")}
+# Once any backend is enabled: the PriorityClass a group's spec.priority names. (Whether a
+# backend is live, its CRDs established, every operator reads: the base grants the CRDs.)
+CLUSTER_GRANTS: set[Grant] = {("", PRIORITY_CLASS.group, PRIORITY_CLASS.plural, v) for v in ("list", "watch", "create")}
 EVERY_BACKEND_GRANT = {(g, r) for b in DELEGATED_BACKENDS for _, g, r, _ in gang_grants(b) | CLUSTER_GRANTS}
 
 

@@ -14,7 +14,9 @@ from support.deploy import REPO, component_rules
 from support.recording import Recording
 from tandem.api.timestamps import rfc3339
 from tandem.backends.delegated_kinds import DELEGATED_BACKENDS, DELEGATED_KINDS
+from tandem.cluster.unit_autoscalers import UNIT_AUTOSCALER_KINDS
 from tandem.controller import PROVISIONING_KINDS, ProvisioningSettings
+from tandem.kube.kinds import CRD_KEY
 from tandem.controller.observe import OBSERVED_KINDS
 from tandem.controller.reconcile import reconcile
 from tandem.runtime.leader import LeaderElector, LeaseConfig
@@ -31,6 +33,9 @@ RESOURCES = {
     "Lease": ("coordination.k8s.io", "leases"),
     "PodTemplate": ("", "podtemplates"),
     "ProvisioningRequest": ("autoscaling.x-k8s.io", "provisioningrequests"),
+    "HorizontalPodAutoscaler": ("autoscaling", "horizontalpodautoscalers"),
+    "ScaledObject": ("keda.sh", "scaledobjects"),
+    "CustomResourceDefinition": ("apiextensions.k8s.io", "customresourcedefinitions"),
 }
 
 
@@ -67,7 +72,9 @@ def used_permissions():
     elector.step(now)
     elector.step(now + 5)
     elector.release(now + 6)
-    for kind in OBSERVED_KINDS + PROVISIONING_KINDS:  # every kind a pass reads is listed and watched (with --provisioning too)
+    # every kind a pass reads is listed and watched (with --provisioning too); so are HPAs and
+    # ScaledObjects (admission and the autoscaler pass), optional kinds, and with them the CRDs
+    for kind in OBSERVED_KINDS + PROVISIONING_KINDS + UNIT_AUTOSCALER_KINDS + (CRD_KEY,):
         cluster.note(kind, "list")
         cluster.note(kind, "watch")
     return cluster.used
@@ -136,7 +143,8 @@ def test_the_namespaced_overlay_grants_the_same_permissions_split_by_scope():
     base = _rules(OPERATOR_RBAC)[("ClusterRole", "")]
     assert cluster | namespaced == base
     assert {verb for _, _, verb in cluster} == {"list", "watch"}
-    assert {(g, r) for g, r, _ in cluster} == {("tandem.dev", "clustertopologies"), ("", "nodes"), ("", "pods")}, "cluster-scoped kinds and capacity"
+    assert {(g, r) for g, r, _ in cluster} == {("tandem.dev", "clustertopologies"), ("", "nodes"), ("", "pods"),
+                                                ("apiextensions.k8s.io", "customresourcedefinitions")}, "cluster-scoped kinds and capacity"
     for path in (overlay / "clusterrole.yaml", overlay / "role.yaml"):
         for line in path.read_text().splitlines():
             if line.strip().startswith("verbs:"):
@@ -152,7 +160,7 @@ def delegated_permissions():
     from support.delegated_world import delegated_store, toy_scheduler
     from tandem.controller import DelegationSettings
 
-    from tandem.kube.kinds import CRD_KEY, kind_of
+    from tandem.kube.kinds import kind_of
 
     settings = DelegationSettings(backends=DELEGATED_BACKENDS)
     # KubeCluster watches the enabled backends' kinds as optional, and with them the CRDs (CRD_KEY)

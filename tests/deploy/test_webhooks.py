@@ -7,6 +7,8 @@ fills that Secret for the Service's name and its CA is injected into that config
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from support.deploy import needs_kubectl, render
@@ -43,11 +45,16 @@ def test_the_webhook_configuration_reaches_the_process_that_serves_it(target: st
     objects = render(target)
     [config] = [o for o in objects if o["kind"] == "ValidatingWebhookConfiguration"]
     assert config["metadata"]["name"] == registration.name, "one configuration, named as the serving process names its own"
-    [webhook] = config["webhooks"]
-    assert webhook["name"] == registration.webhook and webhook["rules"] == [dict(rule) for rule in registration.rules]
-    assert (webhook["failurePolicy"], webhook["sideEffects"], webhook["timeoutSeconds"], webhook["admissionReviewVersions"]) == ("Fail", "None", 5, ["v1"])
-    reference = webhook["clientConfig"]["service"]
+    webhooks = config["webhooks"]
+    assert [{k: w[k] for k in ("name", "rules", "matchConditions") if k in w} for w in webhooks] == registration.webhooks(), (
+        "the webhooks, their rules and match conditions, as the process registers them")
+    for webhook in webhooks:
+        assert (webhook["failurePolicy"], webhook["sideEffects"], webhook["timeoutSeconds"], webhook["admissionReviewVersions"]) == ("Fail", "None", 5, ["v1"])
+    assert len({json.dumps(w["clientConfig"], sort_keys=True) for w in webhooks}) == 1, "every webhook is served by the same process, at /validate"
+    reference = webhooks[0]["clientConfig"]["service"]
     assert reference["namespace"] == NAMESPACE and reference["path"] == "/validate"
+    if target == "deploy/overlays/namespaced":
+        assert all(w["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "serving"}} for w in webhooks), "each webhook kept to the namespace"
 
     template = _one(objects, "Deployment", deployment)["spec"]["template"]
     labels, [container] = template["metadata"]["labels"], template["spec"]["containers"]

@@ -53,15 +53,17 @@ def test_applying_an_install_twice_works_and_changes_nothing_the_second_time(ser
 
 def test_a_ca_bundle_patched_in_survives_the_next_apply_and_the_webhook_fails_closed_until_deleted(server: ApiServer):
     server.kubectl("apply", "-k", "deploy")
-    patch = [{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": CA}]
+    patch = [{"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": CA} for i in (0, 1)]  # as docs/install.md patches both
     server.kubectl("patch", "validatingwebhookconfiguration", "tandem-operator", "--type", "json", "-p", json.dumps(patch))
     changed = server.kubectl("apply", "-f", "-", stdin=_webhook_with_timeout(7))
     assert changed.stdout.strip() == "validatingwebhookconfiguration.admissionregistration.k8s.io/tandem-operator configured"
     shown = json.loads(server.kubectl("get", "validatingwebhookconfiguration", "tandem-operator", "-o", "json").stdout)["webhooks"]
-    assert len(shown) == 1 and shown[0]["timeoutSeconds"] == 7
-    assert shown[0]["clientConfig"] == {"caBundle": CA, "service": {"name": "tandem-webhook", "namespace": "tandem-system", "path": "/validate", "port": 443}}
+    assert len(shown) == 2 and [w["timeoutSeconds"] for w in shown] == [7, 7]
+    assert all(w["clientConfig"] == {"caBundle": CA, "service": {"name": "tandem-webhook", "namespace": "tandem-system", "path": "/validate", "port": 443}}
+               for w in shown)
     assert _outcomes(server.kubectl("apply", "-k", "deploy").stdout) <= {"unchanged", "configured"}
-    assert json.loads(server.kubectl("get", "validatingwebhookconfiguration", "tandem-operator", "-o", "json").stdout)["webhooks"][0]["clientConfig"]["caBundle"] == CA
+    again = json.loads(server.kubectl("get", "validatingwebhookconfiguration", "tandem-operator", "-o", "json").stdout)["webhooks"]
+    assert [w["clientConfig"]["caBundle"] for w in again] == [CA, CA]
 
     refused = server.kubectl("apply", "-f", "examples/llama-70b.yaml", check=False)
     assert refused.returncode == 1 and 'failed calling webhook "validate.tandem.dev"' in refused.stderr, "no operator answers: fail closed"

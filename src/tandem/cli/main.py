@@ -334,6 +334,7 @@ def operator_command(
 
     def run() -> None:
         with needs_extra("operator", "tandem operator"):
+            from tandem.cluster.unit_autoscalers import UNIT_AUTOSCALER_KINDS
             from tandem.controller import OBSERVED_KINDS, ProvisioningSettings
             from tandem.kube.cluster import KubeCluster
             from tandem.runtime.logs import configure
@@ -354,9 +355,11 @@ def operator_command(
 
         def connect(cfg: OperatorConfig, changed):  # type: ignore[no-untyped-def]
             # the informers re-list on their own period; --resync is how often a pass runs; a
-            # delegated backend's kinds are optional: watched once the API server serves them
+            # delegated backend's kinds are optional: watched once the API server serves them;
+            # so are HPAs and KEDA's ScaledObjects (one autoscaler per group: admission, the autoscaler pass)
             kinds = OBSERVED_KINDS + cfg.provisioning.kinds
-            return connect_kube(cfg.kubeconfig, lambda source: KubeCluster.connect(source, kinds=kinds, optional_kinds=cfg.delegation.kinds,
+            optional = cfg.delegation.kinds + UNIT_AUTOSCALER_KINDS
+            return connect_kube(cfg.kubeconfig, lambda source: KubeCluster.connect(source, kinds=kinds, optional_kinds=optional,
                                                                                   namespaces=cfg.namespaces, scopes=informer_scopes(cfg.namespaces),
                                                                                   on_change=changed))
 

@@ -33,6 +33,7 @@ from tandem.autoscaling.metrics_source import OPERATOR_HAS_NONE, NoSource
 from tandem.autoscaling.scaler import ScaleDecision, scale
 from tandem.autoscaling.signals import Signals
 from tandem.cluster.payloads import as_group
+from tandem.cluster.unit_autoscalers import unit_autoscalers
 from tandem.cluster.ports import ApiError, Cluster, Conflict, EventType, Object, ObjectRef, Reader, Writer
 from tandem.controller.status_patch import autoscaler_memory_of, autoscaler_state_of, condition, owned_patch, read_status
 
@@ -47,6 +48,9 @@ SCALED = "ScaledTo"  # the Normal event's reason for a change written
 VALID_SIGNALS, NO_METRICS_SOURCE, NO_SIGNALS, STALE_SIGNALS, MISSING_SIGNAL = (
     "ValidSignals", "NoMetricsSource", "NoSignals", "StaleSignals", "MissingSignal",
 )
+# An HPA or KEDA ScaledObject scales the group's units too (admission refuses it; it may
+# exist anyway): the group's counts are left alone until one of the two goes.
+CONFLICTING_AUTOSCALER = "ConflictingAutoscaler"
 
 
 # ----------------------------------------------------------------------------- observe
@@ -73,6 +77,7 @@ class Due:
     stored: InferenceGroupStatus
     signals: Signals | None
     unsourced: str | None = None  # why the group has no metrics source (None: it has one)
+    rivals: tuple[str, ...] = ()  # the HPAs and ScaledObjects scaling its units (cluster/unit_autoscalers.py)
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,10 @@ def observe_autoscaling(reader: Reader, now: float, metrics: Metrics | None, sou
         saved = stored.autoscaling
         if saved is not None and now - seconds(saved.last_decision_at) < spec.interval_seconds:
             groups.append(Skipped(key, due_at=seconds(saved.last_decision_at) + spec.interval_seconds))
+            continue
+        rivals = unit_autoscalers(reader, typed.metadata.namespace, typed.metadata.name)
+        if rivals:  # another autoscaler scales the units: no signals are read for a group tandem leaves alone
+            groups.append(Due(key, raw, typed, spec, stored, None, rivals=rivals))
             continue
         source = sources(typed) if sources is not None else metrics if metrics is not None else NoSource(OPERATOR_HAS_NONE)
         if isinstance(source, NoSource):
@@ -161,7 +170,11 @@ def _decide_group(group: Due, now: float) -> GroupScaling:
     saved = group.stored.autoscaling
     memory = autoscaler_state_of(saved.state) if saved is not None else AutoscalerState()
     inputs = group_inputs(group.typed)
-    decision = scale(group.spec, inputs.bounds, inputs.gpus_per_replica, inputs.current, inputs.units, group.signals, memory, now)
+    if group.rivals:  # another autoscaler scales the units: the roles are not written, the memory kept as it was
+        kept = dict(inputs.current)
+        decision = ScaleDecision(kept, False, f"no action: the units are scaled by {', '.join(group.rivals)}", False, memory, kept)
+    else:
+        decision = scale(group.spec, inputs.bounds, inputs.gpus_per_replica, inputs.current, inputs.units, group.signals, memory, now)
     desired = {k: int(v) for k, v in sorted(decision.desired.items())}
     meta = group.raw["metadata"]
     roles_patch = None
@@ -213,7 +226,11 @@ def _active(group: Due, decision: ScaleDecision, now: float) -> Condition:
     generation = int(group.raw["metadata"].get("generation") or 0)
     before = group.stored.conditions
     signals = group.signals
-    if group.unsourced is not None:
+    if group.rivals:
+        why, message = CONFLICTING_AUTOSCALER, (
+            f"the group's units are scaled by {', '.join(group.rivals)}: tandem does not autoscale it while another autoscaler does; "
+            "delete that one, or remove spec.autoscaling")
+    elif group.unsourced is not None:
         why, message = NO_METRICS_SOURCE, group.unsourced
     elif signals is None:
         why, message = NO_SIGNALS, "the metrics source has no signals for the group: counts held (missing data never scales down)"

@@ -95,6 +95,10 @@ for _kind in (
     Kind("ProvisioningRequest", "autoscaling.x-k8s.io/v1", "provisioningrequests", namespaced=True, status=True),
     # the operator registers its admission webhook (operator/process.py)
     Kind("ValidatingWebhookConfiguration", "admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", namespaced=False),
+    # what scales a group's units from outside (cluster/unit_autoscalers.py): watched as optional kinds, read by
+    # admission and the autoscaler pass so that one group is never scaled by both tandem and an HPA or KEDA
+    Kind("HorizontalPodAutoscaler", "autoscaling/v2", "horizontalpodautoscalers", namespaced=True, status=True),
+    Kind("ScaledObject", "keda.sh/v1alpha1", "scaledobjects", namespaced=True, status=True),
     # watched alongside optional kinds: a CRD added or changed has them look again (trim.py keeps its names)
     Kind("CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False, status=True),
 ):

@@ -8,7 +8,7 @@ peers file (`status.podIP`, and a group's pod's named container ports) read; eve
 `last-applied-configuration` annotation; a Node loses its image list; a
 CustomResourceDefinition keeps only what says which kind it serves (group, names, scope,
 versions without their schemas, conditions), not its schemas, often the biggest objects in a
-cluster. A trimmed object is a new dict: the one the server sent is not changed.
+cluster; an HPA or a KEDA ScaledObject keeps only its `spec.scaleTargetRef`. A trimmed object is a new dict: the one the server sent is not changed.
 
 Trimmed objects are for reading: nothing tandem writes is built from a cached Pod (patches
 name only what they change), so a dropped field is never written back as absent.
@@ -102,7 +102,20 @@ def trim_crd(crd: Mapping[str, Any]) -> Object:
     return out
 
 
-TRIMS: dict[str, Callable[[Mapping[str, Any]], Object]] = {"Pod": trim_pod, "Node": trim_node, "CustomResourceDefinition": trim_crd}
+def trim_scaler(obj: Mapping[str, Any]) -> Object:
+    """An HPA or a KEDA ScaledObject: only what says what it scales (`spec.scaleTargetRef`),
+    not its metrics, triggers, behaviour or status."""
+    out: Object = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
+    out["metadata"] = trim_metadata(obj.get("metadata") or {}, POD_METADATA)
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping) and "scaleTargetRef" in spec:
+        out["spec"] = {"scaleTargetRef": spec["scaleTargetRef"]}
+    return out
+
+
+TRIMS: dict[str, Callable[[Mapping[str, Any]], Object]] = {
+    "Pod": trim_pod, "Node": trim_node, "CustomResourceDefinition": trim_crd, "HorizontalPodAutoscaler": trim_scaler, "ScaledObject": trim_scaler,
+}
 
 
 def trimmer(kind: str) -> Callable[[Mapping[str, Any]], Object]:

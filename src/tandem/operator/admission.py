@@ -24,6 +24,11 @@ while pods of that role exist, because a replica's pods are created once and a r
 with a different size would be a different replica; scale the role to zero first, or
 make a new role.
 
+One autoscaler per group (`scaler_admission.py`): an HPA or KEDA ScaledObject targeting a
+group with `spec.autoscaling` is refused, and so is a group gaining `spec.autoscaling`
+while one targets it; a scale write (`kubectl scale ig`) is not refused on that account
+(it sets units, which tandem's per-role policies never write).
+
 `review(body, reader)` is a function of its inputs; the HTTPS server is `webhook.py`.
 """
 
@@ -37,12 +42,14 @@ from tandem.api.kube import Node
 from tandem.api.naming import GROUP_LABEL, ROLE_LABEL
 from tandem.api.resources import ClusterTopology, InferenceGroup
 from tandem.api.topology_admission import named_topology, review_topology
+from tandem.cluster.unit_autoscalers import UNIT_AUTOSCALER_KINDS
 from tandem.backends.registry import get_backend
 from tandem.cluster.payloads import as_pod
 from tandem.cluster.pods import pod_failed
 from tandem.cluster.ports import Reader
 from tandem.controller import group_problems, topologies_of
 from tandem.errors import NotFound, Problem
+from tandem.operator.scaler_admission import autoscaled_group_problems, scaler_problems
 from tandem.placement import place
 from tandem.placement.bounds import beyond_capacity
 from tandem.placement.demand import units_from_group
@@ -63,9 +70,12 @@ def review(body: bytes, reader: Reader) -> Verdict:
     if kind == "ClusterTopology":
         problems, warnings = review_topology(operation, request.get("object"), request.get("oldObject"), reader.list("InferenceGroup"))
         return Verdict(uid, not problems, tuple(str(p) for p in problems), tuple(warnings))
+    if operation in ("CREATE", "UPDATE") and kind in UNIT_AUTOSCALER_KINDS:
+        problems = scaler_problems(obj, request.get("oldObject"), request.get("namespace"), reader)
+        return Verdict(uid, not problems, tuple(str(p) for p in problems))
     if operation not in ("CREATE", "UPDATE") or kind not in KINDS:
         return Verdict(uid, True)
-    return _review_group(uid, obj, operation, request.get("oldObject") or {}, reader)
+    return _review_group(uid, obj, operation, request.get("oldObject") or {}, reader, namespace=request.get("namespace"))
 
 
 def _review_scale(uid: str, request: dict[str, Any], reader: Reader) -> Verdict:
@@ -82,9 +92,10 @@ def _review_scale(uid: str, request: dict[str, Any], reader: Reader) -> Verdict:
     return _review_group(uid, scaled, "UPDATE", current, reader)
 
 
-def _review_group(uid: str, obj: dict[str, Any], operation: str, old: dict[str, Any], reader: Reader) -> Verdict:
+def _review_group(uid: str, obj: dict[str, Any], operation: str, old: dict[str, Any], reader: Reader, namespace: str | None = None) -> Verdict:
     topologies, _ = topologies_of(reader.list("ClusterTopology"))
     typed, problems = group_problems(obj, topologies)
+    problems += autoscaled_group_problems(obj, old, namespace, reader)  # a scale write keeps spec.autoscaling as it was: never refused here
     warnings: list[str] = []
     name = (typed.spec.topology_name if typed is not None else None)
     missing = [p for p in problems if p.path == "spec.topologyName" and name is not None and name not in topologies]

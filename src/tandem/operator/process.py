@@ -22,7 +22,7 @@ from tandem.runtime.leader import LeaderElector
 from tandem.runtime.process import Admission, ProcessConfig, run_process
 from tandem.runtime.schedule import PassSchedule
 from tandem.runtime.serving import freeze_heap
-from tandem.runtime.webhook_config import Registration
+from tandem.runtime.webhook_config import Registration, Webhook
 
 log = logging.getLogger("tandem.operator")
 
@@ -83,6 +83,24 @@ REGISTRATION = Registration(
             "resources": ["clustertopologies"],
             "scope": "Cluster",
         },
+    ),
+    also=(
+        # HPAs and KEDA ScaledObjects, only those whose scaleTargetRef names a tandem.dev kind
+        # (operator/scaler_admission.py): the others never wait on this webhook, nor fail with it.
+        Webhook(
+            "autoscalers.validate.tandem.dev",
+            (
+                {"apiGroups": ["autoscaling"], "apiVersions": ["v2"], "operations": ["CREATE", "UPDATE"],
+                 "resources": ["horizontalpodautoscalers"], "scope": "Namespaced"},
+                {"apiGroups": ["keda.sh"], "apiVersions": ["v1alpha1"], "operations": ["CREATE", "UPDATE"],
+                 "resources": ["scaledobjects"], "scope": "Namespaced"},
+            ),
+            (
+                {"name": "targets-tandem",
+                 "expression": "has(object.spec) && has(object.spec.scaleTargetRef) && has(object.spec.scaleTargetRef.apiVersion) && "
+                               "object.spec.scaleTargetRef.apiVersion.startsWith('tandem.dev/')"},
+            ),
+        ),
     ),
 )
 

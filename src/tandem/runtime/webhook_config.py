@@ -15,27 +15,46 @@ from tandem.errors import ApiError
 
 
 @dataclass(frozen=True)
+class Webhook:
+    """A further webhook of a configuration, served at the same URL: its own rules, and
+    `matchConditions` (CEL) narrowing which of the writes they match are sent at all."""
+
+    name: str
+    rules: tuple[dict[str, Any], ...]
+    match_conditions: tuple[dict[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class Registration:
     name: str  # the ValidatingWebhookConfiguration's metadata.name
     rules: tuple[dict[str, Any], ...]  # admissionregistration rules: which kinds and operations come here
     webhook: str = "validate.tandem.dev"  # the webhook's name inside the configuration
+    also: tuple[Webhook, ...] = ()  # further webhooks, after the first
+
+    def webhooks(self) -> list[dict[str, Any]]:
+        """The webhooks without their client configuration: names, rules, match conditions."""
+        out: list[dict[str, Any]] = [{"name": self.webhook, "rules": [dict(rule) for rule in self.rules]}]
+        for hook in self.also:
+            out.append({"name": hook.name, "rules": [dict(rule) for rule in hook.rules],
+                        **({"matchConditions": [dict(c) for c in hook.match_conditions]} if hook.match_conditions else {})})
+        return out
 
     def body(self, url: str, ca_bundle: str) -> dict[str, Any]:
-        """The configuration: fail closed, 5 s."""
+        """The configuration: every webhook fail closed, 5 s."""
         return {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
             "metadata": {"name": self.name, "labels": {"app.kubernetes.io/managed-by": "tandem"}},
             "webhooks": [
                 {
-                    "name": self.webhook,
+                    **hook,
                     "clientConfig": {"url": url, "caBundle": ca_bundle},
-                    "rules": [dict(rule) for rule in self.rules],
                     "failurePolicy": "Fail",
                     "sideEffects": "None",
                     "timeoutSeconds": 5,
                     "admissionReviewVersions": ["v1"],
                 }
+                for hook in self.webhooks()
             ],
         }
 
