@@ -37,7 +37,7 @@ def scaler_problems(obj: Mapping[str, Any], old: Mapping[str, Any] | None, names
         group = reader.get(TARGET_KIND, namespace or "default", name)
     except NotFound:
         return []  # the group may come later: then it is the group that is refused
-    if not (group.get("spec") or {}).get("autoscaling"):
+    if not _autoscaling(group):
         return []
     return [Problem(
         "spec.scaleTargetRef",
@@ -49,10 +49,11 @@ def scaler_problems(obj: Mapping[str, Any], old: Mapping[str, Any] | None, names
 def autoscaled_group_problems(obj: Mapping[str, Any], old: Mapping[str, Any] | None, namespace: str | None, reader: Reader) -> list[Problem]:
     """A group being created or updated: refused when it gains or changes `spec.autoscaling`
     while an HPA or ScaledObject scales its units."""
-    autoscaling = (obj.get("spec") or {}).get("autoscaling")
-    if not autoscaling or (old and (old.get("spec") or {}).get("autoscaling") == autoscaling):
+    autoscaling = _autoscaling(obj)
+    if not autoscaling or (old and _autoscaling(old) == autoscaling):
         return []
-    meta = obj.get("metadata") or {}
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
     rivals = unit_autoscalers(reader, meta.get("namespace") or namespace, str(meta.get("name") or ""))
     if not rivals:
         return []
@@ -62,3 +63,8 @@ def autoscaled_group_problems(obj: Mapping[str, Any], old: Mapping[str, Any] | N
         f"{'it' if len(rivals) == 1 else 'them'} first, or leave spec.autoscaling out",
     )]
 
+
+def _autoscaling(obj: Mapping[str, Any]) -> Any:
+    """`spec.autoscaling` of a group as sent (any shape: the model's checks speak of that)."""
+    spec = obj.get("spec")
+    return spec.get("autoscaling") if isinstance(spec, Mapping) else None
