@@ -113,6 +113,10 @@ BUILT_IN = (
     Resource("", "v1", "podtemplates", "PodTemplate", True, "podtemplate"),
     Resource("", "v1", "events", "Event", True, "event", ("ev",)),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True, "lease"),
+    # Stored as sent and read by the operator (one autoscaler per group); no HPA controller
+    # acts on them here: what one would do is a write of the target's scale subresource.
+    Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True, "horizontalpodautoscaler", ("hpa",), ("all",),
+             status=True),
     Resource(
         "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
         "customresourcedefinition", ("crd", "crds"), ("api-extensions",), status=True,

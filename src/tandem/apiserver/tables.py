@@ -273,7 +273,16 @@ def _endpoints(obj: dict[str, Any], now: float) -> list[Any]:
     return [_name(obj), ",".join(addresses) or "<none>", age(_created(obj), now)]
 
 
+def _hpa(obj: dict[str, Any], now: float) -> list[Any]:
+    """kubectl's columns for an HPA, without Targets (no metrics are read here)."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    ref = spec.get("scaleTargetRef") or {}
+    return [_name(obj), f"{ref.get('kind', '')}/{ref.get('name', '')}", spec.get("minReplicas", 1), spec.get("maxReplicas", ""),
+            status.get("currentReplicas", 0), age(_created(obj), now)]
+
+
 BUILT_IN: dict[str, tuple[tuple[str, ...], Cells]] = {
+    "HorizontalPodAutoscaler": (("Name", "Reference", "MinPods/integer", "MaxPods/integer", "Replicas/integer", "Age"), _hpa),
     "Pod": (("Name", "Ready", "Status", "Restarts/integer", "Age", "IP:1", "Node:1"), _pod),
     "Node": (("Name", "Status", "Roles", "Age", "Version", "GPUs:1"), _node),
     "Namespace": (("Name", "Status", "Age"), lambda o, now: [_name(o), (o.get("status") or {}).get("phase", "Active"), age(_created(o), now)]),
