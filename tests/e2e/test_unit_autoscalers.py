@@ -91,6 +91,20 @@ def _apply(server: ApiServer, *objects: dict[str, Any], check: bool = True):
     return server.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(objects), check=check)
 
 
+def _refused_once_seen(server: ApiServer, *objects: dict[str, Any]) -> str:
+    """The refusal of applying `objects`, asked with server-side dry runs (sent to the webhook,
+    nothing stored) until the operator's informers have seen what the refusal rests on; the
+    real apply is then refused the same way. Its stderr."""
+    def dry() -> str:
+        run = server.kubectl("apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump_all(objects), check=False)
+        return run.stderr if run.returncode != 0 else ""
+
+    wait_for(dry, 20, "the operator's informers to see what the refusal rests on")
+    refused = _apply(server, *objects, check=False)
+    assert refused.returncode != 0, refused.stdout
+    return refused.stderr
+
+
 def _scale(server: ApiServer, name: str) -> dict[str, Any]:
     return json.loads(server.kubectl("get", "--raw", f"/apis/tandem.dev/v1alpha1/namespaces/{NS}/inferencegroups/{name}/scale").stdout)
 
@@ -125,21 +139,51 @@ def test_an_hpa_scales_whole_units_of_a_group_tandem_does_not_autoscale(server, 
 
 def test_both_autoscalers_on_one_group_are_refused_at_either_door(server, operator):
     assert _apply(server, group("chat", autoscaled=True)).returncode == 0
-    refused = _apply(server, hpa("chat-units", "chat"), check=False)
-    assert refused.returncode != 0
+    refused = _refused_once_seen(server, hpa("chat-units", "chat"))
     assert (f'admission webhook "{WEBHOOK}" denied the request: spec.scaleTargetRef: InferenceGroup "chat" is scaled by tandem\'s own '
             "autoscaler (its spec.autoscaling sizes each role); one autoscaler per group: remove spec.autoscaling from the group first, "
-            "or leave its scaling to tandem") in refused.stderr, refused.stderr
+            "or leave its scaling to tandem") in refused, refused
     assert server.kubectl("get", "hpa", "chat-units", "-n", NS, "--ignore-not-found", "-o", "name").stdout == "", "nothing was created"
 
     assert _apply(server, group("served"), hpa("served-units", "served")).returncode == 0
-    gaining = _apply(server, group("served", autoscaled=True), check=False)
-    assert gaining.returncode != 0
+    gaining = _refused_once_seen(server, group("served", autoscaled=True))
     assert ('admission webhook "validate.tandem.dev" denied the request: spec.autoscaling: the group\'s units are scaled by '
             'HorizontalPodAutoscaler "served-units" (spec.scaleTargetRef); one autoscaler per group: delete it first, or leave '
-            "spec.autoscaling out") in gaining.stderr, gaining.stderr
+            "spec.autoscaling out") in gaining, gaining
     stored = json.loads(server.kubectl("get", "ig", "served", "-n", NS, "-o", "json").stdout)
     assert "autoscaling" not in stored["spec"], "nothing was written"
 
     server.kubectl("delete", "hpa", "served-units", "-n", NS)
+    wait_for(lambda: server.kubectl("apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(group("served", autoscaled=True)),
+                                    check=False).returncode == 0, 20, "the operator to see the HPA gone")
     assert _apply(server, group("served", autoscaled=True)).returncode == 0, "the HPA gone, tandem may autoscale the group"
+
+
+def test_scaledobjects_are_watched_once_a_keda_crd_is_installed(server, operator):
+    """KEDA absent: ScaledObjects are not served and nothing waits on them. Its CRD applied
+    (a stand-in here, group keda.sh, kind ScaledObject, any spec: KEDA's real CRD is not in
+    ../shared/schemas), the operator watches them, and one on an autoscaled group is
+    refused, as is a group gaining spec.autoscaling while one targets it."""
+    assert server.kubectl("get", "scaledobjects", check=False).returncode != 0, "not served before KEDA's CRD"
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "scaledobjects.keda.sh"},
+           "spec": {"group": "keda.sh", "scope": "Namespaced",
+                    "names": {"kind": "ScaledObject", "plural": "scaledobjects", "singular": "scaledobject", "shortNames": ["so"]},
+                    "versions": [{"name": "v1alpha1", "served": True, "storage": True, "subresources": {"status": {}},
+                                  "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    assert _apply(server, crd).returncode == 0
+    scaled = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "queue", "namespace": NS},
+              "spec": {"scaleTargetRef": {"apiVersion": "tandem.dev/v1alpha1", "kind": "InferenceGroup", "name": "keda"},
+                       "minReplicaCount": 1, "maxReplicaCount": 3,
+                       "triggers": [{"type": "cpu", "metricType": "Utilization", "metadata": {"value": "60"}}]}}
+    try:
+        assert _apply(server, group("keda-auto", autoscaled=True)).returncode == 0
+        on_autoscaled = {**scaled, "metadata": {"name": "queue-auto", "namespace": NS},
+                         "spec": {**scaled["spec"], "scaleTargetRef": {**scaled["spec"]["scaleTargetRef"], "name": "keda-auto"}}}
+        refused = _refused_once_seen(server, on_autoscaled)
+        assert f'admission webhook "{WEBHOOK}" denied the request: spec.scaleTargetRef: InferenceGroup "keda-auto" is scaled by' in refused
+
+        assert _apply(server, group("keda"), scaled).returncode == 0
+        gaining = _refused_once_seen(server, group("keda", autoscaled=True))
+        assert 'spec.autoscaling: the group\'s units are scaled by ScaledObject "queue" (spec.scaleTargetRef)' in gaining, gaining
+    finally:
+        server.kubectl("delete", "crd", "scaledobjects.keda.sh", "--ignore-not-found")

@@ -129,3 +129,19 @@ def test_a_groups_pod_keeps_its_named_ports_for_the_peers_file_and_other_pods_no
     assert trim_pod(pod)["spec"]["containers"][0]["ports"] == [{"name": "http", "containerPort": 30000}, {"name": "bootstrap", "containerPort": 8998}]
     other = {"metadata": {"name": "exporter", "labels": {"app": "node-exporter"}}, "spec": {"containers": [{"name": "e", "ports": ports}]}}
     assert "ports" not in trim_pod(other)["spec"]["containers"][0], "a cluster's other pods are most of its pods: their ports are not kept"
+
+
+def test_an_hpa_or_scaledobject_keeps_only_what_it_scales_and_reads_the_same_to_the_rule():
+    from tandem.cluster.unit_autoscalers import targeted_group
+
+    ref = {"apiVersion": "tandem.dev/v1alpha1", "kind": "InferenceGroup", "name": "llama"}
+    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+           "metadata": {"name": "units", "namespace": "serving", "resourceVersion": "9", "managedFields": [{"manager": "kubectl"}]},
+           "spec": {"scaleTargetRef": ref, "minReplicas": 1, "maxReplicas": 4, "metrics": [{"type": "Resource"}], "behavior": {}},
+           "status": {"currentReplicas": 2, "conditions": [{"type": "AbleToScale"}]}}
+    scaled = {**hpa, "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "spec": {"scaleTargetRef": ref, "triggers": [{"type": "kafka"}]}}
+    for obj in (hpa, scaled):
+        trimmed = trimmer(obj["kind"])(obj)
+        assert trimmed == {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+                           "metadata": {"name": "units", "namespace": "serving", "resourceVersion": "9"}, "spec": {"scaleTargetRef": ref}}
+        assert targeted_group(trimmed) == targeted_group(obj) == "llama"

@@ -17,6 +17,8 @@ import json
 from pathlib import Path
 
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from support.controller_world import world
 from tandem.operator.admission import review
@@ -150,3 +152,24 @@ def test_the_examples_are_admitted_on_a_plain_group_and_refused_on_an_autoscaled
         assert not verdict.allowed and len(verdict.problems) == 1 and verdict.problems[0].startswith("spec.scaleTargetRef: "), example["kind"]
         gaining = review(request(autoscaled), store_with(example).snapshot())
         assert not gaining.allowed and f'{example["kind"]} "{example["metadata"]["name"]}"' in " ".join(gaining.problems)
+
+
+JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=12), lambda inner: st.lists(inner, max_size=3)
+                       | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=6)
+TARGET_FIELD = st.one_of(JSONISH, st.sampled_from(["tandem.dev/v1alpha1", "tandem.dev/v1", "tandem.dev", "apps/v1", "InferenceGroup", "Deployment", "chat", "plain"]))
+
+
+@given(kind=st.sampled_from(["HorizontalPodAutoscaler", "ScaledObject"]),
+       ref=st.one_of(JSONISH, st.fixed_dictionaries({}, optional={"apiVersion": TARGET_FIELD, "kind": TARGET_FIELD, "name": TARGET_FIELD})))
+def test_any_scale_target_gets_a_verdict_and_only_an_autoscaled_group_is_refused(kind, ref):
+    """Whatever `scaleTargetRef` holds, the review answers; it refuses exactly when the
+    reference names (in tandem.dev, kind InferenceGroup) the group tandem autoscales."""
+    store = STORE_FOR_PROPERTIES
+    obj = {**(hpa("x", "chat") if kind == "HorizontalPodAutoscaler" else scaled_object("x", "chat")), "spec": {"scaleTargetRef": ref}}
+    verdict = review(request(obj), store.snapshot())
+    names_chat = (isinstance(ref, dict) and ref.get("name") == "chat" and ref.get("kind") == "InferenceGroup"
+                  and isinstance(ref.get("apiVersion"), str) and ref["apiVersion"].startswith("tandem.dev/"))
+    assert verdict.allowed is not names_chat
+
+
+STORE_FOR_PROPERTIES = store_with(named(PLAIN, "plain"), named(AUTOSCALED, "chat"))

@@ -41,8 +41,8 @@ def targeted_group(obj: Mapping[str, Any]) -> str | None:
     api_version = ref.get("apiVersion") or api_version
     kind = ref.get("kind") or kind
     name = ref.get("name")
-    if not isinstance(api_version, str) or api_version.partition("/")[0] != API_GROUP or kind != TARGET_KIND:
-        return None
+    if not isinstance(api_version, str) or not api_version.startswith(f"{API_GROUP}/") or kind != TARGET_KIND:
+        return None  # as the webhook's matchConditions select them: `tandem.dev/<version>`
     return name if isinstance(name, str) and name else None
 
 
