@@ -144,6 +144,9 @@ def test_both_autoscalers_on_one_group_are_refused_at_either_door(server, operat
             "autoscaler (its spec.autoscaling sizes each role); one autoscaler per group: remove spec.autoscaling from the group first, "
             "or leave its scaling to tandem") in refused, refused
     assert server.kubectl("get", "hpa", "chat-units", "-n", NS, "--ignore-not-found", "-o", "name").stdout == "", "nothing was created"
+    autoscale = server.kubectl("autoscale", "ig", "chat", "-n", NS, "--max=3", check=False)
+    assert autoscale.returncode != 0 and 'spec.scaleTargetRef: InferenceGroup "chat" is scaled by tandem' in autoscale.stderr, (
+        "kubectl autoscale makes the same HPA, refused the same way")
 
     assert _apply(server, group("served"), hpa("served-units", "served")).returncode == 0
     gaining = _refused_once_seen(server, group("served", autoscaled=True))

@@ -115,8 +115,12 @@ BUILT_IN = (
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True, "lease"),
     # Stored as sent and read by the operator (one autoscaler per group); no HPA controller
     # acts on them here: what one would do is a write of the target's scale subresource.
+    # v1 too (`kubectl autoscale` writes v1), stored with v2's, without conversion: the fields
+    # are kept as sent at either version (`scaleTargetRef`, all tandem reads, is alike in both).
     Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True, "horizontalpodautoscaler", ("hpa",), ("all",),
              status=True),
+    Resource("autoscaling", "v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True, "horizontalpodautoscaler", ("hpa",), ("all",),
+             status=True, storage=False),
     Resource(
         "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
         "customresourcedefinition", ("crd", "crds"), ("api-extensions",), status=True,

@@ -1,8 +1,8 @@
 """Reading the protobuf bodies kubectl's typed commands send, for the few kinds they create here.
 
-`kubectl create namespace` and `kubectl create configmap` post protobuf
+`kubectl create namespace`, `kubectl create configmap` and `kubectl autoscale` post protobuf
 (`application/vnd.kubernetes.protobuf`): the `k8s\\x00` magic, then a `runtime.Unknown`
-holding the object's own message. This reads those two kinds (and the ObjectMeta fields a
+holding the object's own message. This reads those three kinds (and the ObjectMeta fields a
 client sets) into the JSON shape; any other kind in protobuf is 415, and the caller says
 to send JSON instead. Answers are always JSON, which such clients also accept.
 """
@@ -28,6 +28,10 @@ OBJECT_META: Schema = {
 KINDS: dict[str, Schema] = {
     "Namespace": {1: ("metadata", OBJECT_META), 2: ("spec", {1: ("finalizers", ("list", "string"))})},
     "ConfigMap": {1: ("metadata", OBJECT_META), 2: ("data", ("map", "string")), 3: ("binaryData", ("map", "bytes")), 4: ("immutable", "bool")},
+    # autoscaling/v1, as `kubectl autoscale` sends it (k8s.io/api/autoscaling/v1/generated.proto)
+    "HorizontalPodAutoscaler": {1: ("metadata", OBJECT_META), 2: ("spec", {
+        1: ("scaleTargetRef", {1: ("kind", "string"), 2: ("name", "string"), 3: ("apiVersion", "string")}),
+        2: ("minReplicas", "int"), 3: ("maxReplicas", "int"), 4: ("targetCPUUtilizationPercentage", "int")})},
 }
 _UNKNOWN: Schema = {1: ("typeMeta", {1: ("apiVersion", "string"), 2: ("kind", "string")}), 2: ("raw", "bytes")}
 
