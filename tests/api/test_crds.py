@@ -244,8 +244,8 @@ def schema_errors(validators: dict[str, jsonschema.Draft202012Validator], obj: d
 def _tandem_objects(value: Any) -> Iterator[dict[str, Any]]:
     """Every InferenceGroup and ClusterTopology in a document, also those inlined in a scenario."""
     if isinstance(value, dict):
-        if value.get("apiVersion") == API_VERSION and value.get("kind") in {"InferenceGroup", "ClusterTopology"}:
-            yield value
+        if value.get("apiVersion") == API_VERSION and value.get("kind") in {"InferenceGroup", "ClusterTopology"} and "metadata" in value:
+            yield value  # (a reference to one, an HPA's scaleTargetRef, has no metadata)
         for sub in value.values():
             yield from _tandem_objects(sub)
     elif isinstance(value, list):
