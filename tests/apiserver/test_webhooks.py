@@ -172,6 +172,33 @@ def test_namespace_and_object_selectors_pick_what_is_sent(client, hook):
     assert [r["name"] for r in hook.requests] == ["a"]
 
 
+def test_match_conditions_pick_what_is_sent_and_one_that_cannot_be_evaluated_fails_closed_or_open(client, hook):
+    """As the operator's second webhook uses them: only HPAs whose scaleTargetRef names a
+    tandem.dev kind are sent; an expression that errors refuses the write (Fail) or skips (Ignore)."""
+    targets_tandem = {"name": "targets-tandem", "expression": "has(object.spec) && has(object.spec.scaleTargetRef) && "
+                      "has(object.spec.scaleTargetRef.apiVersion) && object.spec.scaleTargetRef.apiVersion.startsWith('tandem.dev/')"}
+    register(client, webhook("hpa.test.dev", hook.url, hook.ca_bundle, groups=("autoscaling",), resources=("horizontalpodautoscalers",),
+                             matchConditions=[targets_tandem, {"name": "creates", "expression": "request.operation == 'CREATE'"}]))
+    hpas = f"/apis/autoscaling/v2/namespaces/{NS}/horizontalpodautoscalers"
+
+    def hpa(name: str, api_version: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"scaleTargetRef": {"apiVersion": api_version, "kind": "X", "name": "x"}, "maxReplicas": 2}}
+
+    assert client.post(hpas, hpa("web", "apps/v1")).code == 201
+    assert client.post(hpas, hpa("units", "tandem.dev/v1alpha1")).code == 201
+    assert client.patch(f"{hpas}/units", {"spec": {"maxReplicas": 3}}).code == 200, "an update: the second condition does not hold"
+    assert [r["name"] for r in hook.requests] == ["units"], "only the write every condition holds for"
+
+    register(client, webhook("broken.test.dev", hook.url, hook.ca_bundle, groups=("autoscaling",), resources=("horizontalpodautoscalers",),
+                             matchConditions=[{"name": "broken", "expression": "object.nosuch.field == 1"}]), name="broken")
+    refused = client.post(hpas, hpa("other", "apps/v1"))
+    assert refused.code == 500 and 'failed calling webhook "broken.test.dev": failed to evaluate match condition broken:' in refused.body["message"]
+    client.delete(f"{VWCS}/broken")
+    register(client, webhook("lenient.test.dev", hook.url, hook.ca_bundle, groups=("autoscaling",), resources=("horizontalpodautoscalers",),
+                             failurePolicy="Ignore", matchConditions=[{"name": "broken", "expression": "object.nosuch.field == 1"}]), name="lenient")
+    assert client.post(hpas, hpa("other", "apps/v1")).code == 201 and [r["name"] for r in hook.requests] == ["units"]
+
+
 def test_an_update_shows_the_old_object_and_a_scale_shows_scales(client, hook):
     assert client.post(GROUPS, group()).code == 201
     register(client, webhook("check.test.dev", hook.url, hook.ca_bundle, resources=("inferencegroups", "inferencegroups/scale")))

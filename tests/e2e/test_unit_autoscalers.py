@@ -190,3 +190,15 @@ def test_scaledobjects_are_watched_once_a_keda_crd_is_installed(server, operator
         assert 'spec.autoscaling: the group\'s units are scaled by ScaledObject "queue" (spec.scaleTargetRef)' in gaining, gaining
     finally:
         server.kubectl("delete", "crd", "scaledobjects.keda.sh", "--ignore-not-found")
+
+
+def test_with_the_operator_stopped_only_hpas_on_tandem_kinds_fail_closed(server, operator):
+    """The webhook's matchConditions send it only HPAs whose scaleTargetRef names a tandem.dev
+    kind: with no operator answering, those are refused (fail closed), every other HPA is made."""
+    operator.process.send_signal(signal.SIGTERM)
+    assert operator.process.wait(timeout=10) == 0
+    web = {**hpa("web", "web"), "spec": {**hpa("web", "web")["spec"], "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}}
+    assert _apply(server, web).stdout.strip() == "horizontalpodautoscaler.autoscaling/web created", "not sent to tandem's webhook at all"
+    closed = _apply(server, hpa("closed", "plain"), check=False)
+    assert closed.returncode != 0 and f'failed calling webhook "{WEBHOOK}"' in closed.stderr, closed.stderr
+    server.kubectl("delete", "hpa", "web", "-n", NS)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 try:
     import celpy
@@ -334,3 +334,29 @@ def _eval_error(error: Any, rule: _Rule) -> str:
     if "divide by zero" in text:
         return f"division by zero evaluating rule: {rule.text()}"
     return f"{text} evaluating rule: {rule.text()}"
+
+
+def match_conditions(conditions: Sequence[tuple[str, str]], variables: dict[str, Any]) -> tuple[bool, str | None]:
+    """A webhook's `matchConditions` on one request (`object`, `oldObject`, `request`): whether
+    all hold, or the first that cannot be evaluated and why (`name: reason`). They are compiled
+    on each call: only writes a webhook's rules already match get here. Without cel-python,
+    all hold (the webhook is called, as before conditions were evaluated)."""
+    if not _HAVE_CELPY or not conditions:
+        return True, None
+    environment = celpy.Environment()
+    try:
+        activation = {name: celpy.json_to_cel(value) for name, value in variables.items()}
+    except ValueError as exc:
+        return False, f"{conditions[0][0]}: {exc}"
+    verdict = True
+    for name, expression in conditions:
+        try:
+            result = environment.program(environment.compile(expression)).evaluate(activation)
+        except Exception as exc:  # a parse error, CELEvalError, cel-python's own failures
+            return False, f"{name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        if isinstance(result, CELEvalError):
+            return False, f"{name}: {result.args[0] if result.args else 'no value'}"
+        if not isinstance(result, celtypes.BoolType):
+            return False, f"{name}: does not evaluate to a bool"
+        verdict = verdict and bool(result)  # every condition is evaluated: an error anywhere is an error
+    return verdict, None

@@ -14,8 +14,11 @@ its scope, and the namespace's labels (the object's own for a Namespace) and the
 labels (new or old) satisfy the selectors. With matchPolicy Equivalent a rule naming
 another served version of the same resource matches too, and the webhook is sent the
 object at that version. Writes of webhook configurations themselves are never sent to
-webhooks, as the real server exempts them. `matchConditions` are not evaluated: a webhook
-that has them is called as if they all held.
+webhooks, as the real server exempts them. `matchConditions` (CEL over `object`,
+`oldObject` and `request`) are evaluated on what the rules and selectors matched: the
+webhook is called only when all hold; one that cannot be evaluated refuses the write
+(failurePolicy Fail) or skips the webhook (Ignore). Without cel-python they are taken as
+holding.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from tandem.apiserver.cel import match_conditions
+from tandem.apiserver.error_status import StatusError
 from tandem.apiserver.kinds import Resource, version_priority
 from tandem.apiserver.schema import Cause
 from tandem.apiserver.server_state import State
@@ -85,6 +90,7 @@ class Hook:
     side_effects: str
     timeout_s: int
     review_versions: tuple[str, ...]
+    match_conditions: tuple[tuple[str, str], ...] = ()  # (name, CEL expression)
 
     @property
     def fails_open(self) -> bool:
@@ -255,6 +261,8 @@ def hooks(config: dict[str, Any]) -> list[Hook]:
             side_effects=str(hook.get("sideEffects") or ""),
             timeout_s=min(max(int(hook["timeoutSeconds"]), 1), MAX_TIMEOUT_S),
             review_versions=tuple(hook.get("admissionReviewVersions") or ()),
+            match_conditions=tuple((str(c.get("name") or ""), str(c.get("expression") or ""))
+                                   for c in hook.get("matchConditions") or [] if isinstance(c, dict)),
         ))
     return out
 
@@ -270,8 +278,31 @@ def invocations(state: State, attributes: Attributes) -> list[Invocation]:
             resource = _matching_resource(state, hook, attributes)
             if resource is None or not _selected(state, hook, attributes):
                 continue
-            out.append(_invocation(state, hook, attributes, resource))
+            invocation = _invocation(state, hook, attributes, resource)
+            if _conditions_hold(invocation, attributes):
+                out.append(invocation)
     return out
+
+
+def _conditions_hold(invocation: Invocation, attributes: Attributes) -> bool:
+    """Whether the webhook's matchConditions all hold for this request (the object as the
+    webhook would see it); one that cannot be evaluated refuses the write, or with
+    failurePolicy Ignore skips the webhook."""
+    hook = invocation.hook
+    if not hook.match_conditions:
+        return True
+    group, version, kind = invocation.kind
+    request = {"kind": {"group": group, "version": version, "kind": kind},
+               "resource": {"group": invocation.resource.group, "version": invocation.resource.version, "resource": invocation.resource.plural},
+               "subResource": attributes.subresource, "operation": attributes.operation, "namespace": attributes.namespace,
+               "name": attributes.name, "dryRun": attributes.dry_run}
+    holds, error = match_conditions(hook.match_conditions, {"object": invocation.object, "oldObject": invocation.old_object, "request": request})
+    if error is None:
+        return holds
+    if hook.fails_open:
+        return False
+    failure = f'failed calling webhook "{hook.name}": failed to evaluate match condition {error}'
+    raise StatusError(500, "InternalError", f"Internal error occurred: {failure}", {"causes": [{"message": failure}]})
 
 
 def _matching_resource(state: State, hook: Hook, attributes: Attributes) -> Resource | None:
