@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from support.builders import load
+from support.faults.autoscaling import AutoscalingChecks
 from support.faults.delegated import NATIVE, DelegatedChecks, backend_of_group, backend_of_pod
 from support.faults.schedule import EPOCH
 from tandem.api.naming import GPU_RESOURCE, GROUP_LABEL, POD_INDEX_LABEL, REPLICA_LABEL, REVISION_LABEL, ROLE_LABEL, UNIT_LABEL
@@ -244,6 +245,7 @@ class Checker:
         self.replaced = 0
         self.exercised: dict[str, int] = {"update_windows": 0, "scaling_windows": 0, "partial_units": 0, "waiting_for_room": 0, "fragmented": 0}
         self.delegated = DelegatedChecks(self)
+        self.autoscaling = AutoscalingChecks(self)
         self._looked_behind: str | None = None
 
     # ------------------------------------------------------------------ reading the store

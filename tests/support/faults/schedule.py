@@ -33,6 +33,11 @@ Event types (`type`, then its fields):
 | `backend` | group, backend | `spec.scheduler.backend` changes (`native`, or a delegated scheduler): a new revision, handed over unit by unit (a rolling update) |
 | `gang-edit` | group, edit, pick | one of the group's gang objects (the `pick`-th, modulo, by kind and name) changed by hand, as `kubectl` would: `delete`d, its `minMember` raised or lowered by one (`min-member`: Volcano, KAI, Koordinator; another kind has its annotation dropped instead), a tandem `label` or the `tandem.dev/rendered` `annotation` removed |
 | `scheduler-stop` | backend, until | the backend's scheduler (its stand-in) is stopped until then: no binds, no admissions, no status writes; binds it sent before still land |
+| `load` | group, level | (autoscaled groups) the load sent to the group's engines from now on, requests/s |
+| `metrics-outage` | until | until then, the metrics source is down: every scrape of every pod fails |
+| `scrape-missing` | group, pick, until | until then, one Ready replica leader of the group (the `pick`-th, modulo, by name) does not answer its scrapes |
+| `series-stale` | group, pick, until | until then, that pod's series stop updating: counters and histograms frozen, gauges the staleness marker (NaN) |
+| `counter-reset` | group, pick | that pod's engine restarts: its counters and histograms drop to 0 and count on |
 
 Besides what the main draws give, each schedule draws, from a generator of its own (so
 the rest of the schedule is what it was without them), `recovery: ReplaceMissingPod` for
@@ -41,7 +46,9 @@ another (`_delegated`), a third of the groups handed to a delegated scheduler (V
 KAI, Koordinator, Kueue; the Workload API where the world serves it) and sometimes a
 change of a running group's backend; and from a third (`_backend_faults`), in schedules
 with a delegated group, gang objects edited or deleted by hand and a scheduler stopped
-for a while.
+for a while. And from a fourth (`_metrics`, in memory only), in some schedules,
+`spec.autoscaling` on groups of prefill and decode (each policy), a scripted load and the
+metric faults: the world then runs the operator's autoscaler loop (issue 29).
 """
 
 from __future__ import annotations
@@ -90,6 +97,7 @@ class Schedule:
     resync: float = 30.0
     lease: dict[str, float] = field(default_factory=lambda: {"duration": 15.0, "renew_deadline": 10.0, "renew_every": 2.0})
     world: str = "memory"  # or "http"
+    metrics: dict[str, Any] | None = None  # the autoscaler's metrics source ({"window": s}); None: no group is autoscaled
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -105,7 +113,7 @@ class Schedule:
             "lease": self.lease,
             "groups": self.groups,
             "events": self.events,
-        }
+        } | ({"metrics": self.metrics} if self.metrics is not None else {})
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Schedule":
@@ -123,6 +131,7 @@ class Schedule:
             resync=float(data.get("resync", 30.0)),
             lease=data.get("lease") or {"duration": 15.0, "renew_deadline": 10.0, "renew_every": 2.0},
             world=data.get("world", "memory"),
+            metrics=data.get("metrics"),
         )
 
     def save(self, path: Path, **extra: Any) -> None:
@@ -143,10 +152,11 @@ class Schedule:
 # ----------------------------------------------------------------------------- drawing
 
 
-def generate(seed: int, *, world: str = "memory", size: float = 1.0, backends: tuple[str, ...] | None = None) -> Schedule:
+def generate(seed: int, *, world: str = "memory", size: float = 1.0, backends: tuple[str, ...] | None = None, metrics: bool = True) -> Schedule:
     """The schedule of `seed`: the same seed always gives the same schedule. `size` scales
     the fault window (smaller schedules, the same mixture). `backends`: the delegated
-    schedulers its groups may name (by default, those `world` serves)."""
+    schedulers its groups may name (by default, those `world` serves). `metrics` False: no
+    group autoscaled (the schedule as it was before issue 29's metric faults)."""
     rng = random.Random(f"tandem-faults-{seed}")
     racks, hosts = rng.choice([2, 3]), rng.choice([2, 3, 4])
     shape = f"block=1,rack={racks},host={hosts}"
@@ -176,8 +186,11 @@ def generate(seed: int, *, world: str = "memory", size: float = 1.0, backends: t
     events += _delegated(random.Random(f"tandem-faults-{seed}-backends"), groups, window, world_backends(world) if backends is None else backends,
                          shape, events)
     events += _backend_faults(random.Random(f"tandem-faults-{seed}-backend-faults"), groups, window, events)
+    source = None
+    if world == "memory" and metrics:
+        source = _metrics(random.Random(f"tandem-faults-{seed}-metrics"), groups, window, events, racks * hosts * GPUS_PER_NODE, hosts * GPUS_PER_NODE)
     events.sort(key=lambda e: (e["at"], _ORDER.index(e["type"])))
-    return Schedule(seed, shape, groups, events, replicas, clocks, window, world=world)
+    return Schedule(seed, shape, groups, events, replicas, clocks, window, world=world, metrics=source)
 
 
 def _full_domain_update(seed: int, groups: dict[str, dict[str, Any]], window: float, events: list[dict[str, Any]]) -> None:
@@ -200,7 +213,8 @@ def _full_domain_update(seed: int, groups: dict[str, dict[str, Any]], window: fl
 
 
 _ORDER = ["create", "scale", "ratio", "template", "delete", "node-loss", "flap", "bind-outage", "startup-failures", "crash", "storm", "stale",
-          "failover", "watch-cut", "gone", "list-errors", "fill", "pod-delete", "node-delete", "backend", "gang-edit", "scheduler-stop"]
+          "failover", "watch-cut", "gone", "list-errors", "fill", "pod-delete", "node-delete", "backend", "gang-edit", "scheduler-stop",
+          "load", "metrics-outage", "scrape-missing", "series-stale", "counter-reset"]
 GANG_EDITS = ("delete", "min-member", "label", "annotation")
 GANG_EDIT_SHARE = 0.6  # of the schedules with a delegated group, those whose gang objects are edited by hand
 SCHEDULER_STOP_SHARE = 0.4  # of those, the ones where a scheduler stops for a while
@@ -448,3 +462,113 @@ def patched_template(manifest: dict[str, Any], revision: int) -> dict[str, Any]:
                 env = [e for e in container.get("env", []) if e.get("name") != "FAULT_REVISION"]
                 container["env"] = [*env, {"name": "FAULT_REVISION", "value": str(revision)}]
     return {"spec": {"roles": roles}}
+
+
+# ----------------------------------------------------------------------------- autoscaling and metric faults (issue 29)
+
+METRICS_SHARE = 0.4  # of the in-memory schedules, those with autoscaled groups and metric faults
+LOAD_LEVELS = (0.0, 1.0, 3.0, 6.0, 10.0, 16.0)  # requests/s sent to a group (a replica serves 4)
+METRIC_FAULTS = ("metrics-outage", "scrape-missing", "series-stale", "counter-reset")
+TARGETS = {  # what PreferredBand and Independent may size each role on (engines.py's model)
+    "prefill": [{"metric": "queueDepth", "value": 2}, {"metric": "tokensPerSecond", "value": 6000}, {"metric": "kvUtilization", "value": 0.3}],
+    "decode": [{"metric": "kvUtilization", "value": 0.6}, {"metric": "tokensPerSecond", "value": 1500}, {"metric": "queueDepth", "value": 2},
+               {"metric": "busyFraction", "value": 0.8}],
+}
+BANDS = [None, {"prefill": {"minPercent": 20, "maxPercent": 60}, "decode": {"minPercent": 40, "maxPercent": 80}},
+         {"prefill": {"minPercent": 30, "maxPercent": 50}, "decode": {"minPercent": 50, "maxPercent": 70}},
+         {"prefill": {"minPercent": 40, "maxPercent": 60}, "decode": {"minPercent": 40, "maxPercent": 60}}]
+RATIOS = ({"prefill": 1, "decode": 1}, {"prefill": 1, "decode": 2}, {"prefill": 2, "decode": 1})
+
+
+def _metrics(rng: random.Random, groups: dict[str, dict[str, Any]], window: float, events: list[dict[str, Any]], capacity: int,
+             rack: int) -> dict[str, Any] | None:
+    """Issue 29: in some schedules, `spec.autoscaling` on native groups with prefill and
+    decode (those two managed; a router is left alone; a policy each, bounds the cluster holds), a load that steps up and down,
+    and 1–4 metric faults. Their `ratio` changes are dropped: a count a person writes
+    outside the ratio would be held by the windows, not an autoscaler's decision (the
+    invariants judge the autoscaler's). The source's window (20 or 30 s) is returned."""
+    if rng.random() >= METRICS_SHARE:
+        return None
+    changed = {e["group"] for e in events if e["type"] == "backend"}
+    eligible = [name for name, m in sorted(groups.items()) if {r["name"] for r in m["spec"]["roles"]} >= {"prefill", "decode"}
+                and m["spec"].get("scheduler", {}).get("backend", "native") == "native" and name not in changed]
+    chosen = [name for name in eligible if rng.random() < 0.7] or eligible[:1]
+    chosen = [name for name in chosen if _autoscale(rng, name, groups, events, capacity, rack)]
+    if not chosen:
+        return None
+    events[:] = [e for e in events if not (e["type"] == "ratio" and e["group"] in chosen)]
+    for name in chosen:
+        events.append({"at": 0.0, "type": "load", "group": name, "level": rng.choice(LOAD_LEVELS[1:4])})
+        for _ in range(rng.randint(2, 4)):
+            events.append({"at": float(rng.randint(20, max(21, int(window) - 15))), "type": "load", "group": name, "level": rng.choice(LOAD_LEVELS)})
+    for kind in rng.choices(METRIC_FAULTS, [3, 3, 3, 2], k=rng.randint(1, 4)):
+        at = float(rng.randint(10, max(11, int(window) - 10)))
+        name = rng.choice(chosen)
+        if kind == "metrics-outage":
+            events.append({"at": at, "type": kind, "until": min(at + rng.randint(10, 50), window)})
+            if rng.random() < 0.5:  # the load drops as the source goes down: a scale-down to get wrong
+                events.append({"at": at, "type": "load", "group": name, "level": 0.0})
+        elif kind == "counter-reset":
+            events.append({"at": at, "type": kind, "group": name, "pick": rng.randrange(1000)})
+        else:
+            events.append({"at": at, "type": kind, "group": name, "pick": rng.randrange(1000), "until": min(at + rng.randint(5, 60), window)})
+    return {"window": float(rng.choice([20, 30]))}
+
+
+def _autoscale(rng: random.Random, name: str, groups: dict[str, dict[str, Any]], events: list[dict[str, Any]], capacity: int, rack: int) -> bool:
+    """Give the group `spec.autoscaling` (whether it got it): counts inside the policy's
+    ratio or bands, bounds 1..max with the group at its largest (a unit more where the
+    schedule scales it, a surge replica per role) and the others as written within 85% of
+    the cluster, a unit within 3/4 of its required domain."""
+    manifest = groups[name]
+    spec = manifest["spec"]
+    policy = rng.choice(["FixedRatio", "FixedRatio", "PreferredBand", "PreferredBand", "SLO", "Independent"])
+    ratio = rng.choice(RATIOS)
+    start = dict(ratio) if policy == "FixedRatio" else {"prefill": 1, "decode": 1}
+    roles = {r["name"]: r for r in spec["roles"]}
+    per_replica = {n: r.get("podsPerReplica", 1) * _role_gpus(r) for n, r in roles.items()}
+    scaled = any(e["type"] == "scale" and e["group"] == name for e in events)
+    units = spec["replicas"] + (1 if scaled else 0)
+    others = sum(_gpus(m) for n, m in groups.items() if n != name)
+    domain = rack if (spec.get("topology") or {}).get("pack", {}).get("required") == "rack" else capacity
+
+    fixed = sum((r["replicas"] + 1) * per_replica[n] for n, r in roles.items() if n not in start)  # a router
+
+    def fits(most: dict[str, int]) -> bool:
+        per_unit = fixed + sum((most[n] + 1) * per_replica[n] for n in most)
+        return others + units * per_unit <= capacity * 85 // 100 and per_unit <= domain * 3 // 4
+
+    most = dict(start)
+    if not fits(most):
+        return False
+    for _ in range(6):
+        grown = False
+        for n in ("decode", "prefill"):
+            bigger = {**most, n: most[n] + 1}
+            if most[n] < 5 and fits(bigger):
+                most, grown = bigger, True
+        if not grown:
+            break
+    if most == start:
+        return False
+    for n in start:
+        roles[n]["replicas"] = start[n]
+        roles[n]["minReplicas"] = 1
+    targets = {n: rng.choice(TARGETS[n]) for n in ("prefill", "decode")}
+    autoscaling: dict[str, Any] = {
+        "policy": policy,
+        "intervalSeconds": rng.choice([2, 3, 5]),
+        "roles": {n: {"minReplicas": 1, "maxReplicas": most[n]} for n in ("prefill", "decode")},
+        "stabilization": {"scaleUpSeconds": rng.choice([0, 0, 5]), "scaleDownSeconds": rng.choice([0, 10, 30])},
+        "panic": {"thresholdPercent": rng.choice([150, 200, 400]), "windowSeconds": rng.choice([10, 30])},
+        "ratioEnforcement": rng.choice(["keepTotal", "raiseShort"]),
+        "fixedRatio": {"ratio": ratio, "decodeTokensPerSecondPerReplica": 1400},
+        "preferredBand": {"targets": targets, "costWeight": rng.choice([0.0, 0.5, 1.0])},
+        "slo": {"ttftSeconds": 0.5, "itlSeconds": 0.05, "prefillTokensPerSecondPerReplica": 6000, "decodeTokensPerSecondPerReplica": 1500},
+        "independent": {"targets": targets, "tolerancePercent": 10},
+    }
+    bands = rng.choice(BANDS)
+    if bands is not None:
+        autoscaling["preferredBand"]["bands"] = bands
+    spec["autoscaling"] = autoscaling
+    return True

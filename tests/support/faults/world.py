@@ -26,6 +26,7 @@ import numpy as np
 
 from support.controller_world import Crash
 from support.faults.api import Faults, ReplicaApi, Storm
+from support.faults.engines import EngineModel, Scrape, WorldPodMetrics
 from support.faults.schedule import EPOCH, MEMORY_BACKENDS, Schedule, patched_template
 from tandem.backends.delegated_kinds import DELEGATED_BACKENDS, DELEGATED_KINDS, PRIORITY_CLASS, delegated_keys
 from tandem.controller.delegation import RENDERED_ANNOTATION, DelegationSettings
@@ -33,7 +34,8 @@ from tandem.api.naming import GROUP_LABEL, LABEL_PREFIX, POD_INDEX_LABEL, REPLIC
 from tandem.cluster.memory import MemoryStore, Snapshot
 from tandem.api.naming import GPU_RESOURCE
 from tandem.api.quantity import MILLI, parse_quantity
-from tandem.cluster.pods import assigned_node, pod_failed, pod_gpus, pod_ready
+from tandem.cluster.payloads import as_pod
+from tandem.cluster.pods import assigned_node, pod_failed, pod_gpus, pod_ready, serving_leader
 from tandem.controller.reconcile import Memo
 from tandem.errors import ApiError, NotFound
 from tandem.runtime.leader import LeaderElector, LeaseConfig
@@ -166,6 +168,7 @@ class Replica:
     operator: Operator | None = None
     api: ReplicaApi | None = None
     seen: int = -1  # the observed version its informers last reported
+    source: int = -1  # its metrics source (a new one each start: a restarted process has no scrape history)
     restart_at: float | None = None
     starts: int = 0
 
@@ -216,6 +219,11 @@ class World:
         self.log: list[tuple[float, str]] = []
         self.last_writes = self.last_errors = 0  # the last step's passes: writes tried, writes failed
         self.restart_delays: dict[int, float] = {}  # replica -> seconds from its crash to its restart
+        # Issue 29: the groups with spec.autoscaling, their engines' metrics, each source's scrapes.
+        self.autoscaled = {name for name, m in schedule.groups.items() if m["spec"].get("autoscaling")}
+        self.engines = EngineModel(lambda: self.t)
+        self.ledger: dict[tuple[int, str], list[Scrape]] = {}
+        self._sources = itertools.count()
         self.checker = checker_factory(self) if checker_factory else None
         for replica in self.replicas:
             self._start(replica)
@@ -234,6 +242,8 @@ class World:
             action()
         self._kubelet()
         self._collect_garbage()
+        if self.autoscaled:
+            self.engines.advance(self.store.snapshot().list("Pod", labels=GROUP_LABEL), self.autoscaled)
         self._operators()
         self.kubelet.react()
         self._remember()
@@ -283,6 +293,33 @@ class World:
             self.passes += 1
             self.last_writes += api.writes - before
             self.last_errors += len(report.errors)
+        if self.autoscaled and not self.healed:
+            self._autoscale(replica, now)
+
+    def _autoscale(self, replica: Replica, now: float) -> None:
+        """The replica's autoscaler loop, one turn (it decides only while it holds the Lease),
+        on the same clock and view; the checker judges every decision. It stops at the end
+        of the fault window: the run then settles on the counts it left."""
+        operator = replica.operator
+        assert operator is not None
+        try:
+            report = operator.autoscaler.tick(now)
+        except Crash:
+            self.crashes += 1
+            self.log.append((self.t, f"{replica.identity} crashed in the autoscaler's pass"))
+            self._kill(replica, self.t + self._restart_delay(replica))
+            return
+        except Exception as exc:
+            self.errors += 1
+            if self.checker is not None:
+                self.checker.violation("operator-error", f"{replica.identity} autoscaler: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}")
+            return
+        if report is None:
+            return
+        for line in report.events:
+            self.log.append((self.t, f"{replica.identity} {line}"))
+        if self.checker is not None:
+            self.checker.autoscaling.decided(replica.source, now, report)
 
     # ------------------------------------------------------------------ replicas
 
@@ -323,9 +360,14 @@ class World:
         config = LeaseConfig(identity=replica.identity, duration=float(lease["duration"]), renew_deadline=float(lease["renew_deadline"]),
                              renew_every=float(lease["renew_every"]))
         replica.api = api
+        replica.source = next(self._sources)
+        source = None
+        if self.autoscaled:
+            source = WorldPodMetrics(api.snapshot, self.engines, self.ledger, replica.source, float((self.schedule.metrics or {}).get("window", 60.0)))
         replica.operator = Operator(
             api, lambda: replica.clock(self.t), LeaderElector(api, config),
             PassSchedule(debounce=0.0, min_interval=0.5, resync=self.schedule.resync), memo=Memo(), delegation=self.delegation,
+            metrics_source=source,
         )
         replica.seen = -1
         replica.restart_at = None
@@ -451,6 +493,39 @@ class World:
         self.log.append((self.t, f"gang-edit: {edit} {key} {meta['name']}"))
         if self.checker is not None:
             self.checker.delegated.gang_edited(key, before, edit)
+
+    # ------------------------------------------------------------------ load and metric faults (issue 29)
+
+    def _on_load(self, event: dict[str, Any]) -> None:
+        self.engines.load[event["group"]] = float(event["level"])
+
+    def _on_metrics_outage(self, event: dict[str, Any]) -> None:
+        self.engines.outage(float(event["until"]))
+
+    def _on_scrape_missing(self, event: dict[str, Any]) -> None:
+        pod = self._engine_pod(event)
+        if pod is not None:
+            self.engines.miss(pod, float(event["until"]))
+
+    def _on_series_stale(self, event: dict[str, Any]) -> None:
+        pod = self._engine_pod(event)
+        if pod is not None:
+            self.engines.go_stale(pod, float(event["until"]))
+
+    def _on_counter_reset(self, event: dict[str, Any]) -> None:
+        pod = self._engine_pod(event)
+        if pod is not None:
+            self.engines.reset(pod)
+
+    def _engine_pod(self, event: dict[str, Any]) -> tuple[str, str] | None:
+        """The group's `pick`-th Ready replica leader (modulo, by name), if it has any."""
+        pods = sorted((p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.store.snapshot().list("Pod", labels={GROUP_LABEL: event["group"]})
+                      if serving_leader(as_pod(p)))
+        if not pods:
+            return None
+        pod = pods[int(event["pick"]) % len(pods)]
+        self.log.append((self.t, f"{event['type']}: {pod[1]}"))
+        return pod
 
     def _on_scheduler_stop(self, event: dict[str, Any]) -> None:
         """The backend's scheduler stops (its stand-in decides nothing) until `until`."""
@@ -627,6 +702,7 @@ class World:
         self.stale.clear()
         self.failure_windows.clear()
         self.outages.clear()
+        self.engines.heal()
         self._unfill()
         self.kubelet.paused.clear()
         self.timers = [t for t in self.timers if t[2] not in ("recover", "flap-end", "fill", "unfill", "scheduler-start")]
