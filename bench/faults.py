@@ -9,7 +9,11 @@ InferenceGroups, user changes (scaling, ratio changes, rolling updates, deletes)
 mixture of faults: node and rack loss, NotReady flaps, pods failing at start-up, the
 controller crashing between two writes, 409 storms, 429 and 5xx answers (some after the
 write went through), reads that lag writes, clock skew between two operator replicas and
-leader failover mid-rollout. `--schedules` run over the in-memory store; `--http` more
+leader failover mid-rollout. In some in-memory schedules groups carry `spec.autoscaling`
+(each policy): every operator replica then runs the operator's autoscaler loop over the
+pods' `/metrics` (vLLM texts from a scripted load, through the real scrape window and
+parser), with metric faults: the source down, a pod missing from the scrape, a stale
+series, a counter reset (issue 29). `--schedules` run over the in-memory store; `--http` more
 (fewer, slower) through the Kubernetes adapter (`tandem.kube`) over HTTP against the local
 API server (`tandem.apiserver`, in-process, over the same store, with its fault hook), with
 watch streams cut, 410 Gone and 5xx answers besides. The invariants are in
@@ -17,7 +21,8 @@ tests/support/faults/invariants.py and docs/reliability.md.
 
 One JSON line per failing schedule (its violations and where it was saved), then one per
 world and one for the whole campaign: schedules run, steps (simulated seconds), passes,
-violations (goal 0), wall time. A failing schedule is saved as JSON (seed and events);
+violations (goal 0), wall time; `happened` counts the autoscaler's decisions, those on
+missing data, its scale-ups, scale-downs and panics. A failing schedule is saved as JSON (seed and events);
 `--replay FILE` plays it again, exactly (the same schedule gives the same outcome).
 Exit status 1 when any invariant was violated.
 """
