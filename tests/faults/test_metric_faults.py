@@ -106,8 +106,9 @@ def test_the_ratio_is_the_largest_remainder_split_and_a_band_is_excused_only_whe
 
 
 def test_an_autoscaler_that_counts_a_missing_metric_as_zero_scales_down_on_missing_data(monkeypatch):
-    """Kthena's rule (a pod it cannot read counts as zero): a decode pod silent for a whole
-    window makes decode's tokens/s too low, and FixedRatio scales decode down."""
+    """Kthena's rule (a pod it cannot read counts as zero): a decode pod with one answered
+    scrape in the window (too few for a rate) adds nothing to decode's tokens/s, and
+    FixedRatio scales decode down."""
     assert not invariants(86)  # the real code: held
     monkeypatch.setattr(scrape_window, "_strict_sum", lambda values: math.fsum(0.0 if math.isnan(v) else v for v in values) if values else math.nan)
     monkeypatch.setattr(scrape_window, "_strict_mean",
