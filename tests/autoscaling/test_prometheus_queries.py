@@ -95,6 +95,15 @@ def test_a_ready_pod_with_no_series_leaves_its_role_not_measured() -> None:
     assert stale.roles["prefill"].tokens_per_s == 900, "the other role is still measured"
 
 
+def test_a_prefill_role_with_no_ready_pod_leaves_the_prompt_tokens_unmeasured() -> None:
+    """As the pods source (found by the fault campaign, issue 29): never the decode pods' prompts."""
+    decode_only = {n: p for n, p in PODS.items() if p.role == "decode"}
+    got = group_signals(decode_only, ["prefill", "decode"], answers(), 0, 60)
+    assert got is not None and math.isnan(got.input_tokens_per_s) and got.output_tokens_per_s == 150
+    whole = {"e-0": LeaderPod("engine", None, "vllm")}
+    assert group_signals(whole, ["engine"], answers(scrapes={"e-0": 12}, prompt_tokens={"e-0": 70}), 0, 60).input_tokens_per_s == 70
+
+
 def test_a_rate_needs_two_scrapes_and_a_counter_not_exported_yet_counted_nothing() -> None:
     once = group_signals(PODS, ["decode"], answers(scrapes={"p-0": 12, "d-0": 12, "d-1": 1}), 0, 60)
     assert once is not None and math.isnan(once.roles["decode"].tokens_per_s)

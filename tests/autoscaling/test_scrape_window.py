@@ -221,3 +221,13 @@ def test_at_a_steady_load_missing_scrapes_only_ever_turn_a_figure_unmeasured_nev
     for field in ("arrival_rate", "input_tokens_per_s", "output_tokens_per_s"):
         got, expected = getattr(partial, field), getattr(whole, field)
         assert math.isnan(got) or got == pytest.approx(expected), field
+
+
+def test_a_prefill_role_with_no_ready_pod_leaves_the_prompt_tokens_unmeasured() -> None:
+    """Found by the fault campaign (issue 29): every prefill pod not Ready, the prompt
+    tokens were read at the decode pods (none arrive there), and SLO scaled prefill down."""
+    decode_only = rounds(*[(t, {"d-0": ("decode", "decode", steady(t, 1))}) for t in (0.0, 15.0, 30.0)])
+    got = window_signals(decode_only, ["prefill", "decode"], 60)
+    assert got is not None and math.isnan(got.input_tokens_per_s) and got.output_tokens_per_s == pytest.approx(10.0)
+    whole_requests = rounds(*[(t, {"e-0": ("engine", None, steady(t, 0))}) for t in (0.0, 15.0, 30.0)])
+    assert flat(window_signals(whole_requests, ["engine"], 60))["input_tokens_per_s"] == pytest.approx(10.0), "no prefill role: every pod"

@@ -199,7 +199,9 @@ def group_signals(
             tokens_per_s=_strict_sum([tokens(n) for n in names]),
         )
     generating = [n for n, p in engines.items() if p.serves != "prefill"]
-    prompting = [n for n, p in engines.items() if p.serves == "prefill"] or list(engines)
+    prompting = [n for n, p in engines.items() if p.serves == "prefill"]
+    if not prompting and all(any(p.role == role for p in pods.values()) for role in roles):
+        prompting = list(engines)  # every role seen, none prefill: whole requests everywhere (a role unseen may be prefill)
     kinds = sorted({p.kind for p in engines.values() if p.kind is not None})
     return Signals(
         at=at,
