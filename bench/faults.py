@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import multiprocessing
 import os
 import sys
@@ -47,6 +48,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from support.faults.campaign import run  # noqa: E402
 from support.faults.schedule import Schedule, generate  # noqa: E402
+
+# The autoscaler's held decisions (metric faults) are Warning lines by the hundred; each
+# world keeps them in its own log, so they stay off the progress bar (workers import this too).
+logging.getLogger("tandem.operator.autoscaler").setLevel(logging.ERROR)
 
 
 def _one(job: tuple[int, str, float]) -> dict[str, Any]:
