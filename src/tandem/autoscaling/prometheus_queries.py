@@ -199,9 +199,8 @@ def group_signals(
             tokens_per_s=_strict_sum([tokens(n) for n in names]),
         )
     generating = [n for n, p in engines.items() if p.serves != "prefill"]
-    prompting = [n for n, p in engines.items() if p.serves == "prefill"]
-    if not prompting and all(any(p.role == role for p in pods.values()) for role in roles):
-        prompting = list(engines)  # every role seen, none prefill: whole requests everywhere (a role unseen may be prefill)
+    # as the pods source: the prefill pods, else those serving whole requests, never decode pods
+    prompting = [n for n, p in engines.items() if p.serves == "prefill"] or [n for n, p in engines.items() if p.serves is None]
     kinds = sorted({p.kind for p in engines.values() if p.kind is not None})
     return Signals(
         at=at,

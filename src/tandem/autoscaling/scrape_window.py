@@ -31,9 +31,9 @@ round's time, so the scaler's `metricMaxAgeSeconds` judges how old they are.
 Tokens per second of a role are prompt tokens for prefill engines, generated tokens
 otherwise. Group figures: arrivals are requests finished per second and output tokens
 generated per second at the pods that are not prefill-only, input tokens prompt tokens
-per second at the prefill pods (at every pod when none is and every role of the group
-has a Ready pod: a role with none may be the prefill role, whose prompts are then not
-measured, never read at the decode pods as zero). Engines count what they
+per second at the prefill pods, or, when none is Ready, at the pods that serve whole
+requests; never at decode pods (their prompts were prefilled elsewhere): with only decode
+pods Ready they are not measured. Engines count what they
 processed, not what arrived; a backlog shows in the queues.
 """
 
@@ -81,9 +81,9 @@ def window_signals(rounds: Sequence[ScrapeRound], roles: Sequence[str], window_s
     pods = {name: latest.pods[name] for name in sorted(latest.pods)}
     role_figures = {role: _role(role, pods, history) for role in sorted(set(roles) | {p.role for p in pods.values()})}
     generating = [n for n, p in pods.items() if p.engine and p.serves != "prefill"]
-    prompting = [n for n, p in pods.items() if p.engine and p.serves == "prefill"]
-    if not prompting and all(any(p.role == role for p in pods.values()) for role in roles):
-        prompting = [n for n, p in pods.items() if p.engine]  # every role seen, none prefill: whole requests everywhere
+    # Prompts arrive at the prefill pods, else at the pods that serve whole requests; never
+    # at decode pods (their prompts were prefilled elsewhere): none Ready, none measured.
+    prompting = [n for n, p in pods.items() if p.engine and p.serves == "prefill"] or [n for n, p in pods.items() if p.engine and p.serves is None]
     return Signals(
         at=latest.at,
         window_s=float(window_s),
