@@ -41,6 +41,7 @@ PREFILL_CAPACITY, DECODE_CAPACITY = 8000.0, 2000.0  # tokens/s one replica serve
 TTFT_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, math.inf)
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.1, math.inf)
 ANSWERED, MISSING, STALE, DOWN = "answered", "missing", "stale", "down"  # a pod's scrape, as the world knows it
+UNREAD = "unread"  # no engine the source reads (a router): never scraped
 
 
 @dataclass
@@ -246,9 +247,12 @@ class WorldPodMetrics(PodMetrics):
 
     def _scrape(self, names: EngineNames | None, port: int, ip: str) -> PodReading | None:
         namespace, _, pod = ip.partition("/")
+        if names is None or port <= 0:
+            self._round[pod] = (namespace, UNREAD)
+            return None
         text, state = self._engines.exposition((namespace, pod))
         self._round[pod] = (namespace, state)
-        if names is None or port <= 0 or text is None:
+        if text is None:
             return None
         try:
             return read_pod(parse_exposition(text), names)

@@ -483,7 +483,7 @@ RATIOS = ({"prefill": 1, "decode": 1}, {"prefill": 1, "decode": 2}, {"prefill": 
 def _metrics(rng: random.Random, groups: dict[str, dict[str, Any]], window: float, events: list[dict[str, Any]], capacity: int,
              rack: int) -> dict[str, Any] | None:
     """Issue 29: in some schedules, `spec.autoscaling` on native groups with prefill and
-    decode (those two managed; a router is left alone; a policy each, bounds the cluster holds), a load that steps up and down,
+    decode (those two managed; a router is left alone, and runs `vllm-router`; a policy each, bounds the cluster holds), a load that steps up and down,
     and 1–4 metric faults. Their `ratio` changes are dropped: a count a person writes
     outside the ratio would be held by the windows, not an autoscaler's decision (the
     invariants judge the autoscaler's). The source's window (20 or 30 s) is returned."""
@@ -554,6 +554,9 @@ def _autoscale(rng: random.Random, name: str, groups: dict[str, dict[str, Any]],
     for n in start:
         roles[n]["replicas"] = start[n]
         roles[n]["minReplicas"] = 1
+    for n in set(roles) - set(start):  # a router runs a router, not an engine the metrics read
+        for container in roles[n]["template"]["spec"]["containers"]:
+            container["command"] = ["vllm-router", "--port", "8000"]
     targets = {n: rng.choice(TARGETS[n]) for n in ("prefill", "decode")}
     autoscaling: dict[str, Any] = {
         "policy": policy,
