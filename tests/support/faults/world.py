@@ -4,8 +4,9 @@ Each step: the schedule's events due by now (user changes, faults, recoveries); 
 kubelet (`tandem.sim.pod_lifecycle`, with nodes that can be down and pods that can fail at
 start-up); every live operator replica's loop turn (`tandem.operator.runner.Operator`:
 leader election on a Lease, passes when due), each through its own faulty view of the
-API (`api.ReplicaApi`) and on its own clock (offset and rate: skew); the garbage
-collector after every writer; then the invariants (`invariants.Checker`).
+API (`api.ReplicaApi`) and on its own clock (offset and rate: skew), then, where groups
+are autoscaled, its autoscaler loop's turn over the engines' metrics (`engines.py`); the
+garbage collector after every writer; then the invariants (`invariants.Checker`).
 
 Nothing here reads the wall clock: the store's clock is the step's true time, each
 replica's is derived from it, and every random draw comes from the schedule's seed.
@@ -518,9 +519,10 @@ class World:
             self.engines.reset(pod)
 
     def _engine_pod(self, event: dict[str, Any]) -> tuple[str, str] | None:
-        """The group's `pick`-th Ready replica leader (modulo, by name), if it has any."""
+        """The group's `pick`-th Ready replica leader of a role it autoscales (modulo, by name), if it has any."""
+        managed = set(self.schedule.groups[event["group"]]["spec"]["autoscaling"]["roles"])
         pods = sorted((p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.store.snapshot().list("Pod", labels={GROUP_LABEL: event["group"]})
-                      if serving_leader(as_pod(p)))
+                      if serving_leader(as_pod(p)) and p["metadata"]["labels"].get(ROLE_LABEL) in managed)
         if not pods:
             return None
         pod = pods[int(event["pick"]) % len(pods)]
