@@ -198,3 +198,14 @@ def test_without_cel_python_the_server_says_so_once_and_serves_crds_without_thei
     assert done.stdout.strip() == "201", done.stderr
     assert done.stderr.splitlines() == [
         "cel-python is not installed (pip install 'tandem[apiserver]'): CRDs' x-kubernetes-validations rules are not checked"]
+
+
+@pytest.mark.skipif(not cel._HAVE_CELPY, reason="cel-python is not installed")
+@pytest.mark.parametrize("order", [("broken", "no"), ("no", "broken")])
+def test_match_conditions_any_false_skips_whatever_errors_beside_it(order):
+    expressions = {"broken": "object.nosuch.field == 1", "no": "object.spec.x == 2", "yes": "object.spec.x == 1"}
+    variables = {"object": {"spec": {"x": 1}}, "oldObject": None, "request": {}}
+    assert cel.match_conditions([(n, expressions[n]) for n in order], variables) == (False, None)
+    holds, error = cel.match_conditions([("yes", expressions["yes"]), ("broken", expressions["broken"])], variables)
+    assert holds is False and error is not None and error.startswith("broken: ")
+    assert cel.match_conditions([("yes", expressions["yes"])], variables) == (True, None)

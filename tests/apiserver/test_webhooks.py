@@ -199,6 +199,24 @@ def test_match_conditions_pick_what_is_sent_and_one_that_cannot_be_evaluated_fai
     assert client.post(hpas, hpa("other", "apps/v1")).code == 201 and [r["name"] for r in hook.requests] == ["units"]
 
 
+def test_a_false_match_condition_skips_the_webhook_even_beside_one_that_cannot_be_evaluated(client, hook):
+    """Kubernetes' order: any condition false skips the webhook; only when none is false does
+    an error go to the failurePolicy (here Fail), whichever of the two comes first."""
+    broken = {"name": "broken", "expression": "object.nosuch.field == 1"}
+    tandem_only = {"name": "targets-tandem", "expression": "object.spec.scaleTargetRef.apiVersion.startsWith('tandem.dev/')"}
+    register(client, webhook("hpa.test.dev", hook.url, hook.ca_bundle, groups=("autoscaling",), resources=("horizontalpodautoscalers",),
+                             matchConditions=[broken, tandem_only]))
+    hpas = f"/apis/autoscaling/v2/namespaces/{NS}/horizontalpodautoscalers"
+
+    def hpa(name: str, api_version: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"scaleTargetRef": {"apiVersion": api_version, "kind": "X", "name": "x"}, "maxReplicas": 2}}
+
+    assert client.post(hpas, hpa("web", "apps/v1")).code == 201, "targets-tandem is false: skipped, the error beside it does not matter"
+    refused = client.post(hpas, hpa("units", "tandem.dev/v1alpha1"))
+    assert refused.code == 500 and "failed to evaluate match condition broken:" in refused.body["message"], "none false: the error fails closed"
+    assert hook.requests == []
+
+
 def test_an_update_shows_the_old_object_and_a_scale_shows_scales(client, hook):
     assert client.post(GROUPS, group()).code == 201
     register(client, webhook("check.test.dev", hook.url, hook.ca_bundle, resources=("inferencegroups", "inferencegroups/scale")))

@@ -337,10 +337,12 @@ def _eval_error(error: Any, rule: _Rule) -> str:
 
 
 def match_conditions(conditions: Sequence[tuple[str, str]], variables: dict[str, Any]) -> tuple[bool, str | None]:
-    """A webhook's `matchConditions` on one request (`object`, `oldObject`, `request`): whether
-    all hold, or the first that cannot be evaluated and why (`name: reason`). They are compiled
-    on each call: only writes a webhook's rules already match get here. Without cel-python,
-    all hold (the webhook is called, as before conditions were evaluated)."""
+    """A webhook's `matchConditions` on one request (`object`, `oldObject`, `request`), in
+    Kubernetes' order: any that is false skips the webhook (False, None), whatever the others'
+    errors; else all true calls it (True, None); else the first that cannot be evaluated and
+    why (`name: reason`), for the failurePolicy to decide. They are compiled on each call:
+    only writes a webhook's rules already match get here. Without cel-python, all hold (the
+    webhook is called, as before conditions were evaluated)."""
     if not _HAVE_CELPY or not conditions:
         return True, None
     environment = celpy.Environment()
@@ -348,15 +350,17 @@ def match_conditions(conditions: Sequence[tuple[str, str]], variables: dict[str,
         activation = {name: celpy.json_to_cel(value) for name, value in variables.items()}
     except ValueError as exc:
         return False, f"{conditions[0][0]}: {exc}"
-    verdict = True
+    errors: list[str] = []
     for name, expression in conditions:
         try:
             result = environment.program(environment.compile(expression)).evaluate(activation)
         except Exception as exc:  # a parse error, CELEvalError, cel-python's own failures
-            return False, f"{name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+            errors.append(f"{name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+            continue
         if isinstance(result, CELEvalError):
-            return False, f"{name}: {result.args[0] if result.args else 'no value'}"
-        if not isinstance(result, celtypes.BoolType):
-            return False, f"{name}: does not evaluate to a bool"
-        verdict = verdict and bool(result)  # every condition is evaluated: an error anywhere is an error
-    return verdict, None
+            errors.append(f"{name}: {result.args[0] if result.args else 'no value'}")
+        elif not isinstance(result, celtypes.BoolType):
+            errors.append(f"{name}: does not evaluate to a bool")
+        elif not bool(result):
+            return False, None  # one false condition skips the webhook, even beside an error
+    return (False, errors[0]) if errors else (True, None)

@@ -15,10 +15,10 @@ labels (new or old) satisfy the selectors. With matchPolicy Equivalent a rule na
 another served version of the same resource matches too, and the webhook is sent the
 object at that version. Writes of webhook configurations themselves are never sent to
 webhooks, as the real server exempts them. `matchConditions` (CEL over `object`,
-`oldObject` and `request`) are evaluated on what the rules and selectors matched: the
-webhook is called only when all hold; one that cannot be evaluated refuses the write
-(failurePolicy Fail) or skips the webhook (Ignore). Without cel-python they are taken as
-holding.
+`oldObject` and `request`) are evaluated on what the rules and selectors matched: one
+that is false skips the webhook, all true call it, else one that cannot be evaluated
+refuses the write (failurePolicy Fail) or skips the webhook (Ignore). Without
+cel-python they are taken as holding.
 """
 
 from __future__ import annotations
@@ -286,8 +286,8 @@ def invocations(state: State, attributes: Attributes) -> list[Invocation]:
 
 def _conditions_hold(invocation: Invocation, attributes: Attributes) -> bool:
     """Whether the webhook's matchConditions all hold for this request (the object as the
-    webhook would see it); one that cannot be evaluated refuses the write, or with
-    failurePolicy Ignore skips the webhook."""
+    webhook would see it); with none false, one that cannot be evaluated refuses the write,
+    or with failurePolicy Ignore skips the webhook."""
     hook = invocation.hook
     if not hook.match_conditions:
         return True
