@@ -206,6 +206,7 @@ CASES = [
     ("metrics-unknown-source", group(autoscaling(extra="metrics: {source: keda}")), "spec.autoscaling.metrics.source", "must be 'pods' or 'prometheus'"),
     ("metrics-url-not-http", group(autoscaling(extra="metrics: {prometheus: {url: 'ftp://prometheus:9090'}}")), "spec.autoscaling.metrics.prometheus.url", "'ftp://prometheus:9090' is not http(s)://host[:port][/path]"),
     ("metrics-url-bad-port", group(autoscaling(extra="metrics: {prometheus: {url: 'http://prometheus:99999'}}")), "spec.autoscaling.metrics.prometheus.url", "is not http(s)://host[:port][/path]"),
+    ("metrics-url-bracketed-not-ipv6", group(autoscaling(extra="metrics: {prometheus: {url: 'http://[1.2.3]:9090'}}")), "spec.autoscaling.metrics.prometheus.url", "'http://[1.2.3]:9090' is not http(s)://host[:port][/path]"),
     ("metrics-query-without-selector", group(autoscaling(extra="metrics: {prometheus: {queries: {waiting: 'sum by (pod) (tgi_queue_size)'}}}")), "spec.autoscaling.metrics.prometheus.queries.waiting", "must use $selector"),
     ("metrics-query-unknown-placeholder", group(autoscaling(extra="metrics: {prometheus: {queries: {busy: 'avg_over_time(x{$selector}[$windw])'}}}")), "spec.autoscaling.metrics.prometheus.queries.busy", "$windw is not a placeholder"),
     ("metrics-query-unbalanced", group(autoscaling(extra="metrics: {prometheus: {queries: {ttftP90: 'histogram_quantile(0.9, rate(x_bucket{$selector}[$window])'}}}")), "spec.autoscaling.metrics.prometheus.queries.ttftP90", "is not PromQL: unclosed '('"),

@@ -11,6 +11,7 @@ only the webhook and `tandem validate` run); `tandem.autoscaling.metrics_source`
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -135,9 +136,20 @@ def _metric_name(value: str) -> str:
 
 def _http_url(value: str) -> str:
     match = HTTP_URL.match(value) if len(value) <= 2048 else None
-    if match is None or (match[3] is not None and not 1 <= int(match[3][1:]) <= 65535):
+    if match is None or (match[3] is not None and not 1 <= int(match[3][1:]) <= 65535) or not _ipv6_or_name(match[1]):
         raise ValueError(f"{value!r} is not http(s)://host[:port][/path]")
     return value
+
+
+def _ipv6_or_name(host: str) -> bool:
+    """A bracketed host is an IPv6 address (as the client reading the URL requires); a name passes."""
+    if not host.startswith("["):
+        return True
+    try:
+        ipaddress.IPv6Address(host[1:-1])
+    except ValueError:
+        return False
+    return True
 
 
 def _url_path(value: str) -> str:
