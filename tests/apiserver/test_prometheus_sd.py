@@ -59,6 +59,23 @@ def test_a_pod_not_ready_says_so() -> None:
     assert group["labels"]["__meta_kubernetes_pod_ready"] == "false"
 
 
+def test_readiness_is_the_ready_conditions_status_as_pod_go_reads_it() -> None:
+    """`unknown` without a Ready condition or with status Unknown (a lost node), never `false`."""
+    fresh = pod("d-1", "127.10.0.7", [{"name": "e", "ports": [{"containerPort": 8000}]}])
+    fresh["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+    lost = pod("d-2", "127.10.0.8", [{"name": "e", "ports": [{"containerPort": 8000}]}])
+    lost["status"]["conditions"] = [{"type": "Ready", "status": "Unknown"}]
+    assert [g["labels"]["__meta_kubernetes_pod_ready"] for g in pod_targets([fresh, lost])] == ["unknown", "unknown"]
+
+
+def test_an_ipv6_target_is_bracketed_and_an_empty_controller_gives_no_label() -> None:
+    engine = {"name": "e", "ports": [{"name": "http", "containerPort": 8000}]}
+    v6 = pod("v-0", "::1", [engine, {"name": "sidecar"}], ownerReferences=[{"kind": "", "name": "", "controller": True}])
+    groups = pod_targets([v6])
+    assert [g["targets"] for g in groups] == [["[::1]:8000"], ["[::1]"]], "as Go's net.JoinHostPort and pod.go write them"
+    assert not any(k.startswith("__meta_kubernetes_pod_controller_") for k in groups[0]["labels"])
+
+
 def test_the_paths_it_answers() -> None:
     assert namespace_of("/tandem/prometheus/pods") == (True, None)
     assert namespace_of("/tandem/prometheus/namespaces/serving/pods") == (True, "serving")
