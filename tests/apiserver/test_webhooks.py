@@ -217,6 +217,20 @@ def test_a_false_match_condition_skips_the_webhook_even_beside_one_that_cannot_b
     assert hook.requests == []
 
 
+def test_match_conditions_see_the_request_as_kubernetes_gives_it(client, hook):
+    """`request` holds what the webhook is sent but its uid and objects: userInfo (Kubernetes'
+    own documented example excludes the kubelet's writes by its groups), requestKind and
+    requestResource; an empty subresource is left out, as the real server's JSON omits it."""
+    conditions = [{"name": "not-kubelet", "expression": "!('system:nodes' in request.userInfo.groups)"},
+                  {"name": "asked-at-v2", "expression": "request.requestResource.version == 'v2' && request.requestKind.kind == 'HorizontalPodAutoscaler'"},
+                  {"name": "no-subresource", "expression": "!has(request.subResource) && request.namespace == '" + NS + "'"}]
+    register(client, webhook("hpa.test.dev", hook.url, hook.ca_bundle, groups=("autoscaling",), resources=("horizontalpodautoscalers",),
+                             matchConditions=conditions))
+    body = {"metadata": {"name": "units"}, "spec": {"scaleTargetRef": {"apiVersion": "tandem.dev/v1alpha1", "kind": "X", "name": "x"}, "maxReplicas": 2}}
+    assert client.post(f"/apis/autoscaling/v2/namespaces/{NS}/horizontalpodautoscalers", body).code == 201
+    assert [r["name"] for r in hook.requests] == ["units"], "every condition evaluated and true"
+
+
 def test_an_update_shows_the_old_object_and_a_scale_shows_scales(client, hook):
     assert client.post(GROUPS, group()).code == 201
     register(client, webhook("check.test.dev", hook.url, hook.ca_bundle, resources=("inferencegroups", "inferencegroups/scale")))

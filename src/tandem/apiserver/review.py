@@ -32,13 +32,12 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from tandem.apiserver.error_status import Refused, StatusError
-from tandem.apiserver.webhooks import Attributes, Invocation, ca_bundle
+from tandem.apiserver.webhooks import Attributes, Invocation, admission_request, ca_bundle
 from tandem.errors import ApiError, BadRequest
 
 log = logging.getLogger("tandem.apiserver.review")
 REVIEW_API, REVIEW_KIND = "admission.k8s.io/v1", "AdmissionReview"
 MAX_RESPONSE = 3 * 1024 * 1024
-USER = {"username": "tandem", "groups": ["system:masters", "system:authenticated"]}  # everyone is this one local user
 
 
 class CallFailed(Exception):
@@ -130,31 +129,8 @@ def call(invocation: Invocation, attributes: Attributes) -> dict[str, Any]:
 
 def admission_review(invocation: Invocation, attributes: Attributes) -> dict[str, Any]:
     """The AdmissionReview v1 a webhook is sent."""
-    resource, asked = invocation.resource, attributes.resource
-    namespace = attributes.namespace or (attributes.name if asked.group == "" and asked.plural == "namespaces" else "")
-    request: dict[str, Any] = {
-        "uid": invocation.uid,
-        "kind": _kind(invocation.kind),
-        "resource": {"group": resource.group, "version": resource.version, "resource": resource.plural},
-        "requestKind": _kind(attributes.kind),
-        "requestResource": {"group": asked.group, "version": asked.version, "resource": asked.plural},
-        "name": attributes.name,
-        "operation": attributes.operation,
-        "userInfo": USER,
-        "object": invocation.object,
-        "oldObject": invocation.old_object,
-        "dryRun": attributes.dry_run,
-        "options": attributes.options,
-    }
-    if attributes.subresource:
-        request["subResource"] = request["requestSubResource"] = attributes.subresource
-    if namespace:
-        request["namespace"] = namespace
+    request = {"uid": invocation.uid, **admission_request(invocation, attributes), "object": invocation.object, "oldObject": invocation.old_object}
     return {"apiVersion": REVIEW_API, "kind": REVIEW_KIND, "request": request}
-
-
-def _kind(kind: tuple[str, str, str]) -> dict[str, str]:
-    return {"group": kind[0], "version": kind[1], "kind": kind[2]}
 
 
 def _post(url: str, body: bytes, client: dict[str, Any], timeout_s: int) -> tuple[int, bytes]:

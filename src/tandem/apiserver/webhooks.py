@@ -15,7 +15,7 @@ labels (new or old) satisfy the selectors. With matchPolicy Equivalent a rule na
 another served version of the same resource matches too, and the webhook is sent the
 object at that version. Writes of webhook configurations themselves are never sent to
 webhooks, as the real server exempts them. `matchConditions` (CEL over `object`,
-`oldObject` and `request`) are evaluated on what the rules and selectors matched: one
+`oldObject` and `request`, the AdmissionRequest but its uid and objects) are evaluated on what the rules and selectors matched: one
 that is false skips the webhook, all true call it, else one that cannot be evaluated
 refuses the write (failurePolicy Fail) or skips the webhook (Ignore). Without
 cel-python they are taken as holding.
@@ -284,6 +284,37 @@ def invocations(state: State, attributes: Attributes) -> list[Invocation]:
     return out
 
 
+USER = {"username": "tandem", "groups": ["system:masters", "system:authenticated"]}  # everyone is this one local user
+
+
+def admission_request(invocation: Invocation, attributes: Attributes) -> dict[str, Any]:
+    """The AdmissionRequest's fields but its uid and objects: what a webhook is sent around
+    them, and matchConditions' `request` (as Kubernetes' CreateAdmissionRequest: empty
+    subresource and namespace left out, as its JSON omits them)."""
+    resource, asked = invocation.resource, attributes.resource
+    namespace = attributes.namespace or (attributes.name if asked.group == "" and asked.plural == "namespaces" else "")
+    request: dict[str, Any] = {
+        "kind": _kind(invocation.kind),
+        "resource": {"group": resource.group, "version": resource.version, "resource": resource.plural},
+        "requestKind": _kind(attributes.kind),
+        "requestResource": {"group": asked.group, "version": asked.version, "resource": asked.plural},
+        "name": attributes.name,
+        "operation": attributes.operation,
+        "userInfo": USER,
+        "dryRun": attributes.dry_run,
+        "options": attributes.options,
+    }
+    if attributes.subresource:
+        request["subResource"] = request["requestSubResource"] = attributes.subresource
+    if namespace:
+        request["namespace"] = namespace
+    return request
+
+
+def _kind(kind: tuple[str, str, str]) -> dict[str, str]:
+    return {"group": kind[0], "version": kind[1], "kind": kind[2]}
+
+
 def _conditions_hold(invocation: Invocation, attributes: Attributes) -> bool:
     """Whether the webhook's matchConditions all hold for this request (the object as the
     webhook would see it); with none false, one that cannot be evaluated refuses the write,
@@ -291,11 +322,7 @@ def _conditions_hold(invocation: Invocation, attributes: Attributes) -> bool:
     hook = invocation.hook
     if not hook.match_conditions:
         return True
-    group, version, kind = invocation.kind
-    request = {"kind": {"group": group, "version": version, "kind": kind},
-               "resource": {"group": invocation.resource.group, "version": invocation.resource.version, "resource": invocation.resource.plural},
-               "subResource": attributes.subresource, "operation": attributes.operation, "namespace": attributes.namespace,
-               "name": attributes.name, "dryRun": attributes.dry_run}
+    request = admission_request(invocation, attributes)
     holds, error = match_conditions(hook.match_conditions, {"object": invocation.object, "oldObject": invocation.old_object, "request": request})
     if error is None:
         return holds
