@@ -314,9 +314,9 @@ def operator_command(
     ] = "default",
     metrics_source: Annotated[
         MetricsSource,
-        typer.Option("--metrics-source", help="Where the autoscaler reads signals: pods (each Ready replica's /metrics), prometheus "
-                     "(a Prometheus server's query API, --prometheus-url) or none (groups with spec.autoscaling keep their counts; "
-                     "their ScalingActive condition says why)."),
+        typer.Option("--metrics-source", help="Where the autoscaler reads signals by default: pods (each Ready replica's /metrics), "
+                     "prometheus (a Prometheus server's query API, --prometheus-url) or none (groups with spec.autoscaling that name "
+                     "no source in spec.autoscaling.metrics keep their counts; their ScalingActive condition says why)."),
     ] = MetricsSource.pods,
     prometheus_url: Annotated[
         str | None,
