@@ -50,6 +50,16 @@ def test_the_group_overrides_the_source_and_the_server_field_by_field() -> None:
     assert choose_source(spec(source="pods"), SourceDefaults("none")) == PodsSource(60.0), "a group may read what the operator does not by default"
 
 
+def test_a_group_that_says_where_to_read_on_one_side_reads_there_without_naming_the_source() -> None:
+    assert choose_source(spec(prometheus={"url": "http://127.0.0.1:9090"}), SourceDefaults("pods")) == (
+        PrometheusSource("http://127.0.0.1:9090", 60.0)), "a server the group names is not ignored"
+    assert choose_source(spec(pods={"port": 9400}), SourceDefaults("prometheus", PROM)) == PodsSource(60.0, port=9400)
+    assert choose_source(spec(pods={"path": "/metrics"}), SourceDefaults("none")) == PodsSource(60.0)
+    both = spec(prometheus={"url": "http://127.0.0.1:9090"}, pods={"port": 9400})
+    assert choose_source(both, SourceDefaults("pods")) == PodsSource(60.0, port=9400), "both sides: the flag chooses"
+    assert choose_source(spec(source="pods", prometheus={"url": PROM}), SourceDefaults("prometheus", PROM)) == PodsSource(60.0)
+
+
 def test_prometheus_with_no_server_anywhere_is_no_source_saying_what_to_set() -> None:
     got = choose_source(spec(source="prometheus"), SourceDefaults("pods", None))
     assert isinstance(got, NoSource)
@@ -79,7 +89,7 @@ def test_the_choice_is_the_groups_word_else_the_flags(group_source, group_url, f
     if group_url:
         fields["prometheus"] = {"url": group_url}
     got = choose_source(spec(**fields), SourceDefaults(flag_source, flag_url, 60.0))
-    effective = group_source or flag_source
+    effective = group_source or ("prometheus" if group_url else flag_source)  # a server named is read from
     url = group_url or flag_url
     if effective == "pods":
         assert got == PodsSource(60.0)

@@ -4,7 +4,9 @@ over the operator's flags.
     config = choose_source(spec.metrics, defaults)   # PodsSource | PrometheusSource | NoSource
 
 Each field the group leaves out keeps the operator's (`--metrics-source`, `--prometheus-url`,
-`--metrics-window`): the source, then the server's URL. A group may choose a source the
+`--metrics-window`): the source, then the server's URL. A group that leaves the source out
+but says where to read, on one side only (a Prometheus `url`, or the pods' `port` or
+`path`), reads there: a server named and then ignored would surprise. A group may choose a source the
 operator was not started with (`--metrics-source none` included): the flags are defaults,
 the group's spec is the more specific word. A group that asks for Prometheus where neither
 it nor the operator names a server gets `NoSource`, whose message says what to set (the
@@ -79,7 +81,7 @@ SourceConfig = PodsSource | PrometheusSource | NoSource
 def choose_source(metrics: MetricsSpec | None, defaults: SourceDefaults) -> SourceConfig:
     """The group's source: its `spec.autoscaling.metrics` over the operator's `defaults`."""
     spec = metrics if metrics is not None else MetricsSpec()
-    source: SourceName = spec.source if spec.source is not None else defaults.source
+    source: SourceName = spec.source or _implied(spec) or defaults.source
     names = _pairs(spec.names.model_dump(exclude_none=True))
     if source == "none":
         return NoSource(OPERATOR_HAS_NONE)
@@ -90,6 +92,15 @@ def choose_source(metrics: MetricsSpec | None, defaults: SourceDefaults) -> Sour
         chosen = "spec.autoscaling.metrics.source" if spec.source is not None else "the operator's --metrics-source"
         return NoSource(PROMETHEUS_WITHOUT_URL.format(chosen=chosen))
     return PrometheusSource(url, defaults.window_s, names, _pairs(spec.prometheus.queries.model_dump(exclude_none=True)))
+
+
+def _implied(spec: MetricsSpec) -> SourceName | None:
+    """The source a group without `source` points at: the one side it says where to read."""
+    prometheus = spec.prometheus.url is not None
+    pods = bool(spec.pods.model_fields_set & {"port", "path"})
+    if prometheus == pods:
+        return None
+    return "prometheus" if prometheus else "pods"
 
 
 def _pairs(mapping: dict[str, str]) -> tuple[tuple[str, str], ...]:
