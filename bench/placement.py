@@ -5,6 +5,17 @@
     python bench/placement.py --suite batch        # one plan for hundreds of units
     python bench/placement.py --suite quality      # engine vs exact vs baselines
     python bench/placement.py --suite contention   # more demand than capacity
+    python bench/placement.py --suite latency --sizes 65536 --fills 0.9 --baseline /work/wt-speed-base/src
+    python bench/placement.py --suite batch --batch 1000 --baseline /work/wt-speed-base/src
+
+`--baseline SRC` measures the code under SRC (a worktree of the commit to compare with,
+e.g. `git worktree add --detach ../base main`, then `--baseline ../base/src`) and this
+code in one run: each side builds its world once in a worker process of its own (the
+same script, its `PYTHONPATH` set to the side's sources), and the bench hands them turns
+of `--turn` decisions (one plan for the batch), old and new alternately (which goes
+first alternates too), so the machine's load falls on both alike. Each result line
+names its side (`code`: `baseline` or `new`) and carries the load average (1 min) read
+around every turn; a last line per case gives new / baseline.
 
 Latency: one placement decision (`tandem.placement.place` on a prebuilt snapshot, as a
 scheduler keeps its cache) for the unit of issue #2 — 4 prefill replicas (1 pod × 8 GPUs),
@@ -19,7 +30,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -191,6 +204,80 @@ def batch(nodes: int, fill: float, counts: list[int], seed: int, repeat: int = 3
     return results
 
 
+def _percentile(sorted_values: list[float], q: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def worker(kind: str, nodes: int, fill: float, pattern: str, units: int, seed: int) -> None:
+    """One side of `--baseline`: build the world, then for each line `N` on stdin time N
+    decisions (or N plans of `units` units) and answer one JSON line of wall and CPU times."""
+    snapshot, views, demand, _ = build_world(nodes, fill, seed, pattern)
+    if kind == "batch":
+        (unit,) = demand
+        demand = [dataclasses.replace(unit, group=f"bench-{i}") for i in range(units)]
+    plan = place(snapshot, views, demand)  # warm-up, and the result we report
+    assert verify_plan(plan, snapshot, views, demand) == []
+    states = [u.state for u in plan.units]
+    print(json.dumps({"ready": True, "states": {s: states.count(s) for s in sorted(set(states))}, "nodes": len(snapshot.node_names)}), flush=True)
+    for line in sys.stdin:
+        times, cpu = [], []
+        for _ in range(int(line)):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            place(snapshot, views, demand)
+            times.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
+        print(json.dumps({"wall": times, "cpu": cpu}), flush=True)
+
+
+def compare(kind: str, baseline_src: str, nodes: int, fill: float, pattern: str, units: int, seed: int, turns: int, per_turn: int) -> list[dict]:
+    """The baseline's code and this code on one world, in alternating turns (see the docstring)."""
+    sides = {"baseline": baseline_src, "new": str(Path(__file__).resolve().parents[1] / "src")}
+    workers = {}
+    for name, src in sides.items():
+        env = dict(os.environ, PYTHONPATH=src)
+        command = [sys.executable, __file__, "--worker", kind, "--sizes", str(nodes), "--fills", str(fill), "--pattern", pattern, "--batch", str(units), "--seed", str(seed)]
+        workers[name] = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    ready = {name: json.loads(w.stdout.readline()) for name, w in workers.items()}  # type: ignore[union-attr]
+    wall: dict[str, list[float]] = {name: [] for name in sides}
+    cpu: dict[str, list[float]] = {name: [] for name in sides}
+    loads: list[float] = []
+    try:
+        for turn in range(turns):
+            order = list(sides) if turn % 2 == 0 else list(reversed(sides))
+            for name in order:
+                loads.append(os.getloadavg()[0])
+                workers[name].stdin.write(f"{per_turn}\n")  # type: ignore[union-attr]
+                workers[name].stdin.flush()  # type: ignore[union-attr]
+                answer = json.loads(workers[name].stdout.readline())  # type: ignore[union-attr]
+                wall[name] += answer["wall"]
+                cpu[name] += answer["cpu"]
+            loads.append(os.getloadavg()[0])
+    finally:
+        for w in workers.values():
+            w.stdin.close()  # type: ignore[union-attr]
+            w.wait(60)
+    results = []
+    for name in sides:
+        times, cpus = sorted(wall[name]), sorted(cpu[name])
+        row: dict = {"suite": kind, "code": name, "src": sides[name], "nodes": ready[name]["nodes"], "prefilled": fill}
+        if kind == "latency":
+            row |= {"pattern": pattern, "decisions": len(times),
+                    "p50_ms": round(statistics.median(times) * 1e3, 3), "p99_ms": round(_percentile(times, 0.99) * 1e3, 3),
+                    "max_ms": round(times[-1] * 1e3, 3), "cpu_p50_ms": round(statistics.median(cpus) * 1e3, 3),
+                    "cpu_p99_ms": round(_percentile(cpus, 0.99) * 1e3, 3)}
+        else:
+            row |= {"units": units, "plans": len(times), "seconds": round(statistics.median(times), 3),
+                    "p90_seconds": round(_percentile(times, 0.9), 3), "max_seconds": round(times[-1], 3),
+                    "cpu_seconds": round(statistics.median(cpus), 3)}
+        row |= {"states": ready[name]["states"], "load_1min_min": round(min(loads), 2), "load_1min_max": round(max(loads), 2),
+                "load_1min_mean": round(statistics.mean(loads), 2), "turns": turns}
+        results.append(row)
+    key = "p99_ms" if kind == "latency" else "seconds"
+    results.append({"suite": kind, "code": "new/baseline", "nodes": results[0]["nodes"], key: round(results[1][key] / results[0][key], 3),
+                    "same_states": ready["baseline"]["states"] == ready["new"]["states"]})
+    return results
+
+
 def _stderr():
     from rich.console import Console
 
@@ -206,8 +293,28 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=200, help="decisions timed per latency case")
     parser.add_argument("--instances", type=int, default=60, help="random instances for the quality suite")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--baseline", metavar="SRC", help="also run the code under SRC, in alternating turns (latency and batch)")
+    parser.add_argument("--turns", type=int, default=10, help="with --baseline: turns per side")
+    parser.add_argument("--turn", type=int, default=50, help="with --baseline: decisions per latency turn (a batch turn is one plan)")
+    parser.add_argument("--pattern", default="packed,scattered", help="with --baseline: prefill patterns for the latency suite")
+    parser.add_argument("--worker", choices=["latency", "batch"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, int(args.sizes), float(args.fills), args.pattern, int(args.batch), args.seed)
+        return
     results: list[dict] = []
+    if args.baseline:
+        if args.suite in ("latency", "all"):
+            for nodes in [int(s) for s in args.sizes.split(",")]:
+                for fill in [float(f) for f in args.fills.split(",")]:
+                    for pattern in args.pattern.split(",") if fill > 0 else ["packed"]:
+                        for row in compare("latency", args.baseline, nodes, fill, pattern, 1, args.seed, args.turns, args.turn):
+                            print(json.dumps(row), flush=True)
+        if args.suite in ("batch", "all"):
+            for count in [int(c) for c in args.batch.split(",")]:
+                for row in compare("batch", args.baseline, 5000, 0.5, "packed", count, args.seed, args.turns, 1):
+                    print(json.dumps(row), flush=True)
+        return
     if args.suite in ("latency", "all"):
         sizes = [int(s) for s in args.sizes.split(",")]
         fills = [float(f) for f in args.fills.split(",")]
