@@ -16,6 +16,7 @@ import numpy as np
 
 from tandem.placement.space import unique_inverse
 from tandem.placement.unit_state import RoleState, UnitState
+from tandem.topology import TopologyView
 
 # A per-domain sum a rollup keeps (`rollup.Rollup.sum`): (name, role index, depth); the
 # role is -1 for the sums of every role ("free", "slots", "taken", "present").
@@ -70,6 +71,18 @@ def sum_by(groups: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     out = np.zeros(size, np.int64)
     np.add.at(out, groups, values)
     return out
+
+
+def sum_in(view: TopologyView, depth: int, groups: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """`sum_by` into every domain at `depth` of `view`, `groups` being distinct nodes'
+    domains there: where each domain holds one node (hosts), a scatter, not a bincount
+    over tens of thousands of domains."""
+    size = view.domain_count(depth)
+    if view.single_node_domains(depth):
+        out = np.zeros(size, np.int64)
+        out[groups] = values
+        return out
+    return sum_by(groups, values, size)
 
 
 def replica_capacity(role: RoleState, k_leader: np.ndarray, k_worker: np.ndarray, groups: np.ndarray, size: int) -> np.ndarray:
@@ -211,7 +224,7 @@ class Counts:
                 np.maximum(most, self.k_leader[r], out=most)
                 if role.pods > 1:
                     np.maximum(most, self.k_worker[r], out=most)
-            self._capacity[key] = sum_by(view.dom[depth][self.nodes], most, view.domain_count(depth))
+            self._capacity[key] = sum_in(view, depth, view.dom[depth][self.nodes], most)
         return self._capacity[key]
 
     def taken_by_domain(self, depth: int) -> np.ndarray:
@@ -226,7 +239,7 @@ class Counts:
             self._capacity[key] = shared
         if key not in self._capacity:
             view = self.unit.view
-            self._capacity[key] = sum_by(view.dom[depth][self.nodes], self._taken(), view.domain_count(depth))
+            self._capacity[key] = sum_in(view, depth, view.dom[depth][self.nodes], self._taken())
         return self._capacity[key]
 
     def taken_local(self, depth: int, domains: np.ndarray) -> np.ndarray:
@@ -249,10 +262,9 @@ class Counts:
         if depth not in self._free:
             view = self.unit.view
             groups = view.dom[depth][self.nodes]
-            size = view.domain_count(depth)
-            out = np.zeros((size, self.free.shape[1]), np.int64)
+            out = np.zeros((view.domain_count(depth), self.free.shape[1]), np.int64)
             for c in range(self.free.shape[1]):
-                out[:, c] = sum_by(groups, self.free[:, c], size)
+                out[:, c] = sum_in(view, depth, groups, self.free[:, c])
             self._free[depth] = out
         return self._free[depth]
 

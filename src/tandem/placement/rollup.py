@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tandem.placement.capacity import Counts, SumKind, fit, replica_depth, sum_by
+from tandem.placement.capacity import Counts, SumKind, fit, replica_depth, sum_by, sum_in
 from tandem.placement.rows import any_differ
 from tandem.placement.unit_state import RoleState, UnitState
 
@@ -89,7 +89,7 @@ class Rollup:
     @classmethod
     def start(cls, unit: UnitState, free: np.ndarray) -> "Rollup":
         columns = unit.asked_columns
-        rows = np.ascontiguousarray(free[:, columns])  # (rows are taken by node: `take` needs C order to be fast)
+        rows = free.take(columns, axis=1)  # (C order, as `take` by node needs to be fast; `free[:, columns]` is not)
         out = cls(unit, unit.allowed, columns, rows, [], [], np.zeros(0, bool))
         out._recount()
         return out
@@ -104,13 +104,24 @@ class Rollup:
         )
 
     def _recount(self) -> None:
-        """Every node counted again; sums dropped (summed again when asked)."""
+        """Every node counted again; sums dropped (summed again when asked).
+
+        Only the open nodes with room for the smallest of the unit's pods in its dominant
+        resource are divided out (`_candidates`): on a busy cluster of tens of thousands
+        of nodes those are a few percent, and every other node counts 0 for every shape."""
         n = self.rows.shape[0]
+        nodes = self._candidates()
+        rows = self.rows.take(nodes, axis=0)
         self.k_leader, self.k_worker = [], []
         active = np.zeros(n, dtype=bool)
         for role in self.unit.roles:
-            leaders = self._fit_rows(role, self.rows, slice(None), leader=True)
-            workers = leaders if role.same_shape or role.pods == 1 else self._fit_rows(role, self.rows, slice(None), leader=False)
+            leaders = np.zeros(n, np.int64)
+            leaders[nodes] = self._fit_rows(role, rows, nodes, leader=True)
+            if role.same_shape or role.pods == 1:
+                workers = leaders
+            else:
+                workers = np.zeros(n, np.int64)
+                workers[nodes] = self._fit_rows(role, rows, nodes, leader=False)
             active |= leaders > 0
             if role.pods > 1:
                 active |= workers > 0
@@ -120,6 +131,22 @@ class Rollup:
         self._sums = {}
         self._lent = set()
         self._current = None
+
+    def _candidates(self) -> np.ndarray:
+        """Open nodes that may take a pod of the shape: those whose free capacity in the
+        unit's dominant resource holds the least any of its pods asks there. Free
+        capacity is never negative (the snapshot's is clipped at 0, and a plan takes
+        only what fits), so a node left out would count 0 for every pod of the shape."""
+        dominant = int(np.searchsorted(self.columns, self.unit.dominant))
+        least = min(
+            min(int(role.leader[self.unit.dominant]), int(role.worker[self.unit.dominant]) if role.pods > 1 else int(role.leader[self.unit.dominant]))
+            for role in self.unit.roles
+        )
+        if least <= 0:
+            return self.allowed.nonzero()[0]
+        room = self.rows[:, dominant] >= least
+        room &= self.allowed
+        return room.nonzero()[0]
 
     def _fit_rows(self, role: RoleState, rows: np.ndarray, nodes: np.ndarray | slice, leader: bool) -> np.ndarray:
         vec = (role.leader if leader else role.worker)[self.columns]
@@ -133,7 +160,7 @@ class Rollup:
             return
         self.version += 1
         if changed.size * _REBUILD_SHARE > self.rows.shape[0]:
-            self.rows = np.ascontiguousarray(free[:, self.columns])
+            self.rows = free.take(self.columns, axis=1)
             self._recount()
             return
         ch = changed[self.allowed[changed]]
@@ -266,16 +293,26 @@ class Rollup:
                 self.sum(("leaders", r, inner))
                 if role.pods > 1 and not role.same_shape:
                     self.sum(("workers", r, inner))
-                per_sub = self._per_sub(self._sums, r, inner, np.arange(view.domain_count(inner)))
-                self._sums[kind] = per_sub if inner == depth else sum_by(view.ancestor[inner][depth], per_sub, size)
+                # Only the domains holding an active node can hold a replica (elsewhere
+                # leaders and workers sum to 0): tens of thousands of hosts are not walked.
+                subs = view.dom[inner][nodes]
+                if not view.single_node_domains(inner):
+                    subs = np.unique(subs)
+                per_sub = self._per_sub(self._sums, r, inner, subs)
+                if inner == depth:
+                    out = np.zeros(size, np.int64)
+                    out[subs] = per_sub
+                    self._sums[kind] = out
+                else:
+                    self._sums[kind] = sum_by(view.ancestor[inner][depth][subs], per_sub, size)
             elif kind[0] == "free":
                 values = self._node_values(kind, nodes)
                 out = np.zeros((size, values.shape[1]), np.int64)
                 for c in range(values.shape[1]):
-                    out[:, c] = sum_by(groups, values[:, c], size)
+                    out[:, c] = sum_in(view, depth, groups, values[:, c])
                 self._sums[kind] = out
             else:
-                self._sums[kind] = sum_by(groups, self._node_values(kind, nodes), size)
+                self._sums[kind] = sum_in(view, depth, groups, self._node_values(kind, nodes))
         self._lent.add(kind)
         return self._sums[kind]
 

@@ -17,7 +17,7 @@ changes no unit's state and no domain count.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -33,7 +33,6 @@ class Ties:
     """The class of every node in one plan, and how ties between nodes and hosts break."""
 
     node_class: np.ndarray  # [nodes] int64: (how many shapes may use it) << 56 | which ones
-    _hosts: dict[TopologyView, np.ndarray] = field(default_factory=dict)  # host domain -> a node of it
 
     @classmethod
     def of(cls, masks: Sequence[np.ndarray], size: int) -> "Ties":
@@ -72,9 +71,4 @@ class Ties:
         numbered by node name) the keys of their node; none above."""
         if depth != view.depth_count - 1 or domains.size == 0:
             return ()
-        if view not in self._hosts:
-            hosts = np.zeros(view.domain_count(depth), np.int64)
-            labelled = np.flatnonzero(view.dom[depth] >= 0)
-            hosts[view.dom[depth][labelled]] = labelled
-            self._hosts[view] = hosts
-        return self.node_keys(view, self._hosts[view][domains])
+        return self.node_keys(view, view.node_of_domain(depth)[domains])

@@ -41,6 +41,9 @@ class TopologyView:
     # depth -> (usable nodes sorted by domain, starts): drawn from `_order` when first read;
     # shared by views of the same `usable`, and a view with another gets a new one.
     _usable_members: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+    # What follows from the labels alone (`single_node_domains`, `node_of_domain`), worked
+    # out when first asked: shared by every view `rebased` from this one (same labels).
+    _label_facts: dict[tuple[str, int], object] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, topology: ClusterTopology, snapshot: ClusterSnapshot) -> "TopologyView":
@@ -133,6 +136,28 @@ class TopologyView:
             counts = np.bincount(self.dom[depth][order], minlength=self.domain_count(depth))
             kept = self._usable_members[depth] = (order, np.concatenate(([0], np.cumsum(counts))).astype(np.int64))
         return kept
+
+    def single_node_domains(self, depth: int) -> bool:
+        """Whether every domain at `depth` holds at most one labelled node (hosts, as a
+        rule): then a per-domain sum over nodes is a scatter, not a bincount."""
+        key = ("single", depth)
+        if key not in self._label_facts:
+            labelled = self.dom[depth][self.dom[depth] >= 0]
+            self._label_facts[key] = bool(labelled.size == 0 or np.bincount(labelled).max() <= 1)
+        return bool(self._label_facts[key])
+
+    def node_of_domain(self, depth: int) -> np.ndarray:
+        """[domains at depth]: a labelled node of each domain (the last by number; read-only)."""
+        key = ("node", depth)
+        if key not in self._label_facts:
+            nodes = np.zeros(self.domain_count(depth), np.int64)
+            labelled = (self.dom[depth] >= 0).nonzero()[0]
+            nodes[self.dom[depth][labelled]] = labelled
+            nodes.flags.writeable = False
+            self._label_facts[key] = nodes
+        out = self._label_facts[key]
+        assert isinstance(out, np.ndarray)
+        return out
 
     def domain_name(self, depth: int, domain: int) -> str:
         return self.names[depth][domain]
