@@ -1,6 +1,20 @@
 """The operator over HTTP; prints one JSON object per case on stdout.
 
     python bench/operator_http.py [--nodes 1000] [--repeats 5] [--case settled-pass|apply-to-ready|all]
+    python bench/operator_http.py --case processes --nodes 10000 --repeats 3   # tandem apiserver + tandem operator at scale
+
+`processes`: `tandem apiserver` started with `--nodes` nodes (blocks of 10 racks of 25
+hosts, 8 GPUs each), three DaemonSet pods bound on every node and one InferenceGroup per
+10 nodes (bench/controller.py's world: 4 prefill + 3 decode replicas of two pods, 2 GPUs
+a pod, 10 pods a group: 40,000 pods at 10,000 nodes, 262,000 at 65,536), then `tandem
+operator` against it. Reported: the API server's start (its ready line) and peak RSS;
+from the operator's start to its first settled pass (every group's pods created, bound
+and Ready, then a pass that writes nothing: read from its /metrics every 0.5 s, so to
+within 0.5 s); the operator's peak RSS (VmHWM); a settled pass (the pass a node
+annotation triggers, which writes nothing: from the pass-duration histogram's sum and
+count, `--repeats` of them); and `kubectl apply -f examples/llama-70b.yaml` until its 16
+pods are Ready, as in `apply-to-ready`, on the big cluster. A listing of every pod from
+the API server is timed too, its own cost at that size.
 
 (Not `bench/operator.py`: a script of that name shadows the standard library's `operator`.)
 
@@ -46,13 +60,148 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--case", choices=("settled-pass", "apply-to-ready", "all"), default="all")
+    parser.add_argument("--case", choices=("settled-pass", "apply-to-ready", "processes", "all"), default="all")
     args = parser.parse_args(argv)
     if args.case in ("settled-pass", "all"):
         settled_pass(args)
     if args.case in ("apply-to-ready", "all"):
         apply_to_ready(args.repeats)
+    if args.case == "processes":
+        processes(args.nodes, args.repeats)
     return 0
+
+
+def _metrics(url: str) -> dict[str, float]:
+    """The operator's /metrics: the pass histogram's sum and count, writes, gated pods."""
+    import urllib.request
+
+    out = {"passes": 0.0, "pass_seconds": 0.0, "writes": 0.0, "gated": 0.0}
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith("tandem_pass_duration_seconds_count"):
+                out["passes"] = float(line.split()[-1])
+            elif line.startswith("tandem_pass_duration_seconds_sum"):
+                out["pass_seconds"] = float(line.split()[-1])
+            elif line.startswith("tandem_writes_total"):
+                out["writes"] += float(line.split()[-1])
+            elif line.startswith("tandem_gated_pods_waiting"):
+                out["gated"] = float(line.split()[-1])
+    return out
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def processes(nodes_wanted: int, repeats: int) -> None:
+    import os
+    import subprocess
+    import tempfile
+
+    import yaml
+
+    from e2e import processes as procs
+    from e2e.processes import free_port, tandem
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from controller import DAEMONS, _daemon, _group  # bench/controller.py's world
+
+    example = ROOT / "examples" / "llama-70b.yaml"
+    manifest = yaml.safe_load(example.read_text())
+    namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    new_pods = sum(r["replicas"] * r.get("podsPerReplica", 1) for r in manifest["spec"]["roles"]) * manifest["spec"]["replicas"]
+    procs.READY_LINE_TIMEOUT_S = 1800.0
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        topology, nodes = generate_cluster([("block", max(1, nodes_wanted // 250)), ("rack", 10), ("host", 25)], 8)
+        groups = len(nodes) // 10
+        items = [*nodes, *(_daemon(n["metadata"]["name"], d) for n in nodes for d in DAEMONS), *(_group(i) for i in range(groups))]
+        (work / "cluster.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [topology, *items]}))
+        expected_pods = len(nodes) * len(DAEMONS) + groups * 10
+        started = time.perf_counter()
+        server = procs.start_apiserver(work, "--cluster", str(work / "cluster.json"), "--ready-after", "0", "--bind-latency", "0")
+        server_start_s = time.perf_counter() - started
+        port = free_port()
+        metrics_port = free_port()
+        stderr = work / "operator.stderr"
+        loads = [os.getloadavg()[0]]
+        started = time.perf_counter()
+        operator = subprocess.Popen(
+            tandem("operator", "--kubeconfig", str(server.kubeconfig), "--identity", "bench", "--metrics-port", str(metrics_port),
+                   "--health-port", str(port), "--log-format", "json"),
+            stdout=subprocess.DEVNULL, stderr=stderr.open("w"), cwd=ROOT)
+        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        try:
+            settled_s, last, quiet = None, None, 0
+            deadline = time.monotonic() + 3600
+            while settled_s is None and time.monotonic() < deadline:
+                time.sleep(0.5)
+                assert operator.poll() is None, stderr.read_text()[-3000:]
+                try:
+                    now = _metrics(metrics_url)
+                except OSError:
+                    continue
+                if last is not None and now["writes"] > 0 and now["writes"] == last["writes"] and now["passes"] > last["passes"] and now["gated"] == 0:
+                    quiet += 1
+                    if quiet >= 1:
+                        listing = server.get("/api/v1/pods")["items"]
+                        ready = [p for p in listing if any(c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or [])]
+                        if len(listing) == expected_pods and len(ready) == expected_pods:
+                            settled_s = time.perf_counter() - started
+                else:
+                    quiet = 0
+                last = now
+            loads.append(os.getloadavg()[0])
+            start_rss = _peak_rss_mb(operator.pid)
+            start = time.perf_counter()
+            listing = server.get("/api/v1/pods")["items"]
+            list_s = time.perf_counter() - start
+            # Settled passes: a node annotation is an event the pass reads and writes nothing for.
+            passes = []
+            for i in range(repeats):
+                before = _metrics(metrics_url)
+                node = nodes[i * 7 % len(nodes)]["metadata"]["name"]
+                server.kubectl("annotate", "node", node, f"bench/touch={i}", "--overwrite")
+                wait_for(lambda: _metrics(metrics_url)["passes"] > before["passes"], 30, "a pass after the annotation", every=0.05)
+                time.sleep(0.5)
+                after = _metrics(metrics_url)
+                assert after["writes"] == before["writes"], (before, after)
+                passes.append((after["pass_seconds"] - before["pass_seconds"]) / (after["passes"] - before["passes"]) * 1000)
+            listing_path = f"/api/v1/namespaces/{namespace}/pods?labelSelector=tandem.dev%2Fgroup%3D{name}"
+
+            def all_ready() -> bool:
+                got = server.get(listing_path)["items"]
+                return len(got) == new_pods and all(
+                    any(c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or []) for p in got)
+
+            applied = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                server.kubectl("apply", "-f", str(example))
+                wait_for(all_ready, 120, "every pod Ready", every=0.01)
+                applied.append(time.perf_counter() - start)
+                server.delete(f"/apis/tandem.dev/v1alpha1/namespaces/{namespace}/inferencegroups/{name}")
+                wait_for(lambda: not server.get(listing_path)["items"], 120, "the pods gone", every=0.05)
+            loads.append(os.getloadavg()[0])
+            print(json.dumps({
+                "suite": "operator", "case": "processes", "nodes": len(nodes), "groups": groups, "pods": len(listing),
+                "apiserver_start_s": round(server_start_s, 1), "apiserver_peak_rss_mb": _peak_rss_mb(server.process.pid),
+                "apiserver_list_all_pods_s": round(list_s, 2),
+                "operator_start_to_settled_s": None if settled_s is None else round(settled_s, 1),
+                "operator_peak_rss_mb_at_settled": start_rss, "operator_peak_rss_mb": _peak_rss_mb(operator.pid),
+                "settled_pass_ms_p50": round(statistics.median(passes), 2), "settled_pass_ms_max": round(max(passes), 2),
+                "apply_to_ready_s_p50": round(statistics.median(applied), 2), "apply_to_ready_s_max": round(max(applied), 2),
+                "client": "kubectl", "example": "examples/llama-70b.yaml", "new_group_pods": new_pods, "repeats": repeats,
+                "load_1min": [round(x, 2) for x in loads],
+                "goals_at_65536": {"start_s": 120, "rss_mb": 2500, "settled_pass_ms": 20, "apply_to_ready_s": 2},
+            }), flush=True)
+        finally:
+            operator.terminate()
+            operator.wait(30)
+            server.stop()
 
 
 def settled_pass(args: argparse.Namespace) -> None:
