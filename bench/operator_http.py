@@ -114,6 +114,11 @@ def processes(nodes_wanted: int, repeats: int) -> None:
     namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
     new_pods = sum(r["replicas"] * r.get("podsPerReplica", 1) for r in manifest["spec"]["roles"]) * manifest["spec"]["replicas"]
     procs.READY_LINE_TIMEOUT_S = 1800.0
+    if os.environ.get("BENCH_PROFILE"):  # each process under cProfile, its stats in /tmp/operator_http.<command>.prof
+        def tandem(*args: str) -> list[str]:
+            return [sys.executable, "-m", "cProfile", "-o", f"/tmp/operator_http.{args[0]}.prof", "-m", "tandem.cli.main", *args]
+
+        procs.tandem = tandem
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         topology, nodes = generate_cluster([("block", max(1, nodes_wanted // 250)), ("rack", 10), ("host", 25)], 8)
@@ -154,6 +159,8 @@ def processes(nodes_wanted: int, repeats: int) -> None:
                 else:
                     quiet = 0
                 last = now
+                if os.environ.get("BENCH_TRACE"):
+                    print(round(time.perf_counter() - started, 1), now, os.getloadavg()[0], file=sys.stderr, flush=True)
             loads.append(os.getloadavg()[0])
             start_rss = _peak_rss_mb(operator.pid)
             start = time.perf_counter()
@@ -202,6 +209,11 @@ def processes(nodes_wanted: int, repeats: int) -> None:
             operator.terminate()
             operator.wait(30)
             server.stop()
+            if os.environ.get("BENCH_TRACE"):
+                import shutil
+
+                shutil.copy(stderr, "/tmp/operator_http.operator.stderr")
+                shutil.copy(server.stderr, "/tmp/operator_http.apiserver.stderr")
 
 
 def settled_pass(args: argparse.Namespace) -> None:

@@ -21,7 +21,11 @@
   taint manager of kube-controller-manager, `evictions.py`). A node whose Ready condition
   is False or Unknown counts as tainted `node.kubernetes.io/not-ready` or `unreachable`,
   which every pod tolerates for `--default-toleration-seconds` unless it says otherwise.
-  Nodes are followed by what changed (`changes_since`), not listed every step.
+  Nodes are followed by what changed (`changes_since`), not listed every step; so are
+  pods, while no node was removed, no node is tainted NoExecute and neither engine
+  stand-ins nor delegated schedulers run (then every pod is listed, as before): a step
+  looks at the pods written since the last one and those it left with something due,
+  and the nodes' use is kept per node, so a settled pod costs nothing.
 - With engine stand-ins (`--engines`, `engines/`), a pod whose container is SGLang or vLLM
   gets a stand-in on its pod IP when it starts, and turns Ready only once its model has
   loaded (the serving model's cold start, times the time scale) and its health endpoint
@@ -83,7 +87,13 @@ class Kubelet(Stepped):
     _known: dict[str, "Amounts | None"] = field(default_factory=dict)  # uid -> its requests, once needed
     _settled: dict[str, str] = field(default_factory=dict)  # uid -> the resourceVersion it was running and Ready at
     _nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> the node, followed by changes
-    _node_cursor: Any = None  # where `changes_since` last left off
+    _cursor: Any = None  # where `changes_since` last left off
+    _pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (namespace, name) -> the pod, followed by changes
+    _pending: set[tuple[str, str]] = field(default_factory=set)  # pods the last step found something due for
+    _on_node: dict[str, dict[tuple[str, str], Amounts]] = field(default_factory=lambda: defaultdict(dict))  # node -> its pods' requests
+    _used_now: dict[str, Amounts] = field(default_factory=lambda: defaultdict(dict))  # node -> its pods' requests added up
+    _dirty: set[str] = field(default_factory=set)  # nodes whose `_used_now` is to be added up again
+    _index: NodeIndex | None = None  # the nodes for `first_fit`, until a node changes
     _taints: dict[str, dict[Taint, float]] = field(default_factory=dict)  # node -> its NoExecute taints -> since (server clock)
     _thread: StepThread | None = None
 
@@ -96,15 +106,24 @@ class Kubelet(Stepped):
         now = self.monotonic()
         snapshot = self.state.store.snapshot()
         wall = self.state.clock()  # taints are timed on the server's clock, as the objects' stamps are
-        self._follow_nodes(snapshot, wall)
+        self._cursor, keys = snapshot.changes_since(self._cursor)
+        nodes_removed = self._follow_nodes(snapshot, keys, wall)
         served = self._served()
         delegated = bool(served) and self._delegated(snapshot, served, wall)
         if delegated:
             snapshot = self.state.store.snapshot()  # the stand-ins wrote: read their binds before fitting the rest
-        pods = snapshot.list("Pod")
+            self._cursor, _ = snapshot.changes_since(None)
+        if keys is None or nodes_removed or served or self._taints or self.engines is not None:
+            pods = snapshot.list("Pod")
+            self._track_all(pods)
+        else:
+            pods = self._track_changes(snapshot, keys)  # only the pods written since, and those with something due
         gone = self._collect_orphans(pods)
         evicted, next_eviction = self._evict(pods, wall)
         gone |= evicted
+        for pod in pods:
+            if pod["metadata"]["uid"] in gone:
+                self._track((pod["metadata"]["namespace"], pod["metadata"]["name"]), None)
         if self.engines is not None:
             stopped, next_stop = self._terminate(pods, now)
             gone |= stopped
@@ -114,6 +133,7 @@ class Kubelet(Stepped):
         if gone:
             pods = [p for p in pods if p["metadata"]["uid"] not in gone]
         work = [p for p in pods if self._needs_work(p)]
+        self._pending = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in work}
         due: list[float] = [] if next_eviction is None else [next_eviction]
         used: dict[str, Amounts] | None = None
         placement: NodeIndex | None = None
@@ -133,13 +153,14 @@ class Kubelet(Stepped):
                         due.append(first + self.bind_latency - now)
                         continue
                     if used is None or placement is None:
-                        used, placement = self._used(pods), NodeIndex(list(self._nodes.values()))
+                        used, placement = self._used(), self._node_index()
                     node, why = first_fit(pod, placement, used, self._requests(pod))
                     if node is None:
                         wrote |= self._scheduled_condition(pod, "False", "Unschedulable", why)
                         continue
                     pod = self.state.store.bind(meta["namespace"], meta["name"], node)
                     add(used[node], self._requests(pod))
+                    self._dirty.add(node)  # added up from its pods again once the bind is followed
                     wrote = True
                 if (uid not in self._started or (pod.get("status") or {}).get("phase") != "Running") and self._run_pod(pod, now):
                     pod = self.state.store.get("Pod", meta["namespace"], meta["name"])
@@ -166,8 +187,8 @@ class Kubelet(Stepped):
                     self.engines.close(uid)
                     self.state.graceful_pods.discard(uid)
                     self._terminating.pop(uid, None)
-        if len(self._known) > len(pods):  # forget pods that are gone
-            alive = {p["metadata"]["uid"] for p in pods}
+        if len(self._known) > len(self._pods):  # forget pods that are gone
+            alive = {p["metadata"]["uid"] for p in self._pods.values()}
             for remembered in (self._eligible, self._started, self._ips, self._known, self._settled):
                 for uid in [u for u in remembered if u not in alive]:
                     del remembered[uid]
@@ -200,22 +221,25 @@ class Kubelet(Stepped):
         )
         return apply_decision(self.state.store, schedule(world), lambda pod, reason, message: self._scheduled_condition(pod, "False", reason, message))
 
-    def _follow_nodes(self, snapshot: Any, now: float) -> None:
-        """Bring the nodes, and when each NoExecute taint appeared, up to date with what
-        changed since the last step (every node only on the first step, or after more
-        changes than the store remembers)."""
-        self._node_cursor, keys = snapshot.changes_since(self._node_cursor)
+    def _follow_nodes(self, snapshot: Any, keys: set[tuple[str, str, str]] | None, now: float) -> bool:
+        """Bring the nodes, and when each NoExecute taint appeared, up to date with the
+        keys written since the last step (every node only on the first step, or after more
+        changes than the store remembers: `keys` None); whether a node was removed."""
+        removed = False
         if keys is None:
             before = set(self._nodes)
             self._nodes = {n["metadata"]["name"]: n for n in snapshot.list("Node")}
             changed = before | set(self._nodes)
+            removed = bool(before - set(self._nodes))
         else:
             changed = {name for kind, _, name in keys if kind == "Node"}
             for name in changed:
                 try:
                     self._nodes[name] = snapshot.get("Node", None, name)
                 except ApiError:
-                    self._nodes.pop(name, None)
+                    removed |= self._nodes.pop(name, None) is not None
+        if changed:
+            self._index = None
         for name in changed:
             node = self._nodes.get(name)
             taints = no_execute_taints(node) if node is not None else frozenset()
@@ -224,6 +248,60 @@ class Kubelet(Stepped):
                 self._taints[name] = {taint: seen.get(taint, now) for taint in taints}
             else:
                 self._taints.pop(name, None)
+        return removed
+
+    # ------------------------------------------------------------------ pods followed
+
+    def _track_all(self, pods: list[dict[str, Any]]) -> None:
+        """Follow every pod afresh (after a full listing)."""
+        self._pods, self._on_node, self._used_now, self._dirty = {}, defaultdict(dict), defaultdict(dict), set()
+        for pod in pods:
+            self._track((pod["metadata"]["namespace"], pod["metadata"]["name"]), pod)
+
+    def _track_changes(self, snapshot: Any, keys: set[tuple[str, str, str]]) -> list[dict[str, Any]]:
+        """Follow the pods among `keys`; the pods to look at this step (those written
+        since, and those the last step left with something due), as they are now."""
+        look = set(self._pending)
+        for kind, namespace, name in keys:
+            if kind != "Pod":
+                continue
+            key = (namespace, name)
+            try:
+                self._track(key, snapshot.get("Pod", namespace, name))
+                look.add(key)
+            except ApiError:
+                self._track(key, None)
+                look.discard(key)
+        return [self._pods[key] for key in look if key in self._pods]
+
+    def _track(self, key: tuple[str, str], pod: dict[str, Any] | None) -> None:
+        """Note `pod` (None: gone) under `key`, and what it uses on its node."""
+        old = self._pods.pop(key, None)
+        for node in (_counted_on(old), _counted_on(pod)):
+            if node is not None:
+                self._on_node[node].pop(key, None)
+                self._dirty.add(node)
+        if pod is not None:
+            self._pods[key] = pod
+            node = _counted_on(pod)
+            if node is not None:
+                self._on_node[node][key] = self._requests(pod)
+
+    def _used(self) -> dict[str, Amounts]:
+        """Per node, the requests of the pods bound to it and not finished (added up again
+        only for the nodes whose pods changed)."""
+        for node in self._dirty:
+            total: Amounts = {}
+            for requests in self._on_node.get(node, {}).values():
+                add(total, requests)
+            self._used_now[node] = total
+        self._dirty = set()
+        return self._used_now
+
+    def _node_index(self) -> NodeIndex:
+        if self._index is None:
+            self._index = NodeIndex(list(self._nodes.values()))
+        return self._index
 
     def _collect_orphans(self, pods: list[dict[str, Any]]) -> set[str]:
         """Delete the pods bound to nodes that are gone, at once (PodGC's force delete); their uids."""
@@ -312,14 +390,6 @@ class Kubelet(Stepped):
         if known is None:
             known = self._known[uid] = pod_requests(pod)
         return known
-
-    def _used(self, pods: list[dict[str, Any]]) -> dict[str, Amounts]:
-        used: dict[str, Amounts] = defaultdict(dict)
-        for pod in pods:
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-                add(used[node], self._requests(pod))
-        return used
 
     # ------------------------------------------------------------------ status writes
 
@@ -426,3 +496,13 @@ def _host_ip(node: str) -> str:
     """A stable made-up address per node name, on this machine (127.20.0.0/16)."""
     digest = sum((i + 1) * ord(ch) for i, ch in enumerate(node))
     return f"127.20.{digest // 254 % 256}.{digest % 254 + 1}"
+
+
+def _counted_on(pod: dict[str, Any] | None) -> str | None:
+    """The node whose capacity `pod` uses: the one it is bound to, unless it finished."""
+    if pod is None:
+        return None
+    node = (pod.get("spec") or {}).get("nodeName")
+    if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+        return str(node)
+    return None
