@@ -226,11 +226,17 @@ class MemoryStore:
         after = int(since)  # this world's versions count up; callers treat them as opaque
         if self._events and after < int(self._events[0].resource_version) - 1:
             raise Gone(f"too old resource version: {since} (oldest kept: {self._events[0].resource_version})")
+        # Events are kept in version order: read back from the newest to the first one
+        # already seen, not the whole history (a watch looks after every write).
+        newer: builtins.list[Event] = []
+        for e in reversed(self._events):
+            if int(e.resource_version) <= after:
+                break
+            newer.append(e)
         return [
             Event(e.type, copy.deepcopy(e.object), e.resource_version)
-            for e in self._events
-            if int(e.resource_version) > after
-            and self.key_of(e.object) == kind
+            for e in reversed(newer)
+            if self.key_of(e.object) == kind
             and (namespace is None or e.object["metadata"].get("namespace") == namespace)
             and matches(selector, e.object["metadata"].get("labels", {}))
         ]
