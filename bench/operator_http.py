@@ -89,6 +89,20 @@ def _metrics(url: str) -> dict[str, float]:
     return out
 
 
+def _last_writing_pass(log: Path) -> float:
+    """When the operator's last pass that wrote ended (Unix seconds), from its JSON log."""
+    from datetime import datetime
+
+    last = None
+    for line in log.read_text().splitlines():
+        if '"message": "pass"' in line:
+            entry = json.loads(line)
+            if entry.get("writes"):
+                last = entry["time"]
+    assert last is not None, "no pass wrote"
+    return datetime.fromisoformat(last.replace("Z", "+00:00")).timestamp()
+
+
 def _peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -133,34 +147,35 @@ def processes(nodes_wanted: int, repeats: int) -> None:
         metrics_port = free_port()
         stderr = work / "operator.stderr"
         loads = [os.getloadavg()[0]]
-        started = time.perf_counter()
+        started, started_wall = time.perf_counter(), time.time()
         operator = subprocess.Popen(
             tandem("operator", "--kubeconfig", str(server.kubeconfig), "--identity", "bench", "--metrics-port", str(metrics_port),
                    "--health-port", str(port), "--log-format", "json"),
             stdout=subprocess.DEVNULL, stderr=stderr.open("w"), cwd=ROOT)
         metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         try:
-            settled_s, last, quiet = None, None, 0
-            deadline = time.monotonic() + 3600
+            # Settled: the operator's writes stopped (its /metrics, read every 5 s: reading
+            # them costs the operator a per-group exposition, so not more often), no pod
+            # waits behind its gate, and every pod is there and Ready (one listing). The
+            # time is that of the last pass that wrote, from the operator's log (a pass's
+            # line is written at its end); the passes after it write nothing.
+            settled_s, last = None, None
+            deadline = time.monotonic() + 7200
             while settled_s is None and time.monotonic() < deadline:
-                time.sleep(0.5)
+                time.sleep(5.0)
                 assert operator.poll() is None, stderr.read_text()[-3000:]
                 try:
                     now = _metrics(metrics_url)
                 except OSError:
                     continue
-                if last is not None and now["writes"] > 0 and now["writes"] == last["writes"] and now["passes"] > last["passes"] and now["gated"] == 0:
-                    quiet += 1
-                    if quiet >= 1:
-                        listing = server.get("/api/v1/pods")["items"]
-                        ready = [p for p in listing if any(c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or [])]
-                        if len(listing) == expected_pods and len(ready) == expected_pods:
-                            settled_s = time.perf_counter() - started
-                else:
-                    quiet = 0
-                last = now
                 if os.environ.get("BENCH_TRACE"):
                     print(round(time.perf_counter() - started, 1), now, os.getloadavg()[0], file=sys.stderr, flush=True)
+                if last is not None and now["writes"] > 0 and now["writes"] == last["writes"] and now["passes"] > 0 and now["gated"] == 0:
+                    listing = server.get("/api/v1/pods")["items"]
+                    ready = [p for p in listing if any(c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or [])]
+                    if len(listing) == expected_pods and len(ready) == expected_pods:
+                        settled_s = _last_writing_pass(stderr) - started_wall
+                last = now
             loads.append(os.getloadavg()[0])
             start_rss = _peak_rss_mb(operator.pid)
             start = time.perf_counter()
@@ -207,8 +222,15 @@ def processes(nodes_wanted: int, repeats: int) -> None:
             }), flush=True)
         finally:
             operator.terminate()
-            operator.wait(30)
-            server.stop()
+            try:
+                operator.wait(60)
+            except subprocess.TimeoutExpired:  # a pass of thousands of writes under way
+                operator.kill()
+                operator.wait(10)
+            try:
+                server.stop()
+            except subprocess.TimeoutExpired:
+                server.process.kill()
             if os.environ.get("BENCH_TRACE"):
                 import shutil
 

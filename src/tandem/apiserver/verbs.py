@@ -167,8 +167,12 @@ def _list(state: State, call: Call) -> Answer:
             raise Expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
         items, version = page
     else:
-        items = state.store.list(r.key, call.route.namespace, params.get("labelSelector") or None, params.get("fieldSelector") or None)
-        version = state.store.resource_version
+        # The stored objects themselves (a write replaces one, never changes it): what is
+        # served is a shallow copy of each (`present`), so a list of 260,000 pods is not
+        # deep-copied first.
+        snapshot = state.store.snapshot()
+        items = snapshot.list(r.key, call.route.namespace, params.get("labelSelector") or None, params.get("fieldSelector") or None)
+        version = snapshot.resource_version
     meta: dict[str, Any] = {"resourceVersion": version}
     limit = int(params["limit"]) if (params.get("limit") or "").isdigit() else 0
     if limit and len(items) > limit:
