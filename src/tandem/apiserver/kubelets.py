@@ -145,6 +145,8 @@ class Kubelet(Stepped):
                     if spec.get("schedulingGates"):
                         self._eligible.pop(uid, None)
                         wrote |= self._scheduled_condition(pod, "False", "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates")
+                        # Nothing is due for it until it changes (its gates go): not looked at again till then.
+                        self._pending.discard((meta["namespace"], meta["name"]))
                         continue
                     if not kube_scheduler_binds(pod, set(served)):
                         continue  # another scheduler's pod (or a Workload API gang's): its stand-in binds it
