@@ -154,7 +154,7 @@ def processes(nodes_wanted: int, repeats: int) -> None:
             stdout=subprocess.DEVNULL, stderr=stderr.open("w"), cwd=ROOT)
         metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         try:
-            # Settled: the operator's writes stopped (its /metrics, read every 5 s: reading
+            # Settled: a pass ran and wrote nothing (its /metrics, read every 5 s: reading
             # them costs the operator a per-group exposition, so not more often), no pod
             # waits behind its gate, and every pod is there and Ready (one listing). The
             # time is that of the last pass that wrote, from the operator's log (a pass's
@@ -170,7 +170,7 @@ def processes(nodes_wanted: int, repeats: int) -> None:
                     continue
                 if os.environ.get("BENCH_TRACE"):
                     print(round(time.perf_counter() - started, 1), now, os.getloadavg()[0], file=sys.stderr, flush=True)
-                if last is not None and now["writes"] > 0 and now["writes"] == last["writes"] and now["passes"] > 0 and now["gated"] == 0:
+                if last is not None and now["writes"] > 0 and now["writes"] == last["writes"] and now["passes"] > last["passes"] and now["gated"] == 0:
                     listing = server.get("/api/v1/pods")["items"]
                     ready = [p for p in listing if any(c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or [])]
                     if len(listing) == expected_pods and len(ready) == expected_pods:

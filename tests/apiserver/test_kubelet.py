@@ -173,3 +173,34 @@ def test_an_unreachable_node_evicts_too(timed):
     clock.now += 5.0
     step()
     assert not _exists(client, "p")
+
+
+def test_a_step_looks_only_at_the_pods_written_since_and_those_with_something_due(world, monkeypatch):
+    """Settled and gated pods cost a step nothing: with thousands of them, every write
+    waited for a step over all pods under the server's lock."""
+    client, clock, step = world
+    for i in range(6):
+        client.post(PODS, pod(f"ready-{i}", node=f"n-00{i % 3}", gpus=1))
+    for i in range(4):
+        client.post(PODS, pod(f"gated-{i}", gated=True, node="n-001", gpus=1))
+    clock.now += 10
+    for _ in range(4):  # bound, started, Ready; the gated ones marked SchedulingGated
+        step()
+        clock.now += 10
+    looked: list[str] = []
+    original = Kubelet._needs_work
+
+    def counting(self, p):  # type: ignore[no-untyped-def]
+        looked.append(p["metadata"]["name"])
+        return original(self, p)
+
+    monkeypatch.setattr(Kubelet, "_needs_work", counting)
+    assert step() is None
+    assert looked == [], "nothing was written since: no pod is looked at"
+    client.patch(f"{PODS}/gated-0", {"spec": {"schedulingGates": None}})
+    assert step() == pytest.approx(1.0), "the bind latency is due next"
+    assert looked == ["gated-0"]
+    clock.now += 1.0
+    step()
+    assert _pod(client, "gated-0")["spec"]["nodeName"] == "n-001"
+    assert _condition(_pod(client, "gated-1"), "PodScheduled")["reason"] == "SchedulingGated"
