@@ -154,11 +154,12 @@ def processes(nodes_wanted: int, repeats: int) -> None:
             stdout=subprocess.DEVNULL, stderr=stderr.open("w"), cwd=ROOT)
         metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         try:
-            # Settled: a pass ran and wrote nothing (its /metrics, read every 5 s: reading
-            # them costs the operator a per-group exposition, so not more often), no pod
-            # waits behind its gate, and every pod is there and Ready (one listing). The
-            # time is that of the last pass that wrote, from the operator's log (a pass's
-            # line is written at its end); the passes after it write nothing.
+            # Settled: the operator's writes stopped between two reads of its /metrics
+            # (every 5 s: reading them costs the operator a per-group exposition, so not
+            # more often), no pod waits behind its gate, every pod is there and Ready (one
+            # listing), and a pass triggered then writes nothing. The time is that of the
+            # last pass that wrote, from the operator's log (a pass's line is written at
+            # its end); the passes after it write nothing.
             settled_s, last = None, None
             deadline = time.monotonic() + 7200
             while settled_s is None and time.monotonic() < deadline:
@@ -170,11 +171,18 @@ def processes(nodes_wanted: int, repeats: int) -> None:
                     continue
                 if os.environ.get("BENCH_TRACE"):
                     print(round(time.perf_counter() - started, 1), now, os.getloadavg()[0], file=sys.stderr, flush=True)
-                if last is not None and now["writes"] > 0 and now["writes"] == last["writes"] and now["passes"] > last["passes"] and now["gated"] == 0:
+                if last is not None and now["writes"] > 0 and now["writes"] == last["writes"] and now["gated"] == 0:
                     listing = server.get("/api/v1/pods")["items"]
                     ready = [p for p in listing if any(c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or [])]
                     if len(listing) == expected_pods and len(ready) == expected_pods:
-                        settled_s = _last_writing_pass(stderr) - started_wall
+                        # A pass that writes nothing: one a node annotation triggers (the
+                        # operator passes on events only, and none may be left).
+                        server.kubectl("annotate", "node", nodes[0]["metadata"]["name"], "bench/settled=1", "--overwrite")
+                        wait_for(lambda: _metrics(metrics_url)["passes"] > now["passes"], 120, "a pass after the annotation", every=0.2)
+                        time.sleep(1.0)
+                        if _metrics(metrics_url)["writes"] == now["writes"]:
+                            settled_s = _last_writing_pass(stderr) - started_wall
+                        now = _metrics(metrics_url)
                 last = now
             loads.append(os.getloadavg()[0])
             start_rss = _peak_rss_mb(operator.pid)
