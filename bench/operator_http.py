@@ -61,13 +61,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--case", choices=("settled-pass", "apply-to-ready", "processes", "all"), default="all")
+    parser.add_argument("--budget", type=float, default=7200.0,
+                        help="processes: seconds the operator gets to settle; past them the row reports how far it got and stops")
     args = parser.parse_args(argv)
     if args.case in ("settled-pass", "all"):
         settled_pass(args)
     if args.case in ("apply-to-ready", "all"):
         apply_to_ready(args.repeats)
     if args.case == "processes":
-        processes(args.nodes, args.repeats)
+        processes(args.nodes, args.repeats, args.budget)
     return 0
 
 
@@ -87,6 +89,12 @@ def _metrics(url: str) -> dict[str, float]:
             elif line.startswith("tandem_gated_pods_waiting"):
                 out["gated"] = float(line.split()[-1])
     return out
+
+
+def _stamp(text: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def _last_writing_pass(log: Path) -> float:
@@ -110,7 +118,7 @@ def _peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def processes(nodes_wanted: int, repeats: int) -> None:
+def processes(nodes_wanted: int, repeats: int, budget: float = 7200.0) -> None:
     import os
     import subprocess
     import tempfile
@@ -161,7 +169,7 @@ def processes(nodes_wanted: int, repeats: int) -> None:
             # last pass that wrote, from the operator's log (a pass's line is written at
             # its end); the passes after it write nothing.
             settled_s, last = None, None
-            deadline = time.monotonic() + 7200
+            deadline = time.monotonic() + budget
             while settled_s is None and time.monotonic() < deadline:
                 time.sleep(5.0)
                 assert operator.poll() is None, stderr.read_text()[-3000:]
@@ -185,6 +193,21 @@ def processes(nodes_wanted: int, repeats: int) -> None:
                         now = _metrics(metrics_url)
                 last = now
             loads.append(os.getloadavg()[0])
+            if settled_s is None:  # out of budget: how far it got
+                log = stderr.read_text()
+                synced = [json.loads(line)["time"] for line in log.splitlines() if '"informers synced"' in line]
+                writing = [json.loads(line) for line in log.splitlines() if '"message": "pass"' in line]
+                now = _metrics(metrics_url)
+                print(json.dumps({
+                    "suite": "operator", "case": "processes", "nodes": len(nodes), "groups": groups, "expected_pods": expected_pods,
+                    "settled": False, "budget_s": budget, "apiserver_start_s": round(server_start_s, 1),
+                    "apiserver_peak_rss_mb": _peak_rss_mb(server.process.pid),
+                    "operator_informers_synced_s": round(_stamp(synced[0]) - started_wall, 1) if synced else None,
+                    "operator_passes_logged": [{"seconds": e["seconds"], "writes": e["writes"], "at_s": round(_stamp(e["time"]) - started_wall, 1)} for e in writing],
+                    "operator_writes": now["writes"], "operator_peak_rss_mb": _peak_rss_mb(operator.pid),
+                    "load_1min": [round(x, 2) for x in loads],
+                }), flush=True)
+                return
             start_rss = _peak_rss_mb(operator.pid)
             start = time.perf_counter()
             listing = server.get("/api/v1/pods")["items"]
