@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--case", choices=("settled-pass", "apply-to-ready", "processes", "all"), default="all")
+    parser.add_argument("--seeded", action="store_true",
+                        help="processes: the API server starts with the cluster as a previous operator left it (bench/settled_cluster.py): the operator restarts")
     parser.add_argument("--budget", type=float, default=7200.0,
                         help="processes: seconds the operator gets to settle; past them the row reports how far it got and stops")
     args = parser.parse_args(argv)
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.case in ("apply-to-ready", "all"):
         apply_to_ready(args.repeats)
     if args.case == "processes":
-        processes(args.nodes, args.repeats, args.budget)
+        processes(args.nodes, args.repeats, args.budget, args.seeded)
     return 0
 
 
@@ -118,7 +120,7 @@ def _peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def processes(nodes_wanted: int, repeats: int, budget: float = 7200.0) -> None:
+def processes(nodes_wanted: int, repeats: int, budget: float = 7200.0, seeded: bool = False) -> None:
     import os
     import subprocess
     import tempfile
@@ -129,7 +131,8 @@ def processes(nodes_wanted: int, repeats: int, budget: float = 7200.0) -> None:
     from e2e.processes import free_port, tandem
 
     sys.path.insert(0, str(ROOT / "bench"))
-    from controller import DAEMONS, _daemon, _group  # bench/controller.py's world
+    import settled_cluster  # bench/controller.py's world, cold or settled
+    from controller import DAEMONS
 
     example = ROOT / "examples" / "llama-70b.yaml"
     manifest = yaml.safe_load(example.read_text())
@@ -143,10 +146,14 @@ def processes(nodes_wanted: int, repeats: int, budget: float = 7200.0) -> None:
         procs.tandem = tandem
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        topology, nodes = generate_cluster([("block", max(1, nodes_wanted // 250)), ("rack", 10), ("host", 25)], 8)
-        groups = len(nodes) // 10
-        items = [*nodes, *(_daemon(n["metadata"]["name"], d) for n in nodes for d in DAEMONS), *(_group(i) for i in range(groups))]
-        (work / "cluster.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [topology, *items]}))
+        items, nodes, groups = settled_cluster.world(nodes_wanted)
+        seeding = None
+        if seeded:  # every group's pods there, bound and Ready, as a previous operator left them
+            begin = time.perf_counter()
+            items, seeding = settled_cluster.settled(items)
+            seeding["total_s"] = round(time.perf_counter() - begin, 1)
+        (work / "cluster.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+        del items
         expected_pods = len(nodes) * len(DAEMONS) + groups * 10
         started = time.perf_counter()
         server = procs.start_apiserver(work, "--cluster", str(work / "cluster.json"), "--ready-after", "0", "--bind-latency", "0")
@@ -170,7 +177,25 @@ def processes(nodes_wanted: int, repeats: int, budget: float = 7200.0) -> None:
             # its end); the passes after it write nothing.
             settled_s, last = None, None
             deadline = time.monotonic() + budget
-            while settled_s is None and time.monotonic() < deadline:
+            # Seeded (a restart): the first pass that writes nothing is the first settled
+            # one. Its pass line is not logged (a pass without writes logs at debug), so it
+            # is read from /metrics every second: passes went up while the writes stood
+            # still since an earlier read (to within 1 s).
+            polls = [(0.0, 0.0)]  # (passes, writes) at each read
+            while seeded and settled_s is None and time.monotonic() < deadline:
+                time.sleep(1.0)
+                assert operator.poll() is None, stderr.read_text()[-3000:]
+                try:
+                    now = _metrics(metrics_url)
+                except OSError:
+                    continue
+                if os.environ.get("BENCH_TRACE"):
+                    print(round(time.perf_counter() - started, 1), now, os.getloadavg()[0], file=sys.stderr, flush=True)
+                if any(w == now["writes"] and p < now["passes"] for p, w in polls) and now["gated"] == 0:
+                    settled_s = time.perf_counter() - started
+                    restart_writes = now["writes"]
+                polls.append((now["passes"], now["writes"]))
+            while not seeded and settled_s is None and time.monotonic() < deadline:
                 time.sleep(5.0)
                 assert operator.poll() is None, stderr.read_text()[-3000:]
                 try:
@@ -199,7 +224,8 @@ def processes(nodes_wanted: int, repeats: int, budget: float = 7200.0) -> None:
                 writing = [json.loads(line) for line in log.splitlines() if '"message": "pass"' in line]
                 now = _metrics(metrics_url)
                 print(json.dumps({
-                    "suite": "operator", "case": "processes", "nodes": len(nodes), "groups": groups, "expected_pods": expected_pods,
+                    "suite": "operator", "case": "processes", "seeded": seeded, "seeding": seeding,
+                    "nodes": len(nodes), "groups": groups, "expected_pods": expected_pods,
                     "settled": False, "budget_s": budget, "apiserver_start_s": round(server_start_s, 1),
                     "apiserver_peak_rss_mb": _peak_rss_mb(server.process.pid),
                     "operator_informers_synced_s": round(_stamp(synced[0]) - started_wall, 1) if synced else None,
@@ -239,8 +265,15 @@ def processes(nodes_wanted: int, repeats: int, budget: float = 7200.0) -> None:
                 server.delete(f"/apis/tandem.dev/v1alpha1/namespaces/{namespace}/inferencegroups/{name}")
                 wait_for(lambda: not server.get(listing_path)["items"], 120, "the pods gone", every=0.05)
             loads.append(os.getloadavg()[0])
+            log = stderr.read_text()
+            synced = [json.loads(line)["time"] for line in log.splitlines() if '"informers synced"' in line]
             print(json.dumps({
-                "suite": "operator", "case": "processes", "nodes": len(nodes), "groups": groups, "pods": len(listing),
+                "suite": "operator", "case": "processes", "seeded": seeded, "seeding": seeding,
+                "nodes": len(nodes), "groups": groups, "pods": len(listing),
+                "operator_informers_synced_s": round(_stamp(synced[0]) - started_wall, 1) if synced else None,
+                "operator_writes_to_settle": restart_writes if seeded else None,
+                "operator_passes_logged": [{"seconds": e["seconds"], "writes": e["writes"], "at_s": round(_stamp(e["time"]) - started_wall, 1)}
+                                           for e in (json.loads(line) for line in log.splitlines() if '"message": "pass"' in line)][:20],
                 "apiserver_start_s": round(server_start_s, 1), "apiserver_peak_rss_mb": _peak_rss_mb(server.process.pid),
                 "apiserver_list_all_pods_s": round(list_s, 2),
                 "operator_start_to_settled_s": None if settled_s is None else round(settled_s, 1),

@@ -66,7 +66,7 @@ def prepare_create(state: State, resource: Resource, obj: dict[str, Any], params
     if resource.kind == POD_KIND and not resource.custom and not keep_status:
         warnings = check_pod(resource, obj, _field_validation(params))
     if resource.custom:
-        if resource.status:
+        if resource.status and not keep_status:  # a cluster file's status is kept, as a snapshot of a running cluster has it
             obj.pop("status", None)
         warnings = check_custom(resource, obj, params)
     elif resource.definition:

@@ -3,11 +3,13 @@
 Cluster files are what `tandem plan --cluster` reads (Nodes, bound Pods, ClusterTopology,
 InferenceGroups; `kubectl get -o yaml` Lists included), checked the same way
 (`tandem.api.loading`), then stored as written, through the same admission as a create
-over HTTP. Server-set metadata in a dump (uid, resourceVersion, ...) is replaced.
+over HTTP. Server-set metadata in a dump (uid, resourceVersion, ...) is replaced (owner
+references to objects of the dump follow their owners' new uids); a status is kept.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tandem.api.crds import crds as tandem_crds
@@ -19,17 +21,21 @@ from tandem.cluster.kind_keys import group_of
 from tandem.errors import ApiError, InputError, Problem
 
 NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+CHECKED = frozenset({"Node", "Pod", "ClusterTopology", "InferenceGroup"})  # the kinds tandem's commands read from cluster files
 # Created first: what later objects may need (CRDs before their objects, nodes before pods).
-ORDER = ("Namespace", "CustomResourceDefinition", "Node", "ClusterTopology", "Pod", "InferenceGroup")
+# Owners before what they own: an owner reference names the owner's uid, which the server
+# gives anew, so a dependent's reference is rewritten to the uid its owner got here.
+ORDER = ("Namespace", "CustomResourceDefinition", "Node", "ClusterTopology", "InferenceGroup", "Pod")
 
 
 def cluster_objects(sources: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """Every object of the (name, text) sources, Lists expanded; InputError naming the file and field when invalid."""
     if not sources:
         return []
-    load_texts(sources)  # the checks every tandem command makes of these files
     objects: list[dict[str, Any]] = []
+    checked: list[tuple[str, str]] = []
     for name, text in sources:
+        first = len(objects)
         for document in load_documents(name, text):
             if not isinstance(document, dict):
                 continue
@@ -41,6 +47,12 @@ def cluster_objects(sources: list[tuple[str, str]]) -> list[dict[str, Any]]:
                         objects.append({"apiVersion": document.get("apiVersion") or "v1", "kind": item_kind, **item} if item_kind else item)
             else:
                 objects.append(document)
+        mine = objects[first:]
+        if all(o.get("kind") in CHECKED for o in mine):
+            checked.append((name, text))
+        else:  # others' kinds too (a snapshot's ConfigMaps, Services): those admission checks
+            checked.append((name, json.dumps({"apiVersion": "v1", "kind": "List", "items": [o for o in mine if o.get("kind") in CHECKED]})))
+    load_texts(checked)  # the checks every tandem command makes of these files
     return objects
 
 
@@ -53,6 +65,7 @@ def seed(state: State, objects: list[dict[str, Any]], *, crds: bool = True) -> N
             for crd in tandem_crds():
                 verbs.create(state, _resource(state, "CustomResourceDefinition"), None, crd, {})
         rank = {kind: i for i, kind in enumerate(ORDER)}
+        uids: dict[str, str] = {}  # the file's uid -> the one the server gave
         for index, obj in sorted(enumerate(objects), key=lambda pair: (rank.get(pair[1].get("kind", ""), len(ORDER)), pair[0])):
             kind = obj.get("kind", "")
             resource = state.registry.for_kind(kind, group_of(obj["apiVersion"]) if obj.get("apiVersion") else None)
@@ -60,10 +73,16 @@ def seed(state: State, objects: list[dict[str, Any]], *, crds: bool = True) -> N
             where = f"{kind} {meta.get('name', '?')}"
             if resource is None:
                 raise InputError(Problem("--cluster", f"{where}: kind {kind} is not served (tandem's CRDs are installed unless --no-crds)"))
+            owners = meta.get("ownerReferences")
+            if isinstance(owners, list) and any(isinstance(o, dict) and o.get("uid") in uids for o in owners):
+                obj = {**obj, "metadata": {**meta, "ownerReferences": [
+                    {**o, "uid": uids[o["uid"]]} if isinstance(o, dict) and o.get("uid") in uids else o for o in owners]}}
             try:
-                verbs.create(state, resource, meta.get("namespace"), obj, {"fieldValidation": "Strict"}, loading=True)
+                answer = verbs.create(state, resource, meta.get("namespace"), obj, {"fieldValidation": "Strict"}, loading=True)
             except ApiError as exc:  # the file says something the API refuses
                 raise InputError(Problem("--cluster", f"{where}: {exc.message}")) from None
+            if isinstance(meta.get("uid"), str):
+                uids[meta["uid"]] = answer.body["metadata"]["uid"]
         state.changed()
 
 
