@@ -46,11 +46,43 @@ def test_a_kubectl_dump_is_loaded_as_written_with_server_fields_replaced():
         assert namespaces == ["default", "elsewhere", "kube-node-lease", "kube-public", "kube-system"]
 
 
+SNAPSHOT = """\
+apiVersion: v1
+kind: List
+items:
+- apiVersion: tandem.dev/v1alpha1
+  kind: InferenceGroup
+  metadata: {name: g, namespace: serving, uid: old-group-uid}
+  spec:
+    roles: [{name: decode, replicas: 1, template: {spec: {containers: [{name: engine, image: vllm}]}}}]
+  status: {observedGeneration: 1, state: Ready, replicas: 1}
+- apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: g-0-peers
+    namespace: serving
+    ownerReferences: [{apiVersion: tandem.dev/v1alpha1, kind: InferenceGroup, name: g, uid: old-group-uid, controller: true}]
+  data: {peers.json: "{}"}
+"""
+
+
+def test_a_snapshot_left_by_an_operator_keeps_its_status_other_kinds_and_owners():
+    """A cluster as a previous operator left it: the group's status, its ConfigMap, and
+    the ConfigMap's owner reference following the group's new uid (else the garbage
+    collector would not know it as the group's)."""
+    with ApiServer(objects=cluster_objects([("snapshot.yaml", SNAPSHOT)]), kubelet=False) as server:
+        client = Client(server.url)
+        group = client.get("/apis/tandem.dev/v1alpha1/namespaces/serving/inferencegroups/g").body
+        assert group["status"]["state"] == "Ready" and group["metadata"]["uid"] != "old-group-uid"
+        peers = client.get("/api/v1/namespaces/serving/configmaps/g-0-peers").body
+        assert [r["uid"] for r in peers["metadata"]["ownerReferences"]] == [group["metadata"]["uid"]]
+
+
 def test_tandem_kinds_need_tandems_crds_and_bad_files_name_what_is_wrong():
     with pytest.raises(InputError, match="ClusterTopology default: kind ClusterTopology is not served"):
         ApiServer(objects=cluster_objects([("dump.yaml", DUMP)]), crds=False, kubelet=False)
     with pytest.raises(InputError, match=r"bad\.yaml"):
-        cluster_objects([("bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")])
+        cluster_objects([("bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: 3}\n")])
     assert cluster_objects([]) == []
 
 
