@@ -2,6 +2,7 @@
 
     python bench/operator_http.py [--nodes 1000] [--repeats 5] [--case settled-pass|apply-to-ready|all]
     python bench/operator_http.py --case processes --nodes 10000 --repeats 3   # tandem apiserver + tandem operator at scale
+    python bench/operator_http.py --case processes --seeded --nodes 65536 --repeats 3   # the operator restarting on a settled cluster
 
 `processes`: `tandem apiserver` started with `--nodes` nodes (blocks of 10 racks of 25
 hosts, 8 GPUs each), three DaemonSet pods bound on every node and one InferenceGroup per
@@ -15,6 +16,13 @@ annotation triggers, which writes nothing: from the pass-duration histogram's su
 count, `--repeats` of them); and `kubectl apply -f examples/llama-70b.yaml` until its 16
 pods are Ready, as in `apply-to-ready`, on the big cluster. A listing of every pod from
 the API server is timed too, its own cost at that size.
+
+`processes --seeded`: the operator restarts against a cluster a previous operator left
+settled (bench/settled_cluster.py: every group's pods created, bound and Ready, their
+peers ConfigMaps and Services, the groups' status, all loaded by `tandem apiserver
+--cluster`). Its first settled pass is its first pass that writes nothing (read from its
+/metrics every second); the writes it made before it are reported (a restart should make
+none). Then the same settled passes and apply-to-Ready as above.
 
 (Not `bench/operator.py`: a script of that name shadows the standard library's `operator`.)
 
