@@ -132,6 +132,7 @@ def processes(nodes_wanted: int, repeats: int, budget: float = 7200.0, seeded: b
     import os
     import subprocess
     import tempfile
+    import urllib.request
 
     import yaml
 
@@ -157,9 +158,18 @@ def processes(nodes_wanted: int, repeats: int, budget: float = 7200.0, seeded: b
         items, nodes, groups = settled_cluster.world(nodes_wanted)
         seeding = None
         if seeded:  # every group's pods there, bound and Ready, as a previous operator left them (its own process: its memory goes back)
-            made = subprocess.run([sys.executable, str(ROOT / "bench" / "settled_cluster.py"), "--nodes", str(nodes_wanted), "-o", str(work / "cluster.json")],
-                                  check=True, capture_output=True, text=True, cwd=ROOT)
-            seeding = json.loads(made.stdout.splitlines()[-1])
+            kept = os.environ.get("BENCH_SEEDED_FILE")  # a settled cluster made before (of the same --nodes), or where to keep this one
+            if kept and Path(kept).exists():
+                (work / "cluster.json").symlink_to(Path(kept).resolve())
+                seeding = {"reused": kept}
+            else:
+                made = subprocess.run([sys.executable, str(ROOT / "bench" / "settled_cluster.py"), "--nodes", str(nodes_wanted), "-o", str(work / "cluster.json")],
+                                      check=True, capture_output=True, text=True, cwd=ROOT)
+                seeding = json.loads(made.stdout.splitlines()[-1])
+                if kept:
+                    import shutil
+
+                    shutil.copy(work / "cluster.json", kept)
         else:
             (work / "cluster.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
         del items
@@ -245,7 +255,8 @@ def processes(nodes_wanted: int, repeats: int, budget: float = 7200.0, seeded: b
                 return
             start_rss = _peak_rss_mb(operator.pid)
             start = time.perf_counter()
-            listing = server.get("/api/v1/pods")["items"]
+            with urllib.request.urlopen(server.url + "/api/v1/pods", timeout=600) as answer:  # one unpaged list: minutes at 262,000 pods
+                listing = json.load(answer)["items"]
             list_s = time.perf_counter() - start
             # Settled passes: a node annotation is an event the pass reads and writes nothing for.
             passes = []
