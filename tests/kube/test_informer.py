@@ -336,3 +336,28 @@ def test_a_required_kind_not_served_is_never_synced(api_rest):
         assert informer.serving is None
     finally:
         informer.stop()
+
+
+def test_an_informer_stopped_while_its_list_is_out_does_nothing_with_the_answer(caplog):
+    """A 404 that comes back after `stop` (the list was sent before) is not the kind going
+    unserved: no log line from a stopped informer (a test's log stream may be closed by
+    then), no cache replaced."""
+    import httpx2
+
+    from tandem.errors import NotFound
+    from tandem.kube.rest import Rest
+
+    class StoppedWhileListing(Rest):
+        informer: Informer
+
+        def request(self, method, path, **kwargs):  # type: ignore[no-untyped-def,override]
+            self.informer.signal_stop()
+            raise NotFound("the server could not find the requested resource")
+
+    caplog.set_level("INFO", logger="tandem.kube")
+    rest = StoppedWhileListing(httpx2.Client(base_url="http://127.0.0.1:9"))
+    informer = Informer(rest, kind_of("PodGroup.scheduling.volcano.sh"), optional=True, **FAST)
+    rest.informer = informer
+    informer._run()  # returns: stopped
+    assert not informer.has_synced(), "the answer was not taken as the kind's state"
+    assert [r.getMessage() for r in caplog.records if r.name == "tandem.kube"] == []

@@ -214,6 +214,8 @@ class Informer:
                 try:
                     self._list()
                 except NotFound:
+                    if self._stopped.is_set():  # an answer to a list sent before the stop: nothing to do with it
+                        break
                     if not self.optional:
                         raise
                     failures = 0
