@@ -150,6 +150,9 @@ class MemoryStore:
         self._events: deque[Event] = deque(maxlen=history)
         self._journal: deque[tuple[int, tuple[str, str, str]]] = deque(maxlen=history)  # (version, key) of each write
         self._owned: dict[str, set[tuple[str, str, str]]] = defaultdict(set)  # owner uid -> its dependents' keys
+        # kind -> its objects' keys: a list of one kind (a webhook configuration on every write,
+        # a group's pods) looks at that kind's keys, not at every stored object's
+        self._by_kind: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
         self._version = 0
         self._uids = 0
 
@@ -160,7 +163,7 @@ class MemoryStore:
         A qualified `kind` (`Topology.kai.scheduler`) keys objects of that kind in that group
         apart from same-named kinds of other groups. Its scope cannot change while objects
         of it are stored (their keys depend on it)."""
-        if cluster_scoped != (kind in self._cluster_scoped) and any(k == kind for k, _, _ in self._objects):
+        if cluster_scoped != (kind in self._cluster_scoped) and self._by_kind.get(kind):
             raise Invalid(f"{kind}: the scope of a kind cannot change while objects of it exist")
         self._cluster_scoped = self._cluster_scoped | {kind} if cluster_scoped else self._cluster_scoped - {kind}
         if status:
@@ -214,7 +217,8 @@ class MemoryStore:
 
     def list(self, kind: str, namespace: str | None = None, labels: Selector = None, fields: Selector = None) -> list[Object]:
         """Copies of the matching objects (callers may change them and write them back)."""
-        return copy.deepcopy(_select(self._objects, kind, namespace, labels, fields))
+        objects = self._objects
+        return copy.deepcopy(_matching(sorted((key, objects[key]) for key in self._by_kind.get(kind, ())), namespace, labels, fields))
 
     def list_with_version(self, kind: str, namespace: str | None = None, labels: Selector = None) -> ListResult:
         """A list and the resourceVersion to watch from, as an informer starts."""
@@ -450,6 +454,7 @@ class MemoryStore:
         table = self._table()
         self._index_owners(key, table.get(key), obj)
         table[key] = obj
+        self._by_kind[key[0]].add(key)
         # Stored objects are never changed in place (a write replaces them), so the history
         # shares them; `watch` hands out copies.
         self._events.append(Event(kind_of_event, obj, str(self._version)))  # type: ignore[arg-type]
@@ -469,6 +474,7 @@ class MemoryStore:
 
     def _remove(self, key: tuple[str, str, str], orphan: bool = False) -> None:
         obj = self._table().pop(key)
+        self._by_kind[key[0]].discard(key)
         self._index_owners(key, obj, None)
         self._version += 1
         gone = copy.deepcopy(obj)
@@ -514,13 +520,6 @@ def _key(kind: str, namespace: str | None, name: str, cluster_scoped: frozenset[
 
 def _where(namespace: str | None, name: str) -> str:
     return f"{namespace}/{name}" if namespace else name
-
-
-def _select(
-    objects: Mapping[tuple[str, str, str], Object], kind: str, namespace: str | None, labels: Selector, fields: Selector
-) -> list[Object]:
-    """The stored objects of `kind` that match, in (namespace, name) order."""
-    return _matching(sorted(item for item in objects.items() if item[0][0] == kind), namespace, labels, fields)
 
 
 def _matching(
