@@ -145,3 +145,51 @@ def test_an_hpa_or_scaledobject_keeps_only_what_it_scales_and_reads_the_same_to_
         assert trimmed == {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
                            "metadata": {"name": "units", "namespace": "serving", "resourceVersion": "9"}, "spec": {"scaleTargetRef": ref}}
         assert targeted_group(trimmed) == targeted_group(obj) == "llama"
+
+
+KUBELET_STATUS = {
+    "phase": "Running", "podIP": "127.10.0.7", "podIPs": [{"ip": "127.10.0.7"}], "hostIP": "127.20.0.3", "startTime": "2026-11-28T03:43:04Z",
+    "conditions": [
+        {"type": "PodReadyToStartContainers", "status": "True", "lastTransitionTime": "2026-11-28T03:43:04Z"},
+        {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-11-28T03:43:04Z"},
+        {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "lastTransitionTime": "2026-11-28T03:43:04Z"},
+        {"type": "ContainersReady", "status": "False", "lastTransitionTime": "2026-11-28T03:43:04Z"},
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-28T03:43:01Z"},
+    ],
+}
+
+
+def test_a_pod_keeps_the_conditions_tandem_reads_and_not_the_kubelets_others():
+    pod = {**FAT_POD, "status": KUBELET_STATUS}
+    trimmed = trim_pod(pod)
+    assert [c["type"] for c in trimmed["status"]["conditions"]] == ["Ready", "PodScheduled"]
+    assert trimmed["status"]["conditions"] == [KUBELET_STATUS["conditions"][2], KUBELET_STATUS["conditions"][4]], "kept whole"
+    assert trimmed["status"] == {"phase": "Running", "podIP": "127.10.0.7", "hostIP": "127.20.0.3",
+                                 "conditions": trimmed["status"]["conditions"]}
+    assert not pod_ready(trimmed) and pod_ready({**pod, "status": {**KUBELET_STATUS, "conditions": [{"type": "Ready", "status": "True"}]}})
+    assert len(pod["status"]["conditions"]) == 5, "the server's object is not changed"
+
+
+def test_pods_decoded_apart_share_their_repeated_strings_and_read_the_same():
+    """Each pod comes off the wire with its own copy of every string; trimmed, the strings
+    most pods repeat (namespace, labels, owner, node, image, quantities, condition words)
+    are one object, and the pod reads exactly as before."""
+    import json
+
+    wire = json.dumps({**FAT_POD, "status": KUBELET_STATUS})
+    first, second = (trim_pod(json.loads(wire)) for _ in range(2))
+    assert first == second == trim_pod({**FAT_POD, "status": KUBELET_STATUS})
+    same = [
+        lambda p: p["metadata"]["namespace"],
+        lambda p: p["metadata"]["labels"]["tandem.dev/group"],
+        lambda p: p["metadata"]["ownerReferences"][0]["name"],
+        lambda p: p["spec"]["nodeSelector"]["kubernetes.io/hostname"],
+        lambda p: p["spec"]["containers"][0]["image"],
+        lambda p: p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
+        lambda p: p["status"]["conditions"][0]["reason"],
+        lambda p: p["status"]["hostIP"],
+    ]
+    assert all(read(first) is read(second) for read in same)
+    node = json.dumps({"metadata": {"name": "n-3", "labels": {"network.example.com/rack": "r1"}}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}})
+    a, b = (trim_node(json.loads(node)) for _ in range(2))
+    assert a == b and a["metadata"]["labels"]["network.example.com/rack"] is b["metadata"]["labels"]["network.example.com/rack"]

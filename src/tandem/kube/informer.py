@@ -285,7 +285,7 @@ class Informer:
         objects, version = self._list_pages()
         self.lists += 1
         self._listed_at = self.clock()
-        if self._replace({_key(o): self._prepare(o) for o in objects}, version, serving=True) is False:
+        if self._replace({_key(o): o for o in objects}, version, serving=True) is False:
             log.info("informer %s: the API server serves this kind now", self.kind.key, extra={"kind": self.kind.key})
 
     def _unserved(self) -> None:
@@ -326,9 +326,11 @@ class Informer:
                 self._notify("MODIFIED", obj)
         return was
 
-    def _list_pages(self) -> tuple[list[Mapping[str, Any]], str]:
-        """Every page of one consistent list; an expired continue token starts over unpaged."""
-        items: list[Mapping[str, Any]] = []
+    def _list_pages(self) -> tuple[list[Object], str]:
+        """Every page of one consistent list, each object trimmed as its page comes (a
+        list of 262,000 pods is never held whole as the server sent it); an expired
+        continue token starts over unpaged."""
+        items: list[Object] = []
         params: dict[str, Any] = {"limit": self.page_size} if self.page_size else {}
         while True:
             try:
@@ -338,7 +340,7 @@ class Informer:
                     raise
                 items, params = [], {}
                 continue
-            items += page.get("items") or []
+            items += [self._prepare(o) for o in page.get("items") or []]
             meta = page.get("metadata") or {}
             if not meta.get("continue"):
                 return items, str(meta.get("resourceVersion") or "")

