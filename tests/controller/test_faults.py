@@ -376,6 +376,69 @@ def test_a_memo_across_passes_changes_no_decision_and_spares_revalidation():
     assert memo.hits > memo.misses, "unchanged groups, nodes and pods are validated once"
 
 
+def test_skipping_every_settled_group_at_once_decides_what_looking_at_each_would(monkeypatch):
+    """When the last pass skipped every group as settled and nothing any of them reads has
+    changed, a pass skips them all without a look at each (`Memo.quiet`). Through the story,
+    then passes on the settled cluster with a node relabelled, a foreign Service named like
+    a group's and a deadline coming, every decision equals the one looking at each group."""
+    import sys
+
+    pass_module = sys.modules["tandem.controller.reconcile"]  # the package's `reconcile` is the function
+    taken = []
+
+    def both(state, now, *args):
+        quick = decide(state, now, *args)
+        kept, state.memo.quiet = state.memo.quiet, None
+        full = decide(state, now, *args)
+        state.memo.quiet = kept
+        assert quick == full
+        taken.append(kept is not None and quick.memory.quiet is kept)
+        return quick
+
+    monkeypatch.setattr(pass_module, "decide", both)
+    timed = design_group("timed")
+    timed["spec"]["scheduler"] = {"gangTimeoutSeconds": 90}
+    store = world(*two_groups(), shape="block=2,rack=2,host=10")
+    memo = Memo()
+    story(store, FaultyWriter(store), memo=memo)
+    assert not any(taken), "every pass of the story follows a change"
+    node = store.list("Node")[0]["metadata"]["name"]
+    for n in range(3):  # a change no group reads: skipped at once
+        store.patch("Node", None, node, {"metadata": {"annotations": {"note": str(n)}}})
+        assert reconcile(store, 600.0 + n, memo=memo).writes == 0
+    assert taken[-2:] == [True, True]
+    store.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "late", "namespace": "serving"}, "spec": {}})
+    store.create(group("late", [role("prefill", 1, 1, gpus=8)]))
+    for now in range(700, 705):  # its Service's name taken by another's: said in its status, and settled
+        reconcile(store, float(now), memo=memo)
+        kubelet(store)
+    assert taken[-1] is True
+    store.delete("Service", "serving", "late")  # no object of any group changed
+    report = reconcile(store, 710.0, memo=memo)
+    assert taken[-1] is False and report.count("create", "Service") == 1, "the group named like it was decided again"
+    settle(store, store, start=711.0)
+    store.create(timed)
+    for now in (800.0, 801.0):
+        reconcile(store, now, memo=memo)  # placed, never bound: the gang timeout is a deadline
+    reports = [reconcile(store, now, memo=memo) for now in (802.0, 803.0)]
+    assert [r.writes for r in reports] == [0, 0] and taken[-1] is True and reports[-1].requeue_after == pytest.approx(87.0, abs=0.01)
+    report = reconcile(store, 891.0, memo=memo)
+    assert taken[-1] is False and report.writes > 0, "the deadline came: the timed-out gang is acted on"
+
+    full = world(group("waiting", [role("prefill", 1, 1, gpus=8)]), shape="block=1,rack=1,host=1")
+    hog = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hog", "namespace": "other"},
+           "spec": {"nodeName": "n-000", "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "8"}}}]},
+           "status": {"phase": "Running"}}
+    full.create(hog)  # another workload's pod, no group's: holds the only node
+    memo = Memo()
+    for now in range(5):
+        reconcile(full, float(now), memo=memo)
+    assert taken[-1] is True and not full.get("Pod", "serving", "waiting-0-prefill-0-0")["spec"].get("nodeName")
+    full.delete("Pod", "other", "hog")  # room comes free; no object of any group changed
+    report = reconcile(full, 10.0, memo=memo)
+    assert taken[-1] is False and report.placed == 1, "the waiting group was decided again, and placed"
+
+
 def test_a_group_asking_for_billions_of_units_is_refused_and_the_others_go_on():
     a, b = two_groups()
     b["spec"]["replicas"] = 2_147_483_647

@@ -50,6 +50,7 @@ class ClusterIndex:
     companions_of: dict[GroupKey, dict[tuple[str, str, str], Object]] = field(default_factory=dict)
     serial: dict[GroupKey, int] = field(default_factory=dict)  # moves when a group's own objects change
     groups_serial: int = 0  # moves when any group, or any object of one, changes
+    kind_serial: dict[str, int] = field(default_factory=dict)  # moves when any object of the kind changes
     lists: int = 0  # full lists taken (a new index, no journal, or a cursor too old)
     _next: int = 0
 
@@ -107,6 +108,8 @@ class ClusterIndex:
             del table[name]
         else:
             table[name] = after
+        self._next += 1
+        self.kind_serial[kind] = self._next
         if kind == "Pod" or kind in COMPANION_KINDS:
             for obj, present in ((before, False), (after, True)):
                 owner = _owner(obj)

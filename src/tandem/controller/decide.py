@@ -125,6 +125,15 @@ def decide(
     provisioning: ProvisioningSettings = ProvisioningSettings(),
     delegation: DelegationSettings = DelegationSettings(),
 ) -> Decisions:
+    stamp = _quiet_stamp(state)
+    quiet = state.memo.quiet
+    if quiet is not None and quiet[0] == stamp and now < quiet[1]:
+        # Every group was skipped as settled last time, and nothing any of them read has
+        # changed since (the very same group states, topologies, Services, served kinds and
+        # freed capacity) nor has a deadline come: each would be skipped again. What the
+        # loop below would return then, without a look at each group.
+        requeue = quiet[1] - now + _AFTER_DEADLINE_S if quiet[1] != math.inf else None
+        return Decisions((), requeue, 0, (), MemoUpdate(settled_hits=len(state.groups), quiet=quiet))
     expected = _Expected(state.pods)  # pods as they will be
     drafts, deadlines = [], []
     classes: set[str] = set()  # PriorityClasses this pass creates (one create per name, whichever group asks first)
@@ -185,8 +194,35 @@ def decide(
         unit_reads=tuple((draft.group.key, draft.reads.settle()) for draft in drafts if draft.reads is not None),
         placement_ran=ran,
         idle_placement=idle,
+        quiet=None if drafts else (stamp, min(deadlines, default=math.inf)),
     )
     return Decisions(groups, requeue, placed, tuple(notes), memory)
+
+
+def _quiet_stamp(state: ClusterState) -> tuple[Any, ...]:
+    """Everything a settled group's skip reads but the clock (`ClusterState.settled_key`,
+    `Memo.settled_until`): the group states (one tuple, the same object while no group,
+    pod or companion changes), the topologies' versions, any Service's change, the served
+    kinds (one object while the same) and the capacity freed. Compared by identity where
+    the objects are kept as one."""
+    memo = state.memo
+    return (_Same(state.groups), state.topology_versions, memo.index.kind_serial.get("Service", 0), _Same(state.served), memo.placement.freed)
+
+
+class _Same:
+    """Equal to another only when holding the very same object (a tuple of thousands of
+    group states compares in one step, and is never mistaken for an equal copy)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
 
 
 class _Reads:

@@ -48,6 +48,9 @@ class Memo:
     placement_keys: dict[tuple[str, tuple[str, str]], bytes] = field(default_factory=dict)  # digest of what the snapshot last read of each
     settled: dict[GroupKey, tuple[tuple[Hashable, ...], float, int | None]] = field(default_factory=dict)  # inputs, until, freed
     idle_placement: tuple[Any, ...] | None = None  # the inputs of the last placement, when it placed nothing
+    # When the last decision skipped every group as settled: what they all read (decide's
+    # `_quiet_stamp`) and the earliest of their deadlines. While both hold, so does the skip.
+    quiet: tuple[Any, float] | None = None
     served: frozenset[str] = frozenset()  # the served kinds, kept as one object while they stay (settled keys compare it by identity)
     # What the group's last decision read of its units (decide's `_Reads`), for the next
     # decision of the same spec: a unit whose pods did not change is not read again.
@@ -91,6 +94,7 @@ class Memo:
         for group, inputs, until, freed in update.settled:
             self.settled[group] = (inputs, until, freed)
         self.unit_reads.update(update.unit_reads)
+        self.quiet = update.quiet
         if update.placement_ran:
             self.idle_placement = update.idle_placement
 
@@ -151,6 +155,9 @@ class MemoUpdate:
     # Whether the engine ran; if so, the inputs of that placement when it placed nothing (else None).
     placement_ran: bool = False
     idle_placement: tuple[Any, ...] | None = None
+    # Every group skipped as settled (none decided): what they read and their earliest
+    # deadline, for the next decision to skip them all at once while both hold (else None).
+    quiet: tuple[Any, float] | None = None
 
 
 def version_key(kind: str, obj: dict[str, Any], *more: Hashable) -> tuple[Hashable, ...] | None:
