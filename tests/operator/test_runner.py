@@ -273,6 +273,45 @@ def test_unschedulable_units_are_a_series_per_group_and_count_in_the_units_by_st
     assert 'tandem_units{state="Unschedulable"} 3.0' in text
 
 
+def test_cluster_and_group_series_followed_from_the_changes_are_those_counted_afresh():
+    """The operator counts units by state, gated pods and each group's series from what
+    changed since its last count (`changes_since`); through a rollout, a scale-up that
+    waits at the gate, a group removed and a journal too short to say what changed, they
+    are at every step what a fresh count of the whole cluster gives."""
+    from support.builders import group, role
+    from tandem.cluster.memory import MemoryStore
+    from tandem.controller import reconcile
+    from tandem.operator.metrics import OperatorMetrics
+    from tandem.topology.generate import generate_cluster
+
+    def series(metrics):
+        return sorted(line for line in metrics.exposition().decode().splitlines()
+                      if line.startswith(("tandem_units", "tandem_gated", "tandem_group_")))
+
+    store = MemoryStore(history=40)
+    topology, nodes = generate_cluster([("block", 1), ("rack", 2), ("host", 2)], 8)
+    for obj in (topology, *nodes):
+        store.create(obj)
+    store.create(group("a", [role("prefill", 2, 1, gpus=8), role("decode", 1, 1, gpus=8)], required="block"))
+    store.create(group("b", [role("prefill", 1, 1, gpus=8)], required="block"))
+    followed = OperatorMetrics()
+    steps = [lambda: None, lambda: store.patch("InferenceGroup", "serving", "b", {"spec": {"replicas": 3}}),
+             lambda: store.delete("InferenceGroup", "serving", "a"), lambda: store.patch("InferenceGroup", "serving", "b", {"spec": {"replicas": 1}})]
+    counts = []
+    for at, change in enumerate(steps):
+        change()
+        for turn in range(4):
+            reconcile(store, at * 100.0 + turn)
+            for metrics in (followed, OperatorMetrics()):
+                metrics.observe_groups(store.snapshot())
+                metrics.observe_cluster(store.snapshot())
+            counts.append(series(followed))
+            assert series(followed) == series(metrics), (at, turn)
+            kubelet(store)
+    assert any('tandem_gated_pods_waiting 2.0' in c and 'tandem_units{state="Unschedulable"} 2.0' in c for c in counts), "b's new units waited"
+    assert any('tandem_units{state="Complete"} 3.0' in c for c in counts) and not any('group="a"' in line for line in counts[-1])
+
+
 def test_a_refused_write_is_logged_once_as_a_warning_and_the_event_once(caplog):
     from support.controller_world import FaultyWriter
     from tandem.errors import Forbidden
