@@ -193,3 +193,33 @@ def test_pods_decoded_apart_share_their_repeated_strings_and_read_the_same():
     node = json.dumps({"metadata": {"name": "n-3", "labels": {"network.example.com/rack": "r1"}}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}})
     a, b = (trim_node(json.loads(node)) for _ in range(2))
     assert a == b and a["metadata"]["labels"]["network.example.com/rack"] is b["metadata"]["labels"]["network.example.com/rack"]
+
+
+def test_one_informers_pods_share_their_equal_parts_and_read_as_trimmed_alone():
+    """An informer's trim keeps the parts many pods hold equal (tolerations, containers,
+    conditions, owner references) once; each pod reads exactly as trimmed on its own, and
+    a memo that fills up starts afresh without changing what any pod reads."""
+    import json
+
+    from tandem.kube.trim import Shared
+
+    def pod(name, node, image="vllm"):
+        body = copy.deepcopy({**FAT_POD, "status": KUBELET_STATUS})
+        body["metadata"]["name"] = name
+        body["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+        body["spec"]["containers"][0]["image"] = image
+        return json.loads(json.dumps(body))  # as decoded off the wire: every part its own object
+
+    trim = trimmer("Pod")
+    first, second, other = trim(pod("a", "n-1")), trim(pod("b", "n-2")), trim(pod("c", "n-3", image="sglang"))
+    assert first == trim_pod(pod("a", "n-1")) and second == trim_pod(pod("b", "n-2"))
+    for field in ("tolerations", "containers"):
+        assert first["spec"][field] is second["spec"][field]
+    assert first["status"]["conditions"] is second["status"]["conditions"]
+    assert first["metadata"]["ownerReferences"] is second["metadata"]["ownerReferences"]
+    assert other["spec"]["containers"] is not first["spec"]["containers"] and other["spec"]["containers"][0]["image"] == "sglang"
+    assert first["spec"]["nodeSelector"] != second["spec"]["nodeSelector"]
+
+    small = Shared(limit=2)
+    pods = [pod(f"p{i}", f"n-{i % 3}", image=("vllm", "sglang", "tgi")[i % 3]) for i in range(12)]
+    assert [trim_pod(p, small) for p in pods] == [trim_pod(p) for p in pods], "a memo starting afresh changes no pod"
