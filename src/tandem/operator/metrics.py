@@ -112,7 +112,8 @@ class OperatorMetrics:
         cursor, changed = _changes(reader, self._cluster_cursor)
         if changed is None:
             self._unit_states, self._waiting = {}, set()
-            self._units_total = Counter({state: 0 for state in UNIT_STATES})
+            # every state counted before stays, at 0 unless counted again (its gauge is set below)
+            self._units_total = Counter({state: 0 for state in (*UNIT_STATES, *self._units_total)})
             for group in reader.list("InferenceGroup"):
                 self._count_units(_group_key(group), group)
             self._waiting = {_pod_key(pod) for pod in reader.list("Pod", labels=GROUP_LABEL) if _waits_at_gate(pod)}
