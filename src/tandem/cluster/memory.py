@@ -133,7 +133,7 @@ class Snapshot:
 
     def list(self, kind: str, namespace: str | None = None, labels: Selector = None, fields: Selector = None) -> list[Object]:
         objects = self._objects
-        keys = self._order.keys(kind, self._version, objects, lambda: self._kind_keys(kind, self._version) or objects)
+        keys = self._order.keys(kind, self._version, objects, lambda: _first_known(self._kind_keys(kind, self._version), objects))
         if namespace is not None:
             keys = in_namespace(keys, kind, namespace)
         return _matching(((key, objects[key]) for key in keys), namespace, labels, fields)
@@ -526,6 +526,11 @@ class MemoryStore:
 
 def _key(kind: str, namespace: str | None, name: str, cluster_scoped: frozenset[str]) -> tuple[str, str, str]:
     return (kind, "" if kind in cluster_scoped else (namespace or "default"), name)
+
+
+def _first_known(keys: Collection[tuple[str, str, str]] | None, objects: Mapping[tuple[str, str, str], Object]) -> Collection[tuple[str, str, str]]:
+    """The kind's keys when the store could say (an empty set included), else every key."""
+    return objects.keys() if keys is None else keys
 
 
 def _where(namespace: str | None, name: str) -> str:
