@@ -203,29 +203,29 @@ def processes(nodes_wanted: int, repeats: int, budget: float = 7200.0, seeded: b
             # one. Its pass line is not logged (a pass without writes logs at debug), so it
             # is read from /metrics every second: passes went up while the writes stood
             # still since an earlier read (to within 1 s).
-            polls = [(0.0, 0.0)]  # (passes, writes) at each read
-            while seeded and settled_s is None and time.monotonic() < deadline:
-                time.sleep(1.0)
+            def poll(every: float) -> dict[str, float] | None:
+                """The operator's figures after `every` seconds (None: /metrics did not answer)."""
+                time.sleep(every)
                 assert operator.poll() is None, stderr.read_text()[-3000:]
                 try:
-                    now = _metrics(metrics_url)
+                    figures = _metrics(metrics_url)
                 except OSError:
-                    continue
+                    return None
                 if os.environ.get("BENCH_TRACE"):
-                    print(round(time.perf_counter() - started, 1), now, os.getloadavg()[0], file=sys.stderr, flush=True)
+                    print(round(time.perf_counter() - started, 1), figures, os.getloadavg()[0], file=sys.stderr, flush=True)
+                return figures
+
+            polls = [(0.0, 0.0)]  # (passes, writes) at each read
+            while seeded and settled_s is None and time.monotonic() < deadline:
+                if (now := poll(1.0)) is None:
+                    continue
                 if any(w == now["writes"] and p < now["passes"] for p, w in polls) and now["gated"] == 0:
                     settled_s = time.perf_counter() - started
                     restart_writes = now["writes"]
                 polls.append((now["passes"], now["writes"]))
             while not seeded and settled_s is None and time.monotonic() < deadline:
-                time.sleep(5.0)
-                assert operator.poll() is None, stderr.read_text()[-3000:]
-                try:
-                    now = _metrics(metrics_url)
-                except OSError:
+                if (now := poll(5.0)) is None:
                     continue
-                if os.environ.get("BENCH_TRACE"):
-                    print(round(time.perf_counter() - started, 1), now, os.getloadavg()[0], file=sys.stderr, flush=True)
                 if last is not None and now["writes"] > 0 and now["writes"] == last["writes"] and now["gated"] == 0:
                     listing = server.get("/api/v1/pods")["items"]
                     ready = [p for p in listing if any(c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or [])]
